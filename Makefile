@@ -1,0 +1,110 @@
+# minfer - one Makefile, out-of-tree build/.
+#   make            build build/minfer (CUDA backend when nvcc is found; CUDA=0 to skip)
+#   make test       CPU test suite (unit tests under ASan+UBSan, end-to-end oracles)
+#   make run        fetch the default real model (SmolLM2-135M-Instruct) and run a prompt
+#   make bench      CPU benchmark on a synthetic 1B q4_k_m model
+#   make test-cuda  CUDA parity tests + GPU benchmarks (run on the GPU machine)
+#   make clean
+
+CC      ?= gcc
+NVCC    ?= nvcc
+BUILD   ?= build
+PYTHON  ?= python3
+
+NVCC_FOUND := $(shell command -v $(NVCC) 2>/dev/null)
+ifeq ($(NVCC_FOUND),)
+CUDA ?= 0
+else
+CUDA ?= 1
+endif
+
+OPT      ?= -O2
+CFLAGS   ?= $(OPT) -g
+CFLAGS   += -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -Isrc -Iinclude -pthread
+LDLIBS   += -lpcre2-8 -lm -pthread
+# AVX2 kernels are compiled with these flags and chosen at run time (cpuid).
+AVX2FLAGS = -mavx2 -mfma -mf16c
+
+SRC_CORE := $(wildcard src/*.c) $(wildcard src/cpu/*.c) $(wildcard src/server/*.c)
+SRC_CLI  := $(wildcard src/cli/*.c)
+SRC_CU   := $(wildcard src/cuda/*.cu)
+
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC_FOUND))
+CUDA_ARCHS ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90a,code=sm_90a \
+              -gencode arch=compute_120,code=sm_120 -gencode arch=compute_120,code=compute_120
+NVCCFLAGS ?= -O3 -g -lineinfo -std=c++17 $(CUDA_ARCHS) -Isrc -Xcompiler -Wall,-Wextra,-Wno-unused-parameter \
+             --expt-relaxed-constexpr
+
+ifeq ($(CUDA),1)
+OBJ_CU  := $(SRC_CU:%.cu=$(BUILD)/%.o)
+CFLAGS  += -DMINFER_CUDA=1
+LDLIBS  += -L$(CUDA_HOME)/lib64 -lcudart_static -lcublas_static -lcublasLt_static -lculibos -ldl -lrt -lstdc++
+else
+OBJ_CU  :=
+endif
+
+OBJ_CORE := $(SRC_CORE:%.c=$(BUILD)/%.o)
+OBJ_CLI  := $(SRC_CLI:%.c=$(BUILD)/%.o)
+LIB      := $(BUILD)/libminfer.a
+BIN      := $(BUILD)/minfer
+
+# Test binaries: tests/test_*.c, each linked against an ASan+UBSan build of the library.
+ASAN_BUILD := $(BUILD)/asan
+SANFLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+TEST_SRC   := $(wildcard tests/test_*.c)
+TEST_BIN   := $(TEST_SRC:tests/%.c=$(ASAN_BUILD)/tests/%)
+ASAN_OBJ   := $(SRC_CORE:%.c=$(ASAN_BUILD)/%.o)
+ASAN_LIB   := $(ASAN_BUILD)/libminfer.a
+
+.PHONY: all test run bench clean test-cuda bench-cuda tests-build
+all: $(BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(if $(findstring _avx2,$<),$(AVX2FLAGS)) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(OBJ_CORE) $(OBJ_CU)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(OBJ_CLI) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $(OBJ_CLI) $(LIB) $(LDLIBS)
+
+# ---- sanitizer build for tests (CPU only: CUDA objects are not instrumented) ----
+$(ASAN_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SANFLAGS) $(if $(findstring _avx2,$<),$(AVX2FLAGS)) -UMINFER_CUDA -MMD -MP -c $< -o $@
+
+$(ASAN_LIB): $(ASAN_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(ASAN_BUILD)/tests/%: tests/%.c tests/test.h $(ASAN_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SANFLAGS) -UMINFER_CUDA -o $@ $< $(ASAN_LIB) -lpcre2-8 -lm -pthread
+
+tests-build: $(BIN) $(TEST_BIN)
+
+test: tests-build
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh
+
+run: $(BIN)
+	@bash tools/run_default.sh $(BIN)
+
+bench: $(BIN)
+	@bash bench/bench_cpu.sh $(BIN)
+
+test-cuda: $(BIN)
+	@bash tests/run_cuda.sh $(BIN)
+
+bench-cuda: $(BIN)
+	@bash bench/bench_cuda.sh $(BIN)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(OBJ_CORE:.o=.d) $(OBJ_CLI:.o=.d) $(OBJ_CU:.o=.d) $(ASAN_OBJ:.o=.d)

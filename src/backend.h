@@ -1,0 +1,84 @@
+/* backend.h - the interface a compute backend (CPU, CUDA) implements.
+ *
+ * forward.c runs the transformer as a sequence of ops over *backend buffers*
+ * (host pointers for the CPU, device pointers for CUDA). A backend implements the
+ * ops; it may also replace the whole step (CUDA captures the decode step as a
+ * graph by running forward_step under stream capture). Activations are f32,
+ * row-major [n_tokens][width]. The KV cache is owned by the backend: its element
+ * type is the backend's choice (f32 on the CPU reference, f16 on CUDA).
+ *
+ * A batch holds tokens of one or more sequences; each token carries its position
+ * and sequence slot. Attention for token t reads the cache of seq[t] at positions
+ * 0..pos[t], after this batch's K/V have been stored, so a batch may hold a whole
+ * prompt (causal inside the batch) or one token from each of several sequences. */
+#ifndef MINFER_BACKEND_H
+#define MINFER_BACKEND_H
+
+#include <stdint.h>
+
+#include "model.h"
+#include "util.h"
+
+typedef struct mf_batch {
+    int n;                 /* tokens in the batch */
+    const int32_t *tok;    /* [n] token ids */
+    const int32_t *pos;    /* [n] positions */
+    const int32_t *seq;    /* [n] sequence slots, 0..n_seq-1 */
+    const int8_t *logits;  /* [n] 1 = produce logits for this token; NULL = last token only */
+} mf_batch;
+
+typedef struct mf_backend mf_backend;
+struct mf_forward;
+
+/* Ops. Buffers are backend memory. `n` = tokens. All ops are enqueued in order;
+ * only download() synchronises with the host. */
+typedef struct mf_ops {
+    /* out[n][dim] = rows tok[i] of the embedding table (any supported type). */
+    void (*embed)(mf_backend *be, float *out, const mf_weight *w, const mf_batch *b);
+    /* out[i] = x[i] / rms(x[i]) * w, rows of width dim. out may equal x. */
+    void (*rmsnorm)(mf_backend *be, float *out, const float *x, const mf_weight *w, int n, int dim, float eps);
+    /* out[n][w.rows] = x[n][w.cols] . W^T (+ bias if bias && bias->host). */
+    void (*matmul)(mf_backend *be, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n);
+    /* In-place RoPE on x[n][n_heads*head_dim] at the batch positions. */
+    void (*rope)(mf_backend *be, float *x, const mf_batch *b, int n_heads, int head_dim, int rope_dim,
+                 float base, mf_rope_mode mode);
+    /* Stores k,v [n][n_head_kv*hd] into the cache of `layer` at (seq, pos), then
+     * out[n][n_head*hd] = causal softmax(q k^T / sqrt(hd)) v with GQA. */
+    void (*attention)(mf_backend *be, float *out, const float *q, const float *k, const float *v,
+                      int layer, const mf_batch *b);
+    /* out[i] = silu(gate[i]) * up[i], i < n. out may equal gate. */
+    void (*swiglu)(mf_backend *be, float *out, const float *gate, const float *up, int64_t n);
+    /* x[i] += y[i], i < n. */
+    void (*add)(mf_backend *be, float *x, const float *y, int64_t n);
+    /* dst[j][:] = src[idx[j]][:] for j < n_idx (rows of width w); idx is host memory. */
+    void (*get_rows)(mf_backend *be, float *dst, const float *src, const int32_t *idx, int n_idx, int width);
+} mf_ops;
+
+struct mf_backend {
+    const char *name;          /* "cpu", "cuda" */
+    const mf_ops *ops;
+    void *impl;                /* backend private state */
+
+    /* Upload weights, allocate KV cache for n_seq slots of n_ctx positions, and
+     * scratch for batches of up to n_batch tokens. */
+    int (*init)(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batch, mf_err *err);
+    void (*destroy)(mf_backend *be);
+    void *(*alloc)(mf_backend *be, size_t nbytes);   /* NULL on failure */
+    void (*release)(mf_backend *be, void *p);
+    /* Device -> host copy; waits for all queued work. */
+    void (*download)(mf_backend *be, void *dst_host, const void *src, size_t nbytes);
+    /* Optional: run the whole step (NULL = forward_generic over ops). A backend
+     * may wrap forward_generic, e.g. under CUDA graph capture. */
+    int (*forward)(mf_backend *be, struct mf_forward *fw, const mf_batch *b, float *logits, mf_err *err);
+    /* Drops cached positions >= from_pos of a sequence (no-op for storage; the
+     * bookkeeping is in kv.c, attention only reads positions <= pos). */
+    void (*kv_truncate)(mf_backend *be, int seq, int from_pos);
+};
+
+/* Backend constructors. cuda_backend_new returns NULL (with err) when no GPU or
+ * when built with CUDA=0. */
+mf_backend *cpu_backend_new(int n_threads, mf_err *err);
+mf_backend *cuda_backend_new(int device, mf_err *err);
+int cuda_available(void);  /* 1 when built with CUDA and a device is present */
+
+#endif

@@ -1,0 +1,33 @@
+/* forward.h - backend-neutral transformer step over a batch. */
+#ifndef MINFER_FORWARD_H
+#define MINFER_FORWARD_H
+
+#include "backend.h"
+#include "model.h"
+
+/* Activation scratch for batches of up to n_batch tokens, in backend memory. */
+typedef struct mf_forward {
+    mf_backend *be;
+    const mf_model *m;
+    int n_batch;
+    float *x;       /* [n_batch][dim] residual stream */
+    float *xb;      /* [n_batch][dim] normed input / attention output projection */
+    float *q;       /* [n_batch][n_head*hd] */
+    float *k, *v;   /* [n_batch][n_head_kv*hd] */
+    float *att;     /* [n_batch][n_head*hd] attention output */
+    float *hb;      /* [n_batch][n_ff] gate, then silu(gate)*up */
+    float *hb2;     /* [n_batch][n_ff] up */
+    float *xo;      /* [n_batch][dim] final-normed rows that want logits */
+    float *logits;  /* [n_batch][n_vocab] backend memory */
+} mf_forward;
+
+int forward_init(mf_forward *fw, mf_backend *be, const mf_model *m, int n_batch, mf_err *err);
+void forward_free(mf_forward *fw);
+/* Runs one batch; writes logits of the tokens that want them (b->logits, or the
+ * last token when NULL), in batch order, to host memory logits[n_out][n_vocab].
+ * Returns the number of logit rows or a negative mf_status. */
+int forward_step(mf_forward *fw, const mf_batch *b, float *logits, mf_err *err);
+/* The generic op sequence (what forward_step runs when be->forward is NULL). */
+int forward_generic(mf_forward *fw, const mf_batch *b, float *logits, mf_err *err);
+
+#endif

@@ -1,0 +1,82 @@
+/* model.h - per-architecture hyperparameters and tensor binding.
+ *
+ * A model is a validated gguf_file plus typed views of its tensors. Weights stay in
+ * the mmap'd file; a backend may keep its own copy (mf_weight.dev). */
+#ifndef MINFER_MODEL_H
+#define MINFER_MODEL_H
+
+#include <stdint.h>
+
+#include "gguf.h"
+#include "util.h"
+
+typedef enum mf_arch {
+    MF_ARCH_LLAMA = 0,  /* llama, mistral: RoPE on adjacent pairs */
+    MF_ARCH_QWEN2,      /* neox RoPE, q/k/v biases */
+} mf_arch;
+
+typedef enum mf_rope_mode {
+    MF_ROPE_NORM = 0,  /* rotate (x[2i], x[2i+1]) */
+    MF_ROPE_NEOX = 1,  /* rotate (x[i], x[i + rope_dim/2]) */
+} mf_rope_mode;
+
+/* A weight tensor: ne0 = cols (input features, fastest), ne1 = rows (outputs).
+ * 1-D tensors (norms, biases) have rows = 1. */
+typedef struct mf_weight {
+    uint32_t type;       /* qtype id */
+    int64_t cols, rows;
+    const void *host;    /* bytes in the mapping; NULL when the tensor is absent */
+    uint64_t nbytes;
+    void *dev;           /* backend-owned copy (CUDA device pointer), NULL on the CPU */
+    const char *name;    /* tensor name, for messages */
+} mf_weight;
+
+typedef struct mf_layer {
+    mf_weight attn_norm;             /* [dim] f32 */
+    mf_weight wq, wk, wv;            /* [dim] -> [n_head*hd], [n_head_kv*hd] x2 */
+    mf_weight bq, bk, bv;            /* qwen2 biases (host == NULL when absent) */
+    mf_weight wo;                    /* [n_head*hd] -> [dim] */
+    mf_weight ffn_norm;              /* [dim] f32 */
+    mf_weight w_gate, w_up;          /* [dim] -> [n_ff] */
+    mf_weight w_down;                /* [n_ff] -> [dim] */
+} mf_layer;
+
+typedef struct mf_hparams {
+    mf_arch arch;
+    char arch_name[32];
+    int n_vocab;
+    int n_embd;          /* dim */
+    int n_layer;
+    int n_ff;
+    int n_head;
+    int n_head_kv;
+    int head_dim;        /* n_embd / n_head unless key_length says otherwise */
+    int rope_dim;        /* rotated dims per head (<= head_dim) */
+    int n_ctx_train;
+    float norm_eps;
+    float rope_base;
+    mf_rope_mode rope_mode;
+} mf_hparams;
+
+typedef struct mf_vocab mf_vocab;
+
+typedef struct mf_model {
+    gguf_file gguf;
+    mf_hparams hp;
+    mf_weight tok_embd;      /* [n_vocab][dim] */
+    mf_weight output_norm;   /* [dim] */
+    mf_weight output;        /* [n_vocab][dim]; == tok_embd when tied */
+    int tied_output;
+    mf_layer *layers;        /* [n_layer] */
+    mf_vocab *vocab;
+    uint64_t weight_bytes;   /* sum of bound tensor sizes */
+} mf_model;
+
+/* Opens path, validates, binds tensors and loads the tokenizer. Errors are
+ * MF_ERR_INPUT/MF_ERR_IO with a message naming the problem. */
+int model_load(mf_model *m, const char *path, mf_err *err);
+void model_free(mf_model *m);
+/* One line describing the model for stderr / `minfer info`. */
+void model_describe(const mf_model *m, char *buf, size_t cap);
+
+#endif
