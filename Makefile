@@ -87,7 +87,14 @@ $(ASAN_BUILD)/tests/%: tests/%.c tests/test.h $(ASAN_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SANFLAGS) -UMINFER_CUDA -o $@ $< $(ASAN_LIB) -lpcre2-8 -lm -pthread
 
-tests-build: $(BIN) $(TEST_BIN)
+# Small helper programs for tests (tests/tools/*.c -> build/tools/NAME), normal build.
+TOOL_SRC := $(wildcard tests/tools/*.c)
+TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tools/%)
+$(BUILD)/tools/%: tests/tools/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+tests-build: $(BIN) $(TEST_BIN) $(TOOL_BIN)
 
 test: tests-build
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh
