@@ -9,7 +9,9 @@
 typedef struct mf_forward {
     mf_backend *be;
     const mf_model *m;
-    int n_batch;
+    int n_batch;    /* max tokens per batch */
+    int n_ctx;      /* positions per sequence in the backend's KV cache */
+    int n_seq;      /* sequence slots */
     float *x;       /* [n_batch][dim] residual stream */
     float *xb;      /* [n_batch][dim] normed input / attention output projection */
     float *q;       /* [n_batch][n_head*hd] */
@@ -21,7 +23,9 @@ typedef struct mf_forward {
     float *logits;  /* [n_batch][n_vocab] backend memory */
 } mf_forward;
 
-int forward_init(mf_forward *fw, mf_backend *be, const mf_model *m, int n_batch, mf_err *err);
+/* Allocates scratch in backend memory; be->init must have run with the same
+ * n_ctx / n_seq / n_batch. */
+int forward_init(mf_forward *fw, mf_backend *be, const mf_model *m, int n_ctx, int n_seq, int n_batch, mf_err *err);
 void forward_free(mf_forward *fw);
 /* Runs one batch; writes logits of the tokens that want them (b->logits, or the
  * last token when NULL), in batch order, to host memory logits[n_out][n_vocab].

@@ -114,6 +114,9 @@ void gguf_w_i32(gguf_writer *w, const char *key, int32_t v);
 void gguf_w_f32(gguf_writer *w, const char *key, float v);
 void gguf_w_bool(gguf_writer *w, const char *key, int v);
 void gguf_w_str(gguf_writer *w, const char *key, const char *v);
+/* Any fixed-size scalar type (U8..I64, F32, F64, BOOL): v points to one value of
+ * that type in host (little-endian) layout. */
+void gguf_w_scalar(gguf_writer *w, const char *key, gguf_vtype type, const void *v);
 /* Copies a raw array of fixed-size elements (or of gguf_str for STRING). */
 void gguf_w_arr(gguf_writer *w, const char *key, gguf_vtype elem_type, const void *elems, uint64_t count);
 /* Declares a tensor; its data is produced later by a callback at write time so a
@@ -124,5 +127,10 @@ void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_d
 /* Writes the file, calling fill(user, i, buf, nbytes) for each tensor in declaration
  * order. Returns 0 or a negative mf_status. */
 int gguf_writer_write(gguf_writer *w, const char *path, gguf_tensor_fill fill, void *user, mf_err *err);
+/* Same into a malloc'd buffer (*out, *size; the caller frees *out). For tests. A
+ * NULL fill (either writer) writes zero-filled tensor data. Adder errors (duplicate
+ * key, bad shape, ...) are recorded by the writer and returned here. */
+int gguf_writer_write_mem(gguf_writer *w, uint8_t **out, size_t *size, gguf_tensor_fill fill, void *user,
+                          mf_err *err);
 
 #endif

@@ -1,0 +1,85 @@
+/* cmd_info.c - `minfer info`: describe a GGUF model (metadata, tensors, tokenizer). */
+#include <stdio.h>
+#include <string.h>
+
+#include "args.h"
+#include "cli.h"
+#include "gguf.h"
+#include "model.h"
+#include "quant.h"
+#include "tokenizer.h"
+
+static void print_kv(const gguf_kv *kv) {
+    printf("  %.*s = ", (int)kv->key.len, kv->key.ptr);
+    switch (kv->type) {
+    case GGUF_VTYPE_U8: case GGUF_VTYPE_U16: case GGUF_VTYPE_U32: case GGUF_VTYPE_U64:
+        printf("%llu", (unsigned long long)kv->v.u64); break;
+    case GGUF_VTYPE_I8: case GGUF_VTYPE_I16: case GGUF_VTYPE_I32: case GGUF_VTYPE_I64:
+        printf("%lld", (long long)kv->v.i64); break;
+    case GGUF_VTYPE_F32: case GGUF_VTYPE_F64: printf("%g", kv->v.f64); break;
+    case GGUF_VTYPE_BOOL: printf("%s", kv->v.u64 ? "true" : "false"); break;
+    case GGUF_VTYPE_STRING:
+        if (kv->v.str.len > 60) printf("\"%.60s...\" (%llu bytes)", kv->v.str.ptr, (unsigned long long)kv->v.str.len);
+        else printf("\"%.*s\"", (int)kv->v.str.len, kv->v.str.ptr);
+        break;
+    case GGUF_VTYPE_ARRAY:
+        printf("[%s x %llu]", gguf_vtype_name(kv->arr_type), (unsigned long long)kv->arr_count); break;
+    default: printf("?"); break;
+    }
+    putchar('\n');
+}
+
+int cmd_info(int argc, char **argv) {
+    const char *path = NULL;
+    int show_tensors = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            puts("usage: minfer info -m MODEL [--tensors]\n"
+                 "  prints the model's metadata, hyperparameters and tensor type census;\n"
+                 "  --tensors lists every tensor");
+            return 0;
+        } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
+            if (arg_value(argc, argv, &i, &path)) return 1;
+        } else if (!strcmp(argv[i], "--tensors")) {
+            show_tensors = 1;
+        } else {
+            return cli_error(1, "info: unknown option '%s'", argv[i]);
+        }
+    }
+    if (!path) return cli_error(1, "info: -m MODEL is required");
+    mf_model m;
+    mf_err err = { { 0 } };
+    int rc = model_load(&m, path, &err);
+    if (rc) return cli_error(cli_status_exit(rc), "%s: %s", path, err.msg);
+    const gguf_file *f = &m.gguf;
+    printf("file: %s\nGGUF version %u, %llu metadata keys, %llu tensors, alignment %llu, data at %llu\n", path,
+           f->version, (unsigned long long)f->n_kv, (unsigned long long)f->n_tensors,
+           (unsigned long long)f->alignment, (unsigned long long)f->data_offset);
+    printf("metadata:\n");
+    for (uint64_t i = 0; i < f->n_kv; i++) print_kv(&f->kv[i]);
+    char desc[512];
+    model_describe(&m, desc, sizeof desc);
+    printf("model: %s\n", desc);
+    printf("tokenizer: %s, %d tokens, bos %d, eos %d, add_bos %d\n",
+           tok_get_kind(m.vocab) == TOK_KIND_SPM ? "spm" : "bpe", tok_n_vocab(m.vocab), tok_bos(m.vocab),
+           tok_eos(m.vocab), tok_add_bos(m.vocab));
+    uint64_t count[QTYPE_COUNT] = { 0 }, bytes[QTYPE_COUNT] = { 0 };
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        count[f->tensors[i].type]++;
+        bytes[f->tensors[i].type] += f->tensors[i].nbytes;
+    }
+    printf("tensor types:");
+    for (int t = 0; t < QTYPE_COUNT; t++)
+        if (count[t]) printf(" %s x%llu (%.1f MiB)", qtype_name(t), (unsigned long long)count[t], bytes[t] / 1048576.0);
+    printf("\n");
+    if (show_tensors) {
+        for (uint64_t i = 0; i < f->n_tensors; i++) {
+            const gguf_tensor *t = &f->tensors[i];
+            printf("  %-32s %-5s [%llu", t->cname, qtype_name(t->type), (unsigned long long)t->ne[0]);
+            for (uint32_t d = 1; d < t->n_dims; d++) printf(", %llu", (unsigned long long)t->ne[d]);
+            printf("] %llu bytes @ %llu\n", (unsigned long long)t->nbytes, (unsigned long long)t->offset);
+        }
+    }
+    model_free(&m);
+    return 0;
+}

@@ -1,0 +1,285 @@
+/* cmd_synth.c - `minfer synth`: write a llama-shaped GGUF with random weights for
+ * benchmarks (std about 0.02, deterministic by seed, any thread count).
+ *
+ * q4_k_m follows llama.cpp's mix (DESIGN.md): q6_K for output.weight, and for
+ * attn_v / ffn_down of layer i when i < n/8, i >= 7n/8 or (i - n/8) % 3 == 2;
+ * q4_K elsewhere; norms f32. The tokenizer is a synthetic SPM vocabulary (control
+ * tokens, the 256 byte tokens, filler pieces) unless --vocab copies a real one. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "cli.h"
+#include "gguf.h"
+#include "quant.h"
+
+typedef struct synth_shape {
+    const char *name;
+    int dim, n_layer, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
+    float rope_base;
+} synth_shape;
+
+/* 7b: llama-2-7B; 8b: llama-3-8B; 1b: TinyLlama-1.1B (llama-2 vocab); tiny: tests. */
+static const synth_shape shapes[] = {
+    { "7b", 4096, 32, 11008, 32, 32, 32000, 4096, 10000.0f },
+    { "8b", 4096, 32, 14336, 32, 8, 128256, 8192, 500000.0f },
+    { "1b", 2048, 22, 5632, 32, 4, 32000, 2048, 10000.0f },
+    { "tiny", 256, 2, 768, 4, 2, 512, 2048, 10000.0f },
+};
+
+typedef struct synth_tensor {
+    char name[64];
+    uint32_t type;
+    uint64_t ne[2];
+    int is_norm;
+} synth_tensor;
+
+typedef struct synth_job {
+    const synth_tensor *tensors;
+    uint64_t seed;
+    int n_threads;
+} synth_job;
+
+typedef struct fill_task {
+    const synth_tensor *t;
+    uint64_t seed;
+    int tensor_index;
+    uint8_t *dst;
+    uint64_t row_bytes;
+    int64_t r0, r1;
+} fill_task;
+
+/* Irwin-Hall(4) approximation of a normal: cheap, bounded, std exactly 1. */
+static inline float approx_normal(mf_rng *r) {
+    float s = mf_rng_uniform(r) + mf_rng_uniform(r) + mf_rng_uniform(r) + mf_rng_uniform(r);
+    return (s - 2.0f) * 1.7320508f;
+}
+
+static void *fill_rows(void *arg) {
+    fill_task *ft = arg;
+    int64_t cols = (int64_t)ft->t->ne[0];
+    float *row = mf_xmalloc(sizeof(float) * (size_t)cols);
+    for (int64_t r = ft->r0; r < ft->r1; r++) {
+        /* Seeded per (seed, tensor, row): output independent of the thread split. */
+        mf_rng rng;
+        mf_rng_seed(&rng, ft->seed ^ ((uint64_t)ft->tensor_index << 40) ^ ((uint64_t)r * 0x9e3779b97f4a7c15ull));
+        for (int64_t c = 0; c < cols; c++) row[c] = ft->t->is_norm ? 1.0f : 0.02f * approx_normal(&rng);
+        quant_quantize_row(ft->t->type, row, ft->dst + (uint64_t)r * ft->row_bytes, cols);
+    }
+    free(row);
+    return NULL;
+}
+
+static int fill_tensor(void *user, int i, void *dst, uint64_t nbytes) {
+    synth_job *job = user;
+    const synth_tensor *t = &job->tensors[i];
+    int64_t rows = (int64_t)t->ne[1];
+    int nt = (int)MF_MIN((int64_t)job->n_threads, rows);
+    fill_task tasks[256];
+    pthread_t th[256];
+    if (nt > 256) nt = 256;
+    for (int k = 0; k < nt; k++) {
+        tasks[k] = (fill_task){ t, job->seed, i, dst, qtype_row_size(t->type, t->ne[0]), rows * k / nt,
+                                rows * (k + 1) / nt };
+        if (k > 0 && pthread_create(&th[k], NULL, fill_rows, &tasks[k])) return -1;
+    }
+    fill_rows(&tasks[0]);
+    for (int k = 1; k < nt; k++) pthread_join(th[k], NULL);
+    (void)nbytes;
+    return 0;
+}
+
+static int use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+static void add_synthetic_vocab(gguf_writer *w, int n_vocab) {
+    gguf_str *toks = mf_xmalloc(sizeof(gguf_str) * (size_t)n_vocab);
+    char **owned = mf_xcalloc((size_t)n_vocab, sizeof(char *));
+    float *scores = mf_xmalloc(sizeof(float) * (size_t)n_vocab);
+    int32_t *types = mf_xmalloc(sizeof(int32_t) * (size_t)n_vocab);
+    for (int i = 0; i < n_vocab; i++) {
+        char buf[32];
+        if (i == 0) { strcpy(buf, "<unk>"); types[i] = 2; }
+        else if (i == 1) { strcpy(buf, "<s>"); types[i] = 3; }
+        else if (i == 2) { strcpy(buf, "</s>"); types[i] = 3; }
+        else if (i < 3 + 256) { snprintf(buf, sizeof buf, "<0x%02X>", i - 3); types[i] = 6; }
+        else { /* "\u2581" + base-26 letters: unique filler pieces */
+            int k = i - 259, n = 0;
+            char letters[16];
+            do { letters[n++] = (char)('a' + k % 26); k /= 26; } while (k && n < 15);
+            memcpy(buf, "\xe2\x96\x81", 3);
+            for (int j = 0; j < n; j++) buf[3 + j] = letters[n - 1 - j];
+            buf[3 + n] = 0;
+            types[i] = 1;
+        }
+        owned[i] = mf_xstrdup(buf);
+        toks[i] = (gguf_str){ owned[i], strlen(owned[i]) };
+        scores[i] = i < 259 ? 0.0f : -(float)(i - 259);
+    }
+    gguf_w_str(w, "tokenizer.ggml.model", "llama");
+    gguf_w_str(w, "tokenizer.ggml.pre", "default");
+    gguf_w_arr(w, "tokenizer.ggml.tokens", GGUF_VTYPE_STRING, toks, (uint64_t)n_vocab);
+    gguf_w_arr(w, "tokenizer.ggml.scores", GGUF_VTYPE_F32, scores, (uint64_t)n_vocab);
+    gguf_w_arr(w, "tokenizer.ggml.token_type", GGUF_VTYPE_I32, types, (uint64_t)n_vocab);
+    gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    gguf_w_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+    gguf_w_bool(w, "tokenizer.ggml.add_bos_token", 1);
+    gguf_w_bool(w, "tokenizer.ggml.add_eos_token", 0);
+    for (int i = 0; i < n_vocab; i++) free(owned[i]);
+    free(owned);
+    free(toks);
+    free(scores);
+    free(types);
+}
+
+/* Copies every tokenizer.* key of a vocabulary GGUF; returns its token count or <0. */
+static int copy_vocab(gguf_writer *w, const char *path) {
+    gguf_file vf;
+    mf_err err = { { 0 } };
+    int rc = gguf_open(&vf, path, &err);
+    if (rc) return cli_error(2, "%s: %s", path, err.msg), -1;
+    int n_vocab = -1;
+    for (uint64_t i = 0; i < vf.n_kv; i++) {
+        const gguf_kv *kv = &vf.kv[i];
+        if (kv->key.len < 10 || memcmp(kv->key.ptr, "tokenizer.", 10)) continue;
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)kv->key.len, kv->key.ptr);
+        char *sval;
+        switch (kv->type) {
+        case GGUF_VTYPE_STRING:
+            sval = mf_xmalloc(kv->v.str.len + 1);
+            memcpy(sval, kv->v.str.ptr, kv->v.str.len);
+            sval[kv->v.str.len] = 0;
+            gguf_w_str(w, key, sval);
+            free(sval);
+            break;
+        case GGUF_VTYPE_BOOL: gguf_w_bool(w, key, (int)kv->v.u64); break;
+        case GGUF_VTYPE_U8: case GGUF_VTYPE_U16: case GGUF_VTYPE_U32: case GGUF_VTYPE_U64:
+            gguf_w_u32(w, key, (uint32_t)kv->v.u64); break;
+        case GGUF_VTYPE_I8: case GGUF_VTYPE_I16: case GGUF_VTYPE_I32: case GGUF_VTYPE_I64:
+            gguf_w_i32(w, key, (int32_t)kv->v.i64); break;
+        case GGUF_VTYPE_F32: case GGUF_VTYPE_F64: gguf_w_f32(w, key, (float)kv->v.f64); break;
+        case GGUF_VTYPE_ARRAY:
+            if (kv->arr_type == GGUF_VTYPE_STRING) gguf_w_arr(w, key, GGUF_VTYPE_STRING, kv->arr_strs, kv->arr_count);
+            else gguf_w_arr(w, key, kv->arr_type, kv->arr_data, kv->arr_count);
+            if (!strcmp(key, "tokenizer.ggml.tokens")) n_vocab = (int)kv->arr_count;
+            break;
+        default: break;
+        }
+    }
+    gguf_close(&vf);
+    if (n_vocab <= 0) return cli_error(2, "%s: no tokenizer.ggml.tokens array", path), -1;
+    return n_vocab;
+}
+
+static const char synth_usage[] =
+    "usage: minfer synth --shape 7b|8b|1b|tiny --quant q4_k_m|q8_0|f16 -o OUT.gguf [options]\n"
+    "  --shape S        7b (llama-2-7B), 8b (llama-3-8B), 1b (TinyLlama-1.1B), tiny (tests)\n"
+    "  --quant Q        q4_k_m (llama.cpp's mix), q8_0, f16\n"
+    "  --vocab V.gguf   copy the tokenizer of a (vocab-only) GGUF; vocab size follows it\n"
+    "  --layers N       override the layer count (quick experiments)\n"
+    "  --seed S         RNG seed (default 1)\n"
+    "  -t, --threads N  threads (default: all cores); the output does not depend on it\n"
+    "  -o PATH          output file (required)\n";
+
+int cmd_synth(int argc, char **argv) {
+    const char *shape_name = NULL, *quant = NULL, *vocab = NULL, *out = NULL;
+    uint64_t seed = 1;
+    int n_threads = (int)sysconf(_SC_NPROCESSORS_ONLN), layers = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int bad = 0;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(synth_usage, stdout); return 0; }
+        else if (!strcmp(a, "--shape")) bad = arg_value(argc, argv, &i, &shape_name);
+        else if (!strcmp(a, "--quant")) bad = arg_value(argc, argv, &i, &quant);
+        else if (!strcmp(a, "--vocab")) bad = arg_value(argc, argv, &i, &vocab);
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) bad = arg_value(argc, argv, &i, &out);
+        else if (!strcmp(a, "--seed")) bad = arg_u64(argc, argv, &i, &seed);
+        else if (!strcmp(a, "--layers")) bad = arg_int(argc, argv, &i, 1, 1024, &layers);
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) bad = arg_int(argc, argv, &i, 1, 256, &n_threads);
+        else return cli_error(1, "synth: unknown option '%s' (see minfer synth --help)", a);
+        if (bad) return 1;
+    }
+    if (!shape_name || !quant || !out) return cli_error(1, "synth: --shape, --quant and -o are required");
+    const synth_shape *sh = NULL;
+    for (size_t i = 0; i < MF_ARRAY_LEN(shapes); i++)
+        if (!strcmp(shapes[i].name, shape_name)) sh = &shapes[i];
+    if (!sh) return cli_error(1, "synth: unknown shape '%s' (7b, 8b, 1b, tiny)", shape_name);
+    uint32_t base_type, file_type;
+    if (!strcmp(quant, "q4_k_m")) { base_type = QTYPE_Q4_K; file_type = 15; }
+    else if (!strcmp(quant, "q8_0")) { base_type = QTYPE_Q8_0; file_type = 7; }
+    else if (!strcmp(quant, "f16")) { base_type = QTYPE_F16; file_type = 1; }
+    else return cli_error(1, "synth: unknown quant '%s' (q4_k_m, q8_0, f16)", quant);
+    int n_layer = layers ? layers : sh->n_layer;
+    if (n_threads < 1) n_threads = 1;
+
+    gguf_writer *w = gguf_writer_new(GGUF_DEFAULT_ALIGNMENT);
+    gguf_w_str(w, "general.architecture", "llama");
+    char gname[64];
+    snprintf(gname, sizeof gname, "minfer-synth-%s-%s", sh->name, quant);
+    gguf_w_str(w, "general.name", gname);
+    gguf_w_u32(w, "general.file_type", file_type);
+    gguf_w_u32(w, "general.quantization_version", 2);
+    gguf_w_u32(w, "llama.context_length", (uint32_t)sh->n_ctx);
+    gguf_w_u32(w, "llama.embedding_length", (uint32_t)sh->dim);
+    gguf_w_u32(w, "llama.block_count", (uint32_t)n_layer);
+    gguf_w_u32(w, "llama.feed_forward_length", (uint32_t)sh->n_ff);
+    gguf_w_u32(w, "llama.attention.head_count", (uint32_t)sh->n_head);
+    gguf_w_u32(w, "llama.attention.head_count_kv", (uint32_t)sh->n_head_kv);
+    gguf_w_u32(w, "llama.rope.dimension_count", (uint32_t)(sh->dim / sh->n_head));
+    gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    gguf_w_f32(w, "llama.rope.freq_base", sh->rope_base);
+    int n_vocab = sh->n_vocab;
+    if (vocab) {
+        n_vocab = copy_vocab(w, vocab);
+        if (n_vocab < 0) { gguf_writer_free(w); return 2; }
+    } else {
+        add_synthetic_vocab(w, n_vocab);
+    }
+    gguf_w_u32(w, "llama.vocab_size", (uint32_t)n_vocab);
+
+    int n_tensors = 3 + 9 * n_layer;
+    synth_tensor *ts = mf_xcalloc((size_t)n_tensors, sizeof *ts);
+    int k = 0;
+    uint32_t k_type = base_type == QTYPE_Q4_K ? QTYPE_Q6_K : base_type;
+    const int dim = sh->dim, kv_dim = sh->n_head_kv * (sh->dim / sh->n_head);
+#define T(fmt, idx, ty, c, r, norm) do { \
+        snprintf(ts[k].name, sizeof ts[k].name, fmt, idx); \
+        ts[k].type = (ty); ts[k].ne[0] = (uint64_t)(c); ts[k].ne[1] = (uint64_t)(r); ts[k].is_norm = (norm); k++; \
+    } while (0)
+    T("token_embd.weight%.0s", "", base_type, dim, n_vocab, 0);
+    T("output_norm.weight%.0s", "", QTYPE_F32, dim, 1, 1);
+    T("output.weight%.0s", "", k_type, dim, n_vocab, 0);
+    for (int i = 0; i < n_layer; i++) {
+        uint32_t more = use_more_bits(i, n_layer) ? k_type : base_type;
+        T("blk.%d.attn_norm.weight", i, QTYPE_F32, dim, 1, 1);
+        T("blk.%d.attn_q.weight", i, base_type, dim, dim, 0);
+        T("blk.%d.attn_k.weight", i, base_type, dim, kv_dim, 0);
+        T("blk.%d.attn_v.weight", i, more, dim, kv_dim, 0);
+        T("blk.%d.attn_output.weight", i, base_type, dim, dim, 0);
+        T("blk.%d.ffn_norm.weight", i, QTYPE_F32, dim, 1, 1);
+        T("blk.%d.ffn_gate.weight", i, base_type, dim, sh->n_ff, 0);
+        T("blk.%d.ffn_up.weight", i, base_type, dim, sh->n_ff, 0);
+        T("blk.%d.ffn_down.weight", i, more, sh->n_ff, dim, 0);
+    }
+#undef T
+    for (int i = 0; i < n_tensors; i++) {
+        uint32_t nd = ts[i].ne[1] == 1 ? 1 : 2;
+        gguf_w_tensor(w, ts[i].name, ts[i].type, nd, ts[i].ne);
+    }
+    synth_job job = { ts, seed, n_threads };
+    mf_err err = { { 0 } };
+    double t0 = mf_time_s();
+    mf_log("synth: writing %s (%s, %s, %d layers, vocab %d) with %d threads", out, sh->name, quant, n_layer, n_vocab,
+           n_threads);
+    int rc = gguf_writer_write(w, out, fill_tensor, &job, &err);
+    gguf_writer_free(w);
+    free(ts);
+    if (rc) return cli_error(2, "synth: %s", err.msg);
+    mf_log("synth: done in %.1f s", mf_time_s() - t0);
+    return 0;
+}

@@ -1,0 +1,52 @@
+/* common.c - see common.h. */
+#include "common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+
+int cli_load(const char *path, const mf_context_params *cp, mf_model *m, mf_context *c, int verbose) {
+    mf_err err = { { 0 } };
+    double t0 = mf_time_s();
+    int rc = model_load(m, path, &err);
+    if (rc) return cli_error(cli_status_exit(rc), "%s: %s", path, err.msg);
+    char desc[512];
+    model_describe(m, desc, sizeof desc);
+    if (verbose) mf_log("loaded %s in %.2f s: %s", path, mf_time_s() - t0, desc);
+    double t1 = mf_time_s();
+    rc = context_init(c, m, cp, &err);
+    if (rc) {
+        model_free(m);
+        return cli_error(cli_status_exit(rc), "%s", err.msg);
+    }
+    if (verbose)
+        mf_log("device %s, context %d tokens, batch %d, ready in %.2f s", c->be->name, c->n_ctx, c->n_batch,
+               mf_time_s() - t1);
+    return 0;
+}
+
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cli_error(2, "cannot open %s", path);
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = mf_xmalloc(cap);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 == cap) buf = mf_xrealloc(buf, cap *= 2);
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        cli_error(2, "error reading %s", path);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}

@@ -1,0 +1,17 @@
+/* common.h - what run/chat/bench share: loading a model with progress on stderr,
+ * and reading a whole file. */
+#ifndef MINFER_CLI_COMMON_H
+#define MINFER_CLI_COMMON_H
+
+#include <stddef.h>
+
+#include "context.h"
+#include "model.h"
+
+/* Loads the model and creates a context; prints one line of progress and one line
+ * describing model and device on stderr. Returns an exit code (0 ok). */
+int cli_load(const char *path, const mf_context_params *cp, mf_model *m, mf_context *c, int verbose);
+/* Reads a whole file (text prompt); NULL + message on failure. *len set. */
+char *cli_read_file(const char *path, size_t *len);
+
+#endif

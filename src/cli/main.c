@@ -1,0 +1,49 @@
+/* main.c - the minfer command line: dispatch to subcommands (cli.h). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "util.h"
+
+int cli_error(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("minfer: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return code;
+}
+
+int cli_status_exit(int status) { return status == MF_ERR_USAGE ? 1 : 2; }
+
+static const char usage[] =
+    "usage: minfer COMMAND [options]\n"
+    "\n"
+    "commands:\n"
+    "  run       generate text from a prompt          minfer run -m MODEL -p PROMPT [-n N] [--temp T] ...\n"
+    "  chat      interactive multi-turn chat          minfer chat -m MODEL\n"
+    "  tokenize  print the token ids of stdin         minfer tokenize -m MODEL [--no-bos] [--special]\n"
+    "  bench     prefill/decode throughput            minfer bench -m MODEL [-p 512] [-n 128] [-r 3]\n"
+    "  synth     write a random-weight llama model    minfer synth --shape 1b --quant q4_k_m -o OUT.gguf\n"
+    "  info      describe a GGUF model                minfer info -m MODEL\n"
+    "\n"
+    "Run `minfer COMMAND --help` for the options of a command.\n"
+    "Exit status: 0 success, 1 usage error, 2 invalid input (bad model file, unsupported type, ...).\n";
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 1 : 0;
+    }
+    const char *cmd = argv[1];
+    static const struct { const char *name; int (*fn)(int, char **); } cmds[] = {
+        { "run", cmd_run },     { "chat", cmd_chat },   { "tokenize", cmd_tokenize },
+        { "bench", cmd_bench }, { "synth", cmd_synth }, { "info", cmd_info },
+    };
+    for (size_t i = 0; i < MF_ARRAY_LEN(cmds); i++)
+        if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
+    fputs(usage, stderr);
+    return cli_error(1, "unknown command '%s'", cmd);
+}

@@ -1,0 +1,105 @@
+/* context.c - see context.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "context.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void context_params_default(mf_context_params *p) {
+    memset(p, 0, sizeof *p);
+    p->n_seq = 1;
+}
+
+static int default_threads(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err *err) {
+    memset(c, 0, sizeof *c);
+    c->m = m;
+    c->n_ctx = p->n_ctx > 0 ? p->n_ctx : MF_MIN(m->hp.n_ctx_train, 4096);
+    c->n_seq = p->n_seq > 0 ? p->n_seq : 1;
+    c->n_batch = p->n_batch > 0 ? p->n_batch : 512;
+    if (c->n_batch > c->n_ctx) c->n_batch = c->n_ctx;
+    if (c->n_ctx > (1 << 24)) return mf_fail(err, MF_ERR_USAGE, "context size %d too large", c->n_ctx);
+
+    const char *dev = p->device && *p->device ? p->device : "auto";
+    int want_cuda;
+    if (!strcmp(dev, "auto")) want_cuda = cuda_available();
+    else if (!strcmp(dev, "cuda")) want_cuda = 1;
+    else if (!strcmp(dev, "cpu")) want_cuda = 0;
+    else return mf_fail(err, MF_ERR_USAGE, "unknown device '%s' (cpu, cuda, auto)", dev);
+    if (want_cuda) {
+        c->be = cuda_backend_new(0, err);
+        if (!c->be) return MF_ERR_DEVICE;
+    } else {
+        c->be = cpu_backend_new(p->n_threads > 0 ? p->n_threads : default_threads(), err);
+        if (!c->be) return MF_ERR_NOMEM;
+    }
+    int rc = c->be->init(c->be, m, c->n_ctx, c->n_seq, c->n_batch, err);
+    if (rc) goto fail;
+    if ((rc = forward_init(&c->fw, c->be, m, c->n_ctx, c->n_seq, c->n_batch, err))) goto fail;
+    kv_init(&c->kv, c->n_ctx, c->n_seq);
+    c->logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    if (!c->logits) { rc = mf_fail(err, MF_ERR_NOMEM, "out of memory for logits"); goto fail; }
+    return MF_OK;
+fail:
+    context_free(c);
+    return rc;
+}
+
+void context_free(mf_context *c) {
+    if (c->fw.be) forward_free(&c->fw);
+    if (c->kv.seqs) kv_free(&c->kv);
+    if (c->be) c->be->destroy(c->be);
+    free(c->logits);
+    memset(c, 0, sizeof *c);
+}
+
+/* Evaluates toks[0..n) at positions start.. of seq; logits of the last token. */
+static int eval_chunks(mf_context *c, int seq, const int32_t *toks, int n, int start, mf_err *err) {
+    int32_t *pos = mf_xmalloc(sizeof(int32_t) * (size_t)c->n_batch);
+    int32_t *sq = mf_xmalloc(sizeof(int32_t) * (size_t)c->n_batch);
+    int rc = MF_OK;
+    for (int i = 0; i < n; i += c->n_batch) {
+        int nb = MF_MIN(c->n_batch, n - i);
+        for (int j = 0; j < nb; j++) {
+            pos[j] = start + i + j;
+            sq[j] = seq;
+        }
+        mf_batch b = { .n = nb, .tok = toks + i, .pos = pos, .seq = sq, .logits = NULL };
+        rc = forward_step(&c->fw, &b, c->logits, err);
+        if (rc < 0) break;
+        kv_append(&c->kv, seq, toks + i, nb);
+        rc = MF_OK;
+    }
+    free(pos);
+    free(sq);
+    return rc;
+}
+
+int context_eval(mf_context *c, int seq, const int32_t *toks, int n, const float **logits, mf_err *err) {
+    if (seq < 0 || seq >= c->n_seq) return mf_fail(err, MF_ERR_USAGE, "sequence %d out of range", seq);
+    if (n < 1) return mf_fail(err, MF_ERR_USAGE, "empty token list");
+    if (n > c->n_ctx)
+        return mf_fail(err, MF_ERR_INPUT, "prompt of %d tokens does not fit the context of %d (use --ctx)", n, c->n_ctx);
+    int keep = kv_common_prefix(&c->kv, seq, toks, n);
+    if (keep == n) keep = n - 1; /* re-evaluate the last token to get its logits */
+    kv_truncate(&c->kv, seq, keep);
+    c->be->kv_truncate(c->be, seq, keep);
+    int rc = eval_chunks(c, seq, toks + keep, n - keep, keep, err);
+    if (rc) return rc;
+    *logits = c->logits;
+    return MF_OK;
+}
+
+int context_decode1(mf_context *c, int seq, int32_t tok, const float **logits, mf_err *err) {
+    if (seq < 0 || seq >= c->n_seq) return mf_fail(err, MF_ERR_USAGE, "sequence %d out of range", seq);
+    if (c->kv.seqs[seq].n >= c->n_ctx) return mf_fail(err, MF_ERR_INPUT, "context full (%d tokens)", c->n_ctx);
+    int rc = eval_chunks(c, seq, &tok, 1, c->kv.seqs[seq].n, err);
+    if (rc) return rc;
+    *logits = c->logits;
+    return MF_OK;
+}

@@ -1,0 +1,104 @@
+/* ref.c - scalar reference CPU ops: plain loops, double accumulation where it
+ * costs nothing to be exact. Every SIMD kernel is tested against these. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "quant.h"
+
+void cpu_ref_matmul(float *out, int ld_out, const float *x, const mf_weight *w, const mf_weight *bias,
+                    int n, int64_t r0, int64_t r1, float *wrow) {
+    const int64_t cols = w->cols;
+    const uint64_t row_bytes = qtype_row_size(w->type, (uint64_t)cols);
+    const uint8_t *base = w->host;
+    for (int64_t r = r0; r < r1; r++) {
+        quant_dequantize_row(w->type, base + (uint64_t)r * row_bytes, wrow, cols);
+        float b = 0.0f;
+        if (bias && bias->host) {
+            float tmp;
+            const uint64_t bsz = qtype_row_size(bias->type, 1);
+            quant_dequantize_row(bias->type, (const uint8_t *)bias->host + (uint64_t)r * bsz, &tmp, 1);
+            b = tmp;
+        }
+        for (int t = 0; t < n; t++) {
+            const float *xt = x + (int64_t)t * cols;
+            double acc = 0.0;
+            for (int64_t c = 0; c < cols; c++) acc += (double)wrow[c] * (double)xt[c];
+            out[(int64_t)t * ld_out + r] = (float)acc + b;
+        }
+    }
+}
+
+void cpu_ref_rmsnorm(float *out, const float *x, const float *w, int n, int dim, float eps) {
+    for (int t = 0; t < n; t++) {
+        const float *xt = x + (int64_t)t * dim;
+        float *ot = out + (int64_t)t * dim;
+        double ss = 0.0;
+        for (int i = 0; i < dim; i++) ss += (double)xt[i] * xt[i];
+        float scale = (float)(1.0 / sqrt(ss / dim + eps));
+        for (int i = 0; i < dim; i++) ot[i] = xt[i] * scale * w[i];
+    }
+}
+
+/* theta_i = pos * base^(-2i/rope_dim). NORM rotates (x[2i], x[2i+1]); NEOX rotates
+ * (x[i], x[i + rope_dim/2]). Dims beyond rope_dim pass through. */
+void cpu_ref_rope(float *x, const int32_t *pos, int n, int n_heads, int head_dim, int rope_dim,
+                  float base, mf_rope_mode mode) {
+    const int half = rope_dim / 2;
+    for (int t = 0; t < n; t++) {
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + ((int64_t)t * n_heads + h) * head_dim;
+            for (int i = 0; i < half; i++) {
+                double theta = (double)pos[t] * pow((double)base, -2.0 * i / rope_dim);
+                float c = (float)cos(theta), s = (float)sin(theta);
+                int i0 = mode == MF_ROPE_NEOX ? i : 2 * i;
+                int i1 = mode == MF_ROPE_NEOX ? i + half : 2 * i + 1;
+                float a = v[i0], b = v[i1];
+                v[i0] = a * c - b * s;
+                v[i1] = a * s + b * c;
+            }
+        }
+    }
+}
+
+void cpu_ref_attention_token(float *out, const float *q, const float *kc, const float *vc, int n_kv,
+                             int n_head, int n_head_kv, int hd, float *att) {
+    const int group = n_head / n_head_kv;
+    const int kv_dim = n_head_kv * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int h = 0; h < n_head; h++) {
+        const int kh = h / group;
+        const float *qh = q + h * hd;
+        float mx = -INFINITY;
+        for (int j = 0; j < n_kv; j++) {
+            const float *k = kc + (int64_t)j * kv_dim + kh * hd;
+            double s = 0.0;
+            for (int i = 0; i < hd; i++) s += (double)qh[i] * k[i];
+            att[j] = (float)s * scale;
+            if (att[j] > mx) mx = att[j];
+        }
+        double sum = 0.0;
+        for (int j = 0; j < n_kv; j++) {
+            att[j] = expf(att[j] - mx);
+            sum += att[j];
+        }
+        float *oh = out + h * hd;
+        for (int i = 0; i < hd; i++) oh[i] = 0.0f;
+        for (int j = 0; j < n_kv; j++) {
+            const float p = (float)(att[j] / sum);
+            const float *v = vc + (int64_t)j * kv_dim + kh * hd;
+            for (int i = 0; i < hd; i++) oh[i] += p * v[i];
+        }
+    }
+}
+
+void cpu_ref_swiglu(float *out, const float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void cpu_weight_f32(const mf_weight *w, float *dst) {
+    quant_dequantize_row(w->type, w->host, dst, w->cols);
+}

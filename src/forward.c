@@ -1,0 +1,121 @@
+/* forward.c - backend-neutral transformer step over a batch (llama family).
+ *
+ *   x = embed(tok)
+ *   per layer:  xb = rmsnorm(x);  q,k,v = xb Wq,Wk,Wv (+bias);  rope(q,k)
+ *               att = attention(q, k, v | kv cache);  x += att Wo
+ *               xb = rmsnorm(x);  x += (silu(xb Wgate) * xb Wup) Wdown
+ *   logits = rmsnorm(x[rows wanting logits]) Wout
+ */
+#include "forward.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void free_bufs(mf_forward *fw) {
+    float **bufs[] = { &fw->x, &fw->xb, &fw->q, &fw->k, &fw->v, &fw->att, &fw->hb, &fw->hb2, &fw->xo, &fw->logits };
+    for (size_t i = 0; i < MF_ARRAY_LEN(bufs); i++) {
+        if (*bufs[i]) fw->be->release(fw->be, *bufs[i]);
+        *bufs[i] = NULL;
+    }
+}
+
+int forward_init(mf_forward *fw, mf_backend *be, const mf_model *m, int n_ctx, int n_seq, int n_batch, mf_err *err) {
+    memset(fw, 0, sizeof *fw);
+    fw->be = be;
+    fw->m = m;
+    fw->n_batch = n_batch;
+    fw->n_ctx = n_ctx;
+    fw->n_seq = n_seq;
+    const mf_hparams *hp = &m->hp;
+    size_t nb = (size_t)n_batch, q_dim = (size_t)hp->n_head * hp->head_dim, kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
+    struct { float **p; size_t n; } want[] = {
+        { &fw->x, nb * hp->n_embd }, { &fw->xb, nb * hp->n_embd }, { &fw->q, nb * q_dim },
+        { &fw->k, nb * kv_dim },     { &fw->v, nb * kv_dim },      { &fw->att, nb * q_dim },
+        { &fw->hb, nb * hp->n_ff },  { &fw->hb2, nb * hp->n_ff },  { &fw->xo, nb * hp->n_embd },
+        { &fw->logits, nb * hp->n_vocab },
+    };
+    size_t total = 0;
+    for (size_t i = 0; i < MF_ARRAY_LEN(want); i++) {
+        *want[i].p = be->alloc(be, want[i].n * sizeof(float));
+        total += want[i].n * sizeof(float);
+        if (!*want[i].p) {
+            free_bufs(fw);
+            return mf_fail(err, MF_ERR_NOMEM, "forward: cannot allocate %zu bytes of activations on %s",
+                           want[i].n * sizeof(float), be->name);
+        }
+    }
+    return MF_OK;
+}
+
+void forward_free(mf_forward *fw) {
+    if (fw->be) free_bufs(fw);
+    memset(fw, 0, sizeof *fw);
+}
+
+/* Rows of the batch that want logits, in order; returns their count. */
+static int logit_rows(const mf_batch *b, int32_t *idx) {
+    int n = 0;
+    for (int i = 0; i < b->n; i++)
+        if (b->logits ? b->logits[i] : i == b->n - 1) idx[n++] = i;
+    return n;
+}
+
+int forward_generic(mf_forward *fw, const mf_batch *b, float *logits, mf_err *err) {
+    mf_backend *be = fw->be;
+    const mf_ops *op = be->ops;
+    const mf_model *m = fw->m;
+    const mf_hparams *hp = &m->hp;
+    const int n = b->n, dim = hp->n_embd;
+    const int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+
+    op->embed(be, fw->x, &m->tok_embd, b);
+    for (int l = 0; l < hp->n_layer; l++) {
+        const mf_layer *L = &m->layers[l];
+        op->rmsnorm(be, fw->xb, fw->x, &L->attn_norm, n, dim, hp->norm_eps);
+        op->matmul(be, fw->q, fw->xb, &L->wq, &L->bq, n);
+        op->matmul(be, fw->k, fw->xb, &L->wk, &L->bk, n);
+        op->matmul(be, fw->v, fw->xb, &L->wv, &L->bv, n);
+        op->rope(be, fw->q, b, hp->n_head, hp->head_dim, hp->rope_dim, hp->rope_base, hp->rope_mode);
+        op->rope(be, fw->k, b, hp->n_head_kv, hp->head_dim, hp->rope_dim, hp->rope_base, hp->rope_mode);
+        op->attention(be, fw->att, fw->q, fw->k, fw->v, l, b);
+        op->matmul(be, fw->xb, fw->att, &L->wo, NULL, n);
+        op->add(be, fw->x, fw->xb, (int64_t)n * dim);
+
+        op->rmsnorm(be, fw->xb, fw->x, &L->ffn_norm, n, dim, hp->norm_eps);
+        op->matmul(be, fw->hb, fw->xb, &L->w_gate, NULL, n);
+        op->matmul(be, fw->hb2, fw->xb, &L->w_up, NULL, n);
+        op->swiglu(be, fw->hb, fw->hb, fw->hb2, (int64_t)n * hp->n_ff);
+        op->matmul(be, fw->xb, fw->hb, &L->w_down, NULL, n);
+        op->add(be, fw->x, fw->xb, (int64_t)n * dim);
+    }
+    (void)q_dim;
+    (void)kv_dim;
+
+    int32_t idx_small[64];
+    int32_t *idx = n <= 64 ? idx_small : mf_xmalloc(sizeof(int32_t) * (size_t)n);
+    int n_out = logit_rows(b, idx);
+    if (n_out > 0) {
+        op->get_rows(be, fw->xo, fw->x, idx, n_out, dim);
+        op->rmsnorm(be, fw->xo, fw->xo, &m->output_norm, n_out, dim, hp->norm_eps);
+        op->matmul(be, fw->logits, fw->xo, &m->output, NULL, n_out);
+        be->download(be, logits, fw->logits, sizeof(float) * (size_t)n_out * hp->n_vocab);
+    }
+    if (idx != idx_small) free(idx);
+    (void)err;
+    return n_out;
+}
+
+int forward_step(mf_forward *fw, const mf_batch *b, float *logits, mf_err *err) {
+    if (b->n < 1 || b->n > fw->n_batch)
+        return mf_fail(err, MF_ERR_USAGE, "forward: batch of %d tokens (1..%d allowed)", b->n, fw->n_batch);
+    for (int i = 0; i < b->n; i++) {
+        if (b->tok[i] < 0 || b->tok[i] >= fw->m->hp.n_vocab)
+            return mf_fail(err, MF_ERR_INPUT, "forward: token id %d out of range [0, %d)", b->tok[i], fw->m->hp.n_vocab);
+        if (b->pos[i] < 0 || b->pos[i] >= fw->n_ctx)
+            return mf_fail(err, MF_ERR_INPUT, "forward: position %d outside the context (%d)", b->pos[i], fw->n_ctx);
+        if (b->seq[i] < 0 || b->seq[i] >= fw->n_seq)
+            return mf_fail(err, MF_ERR_USAGE, "forward: sequence %d out of range [0, %d)", b->seq[i], fw->n_seq);
+    }
+    if (fw->be->forward) return fw->be->forward(fw->be, fw, b, logits, err);
+    return forward_generic(fw, b, logits, err);
+}

@@ -1,0 +1,181 @@
+/* model.c - per-architecture hyperparameters and tensor binding. */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant.h"
+#include "tokenizer.h"
+
+/* Binds tensor `name` into w, checking its type is supported and its shape is
+ * [cols, rows] (rows == 1 for 1-D tensors). optional: absence is not an error. */
+static int bind(const mf_model *m, mf_weight *w, const char *name, int64_t cols, int64_t rows,
+                int optional, mf_err *err) {
+    memset(w, 0, sizeof *w);
+    const gguf_tensor *t = gguf_find_tensor(&m->gguf, name);
+    if (!t) {
+        if (optional) return MF_OK;
+        return mf_fail(err, MF_ERR_INPUT, "model: missing tensor '%s'", name);
+    }
+    int64_t t_rows = (int64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+    if ((int64_t)t->ne[0] != cols || t_rows != rows || t->ne[2] != 1 || t->ne[3] != 1)
+        return mf_fail(err, MF_ERR_INPUT,
+                       "model: tensor '%s' has shape [%llu, %llu, %llu, %llu], expected [%lld, %lld]", name,
+                       (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                       (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], (long long)cols,
+                       (long long)rows);
+    const qtype_traits *tr = qtype_get(t->type);
+    if (!tr || !tr->supported)
+        return mf_fail(err, MF_ERR_INPUT, "model: tensor '%s' has unsupported type %s", name,
+                       qtype_name(t->type));
+    if (rows == 1 && cols > 1 && t->type != QTYPE_F32 && t->type != QTYPE_F16 && t->type != QTYPE_BF16)
+        return mf_fail(err, MF_ERR_INPUT, "model: 1-D tensor '%s' must be f32/f16/bf16, is %s", name,
+                       qtype_name(t->type));
+    w->type = t->type;
+    w->cols = cols;
+    w->rows = rows;
+    w->host = t->data;
+    w->nbytes = t->nbytes;
+    w->name = t->cname;
+    return MF_OK;
+}
+
+/* Reads a required u32 hyperparameter "{arch}.{suffix}" into *out (int). */
+static int get_hp(const gguf_file *f, const char *arch, const char *suffix, int *out, int required,
+                  mf_err *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    uint32_t v;
+    int rc = gguf_get_u32(f, key, &v, err);
+    if (rc < 0) return rc;
+    if (rc == 1) {
+        if (required) return mf_fail(err, MF_ERR_INPUT, "model: missing metadata key '%s'", key);
+        return MF_OK;
+    }
+    if (v == 0 || v > (1u << 30)) return mf_fail(err, MF_ERR_INPUT, "model: '%s' = %u out of range", key, v);
+    *out = (int)v;
+    return MF_OK;
+}
+
+static int load_hparams(mf_model *m, mf_err *err) {
+    const gguf_file *f = &m->gguf;
+    mf_hparams *hp = &m->hp;
+    gguf_str arch;
+    int rc = gguf_get_str(f, "general.architecture", &arch, err);
+    if (rc < 0) return rc;
+    if (rc == 1) return mf_fail(err, MF_ERR_INPUT, "model: missing general.architecture");
+    if (arch.len >= sizeof hp->arch_name) return mf_fail(err, MF_ERR_INPUT, "model: architecture name too long");
+    memcpy(hp->arch_name, arch.ptr, arch.len);
+    hp->arch_name[arch.len] = 0;
+    const char *a = hp->arch_name;
+    if (!strcmp(a, "llama") || !strcmp(a, "mistral")) {
+        hp->arch = MF_ARCH_LLAMA;
+        hp->rope_mode = MF_ROPE_NORM;
+    } else if (!strcmp(a, "qwen2")) {
+        hp->arch = MF_ARCH_QWEN2;
+        hp->rope_mode = MF_ROPE_NEOX;
+    } else {
+        return mf_fail(err, MF_ERR_INPUT, "model: unsupported architecture '%s' (supported: llama, mistral, qwen2)", a);
+    }
+    if ((rc = get_hp(f, a, "embedding_length", &hp->n_embd, 1, err))) return rc;
+    if ((rc = get_hp(f, a, "block_count", &hp->n_layer, 1, err))) return rc;
+    if ((rc = get_hp(f, a, "feed_forward_length", &hp->n_ff, 1, err))) return rc;
+    if ((rc = get_hp(f, a, "attention.head_count", &hp->n_head, 1, err))) return rc;
+    hp->n_head_kv = hp->n_head;
+    if ((rc = get_hp(f, a, "attention.head_count_kv", &hp->n_head_kv, 0, err))) return rc;
+    hp->n_ctx_train = 2048;
+    if ((rc = get_hp(f, a, "context_length", &hp->n_ctx_train, 0, err))) return rc;
+    if (hp->n_embd % hp->n_head)
+        return mf_fail(err, MF_ERR_INPUT, "model: embedding_length %d not divisible by head_count %d", hp->n_embd, hp->n_head);
+    if (hp->n_head % hp->n_head_kv)
+        return mf_fail(err, MF_ERR_INPUT, "model: head_count %d not divisible by head_count_kv %d", hp->n_head, hp->n_head_kv);
+    hp->head_dim = hp->n_embd / hp->n_head;
+    if ((rc = get_hp(f, a, "attention.key_length", &hp->head_dim, 0, err))) return rc;
+    hp->rope_dim = hp->head_dim;
+    if ((rc = get_hp(f, a, "rope.dimension_count", &hp->rope_dim, 0, err))) return rc;
+    if (hp->rope_dim > hp->head_dim || hp->rope_dim % 2 || hp->head_dim % 2)
+        return mf_fail(err, MF_ERR_INPUT, "model: rope.dimension_count %d invalid for head dim %d", hp->rope_dim, hp->head_dim);
+    char key[128];
+    hp->norm_eps = 1e-5f;
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", a);
+    if ((rc = gguf_get_f32(f, key, &hp->norm_eps, err)) < 0) return rc;
+    hp->rope_base = 10000.0f;
+    snprintf(key, sizeof key, "%s.rope.freq_base", a);
+    if ((rc = gguf_get_f32(f, key, &hp->rope_base, err)) < 0) return rc;
+    if (!(hp->norm_eps > 0 && hp->norm_eps < 1)) return mf_fail(err, MF_ERR_INPUT, "model: rms epsilon %g out of range", hp->norm_eps);
+    if (!(hp->rope_base > 1)) return mf_fail(err, MF_ERR_INPUT, "model: rope.freq_base %g out of range", hp->rope_base);
+    return MF_OK;
+}
+
+int model_load(mf_model *m, const char *path, mf_err *err) {
+    memset(m, 0, sizeof *m);
+    int rc = gguf_open(&m->gguf, path, err);
+    if (rc) return rc;
+    if ((rc = load_hparams(m, err))) goto fail;
+    mf_hparams *hp = &m->hp;
+
+    const gguf_tensor *te = gguf_find_tensor(&m->gguf, "token_embd.weight");
+    if (!te) { rc = mf_fail(err, MF_ERR_INPUT, "model: missing tensor 'token_embd.weight'"); goto fail; }
+    if (te->ne[1] == 0 || te->ne[1] > (1u << 24)) { rc = mf_fail(err, MF_ERR_INPUT, "model: bad vocab size"); goto fail; }
+    hp->n_vocab = (int)te->ne[1];
+    int dim = hp->n_embd, q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+    if ((rc = bind(m, &m->tok_embd, "token_embd.weight", dim, hp->n_vocab, 0, err))) goto fail;
+    if ((rc = bind(m, &m->output_norm, "output_norm.weight", dim, 1, 0, err))) goto fail;
+    if ((rc = bind(m, &m->output, "output.weight", dim, hp->n_vocab, 1, err))) goto fail;
+    if (!m->output.host) {
+        m->output = m->tok_embd;
+        m->tied_output = 1;
+    }
+    m->layers = mf_xcalloc((size_t)hp->n_layer, sizeof *m->layers);
+    int with_bias = hp->arch == MF_ARCH_QWEN2;
+    for (int i = 0; i < hp->n_layer; i++) {
+        mf_layer *L = &m->layers[i];
+        char name[96];
+#define BIND(field, suffix, c, r, opt)                                   \
+        snprintf(name, sizeof name, "blk.%d." suffix, i);               \
+        if ((rc = bind(m, &L->field, name, c, r, opt, err))) goto fail;
+        BIND(attn_norm, "attn_norm.weight", dim, 1, 0);
+        BIND(wq, "attn_q.weight", dim, q_dim, 0);
+        BIND(wk, "attn_k.weight", dim, kv_dim, 0);
+        BIND(wv, "attn_v.weight", dim, kv_dim, 0);
+        BIND(bq, "attn_q.bias", q_dim, 1, !with_bias);
+        BIND(bk, "attn_k.bias", kv_dim, 1, !with_bias);
+        BIND(bv, "attn_v.bias", kv_dim, 1, !with_bias);
+        BIND(wo, "attn_output.weight", q_dim, dim, 0);
+        BIND(ffn_norm, "ffn_norm.weight", dim, 1, 0);
+        BIND(w_gate, "ffn_gate.weight", dim, hp->n_ff, 0);
+        BIND(w_up, "ffn_up.weight", dim, hp->n_ff, 0);
+        BIND(w_down, "ffn_down.weight", hp->n_ff, dim, 0);
+#undef BIND
+    }
+    for (uint64_t i = 0; i < m->gguf.n_tensors; i++) m->weight_bytes += m->gguf.tensors[i].nbytes;
+
+    if ((rc = tok_load(&m->vocab, &m->gguf, err))) goto fail;
+    if (tok_n_vocab(m->vocab) > hp->n_vocab) {
+        rc = mf_fail(err, MF_ERR_INPUT, "model: tokenizer has %d tokens but token_embd has %d rows",
+                     tok_n_vocab(m->vocab), hp->n_vocab);
+        goto fail;
+    }
+    return MF_OK;
+fail:
+    model_free(m);
+    return rc;
+}
+
+void model_free(mf_model *m) {
+    if (m->vocab) tok_free(m->vocab);
+    free(m->layers);
+    gguf_close(&m->gguf);
+    memset(m, 0, sizeof *m);
+}
+
+void model_describe(const mf_model *m, char *buf, size_t cap) {
+    const mf_hparams *hp = &m->hp;
+    snprintf(buf, cap,
+             "%s: %d layers, dim %d, ff %d, heads %d/%d (kv), head dim %d, vocab %d, ctx %d, rope %s base %g, "
+             "%s output, %.2f MiB",
+             hp->arch_name, hp->n_layer, hp->n_embd, hp->n_ff, hp->n_head, hp->n_head_kv, hp->head_dim,
+             hp->n_vocab, hp->n_ctx_train, hp->rope_mode == MF_ROPE_NEOX ? "neox" : "norm", hp->rope_base,
+             m->tied_output ? "tied" : "separate", (double)m->weight_bytes / (1024.0 * 1024.0));
+}
