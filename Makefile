@@ -56,10 +56,17 @@ TEST_BIN   := $(TEST_SRC:tests/%.c=$(ASAN_BUILD)/tests/%)
 ASAN_OBJ   := $(SRC_CORE:%.c=$(ASAN_BUILD)/%.o)
 ASAN_LIB   := $(ASAN_BUILD)/libminfer.a
 
-.PHONY: all test run bench clean test-cuda bench-cuda tests-build
+.PHONY: all test run bench clean test-cuda bench-cuda tests-build deps
 all: $(BIN)
 
-$(BUILD)/%.o: %.c
+# Installs missing Debian packages (libpcre2-dev) on a fresh machine; see README.
+DEPS_STAMP := $(BUILD)/.deps
+$(DEPS_STAMP):
+	@bash tools/deps.sh
+	@mkdir -p $(BUILD) && touch $@
+deps: $(DEPS_STAMP)
+
+$(BUILD)/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(if $(findstring _avx2,$<),$(AVX2FLAGS)) -MMD -MP -c $< -o $@
 
@@ -97,6 +104,7 @@ $(BUILD)/tools/%: tests/tools/%.c $(LIB)
 tests-build: $(BIN) $(TEST_BIN) $(TOOL_BIN)
 
 test: tests-build
+	@bash tools/deps.sh --test
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh
 
 run: $(BIN)

@@ -24,6 +24,8 @@ int cpu_pool_size(const cpu_pool *p);
 /* Runs fn on all threads of the pool (or on nth_max of them when 0 < nth_max <
  * size, for tasks too small to feed every thread). Not reentrant. */
 void cpu_pool_run(cpu_pool *p, cpu_task_fn fn, void *ctx, int nth_max);
+/* Inside a task: waits until all nth parts have reached the barrier. */
+void cpu_pool_barrier(cpu_pool *p, int nth);
 /* Online cores (at least 1). */
 int cpu_count_cores(void);
 

@@ -1,0 +1,55 @@
+/* minfer.h - the public C API of minfer.
+ *
+ *   minfer_model *m = minfer_model_load("model.gguf", err, sizeof err);
+ *   minfer_ctx *c = minfer_ctx_new(m, &(minfer_ctx_params){ .n_ctx = 4096, .device = "auto" }, err, sizeof err);
+ *   int n = minfer_tokenize(m, "Hello", 5, 1, 0, ids, cap);
+ *   const float *logits = minfer_eval(c, 0, ids, n, err, sizeof err);   // prefill (prefix reused)
+ *   ... pick a token, then logits = minfer_decode(c, 0, tok, err, sizeof err);
+ *
+ * Functions that can fail return NULL / a negative value and write a one-line
+ * message into err. Thread safety: one context per thread. */
+#ifndef MINFER_H
+#define MINFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct minfer_model minfer_model;
+typedef struct minfer_ctx minfer_ctx;
+
+typedef struct minfer_ctx_params {
+    int n_ctx;          /* positions per sequence; 0 = min(model's, 4096) */
+    int n_seq;          /* sequence slots; 0 = 1 */
+    int n_batch;        /* max tokens per step; 0 = 512 */
+    const char *device; /* "cpu", "cuda", NULL = auto */
+    int n_threads;      /* CPU threads; 0 = all cores */
+} minfer_ctx_params;
+
+minfer_model *minfer_model_load(const char *path, char *err, size_t err_cap);
+void minfer_model_free(minfer_model *m);
+int minfer_n_vocab(const minfer_model *m);
+int32_t minfer_token_bos(const minfer_model *m);
+int minfer_token_is_eog(const minfer_model *m, int32_t tok);
+
+/* Returns the number of ids (may exceed cap: then only cap were written), or -1. */
+int minfer_tokenize(const minfer_model *m, const char *text, size_t len, int add_bos, int parse_special,
+                    int32_t *ids, int cap);
+/* Bytes of a token's text (not NUL-terminated); returns the full length. */
+int minfer_token_to_piece(const minfer_model *m, int32_t tok, char *buf, size_t cap);
+
+minfer_ctx *minfer_ctx_new(minfer_model *m, const minfer_ctx_params *p, char *err, size_t err_cap);
+void minfer_ctx_free(minfer_ctx *c);
+/* Makes sequence seq hold exactly ids[0..n) (reusing the cached prefix) and returns
+ * the logits of the last token [n_vocab], valid until the next call. */
+const float *minfer_eval(minfer_ctx *c, int seq, const int32_t *ids, int n, char *err, size_t err_cap);
+/* Appends one token to seq and returns its logits. */
+const float *minfer_decode(minfer_ctx *c, int seq, int32_t tok, char *err, size_t err_cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# tests/e2e_cli.sh - end-to-end checks of the minfer binary: the stories260K
+# greedy oracle, the CLI contract (exit codes, stdout/stderr split), synth + run +
+# bench on a tiny synthetic model.
+set -u
+BUILD=${BUILD:-build}
+BIN=$BUILD/minfer
+SHARED=${MINFER_SHARED:-../shared}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+P=0; F=0; S=0
+ok() { P=$((P + 1)); }
+fail() { F=$((F + 1)); echo "FAIL: $*" >&2; }
+skip() { S=$((S + 1)); echo "SKIP: $*" >&2; }
+check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
+expect_exit() { # expected-code description command...
+    local want=$1 what=$2; shift 2
+    "$@" >"$TMP/out" 2>"$TMP/err"; local rc=$?
+    if [ "$rc" -ne "$want" ]; then fail "$what: exit $rc, want $want"; return; fi
+    if [ "$want" -ne 0 ] && ! grep -q '^minfer: error: ' "$TMP/err"; then fail "$what: no 'minfer: error:' line"; return; fi
+    ok
+}
+
+# 1. External oracle: stories260K greedy 200 tokens from BOS.
+if [ -f "$SHARED/models/stories260K.gguf" ]; then
+    "$BIN" run -m "$SHARED/models/stories260K.gguf" -p "" -n 200 --temp 0 --device cpu >"$TMP/s260.txt" 2>"$TMP/s260.err"
+    rc=$?
+    check "stories260K run exit 0 (got $rc)" [ "$rc" -eq 0 ]
+    # A trailing newline is allowed.
+    if cmp -s <(printf '%s' "$(cat "$TMP/s260.txt")") <(printf '%s' "$(cat "$SHARED/models/stories260K.greedy200.txt")"); then ok
+    else fail "stories260K greedy output differs from the oracle"; diff <(cat "$TMP/s260.txt") "$SHARED/models/stories260K.greedy200.txt" | head -5 >&2; fi
+else
+    skip "../shared/models/stories260K.gguf absent"
+fi
+
+# 2. CLI contract.
+expect_exit 1 "no command" "$BIN"
+expect_exit 1 "unknown command" "$BIN" frobnicate
+expect_exit 1 "run without -m" "$BIN" run -p hi
+expect_exit 1 "unknown option" "$BIN" run -m x.gguf --bogus
+expect_exit 1 "bad number" "$BIN" run -m x.gguf -n abc
+expect_exit 2 "missing model file" "$BIN" run -m "$TMP/nope.gguf" -p hi
+printf 'GGUF\x03\x00\x00\x00garbage' >"$TMP/bad.gguf"
+expect_exit 2 "corrupt model file" "$BIN" run -m "$TMP/bad.gguf" -p hi
+expect_exit 2 "corrupt model info" "$BIN" info -m "$TMP/bad.gguf"
+expect_exit 0 "help" "$BIN" --help
+expect_exit 0 "run help" "$BIN" run --help
+
+# 3. Synthetic model: synth is deterministic, loads, runs, benches.
+if "$BIN" synth --shape tiny --quant q4_k_m --seed 7 -o "$TMP/tiny.gguf" 2>"$TMP/synth.err"; then
+    ok
+    "$BIN" synth --shape tiny --quant q4_k_m --seed 7 -t 1 -o "$TMP/tiny2.gguf" 2>/dev/null
+    check "synth deterministic across thread counts" cmp -s "$TMP/tiny.gguf" "$TMP/tiny2.gguf"
+    "$BIN" info -m "$TMP/tiny.gguf" >"$TMP/info.txt" 2>&1
+    check "q4_k_m mix has q6_K output" grep -q 'q6_K' "$TMP/info.txt"
+    out=$("$BIN" run -m "$TMP/tiny.gguf" -p "hello" -n 8 --temp 0 --device cpu 2>/dev/null); rc=$?
+    check "run on synth tiny (exit $rc)" [ "$rc" -eq 0 ]
+    out2=$("$BIN" run -m "$TMP/tiny.gguf" -p "hello" -n 8 --temp 0.9 --seed 3 --device cpu 2>/dev/null)
+    out3=$("$BIN" run -m "$TMP/tiny.gguf" -p "hello" -n 8 --temp 0.9 --seed 3 --device cpu 2>/dev/null)
+    check "seeded sampling reproducible" [ "$out2" = "$out3" ]
+    "$BIN" bench -m "$TMP/tiny.gguf" -p 16 -n 4 -r 2 --device cpu -o json >"$TMP/bench.json" 2>/dev/null
+    check "bench json parses with required fields" python3 -c "
+import json,sys
+d=json.load(open('$TMP/bench.json'))
+assert [x['test'] for x in d]==['pp16','tg4'], d
+for x in d:
+    for k in ('test','n_prompt','n_gen','avg_ts','stddev_ts'): assert k in x
+    assert x['avg_ts']>0
+"
+    for q in q8_0 f16; do
+        "$BIN" synth --shape tiny --quant $q -o "$TMP/tiny_$q.gguf" 2>/dev/null &&
+        "$BIN" run -m "$TMP/tiny_$q.gguf" -p "hi" -n 4 --temp 0 --device cpu >/dev/null 2>&1
+        check "synth+run $q" [ $? -eq 0 ]
+    done
+    expect_exit 2 "over-long prompt" "$BIN" run -m "$TMP/tiny.gguf" -p "$(head -c 3000 /dev/zero | tr '\0' 'a' | sed 's/a/a /g')" --ctx 64 --device cpu
+else
+    fail "synth tiny: $(cat "$TMP/synth.err")"
+fi
+echo "RESULT e2e_cli passed=$P failed=$F skipped=$S"
+[ "$F" -eq 0 ]
