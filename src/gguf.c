@@ -322,7 +322,7 @@ static int parse_tensor(rd *r, gguf_tensor *t, uint64_t index, mf_err *err) {
         if (t->ne[d] == 0 || t->ne[d] > (uint64_t)INT64_MAX)
             return mf_fail(err, MF_ERR_INPUT, "%s: ne[%u] = %" PRIu64 " is out of range", ctx, d, t->ne[d]);
         if (mf_mul_u64(n, t->ne[d], &n) || n > (uint64_t)INT64_MAX)
-            return mf_fail(err, MF_ERR_INPUT, "%s: element count overflows (ne[%u] = %" PRIu64 ")",
+            return mf_fail(err, MF_ERR_INPUT, "%s: element count overflows int64 at ne[%u] = %" PRIu64,
                            ctx, d, t->ne[d]);
     }
     t->n_elements = n;
@@ -355,10 +355,12 @@ static int check_tensors(gguf_file *f, mf_err *err) {
             return mf_fail(err, MF_ERR_INPUT, "tensor '%s': data section starts at %" PRIu64
                            ", past the end of the file (%" PRIu64 " bytes)", nm, f->data_offset, f->size);
         if (t->offset > avail || t->nbytes > avail - t->offset) {
-            /* Report absolute file offsets; saturate where the sum would wrap. */
+            /* Report absolute file offsets, unless the sum itself would wrap. */
             uint64_t a0, a1;
-            if (mf_add_u64(f->data_offset, t->offset, &a0)) a0 = UINT64_MAX;
-            if (mf_add_u64(a0, t->nbytes, &a1)) a1 = UINT64_MAX;
+            if (mf_add_u64(f->data_offset, t->offset, &a0) || mf_add_u64(a0, t->nbytes, &a1))
+                return mf_fail(err, MF_ERR_INPUT, "tensor '%s': offset %" PRIu64 " + %" PRIu64
+                               " bytes (data section at %" PRIu64 ") extends past end of file (%" PRIu64 " bytes)",
+                               nm, t->offset, t->nbytes, f->data_offset, f->size);
             return mf_fail(err, MF_ERR_INPUT, "tensor '%s': data [%" PRIu64 ", %" PRIu64
                            ") extends past end of file (%" PRIu64 " bytes)", nm, a0, a1, f->size);
         }
@@ -427,7 +429,7 @@ static int parse(gguf_file *f, const uint8_t *base, uint64_t size, mf_err *err) 
         return mf_fail(err, MF_ERR_INPUT, "GGUF version 1 is not supported (only 2 and 3); re-convert the model");
     if (version != 2 && version != 3)
         return mf_fail(err, MF_ERR_INPUT, "unsupported GGUF version %u%s (only 2 and 3)", version,
-                       (version & 0xffff) == 0 ? ", a big-endian file?" : "");
+                       version && (version & 0xffff) == 0 ? ", a big-endian file?" : "");
     f->version = version;
     rd_u64(&r, &f->n_tensors, "n_tensors", err);
     rd_u64(&r, &f->n_kv, "n_kv", err);

@@ -63,7 +63,6 @@ uint64_t qtype_row_size(uint32_t type, uint64_t n) {
     return n / t->blck * t->type_size;
 }
 
-
 /* ------------------------------------------------------------------------- */
 /* Small helpers                                                             */
 /* ------------------------------------------------------------------------- */
@@ -560,9 +559,10 @@ static void quant_k_scales_and_codes(const float *x, int nmax, float rmin, int n
     const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
     memset(scales, 0, K_SCALE_SIZE);
     for (int j = 0; j < QK_K / 32; j++) {
-        /* Truncate to u8 before clamping, as ggml does: a (tiny) negative
-         * fitted scale then saturates to 63 rather than wrapping into the
-         * neighbours' bits. */
+        /* Truncated to u8 before the clamp exactly as ggml does (for byte
+         * identity): the fit never returns a negative scale for finite input,
+         * but if it did, the code would clamp to 63 rather than spill into
+         * the neighbouring sub-blocks' bits. */
         const uint8_t ls = (uint8_t)MF_MIN(63, (uint8_t)nearest_int(inv_scale * sc[j]));
         const uint8_t lm = (uint8_t)MF_MIN(63, (uint8_t)nearest_int(inv_min * mn[j]));
         if (j < 4) {

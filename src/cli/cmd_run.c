@@ -101,7 +101,8 @@ int cmd_run(int argc, char **argv) {
         if (verbose) mf_log("generation capped at %d tokens by the context size %d", c.n_ctx - n_ids, c.n_ctx);
         n_predict = c.n_ctx - n_ids;
     }
-    smp = sampler_new(&sp, m.hp.n_vocab);
+    smp = sampler_new(&sp, m.hp.n_vocab, &err);
+    if (!smp) { exit_code = cli_error(1, "sampler: %s", err.msg); goto out; }
     for (int i = 0; i < n_ids; i++) sampler_accept(smp, ids[i]);
 
     double t0 = mf_time_s();

@@ -1,0 +1,230 @@
+/* common.cuh - shared pieces of the CUDA backend: C headers, error checks, the
+ * device weight layouts, q8 activation layout, small device helpers, the launch
+ * helper (programmatic dependent launch) and the launcher prototypes of every
+ * kernel family (one .cu file each).
+ *
+ * Conventions
+ *   - every kernel is `static __global__ kernel_*` in its family's file, reached
+ *     through one launcher `cu_*` declared here; launchers take the backend state
+ *     (stream, flags) and never synchronise.
+ *   - every kernel calls pdl_trigger() first and pdl_wait() before it touches
+ *     memory that an earlier kernel wrote (or that a later kernel reads): under
+ *     programmatic dependent launch a kernel starts while its predecessor drains,
+ *     so only immutable data (weights) may be read before pdl_wait(), and nothing
+ *     may be written. */
+#ifndef MINFER_CUDA_COMMON_CUH
+#define MINFER_CUDA_COMMON_CUH
+
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+
+extern "C" {
+#include "backend.h"
+#include "forward.h"
+#include "model.h"
+#include "quant.h"
+#include "util.h"
+}
+
+/* ------------------------------------------------------------------------- */
+/* Device weight layouts                                                     */
+/* ------------------------------------------------------------------------- */
+/* Weights are uploaded once. Every row starts 16-byte aligned (row stride =
+ * cu_row_stride) so a lane can read 16 bytes at a time. The block formats whose
+ * blocks are not multiples of 16 bytes are stored *planar per row* (repacked on
+ * the device at upload), so each plane is 16-byte aligned:
+ *
+ *   q4_0: [qs nb*16][d nb*2]                   q8_0: [qs nb*32][d nb*2]
+ *   q4_1: [qs nb*16][d nb*2][m nb*2]           q6_K: [ql nb*128][qh nb*64][sc nb*16][d nb*2]
+ *   q5_0: [qs nb*16][qh nb*4][d nb*2]
+ *   q5_1: [qs nb*16][qh nb*4][d nb*2][m nb*2]
+ *
+ * q4_K (144 B) and q5_K (176 B) blocks are multiples of 16 and stay as in the file;
+ * f32/f16/bf16 rows are as in the file. Then every row is padded to 16 bytes.
+ * The block contents (nibble order, scale packing) are unchanged: FORMATS.md. */
+static inline int cu_type_planar(uint32_t t) {
+    return t == QTYPE_Q4_0 || t == QTYPE_Q4_1 || t == QTYPE_Q5_0 || t == QTYPE_Q5_1 || t == QTYPE_Q8_0 ||
+           t == QTYPE_Q6_K;
+}
+/* Bytes of one device row; 0 when the type is not supported by the backend. */
+static inline int64_t cu_row_stride(uint32_t type, int64_t cols) {
+    const qtype_traits *tr = qtype_get(type);
+    if (!tr || !tr->supported || cols % tr->blck) return 0;
+    int64_t b = cols / tr->blck * tr->type_size;
+    return (b + 15) & ~(int64_t)15;
+}
+static inline int cu_type_is_quant(uint32_t t) { return t != QTYPE_F32 && t != QTYPE_F16 && t != QTYPE_BF16; }
+
+/* ------------------------------------------------------------------------- */
+/* q8 activations: the GEMV's view of x                                     */
+/* ------------------------------------------------------------------------- */
+/* x [n][K] f32 quantized per 32 values (K % 32 == 0; blocks never straddle rows,
+ * so the flat layout equals the per-row one):
+ *   qs[n*K]     int8, round(x / d)            (16-byte aligned)
+ *   d [n*K/32]  f32, amax / 127
+ *   s [n*K/16]  f32, d * sum of the 16 quantized values (for formats with an offset) */
+struct cu_q8 {
+    int8_t *qs;
+    float *d;
+    float *s;
+};
+
+/* ------------------------------------------------------------------------- */
+/* Backend state (defined in backend_cuda.cu, used by every launcher)        */
+/* ------------------------------------------------------------------------- */
+struct cu_state;
+cudaStream_t cu_stream(const cu_state *S);
+int cu_pdl(const cu_state *S);               /* programmatic dependent launch on */
+void cu_launch_check(cu_state *S, const char *what, const char *file, int line);
+/* Records the first CUDA error (sticky) as an mf_err message. */
+void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, int line);
+
+#define CU_CHECK(S, x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) cu_record((S), e_, #x, __FILE__, __LINE__); } while (0)
+#define CU_LAUNCHED(S, what) cu_launch_check((S), (what), __FILE__, __LINE__)
+
+/* Launch with the programmatic-stream-serialization attribute when enabled. */
+template <typename... KArgs, typename... Args>
+static inline void cu_launch(cu_state *S, const char *what, void (*k)(KArgs...), dim3 grid, dim3 block,
+                             size_t smem, Args... args) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = cu_stream(S);
+    cfg.attrs = attr;
+    cfg.numAttrs = cu_pdl(S) ? 1 : 0;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...);
+    if (e != cudaSuccess) cu_record(S, e, what, __FILE__, __LINE__);
+    cu_launch_check(S, what, __FILE__, __LINE__);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Device helpers                                                            */
+/* ------------------------------------------------------------------------- */
+static __device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+static __device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+static __device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+static __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+static __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+/* Quantizes 4 consecutive values held by one lane into the q8 layout; 8 lanes
+ * (aligned, consecutive) form one 32-block. All 32 lanes of the warp must call it
+ * (the shuffles span the warp); lanes with valid == 0 store nothing. idx4 = index
+ * of the first of the 4 values in the flat activation. */
+static __device__ __forceinline__ void q8_store4(cu_q8 q, int64_t idx4, float4 v, int valid) {
+    float a = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
+    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
+    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 4));
+    const float d = a / 127.0f;
+    const float id = a > 0.0f ? 127.0f / a : 0.0f;
+    const int q0 = __float2int_rn(v.x * id), q1 = __float2int_rn(v.y * id);
+    const int q2 = __float2int_rn(v.z * id), q3 = __float2int_rn(v.w * id);
+    int s = q0 + q1 + q2 + q3;
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    if (valid) {
+        const uint32_t packed = (uint32_t)(q0 & 0xff) | ((uint32_t)(q1 & 0xff) << 8) |
+                                ((uint32_t)(q2 & 0xff) << 16) | ((uint32_t)(q3 & 0xff) << 24);
+        *(uint32_t *)(q.qs + idx4) = packed;
+        if ((idx4 & 31) == 0) q.d[idx4 >> 5] = d;
+        if ((idx4 & 15) == 0) q.s[idx4 >> 4] = d * (float)s;
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Launchers (one family per file)                                           */
+/* ------------------------------------------------------------------------- */
+/* dequant.cu: per-type dequantization of 8 consecutive values (device layout). */
+/* elementwise.cu */
+void cu_embed(cu_state *S, float *out, const mf_weight *w, const int32_t *d_tok, int n);
+void cu_get_rows(cu_state *S, float *dst, const float *src, const int32_t *d_idx, int n_idx, int width);
+void cu_add(cu_state *S, float *x, const float *y, int64_t n);
+/* out = silu(g) * u; also writes q8 of out when q != NULL (n % 32 == 0). */
+void cu_swiglu(cu_state *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q);
+void cu_quantize_q8(cu_state *S, const float *x, int64_t n, const cu_q8 *q);
+void cu_to_f16(cu_state *S, __half *dst, const float *x, int n, int K, int Kp);
+/* dst [rows][Kp] f16 = rows r0..r0+nr of w, zero-padded from K to Kp. */
+void cu_dequant_f16(cu_state *S, __half *dst, const mf_weight *w, int64_t r0, int64_t nr, int Kp);
+/* Repacks raw file rows (src, stride = file row bytes) into the device layout. */
+void cu_repack(cu_state *S, void *dst, const void *src, uint32_t type, int64_t cols, int64_t nrows);
+
+/* norm.cu: out = rmsnorm(x (+ y when y != NULL, written back to x)) * w; q8 of out when q. */
+void cu_rmsnorm(cu_state *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
+                const cu_q8 *q);
+
+/* rope.cu: up to two tensors rotated in one launch (q and k of one layer). */
+struct cu_rope_job {
+    float *x;
+    int n_heads;
+};
+void cu_rope(cu_state *S, const cu_rope_job *jobs, int njobs, const int32_t *d_pos, int n, int head_dim,
+             int rope_dim, float base, int mode);
+
+/* mmv_*.cu: decode GEMV for n <= 8 columns, several matrices of one type/K per launch. */
+#define CU_MMV_MAXMAT 3
+#define CU_MMV_MAXCOLS 8
+struct cu_mmv_args {
+    const uint8_t *w[CU_MMV_MAXMAT];
+    float *out[CU_MMV_MAXMAT];
+    const float *bias[CU_MMV_MAXMAT];
+    int rows[CU_MMV_MAXMAT];
+    int nmat;
+    int64_t stride;       /* device row stride (bytes) */
+    int K;                /* cols */
+    int ncols;            /* tokens (<= 8) */
+    const float *x;       /* f32 activations [ncols][K] (f32/f16/bf16 weights, generic path) */
+    cu_q8 q;              /* q8 activations (quantized weights) */
+};
+/* Returns 1 when a dp4a kernel exists for the type. */
+int cu_mmv_q8_supported(uint32_t type);
+void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a);      /* mmv_kquant.cu / mmv_q.cu */
+void cu_mmv_f(cu_state *S, uint32_t type, const cu_mmv_args *a);       /* mmv_float.cu: f32 activations, any type */
+
+/* mm.cu: prefill GEMM out[M][N] = A[M][Kp] . B[N][Kp]^T (+ bias), f16 in, f32 accumulate. */
+void cu_gemm_f16(cu_state *S, float *out, int ldo, const __half *A, const __half *B, const float *bias, int M,
+                 int N, int Kp);
+
+/* attn.cu */
+struct cu_attn_args {
+    int n;                /* tokens */
+    int n_head, n_kv, hd, n_ctx;
+    const int32_t *pos, *seq;     /* device [n] */
+    __half *kc, *vc;              /* layer cache [n_seq][n_kv][n_ctx][hd] */
+};
+/* Stores k, v rows into the cache; with rope jobs, rotates q and k first (k in place). */
+void cu_kv_store(cu_state *S, const cu_attn_args *a, float *q, float *k, const float *v, int rope, int rope_dim,
+                 float rope_base, int rope_mode);
+/* Split-K attention (any n, any hd % 8 == 0 <= 256): partials then combine. */
+void cu_attn_split(cu_state *S, const cu_attn_args *a, const float *q, float *out, float *part, int chunk,
+                   int n_chunks, const cu_q8 *q8);
+/* Flash attention with tensor cores for hd 64/128; tiles from the host. */
+int cu_attn_flash_supported(int hd);
+void cu_attn_flash(cu_state *S, const cu_attn_args *a, const float *q, float *out, const int4 *d_tiles,
+                   int n_tiles);
+
+#endif

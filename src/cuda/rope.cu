@@ -1,0 +1,40 @@
+/* rope.cu - rotary position embedding, in place, on [n][n_heads*head_dim] rows.
+ * theta_i = pos * base^(-2i/rope_dim), i < rope_dim/2; dims >= rope_dim untouched.
+ *   norm (llama): rotate (x[2i], x[2i+1])
+ *   neox (qwen2): rotate (x[i], x[i + rope_dim/2])
+ * q and k of a layer go in one launch (blockIdx.z selects the tensor). */
+#include "common.cuh"
+
+/* Shared with attn.cu's fused rope+store: rotates pair i of one head. */
+static __global__ void kernel_rope(cu_rope_job j0, cu_rope_job j1, const int32_t *pos, int head_dim, int rope_dim,
+                                   float base, int mode) {
+    pdl_trigger();
+    pdl_wait();
+    const cu_rope_job j = blockIdx.z == 0 ? j0 : j1;
+    const int t = blockIdx.y;
+    const int half = rope_dim / 2;
+    const int total = j.n_heads * half;
+    const float p = (float)pos[t];
+    for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
+        const int h = e / half, i = e % half;
+        float *xh = j.x + ((int64_t)t * j.n_heads + h) * head_dim;
+        const float freq = powf(base, -(float)(2 * i) / (float)rope_dim);
+        float s, c;
+        sincosf(p * freq, &s, &c);
+        const int a = mode ? i : 2 * i, b = mode ? i + half : 2 * i + 1;
+        const float x0 = xh[a], x1 = xh[b];
+        xh[a] = x0 * c - x1 * s;
+        xh[b] = x0 * s + x1 * c;
+    }
+}
+
+void cu_rope(cu_state *S, const cu_rope_job *jobs, int njobs, const int32_t *d_pos, int n, int head_dim,
+             int rope_dim, float base, int mode) {
+    int maxh = jobs[0].n_heads;
+    if (njobs > 1 && jobs[1].n_heads > maxh) maxh = jobs[1].n_heads;
+    const int total = maxh * (rope_dim / 2);
+    const int threads = 128;
+    dim3 grid((total + threads - 1) / threads, n, njobs);
+    cu_launch(S, "rope", kernel_rope, grid, dim3(threads), 0, jobs[0], njobs > 1 ? jobs[1] : jobs[0], d_pos, head_dim,
+              rope_dim, base, mode);
+}
