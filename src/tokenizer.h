@@ -44,6 +44,12 @@ int tok_type(const mf_vocab *v, int32_t id);
 int tok_encode(const mf_vocab *v, const char *text, size_t len, int add_bos, int parse_special,
                int32_t **ids, mf_err *err);
 
+/* BPE only, for tests and debugging: the pre-tokenizer's words of text (after invalid
+ * UTF-8 became U+FFFD; special tokens are not looked for), one fn call per word, in
+ * order. Returns the number of words or a negative status. */
+int tok_pretokenize(const mf_vocab *v, const char *text, size_t len,
+                    void (*fn)(void *user, const char *word, size_t n), void *user, mf_err *err);
+
 /* Bytes of token id's text as it should appear in output (byte tokens decoded,
  * SPM's U+2581 -> space, BPE's byte alphabet -> bytes; control tokens render as ""
  * unless special). Writes up to cap bytes, returns the full length. */

@@ -1,27 +1,301 @@
 /* backend_cpu.c - the CPU backend: mf_ops over host memory.
  *
- * KV cache: f32, per layer [n_seq][n_ctx][kv_dim]. Ops run the scalar reference
- * kernels of ref.c; faster kernels plug in here, per op, behind the same calls. */
+ * Paths, chosen once per backend (one stderr line names the one that runs):
+ *   avx2 + packed   matmul: activations quantized to 8 bits, weights repacked at
+ *                   init into groups of 8 interleaved rows (pack.c), micro-kernels
+ *                   of 8 rows x 4 tokens (gemm_avx2.c); f32/f16/bf16 weights use a
+ *                   2 rows x 4 tokens float tile. Element-wise ops and attention use
+ *                   the AVX2 kernels of ops_avx2.c.
+ *   avx2 + rows     MINFER_CPU_REPACK=0: the same, but quantized weights are read
+ *                   in place, one row x one token per dot (vdot_avx2.c).
+ *   scalar          MINFER_CPU_SIMD=0 or no AVX2/FMA/F16C: the reference ops of
+ *                   ref.c (f32 activations), still split across threads.
+ * Every path splits work across the thread pool: matmuls by groups of output
+ * rows, attention by (token, head), element-wise ops by rows or elements.
+ *
+ * KV cache: f32, per layer [n_seq][n_ctx][kv_dim]. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "backend.h"
 #include "cpu.h"
+#include "kernels.h"
 #include "quant.h"
+#include "threads.h"
+
+/* Tokens per pass of the GEMM: the quantized activations of one pass (64 x cols
+ * bytes) stay in L2 while a thread sweeps its row groups. */
+#define GEMM_TOKEN_BLOCK 64
+/* Element-wise work below this many values runs on the calling thread alone: a
+ * dispatch costs about a microsecond, these ops cost less. */
+#define SMALL_OP 16384
+
+typedef struct packed_entry {
+    const void *host;       /* key: the weight's bytes in the mapping */
+    cpu_packed pk;
+} packed_entry;
 
 typedef struct cpu_state {
     int n_threads;
+    cpu_pool *pool;
+    int simd;                    /* 1: AVX2 kernels */
+    int repack;                  /* 1: packed GEMM for quantized weights */
     const mf_model *m;
     int n_ctx, n_seq, n_batch;
     int kv_dim;
     float **k_cache, **v_cache;  /* [n_layer] -> [n_seq][n_ctx][kv_dim] */
-    float *wrow;                 /* [max cols] dequantized weight row */
-    float *att;                  /* [n_ctx] attention scores */
-    float *normw;                /* [max dim] norm weight as f32 */
+    int64_t max_cols;            /* widest activation row */
+    float *wrow;                 /* [n_threads][max_cols] dequantized weight rows (scalar path) */
+    float *att;                  /* [n_threads][n_ctx] attention scores */
+    float *normw;                /* [max_cols] norm / bias weight as f32 */
+    uint8_t *act;                /* quantized activations [n_batch][row bytes] */
+    size_t act_cap;
+    packed_entry *pk;            /* sorted by host */
+    int n_pk, cap_pk;
+    float *rope_cs;              /* [n_ctx][rope_dim/2][2] cos, sin */
+    uint8_t *rope_ok;            /* [n_ctx] row computed */
+    float rope_base;
+    int rope_dim;
 } cpu_state;
 
 static cpu_state *st(mf_backend *be) { return be->impl; }
+
+/* ------------------------------------------------------------------------- */
+/* Packed weights                                                            */
+/* ------------------------------------------------------------------------- */
+
+static packed_entry *pk_find(cpu_state *s, const void *host) {
+    int lo = 0, hi = s->n_pk;
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if ((uintptr_t)s->pk[mid].host < (uintptr_t)host) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < s->n_pk && s->pk[lo].host == host ? &s->pk[lo] : NULL;
+}
+
+typedef struct pack_task {
+    const cpu_packed *pk;
+    const void *host;
+} pack_task;
+
+static void pack_run(void *ctx, int ith, int nth) {
+    const pack_task *t = ctx;
+    int64_t g0, g1;
+    cpu_split(t->pk->n_groups, 1, ith, nth, &g0, &g1);
+    cpu_pack_groups(t->pk, t->host, g0, g1);
+}
+
+/* The packed copy of w, created on first use; NULL when w has no packed layout
+ * or memory ran out (then the caller takes the row path). */
+static const cpu_packed *pk_get(cpu_state *s, const mf_weight *w) {
+    if (!s->repack || !w->host || !cpu_gemm_avx2(w->type) || w->rows < 1) return NULL;
+    packed_entry *e = pk_find(s, w->host);
+    if (e) return e->pk.data ? &e->pk : NULL;
+    if (s->n_pk == s->cap_pk) {
+        s->cap_pk = s->cap_pk ? 2 * s->cap_pk : 64;
+        s->pk = mf_xrealloc(s->pk, sizeof *s->pk * (size_t)s->cap_pk);
+    }
+    int pos = 0;
+    while (pos < s->n_pk && (uintptr_t)s->pk[pos].host < (uintptr_t)w->host) pos++;
+    memmove(&s->pk[pos + 1], &s->pk[pos], sizeof *s->pk * (size_t)(s->n_pk - pos));
+    s->n_pk++;
+    e = &s->pk[pos];
+    e->host = w->host;
+    if (cpu_pack_init(&e->pk, w->type, w->rows, w->cols) != 0) return NULL;
+    const size_t bytes = ((size_t)e->pk.n_groups * e->pk.group_bytes + 63) & ~(size_t)63;
+    e->pk.data = aligned_alloc(64, bytes);
+    if (!e->pk.data) {
+        mf_log_once(pk_oom, "cpu: cannot allocate %zu bytes to repack %s; using the row kernels for it", bytes,
+                    w->name ? w->name : "a weight");
+        return NULL;
+    }
+#ifdef MADV_HUGEPAGE
+    /* Decode streams every packed byte once per token: 2 MB pages save TLB misses. */
+    if (bytes >= (4u << 20)) madvise(e->pk.data, bytes, MADV_HUGEPAGE);
+#endif
+    pack_task t = { &e->pk, w->host };
+    cpu_pool_run(s->pool, pack_run, &t, 0);
+    return &e->pk;
+}
+
+static void pk_free_all(cpu_state *s) {
+    for (int i = 0; i < s->n_pk; i++) free(s->pk[i].pk.data);
+    free(s->pk);
+    s->pk = NULL;
+    s->n_pk = s->cap_pk = 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Matmul                                                                    */
+/* ------------------------------------------------------------------------- */
+
+typedef struct mm_task {
+    cpu_state *s;
+    float *out;
+    const float *x;
+    const mf_weight *w;
+    const float *bias;           /* [rows] f32 or NULL */
+    int n;
+    const cpu_packed *pk;        /* packed path */
+    cpu_gemm_fn gemm;
+    cpu_act act_kind;            /* activations to quantize (CPU_ACT_F32: none) */
+    const uint8_t *act;
+    size_t act_stride;
+    int quant_in_task;           /* 1: threads quantize their share of tokens first */
+} mm_task;
+
+static void quantize_rows(const mm_task *t, int t0, int t1) {
+    const int64_t cols = t->w->cols;
+    for (int i = t0; i < t1; i++) {
+        const float *x = t->x + (int64_t)i * cols;
+        uint8_t *dst = (uint8_t *)t->act + (size_t)i * t->act_stride;
+        if (t->act_kind == CPU_ACT_Q8A32) cpu_quantize_q8a32_avx2(x, (block_q8a32 *)dst, cols);
+        else cpu_quantize_q8a256_avx2(x, (block_q8a256 *)dst, cols);
+    }
+}
+
+static void mm_quant_phase(const mm_task *t, int ith, int nth) {
+    if (!t->quant_in_task) return;
+    int64_t t0, t1;
+    cpu_split(t->n, 1, ith, nth, &t0, &t1);
+    quantize_rows(t, (int)t0, (int)t1);
+    cpu_pool_barrier(t->s->pool, nth);
+}
+
+static void mm_packed(void *ctx, int ith, int nth) {
+    const mm_task *t = ctx;
+    mm_quant_phase(t, ith, nth);
+    const cpu_packed *pk = t->pk;
+    int64_t g0, g1;
+    cpu_split(pk->n_groups, 1, ith, nth, &g0, &g1);
+    const int64_t rows = pk->rows;
+    float tile[4][8];
+    for (int tb = 0; tb < t->n; tb += GEMM_TOKEN_BLOCK) {
+        const int te = MF_MIN(t->n, tb + GEMM_TOKEN_BLOCK);
+        for (int64_t g = g0; g < g1; g++) {
+            const uint8_t *gp = pk->data + (size_t)g * pk->group_bytes;
+            const int nr = (int)MF_MIN(8, rows - 8 * g);
+            for (int t0 = tb; t0 < te; t0 += 4) {
+                const int nt = MF_MIN(4, te - t0);
+                t->gemm(gp, pk->cols, t->act + (size_t)t0 * t->act_stride, t->act_stride, nt, tile);
+                for (int i = 0; i < nt; i++) {
+                    float *o = t->out + (int64_t)(t0 + i) * rows + 8 * g;
+                    if (t->bias)
+                        for (int r = 0; r < nr; r++) o[r] = tile[i][r] + t->bias[8 * g + r];
+                    else
+                        memcpy(o, tile[i], sizeof(float) * (size_t)nr);
+                }
+            }
+        }
+    }
+}
+
+/* Row path: groups of 4 rows x 4 tokens; float weights through the float tile,
+ * quantized ones through the row dot. */
+static void mm_rows(void *ctx, int ith, int nth) {
+    const mm_task *t = ctx;
+    mm_quant_phase(t, ith, nth);
+    const mf_weight *w = t->w;
+    const int64_t rows = w->rows, cols = w->cols;
+    const uint64_t row_bytes = qtype_row_size(w->type, (uint64_t)cols);
+    const cpu_vdot_fn vdot = cpu_vdot_avx2(w->type);
+    int64_t r0, r1;
+    cpu_split(rows, 4, ith, nth, &r0, &r1);
+    for (int tb = 0; tb < t->n; tb += GEMM_TOKEN_BLOCK) {
+        const int te = MF_MIN(t->n, tb + GEMM_TOKEN_BLOCK);
+        for (int64_t r = r0; r < r1; r += 4) {
+            const int nr = (int)MF_MIN(4, r1 - r);
+            const uint8_t *wr = (const uint8_t *)w->host + (uint64_t)r * row_bytes;
+            for (int t0 = tb; t0 < te; t0 += 4) {
+                const int nt = MF_MIN(4, te - t0);
+                float *o = t->out + (int64_t)t0 * rows + r;
+                if (t->act_kind == CPU_ACT_F32) {
+                    cpu_tile_float_avx2(w->type, cols, wr, row_bytes, nr, t->x + (int64_t)t0 * cols, cols, nt, o, rows);
+                } else {
+                    for (int i = 0; i < nt; i++)
+                        for (int j = 0; j < nr; j++)
+                            o[(int64_t)i * rows + j] = vdot(cols, wr + (uint64_t)j * row_bytes,
+                                                            t->act + (size_t)(t0 + i) * t->act_stride);
+                }
+                if (t->bias)
+                    for (int i = 0; i < nt; i++)
+                        for (int j = 0; j < nr; j++) o[(int64_t)i * rows + j] += t->bias[r + j];
+            }
+        }
+    }
+}
+
+static void mm_scalar(void *ctx, int ith, int nth) {
+    const mm_task *t = ctx;
+    int64_t r0, r1;
+    cpu_split(t->w->rows, 1, ith, nth, &r0, &r1);
+    if (r0 < r1)
+        cpu_ref_matmul(t->out, (int)t->w->rows, t->x, t->w, NULL, t->n, r0, r1,
+                       t->s->wrow + (int64_t)ith * t->s->max_cols);
+    if (t->bias)
+        for (int i = 0; i < t->n; i++)
+            for (int64_t r = r0; r < r1; r++) t->out[(int64_t)i * t->w->rows + r] += t->bias[r];
+}
+
+static int ensure_act(cpu_state *s, size_t bytes) {
+    if (bytes <= s->act_cap) return 0;
+    uint8_t *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!p) return -1;
+    free(s->act);
+    s->act = p;
+    s->act_cap = bytes;
+    return 0;
+}
+
+static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n) {
+    cpu_state *s = st(be);
+    mm_task t = { .s = s, .out = out, .x = x, .w = w, .n = n };
+    if (bias && bias->host) {
+        if (bias->type == QTYPE_F32) {
+            t.bias = bias->host;
+        } else {
+            /* Biases are tiny 1-D tensors; normw holds max_cols floats. */
+            quant_dequantize_row(bias->type, bias->host, s->normw, MF_MIN(bias->cols, s->max_cols));
+            t.bias = s->normw;
+        }
+    }
+    const int64_t work = (int64_t)n * w->rows * w->cols;
+    const int nth = work < 65536 ? 1 : 0;
+    if (!s->simd) {
+        cpu_pool_run(s->pool, mm_scalar, &t, nth);
+        return;
+    }
+    t.act_kind = cpu_act_kind(w->type);
+    if (t.act_kind != CPU_ACT_F32) {
+        t.act_stride = cpu_act_row_size(t.act_kind, w->cols);
+        if (ensure_act(s, t.act_stride * (size_t)n) != 0) {
+            mf_log_once(act_oom, "cpu: cannot allocate activation scratch; using the scalar matmul");
+            cpu_pool_run(s->pool, mm_scalar, &t, nth);
+            return;
+        }
+        t.act = s->act;
+        /* Quantizing a few rows costs less than a barrier; large batches share it. */
+        t.quant_in_task = n >= 8 && cpu_pool_size(s->pool) > 1 && nth == 0;
+        if (!t.quant_in_task) quantize_rows(&t, 0, n);
+    }
+    t.pk = pk_get(s, w);
+    if (t.pk) {
+        t.gemm = cpu_gemm_avx2(w->type);
+        cpu_pool_run(s->pool, mm_packed, &t, t.quant_in_task ? 0 : nth);
+    } else if (t.act_kind == CPU_ACT_F32 || cpu_vdot_avx2(w->type)) {
+        cpu_pool_run(s->pool, mm_rows, &t, t.quant_in_task ? 0 : nth);
+    } else {
+        cpu_pool_run(s->pool, mm_scalar, &t, nth);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Other ops                                                                 */
+/* ------------------------------------------------------------------------- */
 
 /* Norm and bias weights as f32: the mapping directly when already f32. */
 static const float *weight_f32(cpu_state *s, const mf_weight *w) {
@@ -37,24 +311,178 @@ static void op_embed(mf_backend *be, float *out, const mf_weight *w, const mf_ba
                              out + (int64_t)i * w->cols, w->cols);
 }
 
-static void op_rmsnorm(mf_backend *be, float *out, const float *x, const mf_weight *w, int n, int dim, float eps) {
-    cpu_ref_rmsnorm(out, x, weight_f32(st(be), w), n, dim, eps);
+typedef struct ew_task {
+    cpu_state *s;
+    float *out;
+    const float *x, *y, *w;
+    int n, dim;
+    int64_t len;
+    float eps;
+} ew_task;
+
+static void rmsnorm_run(void *ctx, int ith, int nth) {
+    const ew_task *t = ctx;
+    int64_t i0, i1;
+    cpu_split(t->n, 1, ith, nth, &i0, &i1);
+    for (int64_t i = i0; i < i1; i++) {
+        if (t->s->simd)
+            cpu_rmsnorm_avx2(t->out + i * t->dim, t->x + i * t->dim, t->w, t->dim, t->eps);
+        else
+            cpu_ref_rmsnorm(t->out + i * t->dim, t->x + i * t->dim, t->w, 1, t->dim, t->eps);
+    }
 }
 
-static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n) {
-    cpu_ref_matmul(out, (int)w->rows, x, w, bias, n, 0, w->rows, st(be)->wrow);
+static void op_rmsnorm(mf_backend *be, float *out, const float *x, const mf_weight *w, int n, int dim, float eps) {
+    cpu_state *s = st(be);
+    ew_task t = { .s = s, .out = out, .x = x, .w = weight_f32(s, w), .n = n, .dim = dim, .eps = eps };
+    cpu_pool_run(s->pool, rmsnorm_run, &t, (int64_t)n * dim < SMALL_OP ? 1 : 0);
+}
+
+static void swiglu_run(void *ctx, int ith, int nth) {
+    const ew_task *t = ctx;
+    int64_t i0, i1;
+    cpu_split(t->len, 64, ith, nth, &i0, &i1);
+    if (i0 >= i1) return;
+    if (t->s->simd) cpu_swiglu_avx2(t->out + i0, t->x + i0, t->y + i0, i1 - i0);
+    else cpu_ref_swiglu(t->out + i0, t->x + i0, t->y + i0, i1 - i0);
+}
+
+static void op_swiglu(mf_backend *be, float *out, const float *gate, const float *up, int64_t n) {
+    cpu_state *s = st(be);
+    ew_task t = { .s = s, .out = out, .x = gate, .y = up, .len = n };
+    cpu_pool_run(s->pool, swiglu_run, &t, n < SMALL_OP ? 1 : 0);
+}
+
+static void add_run(void *ctx, int ith, int nth) {
+    const ew_task *t = ctx;
+    int64_t i0, i1;
+    cpu_split(t->len, 64, ith, nth, &i0, &i1);
+    if (i0 >= i1) return;
+    if (t->s->simd) {
+        cpu_add_avx2(t->out + i0, t->y + i0, i1 - i0);
+    } else {
+        for (int64_t i = i0; i < i1; i++) t->out[i] += t->y[i];
+    }
+}
+
+static void op_add(mf_backend *be, float *x, const float *y, int64_t n) {
+    cpu_state *s = st(be);
+    ew_task t = { .s = s, .out = x, .y = y, .len = n };
+    cpu_pool_run(s->pool, add_run, &t, n < SMALL_OP ? 1 : 0);
+}
+
+/* RoPE: cos/sin per (position, pair) computed once in double exactly as
+ * cpu_ref_rope does, cached per position (the same positions recur in every
+ * layer and every step). */
+static const float *rope_row(cpu_state *s, int pos, int rope_dim, float base) {
+    const int half = rope_dim / 2;
+    float *cs = s->rope_cs + (int64_t)pos * rope_dim;
+    if (!s->rope_ok[pos]) {
+        for (int i = 0; i < half; i++) {
+            double theta = (double)pos * pow((double)base, -2.0 * i / rope_dim);
+            cs[2 * i] = (float)cos(theta);
+            cs[2 * i + 1] = (float)sin(theta);
+        }
+        s->rope_ok[pos] = 1;
+    }
+    return cs;
+}
+
+typedef struct rope_task {
+    cpu_state *s;
+    float *x;
+    const mf_batch *b;
+    int n_heads, head_dim, rope_dim;
+    mf_rope_mode mode;
+} rope_task;
+
+static void rope_run(void *ctx, int ith, int nth) {
+    const rope_task *t = ctx;
+    int64_t i0, i1;
+    cpu_split(t->b->n, 1, ith, nth, &i0, &i1);
+    for (int64_t i = i0; i < i1; i++) {
+        const float *cs = t->s->rope_cs + (int64_t)t->b->pos[i] * t->rope_dim;
+        for (int h = 0; h < t->n_heads; h++)
+            cpu_rope_head_avx2(t->x + (i * t->n_heads + h) * t->head_dim, cs, t->rope_dim, t->mode == MF_ROPE_NEOX);
+    }
+}
+
+static int rope_cache_ok(cpu_state *s, int rope_dim, float base) {
+    if (s->rope_cs && s->rope_dim == rope_dim && s->rope_base == base) return 1;
+    free(s->rope_cs);
+    free(s->rope_ok);
+    s->rope_cs = malloc(sizeof(float) * (size_t)s->n_ctx * (size_t)rope_dim);
+    s->rope_ok = calloc((size_t)s->n_ctx, 1);
+    if (!s->rope_cs || !s->rope_ok) {
+        free(s->rope_cs);
+        free(s->rope_ok);
+        s->rope_cs = NULL;
+        s->rope_ok = NULL;
+        return 0;
+    }
+    s->rope_dim = rope_dim;
+    s->rope_base = base;
+    return 1;
 }
 
 static void op_rope(mf_backend *be, float *x, const mf_batch *b, int n_heads, int head_dim, int rope_dim,
                     float base, mf_rope_mode mode) {
-    cpu_ref_rope(x, b->pos, b->n, n_heads, head_dim, rope_dim, base, mode);
+    cpu_state *s = st(be);
+    int ok = s->simd && s->n_ctx > 0 && rope_cache_ok(s, rope_dim, base);
+    for (int i = 0; ok && i < b->n; i++) ok = b->pos[i] >= 0 && b->pos[i] < s->n_ctx;
+    if (!ok) {
+        cpu_ref_rope(x, b->pos, b->n, n_heads, head_dim, rope_dim, base, mode);
+        return;
+    }
+    for (int i = 0; i < b->n; i++) rope_row(s, b->pos[i], rope_dim, base);
+    rope_task t = { s, x, b, n_heads, head_dim, rope_dim, mode };
+    cpu_pool_run(s->pool, rope_run, &t, (int64_t)b->n * n_heads * head_dim < SMALL_OP ? 1 : 0);
+}
+
+typedef struct attn_task {
+    cpu_state *s;
+    float *out;
+    const float *q;
+    const mf_batch *b;
+    int layer;
+} attn_task;
+
+static void attn_run(void *ctx, int ith, int nth) {
+    const attn_task *t = ctx;
+    cpu_state *s = t->s;
+    const mf_hparams *hp = &s->m->hp;
+    const int n_head = hp->n_head, hd = hp->head_dim, kv_dim = s->kv_dim, group = n_head / hp->n_head_kv;
+    const int q_dim = n_head * hd;
+    const float *kc = s->k_cache[t->layer], *vc = s->v_cache[t->layer];
+    float *att = s->att + (int64_t)ith * s->n_ctx;
+    if (!s->simd) {
+        /* Reference: whole tokens. */
+        int64_t i0, i1;
+        cpu_split(t->b->n, 1, ith, nth, &i0, &i1);
+        for (int64_t i = i0; i < i1; i++) {
+            const int64_t base = (int64_t)t->b->seq[i] * s->n_ctx * kv_dim;
+            cpu_ref_attention_token(t->out + i * q_dim, t->q + i * q_dim, kc + base, vc + base, t->b->pos[i] + 1,
+                                    n_head, hp->n_head_kv, hd, att);
+        }
+        return;
+    }
+    /* (token, head) items; later tokens of a prompt attend to more positions, so
+     * interleave items across threads rather than splitting in two halves. */
+    const int64_t items = (int64_t)t->b->n * n_head;
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t it = ith; it < items; it += nth) {
+        const int64_t i = it / n_head;
+        const int h = (int)(it % n_head), kh = h / group;
+        const int64_t base = (int64_t)t->b->seq[i] * s->n_ctx * kv_dim + (int64_t)kh * hd;
+        cpu_attn_head_avx2(t->out + i * q_dim + (int64_t)h * hd, t->q + i * q_dim + (int64_t)h * hd, kc + base,
+                           vc + base, kv_dim, t->b->pos[i] + 1, hd, scale, att);
+    }
 }
 
 static void op_attention(mf_backend *be, float *out, const float *q, const float *k, const float *v, int layer,
                          const mf_batch *b) {
     cpu_state *s = st(be);
-    const mf_hparams *hp = &s->m->hp;
-    const int kv_dim = s->kv_dim, q_dim = hp->n_head * hp->head_dim;
+    const int kv_dim = s->kv_dim;
     float *kc = s->k_cache[layer], *vc = s->v_cache[layer];
     /* Store first, so tokens of this batch see each other (causally, by pos). */
     for (int i = 0; i < b->n; i++) {
@@ -62,19 +490,12 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
         memcpy(kc + row * kv_dim, k + (int64_t)i * kv_dim, sizeof(float) * kv_dim);
         memcpy(vc + row * kv_dim, v + (int64_t)i * kv_dim, sizeof(float) * kv_dim);
     }
-    for (int i = 0; i < b->n; i++) {
-        int64_t base = (int64_t)b->seq[i] * s->n_ctx * kv_dim;
-        cpu_ref_attention_token(out + (int64_t)i * q_dim, q + (int64_t)i * q_dim, kc + base, vc + base,
-                                b->pos[i] + 1, hp->n_head, hp->n_head_kv, hp->head_dim, s->att);
-    }
-}
-
-static void op_swiglu(mf_backend *be, float *out, const float *gate, const float *up, int64_t n) {
-    cpu_ref_swiglu(out, gate, up, n);
-}
-
-static void op_add(mf_backend *be, float *x, const float *y, int64_t n) {
-    for (int64_t i = 0; i < n; i++) x[i] += y[i];
+    attn_task t = { s, out, q, b, layer };
+    /* A single token with a short cache is cheaper alone than split. */
+    int64_t work = 0;
+    for (int i = 0; i < b->n; i++) work += (int64_t)(b->pos[i] + 1);
+    work *= (int64_t)s->m->hp.n_head * s->m->hp.head_dim;
+    cpu_pool_run(s->pool, attn_run, &t, work < SMALL_OP ? 1 : 0);
 }
 
 static void op_get_rows(mf_backend *be, float *dst, const float *src, const int32_t *idx, int n_idx, int width) {
@@ -93,6 +514,10 @@ static const mf_ops cpu_ops = {
     .get_rows = op_get_rows,
 };
 
+/* ------------------------------------------------------------------------- */
+/* Lifetime                                                                  */
+/* ------------------------------------------------------------------------- */
+
 static void *cpu_alloc(mf_backend *be, size_t nbytes) {
     size_t sz = (nbytes + 63) & ~(size_t)63;
     return aligned_alloc(64, sz ? sz : 64);
@@ -105,18 +530,46 @@ static void cpu_download(mf_backend *be, void *dst, const void *src, size_t nbyt
 }
 
 static void free_caches(cpu_state *s) {
-    if (!s->m) return;
-    for (int l = 0; l < s->m->hp.n_layer; l++) {
-        if (s->k_cache) free(s->k_cache[l]);
-        if (s->v_cache) free(s->v_cache[l]);
+    if (s->m) {
+        for (int l = 0; l < s->m->hp.n_layer; l++) {
+            if (s->k_cache) free(s->k_cache[l]);
+            if (s->v_cache) free(s->v_cache[l]);
+        }
     }
     free(s->k_cache);
     free(s->v_cache);
     free(s->wrow);
     free(s->att);
     free(s->normw);
+    free(s->act);
+    free(s->rope_cs);
+    free(s->rope_ok);
     s->k_cache = s->v_cache = NULL;
-    s->wrow = s->att = s->normw = NULL;
+    s->wrow = s->att = s->normw = s->rope_cs = NULL;
+    s->act = NULL;
+    s->rope_ok = NULL;
+    s->act_cap = 0;
+    pk_free_all(s);
+}
+
+/* Packs every matmul weight of the model up front (first use would otherwise
+ * pay for it inside the first prompt). */
+static void pack_model(cpu_state *s, const mf_model *m) {
+    if (!s->repack) return;
+    const double t0 = mf_time_s();
+    uint64_t bytes = 0;
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        const mf_layer *L = &m->layers[l];
+        const mf_weight *ws[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down };
+        for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++) {
+            const cpu_packed *p = pk_get(s, ws[i]);
+            if (p) bytes += (uint64_t)p->n_groups * p->group_bytes;
+        }
+    }
+    const cpu_packed *p = pk_get(s, &m->output);
+    if (p) bytes += (uint64_t)p->n_groups * p->group_bytes;
+    if (mf_env_int("MINFER_CPU_VERBOSE", 0))
+        fprintf(stderr, "minfer/cpu: repacked %.1f MB of weights in %.2f s\n", (double)bytes / 1e6, mf_time_s() - t0);
 }
 
 static int cpu_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batch, mf_err *err) {
@@ -133,10 +586,11 @@ static int cpu_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_bat
         return mf_fail(err, MF_ERR_USAGE, "cpu: KV cache size overflows");
     s->k_cache = calloc((size_t)hp->n_layer, sizeof(float *));
     s->v_cache = calloc((size_t)hp->n_layer, sizeof(float *));
-    int64_t max_cols = MF_MAX(MF_MAX(hp->n_embd, hp->n_ff), hp->n_head * hp->head_dim);
-    s->wrow = malloc(sizeof(float) * (size_t)max_cols);
-    s->normw = malloc(sizeof(float) * (size_t)max_cols);
-    s->att = malloc(sizeof(float) * (size_t)n_ctx);
+    s->max_cols = MF_MAX(MF_MAX(hp->n_embd, hp->n_ff), hp->n_head * hp->head_dim);
+    const size_t nt = (size_t)cpu_pool_size(s->pool);
+    s->wrow = malloc(sizeof(float) * (size_t)s->max_cols * nt);
+    s->normw = malloc(sizeof(float) * (size_t)s->max_cols);
+    s->att = malloc(sizeof(float) * (size_t)n_ctx * nt);
     if (!s->k_cache || !s->v_cache || !s->wrow || !s->normw || !s->att) goto oom;
     for (int l = 0; l < hp->n_layer; l++) {
         /* calloc: untouched pages cost nothing until a position is written. */
@@ -144,6 +598,9 @@ static int cpu_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_bat
         s->v_cache[l] = calloc(1, per_layer);
         if (!s->k_cache[l] || !s->v_cache[l]) goto oom;
     }
+    if (s->simd && ensure_act(s, cpu_act_row_size(CPU_ACT_Q8A32, s->max_cols) * (size_t)MF_MAX(n_batch, 1)) != 0)
+        goto oom;
+    pack_model(s, m);
     return MF_OK;
 oom:
     free_caches(s);
@@ -154,11 +611,21 @@ oom:
 static void cpu_destroy(mf_backend *be) {
     if (!be) return;
     free_caches(st(be));
+    cpu_pool_free(st(be)->pool);
     free(be->impl);
     free(be);
 }
 
 static void cpu_kv_truncate(mf_backend *be, int seq, int from_pos) {}
+
+static int cpu_has_avx2(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+    return 0;
+#endif
+}
 
 mf_backend *cpu_backend_new(int n_threads, mf_err *err) {
     mf_backend *be = calloc(1, sizeof *be);
@@ -169,7 +636,22 @@ mf_backend *cpu_backend_new(int n_threads, mf_err *err) {
         mf_fail(err, MF_ERR_NOMEM, "cpu: out of memory");
         return NULL;
     }
-    s->n_threads = n_threads > 0 ? n_threads : 1;
+    s->pool = cpu_pool_new(n_threads);
+    s->n_threads = cpu_pool_size(s->pool);
+    const int want_simd = mf_env_int("MINFER_CPU_SIMD", 1) != 0;
+    s->simd = want_simd && cpu_has_avx2();
+    s->repack = s->simd && mf_env_int("MINFER_CPU_REPACK", 1) != 0;
+    static int said;
+    if (!said) {
+        said = 1;
+        if (s->simd)
+            fprintf(stderr, "minfer/cpu: avx2 kernels, %d thread%s, gemm=%s\n", s->n_threads,
+                    s->n_threads == 1 ? "" : "s",
+                    s->repack ? "x8-packed 8x4 tiles, q8 activations" : "row dots, q8 activations (MINFER_CPU_REPACK=0)");
+        else
+            fprintf(stderr, "minfer/cpu: scalar reference kernels, %d thread%s (%s)\n", s->n_threads,
+                    s->n_threads == 1 ? "" : "s", want_simd ? "no AVX2/FMA/F16C on this CPU" : "MINFER_CPU_SIMD=0");
+    }
     be->name = "cpu";
     be->ops = &cpu_ops;
     be->impl = s;

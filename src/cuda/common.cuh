@@ -156,6 +156,36 @@ static __device__ __forceinline__ void q8_store4(cu_q8 q, int64_t idx4, float4 v
     }
 }
 
+/* Quantizes one value per lane; the 32 lanes of the warp form one 32-block
+ * (idx = flat index of this lane's value, 32-aligned at lane 0). */
+static __device__ __forceinline__ void q8_store1(cu_q8 q, int64_t idx, float v, int valid) {
+    const float a = warp_max(fabsf(v));
+    const float d = a / 127.0f;
+    const float id = a > 0.0f ? 127.0f / a : 0.0f;
+    const int qv = __float2int_rn(v * id);
+    int s = qv;
+#pragma unroll
+    for (int o = 1; o < 16; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (valid) {
+        q.qs[idx] = (int8_t)qv;
+        if ((idx & 31) == 0) q.d[idx >> 5] = d;
+        if ((idx & 15) == 0) q.s[idx >> 4] = d * (float)s;
+    }
+}
+
+/* RoPE of one pair (shared by rope.cu and the fused rope+store in attn.cu so the
+ * two paths round identically). */
+static __device__ __forceinline__ void rope_pair(float *xh, int i, float p, int rope_dim, float base, int mode) {
+    const int half = rope_dim / 2;
+    const float freq = powf(base, -(float)(2 * i) / (float)rope_dim);
+    float s, c;
+    sincosf(p * freq, &s, &c);
+    const int a = mode ? i : 2 * i, b = mode ? i + half : 2 * i + 1;
+    const float x0 = xh[a], x1 = xh[b];
+    xh[a] = x0 * c - x1 * s;
+    xh[b] = x0 * s + x1 * c;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Launchers (one family per file)                                           */
 /* ------------------------------------------------------------------------- */

@@ -5,7 +5,6 @@
  * q and k of a layer go in one launch (blockIdx.z selects the tensor). */
 #include "common.cuh"
 
-/* Shared with attn.cu's fused rope+store: rotates pair i of one head. */
 static __global__ void kernel_rope(cu_rope_job j0, cu_rope_job j1, const int32_t *pos, int head_dim, int rope_dim,
                                    float base, int mode) {
     pdl_trigger();
@@ -17,14 +16,7 @@ static __global__ void kernel_rope(cu_rope_job j0, cu_rope_job j1, const int32_t
     const float p = (float)pos[t];
     for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
         const int h = e / half, i = e % half;
-        float *xh = j.x + ((int64_t)t * j.n_heads + h) * head_dim;
-        const float freq = powf(base, -(float)(2 * i) / (float)rope_dim);
-        float s, c;
-        sincosf(p * freq, &s, &c);
-        const int a = mode ? i : 2 * i, b = mode ? i + half : 2 * i + 1;
-        const float x0 = xh[a], x1 = xh[b];
-        xh[a] = x0 * c - x1 * s;
-        xh[b] = x0 * s + x1 * c;
+        rope_pair(j.x + ((int64_t)t * j.n_heads + h) * head_dim, i, p, rope_dim, base, mode);
     }
 }
 

@@ -1,0 +1,85 @@
+/* cmd_tokenize.c - `minfer tokenize -m MODEL [--no-bos] [--special]`: UTF-8 text on
+ * stdin -> token ids, space separated, one line on stdout. Only the GGUF metadata is
+ * needed (vocab-only files work): the weights are never touched. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "cli.h"
+#include "gguf.h"
+#include "tokenizer.h"
+#include "util.h"
+
+/* Reads all of stdin (any bytes). NULL on failure, with a message already printed. */
+static char *read_stdin(size_t *len) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) { cli_error(2, "tokenize: out of memory"); return NULL; }
+    for (;;) {
+        if (n == cap) {
+            if (cap > ((size_t)1 << 40)) { free(buf); cli_error(2, "tokenize: input too large"); return NULL; }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) { free(buf); cli_error(2, "tokenize: out of memory reading stdin (%zu bytes so far)", n); return NULL; }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n, stdin);
+        n += r;
+        if (r == 0) {
+            if (ferror(stdin)) { free(buf); cli_error(2, "tokenize: error reading stdin"); return NULL; }
+            break;
+        }
+    }
+    *len = n;
+    return buf;
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    const char *path = NULL;
+    int no_bos = 0, special = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            puts("usage: minfer tokenize -m MODEL [--no-bos] [--special]\n"
+                 "  reads UTF-8 text on stdin, prints its token ids space separated on one line;\n"
+                 "  BOS (and EOS) are added when the model's tokenizer asks for them, unless --no-bos;\n"
+                 "  --special: control-token texts in the input (e.g. <|im_start|>) become those tokens");
+            return 0;
+        } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
+            if (arg_value(argc, argv, &i, &path)) return 1;
+        } else if (!strcmp(argv[i], "--no-bos")) {
+            no_bos = 1;
+        } else if (!strcmp(argv[i], "--special")) {
+            special = 1;
+        } else {
+            return cli_error(1, "tokenize: unknown option '%s'", argv[i]);
+        }
+    }
+    if (!path) return cli_error(1, "tokenize: -m MODEL is required");
+
+    mf_err err = { { 0 } };
+    gguf_file f;
+    int rc = gguf_open(&f, path, &err);
+    if (rc) return cli_error(2, "%s: %s", path, err.msg);
+    mf_vocab *v = NULL;
+    rc = tok_load(&v, &f, &err);
+    gguf_close(&f); /* the vocab keeps its own copies of everything it needs */
+    if (rc) return cli_error(2, "%s: %s", path, err.msg);
+
+    size_t len = 0;
+    char *text = read_stdin(&len);
+    if (!text) { tok_free(v); return 2; }
+    int32_t *ids = NULL;
+    int n = tok_encode(v, text, len, !no_bos, special, &ids, &err);
+    free(text);
+    tok_free(v);
+    if (n < 0) return cli_error(2, "tokenize: %s", err.msg);
+
+    /* One buffered pass; stdout errors (a closed pipe, a full disk) are reported. */
+    for (int i = 0; i < n; i++)
+        if (printf(i ? " %d" : "%d", ids[i]) < 0) break;
+    putchar('\n');
+    free(ids);
+    if (fflush(stdout) != 0 || ferror(stdout)) return cli_error(2, "tokenize: error writing stdout");
+    return 0;
+}

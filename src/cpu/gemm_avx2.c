@@ -1,0 +1,293 @@
+/* gemm_avx2.c - AVX2 micro-kernels over packed weights: 8 rows x NT tokens.
+ *
+ * One 32-byte load of a packed unit holds 4 bytes of each of 8 rows. After the
+ * nibble unpack (shared by the NT tokens), each token multiplies it with a 4-byte
+ * broadcast of its activations: vpmaddubsw gives 16 s16 (2 per row), and because
+ * every lane belongs to one row, the accumulators need no horizontal sums.
+ *
+ * Integer budget (|activation| <= 127, see kernels.h), s16 lanes before widening:
+ *   4-bit weights: a vpmaddubsw pair <= 2*15*127 = 3810, 8 units summed = 30480;
+ *   5-bit: 2*31*127 = 7874, 4 units summed = 31496;
+ *   6-bit: 2*63*127 = 16002, 2 units summed = 32004;
+ *   8-bit (sign trick): 2*127*127 = 32258, widened after every unit.
+ * Widening (vpmaddwd) multiplies by the sub-block scale where the format has an
+ * integer one (K-quants), else by 1; block scales are applied in f32.
+ *
+ * NT is a compile-time constant in each instance (1..4) so the per-token loops
+ * unroll and the accumulators stay in registers. */
+#include "kernels.h"
+#include "simd_avx2.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE const uint8_t *arow(const void *act, size_t stride, int t) { return (const uint8_t *)act + (size_t)t * stride; }
+
+/* 8 u8 sub-block scales of 8 rows -> 16 s16: (s_r, s_r) pairs for vpmaddwd. */
+INLINE __m256i dup_scales_u8(const uint8_t *p) {
+    const __m128i v = _mm_loadl_epi64((const __m128i *)p);
+    return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(v, v));
+}
+
+INLINE __m256 load_f16x8_u8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+
+/* ------------------------------------------------------------------------- */
+/* 32-value formats                                                          */
+/* ------------------------------------------------------------------------- */
+
+/* Kinds: 0 = q4_0, 1 = q4_1, 2 = q5_0, 3 = q5_1. Layouts in kernels.h. */
+INLINE void gemm_q4q5(const int kind, const int NT, const uint8_t *g, int64_t cols, const void *act, size_t as,
+                      float out[][8]) {
+    const int has_m = kind == 1 || kind == 3, has_h = kind >= 2;
+    const size_t xb = kind == 0 ? 144 : kind == 1 ? 160 : kind == 2 ? 176 : 192;
+    const size_t off_qh = has_m ? 32 : 16, off_qs = off_qh + (has_h ? 32 : 0);
+    const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16), ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+    const int64_t nb = cols / 32;
+    for (int64_t b = 0; b < nb; b++, g += xb) {
+        const __m256 dv = load_f16x8_u8(g);
+        __m256i qh = _mm256_setzero_si256();
+        if (has_h) qh = _mm256_loadu_si256((const __m256i *)(g + off_qh));
+        __m256i p[4], isum[4];
+        for (int t = 0; t < NT; t++) p[t] = isum[t] = _mm256_setzero_si256();
+        for (int k = 0; k < 4; k++) {
+            const __m256i P = _mm256_loadu_si256((const __m256i *)(g + off_qs + 32 * k));
+            __m256i lo = _mm256_and_si256(P, m4), hi = _mm256_and_si256(_mm256_srli_epi16(P, 4), m4);
+            if (has_h) {
+                /* qh bit 2k -> bit 4 (lo), bit 2k+1 -> bit 4 (hi); see pack.c. */
+                const __m256i hl = k == 0 ? _mm256_slli_epi16(qh, 4) : k == 1 ? _mm256_slli_epi16(qh, 2)
+                                 : k == 2 ? qh : _mm256_srli_epi16(qh, 2);
+                const __m256i hh = k == 0 ? _mm256_slli_epi16(qh, 3) : k == 1 ? _mm256_slli_epi16(qh, 1)
+                                 : k == 2 ? _mm256_srli_epi16(qh, 1) : _mm256_srli_epi16(qh, 3);
+                lo = _mm256_or_si256(lo, _mm256_and_si256(hl, b4));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(hh, b4));
+            }
+            for (int t = 0; t < NT; t++) {
+                const block_q8a32 *a = (const block_q8a32 *)arow(act, as, t) + b;
+                p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(lo, bcast32(a->qs + 4 * k)));
+                p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(hi, bcast32(a->qs + 16 + 4 * k)));
+            }
+            if (has_h && k == 1) {   /* 5-bit: widen after 4 units */
+                for (int t = 0; t < NT; t++) {
+                    isum[t] = _mm256_madd_epi16(p[t], ones);
+                    p[t] = _mm256_setzero_si256();
+                }
+            }
+        }
+        for (int t = 0; t < NT; t++) {
+            const block_q8a32 *a = (const block_q8a32 *)arow(act, as, t) + b;
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p[t], ones));
+            const __m256 f = _mm256_cvtepi32_ps(isum[t]);
+            if (has_m) {
+                const __m256 mv = load_f16x8_u8(g + 16);
+                acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(a->d)), f, acc[t]);
+                acc[t] = _mm256_fmadd_ps(mv, _mm256_set1_ps(a->s), acc[t]);
+            } else {
+                const float off = kind == 0 ? 8.0f : 16.0f;
+                const __m256 x = _mm256_fmsub_ps(f, _mm256_set1_ps(a->d), _mm256_set1_ps(off * a->s));
+                acc[t] = _mm256_fmadd_ps(dv, x, acc[t]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++) _mm256_storeu_ps(out[t], acc[t]);
+}
+
+INLINE void gemm_q8_0_nt(const int NT, const uint8_t *g, int64_t cols, const void *act, size_t as, float out[][8]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+    const int64_t nb = cols / 32;
+    for (int64_t b = 0; b < nb; b++, g += 272) {
+        const __m256 dv = load_f16x8_u8(g);
+        __m256i isum[4];
+        for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
+        for (int k = 0; k < 8; k++) {
+            const __m256i W = _mm256_loadu_si256((const __m256i *)(g + 16 + 32 * k));
+            const __m256i aw = _mm256_sign_epi8(W, W);
+            for (int t = 0; t < NT; t++) {
+                const block_q8a32 *a = (const block_q8a32 *)arow(act, as, t) + b;
+                const __m256i v = _mm256_sign_epi8(bcast32(a->qs + 4 * k), W);
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, v), ones));
+            }
+        }
+        for (int t = 0; t < NT; t++) {
+            const block_q8a32 *a = (const block_q8a32 *)arow(act, as, t) + b;
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(a->d)), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) _mm256_storeu_ps(out[t], acc[t]);
+}
+
+/* ------------------------------------------------------------------------- */
+/* K-quants                                                                  */
+/* ------------------------------------------------------------------------- */
+
+/* q4_K (q5 = 0) and q5_K (q5 = 1). Per group g of 64 values: the low-nibble pass
+ * (sub-block 2g) then the high-nibble pass (2g+1) over the same 8 packed units,
+ * so one s16 accumulator per token suffices. */
+INLINE void gemm_q45_K(const int q5, const int NT, const uint8_t *g, int64_t cols, const void *act, size_t as,
+                       float out[][8]) {
+    const size_t xb = q5 ? 1440 : 1184;
+    const __m256i m4 = _mm256_set1_epi8(15), b4 = _mm256_set1_epi8(16);
+    __m256 acc[4];
+    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+    const int64_t nb = cols / 256;
+    for (int64_t b = 0; b < nb; b++, g += xb) {
+        __m256i isum[4];
+        for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
+        for (int gi = 0; gi < 4; gi++) {
+            for (int h = 0; h < 2; h++) {
+                const __m256i sc = dup_scales_u8(g + 32 + 8 * (2 * gi + h));
+                __m256i p[4];
+                for (int t = 0; t < NT; t++) p[t] = _mm256_setzero_si256();
+                __m256i qh = _mm256_setzero_si256();
+                if (q5) qh = _mm256_loadu_si256((const __m256i *)(g + 1184 + 64 * gi + 32 * h));
+                for (int k = 0; k < 8; k++) {
+                    const __m256i P = _mm256_loadu_si256((const __m256i *)(g + 160 + 256 * gi + 32 * k));
+                    __m256i W = h ? _mm256_and_si256(_mm256_srli_epi16(P, 4), m4) : _mm256_and_si256(P, m4);
+                    if (q5) {
+                        /* bit k of qh -> bit 4 */
+                        const __m256i hb = k <= 4 ? _mm256_slli_epi16(qh, 4 - k) : _mm256_srli_epi16(qh, k - 4);
+                        W = _mm256_or_si256(W, _mm256_and_si256(hb, b4));
+                    }
+                    for (int t = 0; t < NT; t++) {
+                        const block_q8a256 *a = (const block_q8a256 *)arow(act, as, t) + b;
+                        p[t] = _mm256_add_epi16(p[t], _mm256_maddubs_epi16(W, bcast32(a->qs + 64 * gi + 32 * h + 4 * k)));
+                    }
+                    if (q5 && (k == 3 || k == 7)) {   /* 5-bit: widen every 4 units */
+                        for (int t = 0; t < NT; t++) {
+                            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p[t], sc));
+                            p[t] = _mm256_setzero_si256();
+                        }
+                    }
+                }
+                if (!q5)
+                    for (int t = 0; t < NT; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p[t], sc));
+            }
+        }
+        const __m256 dv = load_f16x8_u8(g), mv = load_f16x8_u8(g + 16);
+        __m256i mp[4];
+        for (int j = 0; j < 4; j++) mp[j] = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(g + 96 + 16 * j)));
+        for (int t = 0; t < NT; t++) {
+            const block_q8a256 *a = (const block_q8a256 *)arow(act, as, t) + b;
+            __m256i imin = _mm256_madd_epi16(mp[0], bcast32(&a->bs32[0]));
+            imin = _mm256_add_epi32(imin, _mm256_madd_epi16(mp[1], bcast32(&a->bs32[2])));
+            imin = _mm256_add_epi32(imin, _mm256_madd_epi16(mp[2], bcast32(&a->bs32[4])));
+            imin = _mm256_add_epi32(imin, _mm256_madd_epi16(mp[3], bcast32(&a->bs32[6])));
+            const __m256 da = _mm256_set1_ps(a->d);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dv, da), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+            acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(mv, da), _mm256_cvtepi32_ps(imin), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) _mm256_storeu_ps(out[t], acc[t]);
+}
+
+INLINE void gemm_q6_K_nt(const int NT, const uint8_t *g, int64_t cols, const void *act, size_t as, float out[][8]) {
+    const __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(0x30);
+    const __m256i dup_even = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
+                                              0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
+    const __m256i dup_odd = _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15,
+                                             2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
+    __m256 acc[4];
+    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+    const int64_t nb = cols / 256;
+    for (int64_t b = 0; b < nb; b++, g += 1680) {
+        __m256i isum[4];
+        for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
+        for (int s2 = 0; s2 < 4; s2++) {
+            /* Scale pairs (s[2s], s[2s+1]) per row for sub-blocks A = 2*s2, B = 2*s2+1. */
+            const __m256i pa = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(g + 16 + 16 * (2 * s2))));
+            const __m256i pb = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(g + 16 + 16 * (2 * s2 + 1))));
+            for (int kk = 0; kk < 4; kk++) {
+                const __m256i QH = _mm256_loadu_si256((const __m256i *)(g + 1168 + 128 * s2 + 32 * kk));
+                __m256i pA[4], pB[4];
+                for (int kl = 0; kl < 2; kl++) {
+                    const int k = 2 * kk + kl;
+                    const __m256i QL = _mm256_loadu_si256((const __m256i *)(g + 144 + 256 * s2 + 32 * k));
+                    /* fields f = 2*kl (A) and 2*kl+1 (B) -> bits 4..5 */
+                    const __m256i hA = kl == 0 ? _mm256_slli_epi16(QH, 4) : QH;
+                    const __m256i hB = kl == 0 ? _mm256_slli_epi16(QH, 2) : _mm256_srli_epi16(QH, 2);
+                    const __m256i wA = _mm256_or_si256(_mm256_and_si256(QL, m4), _mm256_and_si256(hA, m2));
+                    const __m256i wB = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(QL, 4), m4),
+                                                       _mm256_and_si256(hB, m2));
+                    for (int t = 0; t < NT; t++) {
+                        const block_q8a256 *a = (const block_q8a256 *)arow(act, as, t) + b;
+                        const __m256i xA = _mm256_maddubs_epi16(wA, bcast32(a->qs + 64 * s2 + 4 * k));
+                        const __m256i xB = _mm256_maddubs_epi16(wB, bcast32(a->qs + 64 * s2 + 32 + 4 * k));
+                        pA[t] = kl ? _mm256_add_epi16(pA[t], xA) : xA;
+                        pB[t] = kl ? _mm256_add_epi16(pB[t], xB) : xB;
+                    }
+                }
+                /* units 2kk, 2kk+1 cover positions 8kk..8kk+7: scale half kk/2 */
+                const __m256i sA = _mm256_shuffle_epi8(pa, kk < 2 ? dup_even : dup_odd);
+                const __m256i sB = _mm256_shuffle_epi8(pb, kk < 2 ? dup_even : dup_odd);
+                for (int t = 0; t < NT; t++) {
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pA[t], sA));
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pB[t], sB));
+                }
+            }
+        }
+        /* The -32 offset: 32 * sum_j s_j * bs16_j, pairs (2p, 2p+1). */
+        __m256i sp[8];
+        for (int p = 0; p < 8; p++) sp[p] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(g + 16 + 16 * p)));
+        const __m256 dv = load_f16x8_u8(g);
+        for (int t = 0; t < NT; t++) {
+            const block_q8a256 *a = (const block_q8a256 *)arow(act, as, t) + b;
+            __m256i off = _mm256_madd_epi16(sp[0], bcast32(&a->bs16[0]));
+            for (int p = 1; p < 8; p++) off = _mm256_add_epi32(off, _mm256_madd_epi16(sp[p], bcast32(&a->bs16[2 * p])));
+            const __m256i is = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(off, 5));
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(a->d)), _mm256_cvtepi32_ps(is), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; t++) _mm256_storeu_ps(out[t], acc[t]);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Instances                                                                 */
+/* ------------------------------------------------------------------------- */
+
+#define DISPATCH_NT(CALL)                                                                                          \
+    switch (nt) {                                                                                                \
+    case 1: CALL(1); break;                                                                                      \
+    case 2: CALL(2); break;                                                                                      \
+    case 3: CALL(3); break;                                                                                      \
+    default: CALL(4); break;                                                                                     \
+    }
+
+#define Q45(NT_) gemm_q4q5(KIND, NT_, g, cols, act, as, out)
+#define KIND 0
+static void gemm_q4_0(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q45) }
+#undef KIND
+#define KIND 1
+static void gemm_q4_1(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q45) }
+#undef KIND
+#define KIND 2
+static void gemm_q5_0(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q45) }
+#undef KIND
+#define KIND 3
+static void gemm_q5_1(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q45) }
+#undef KIND
+#undef Q45
+
+#define Q80(NT_) gemm_q8_0_nt(NT_, g, cols, act, as, out)
+static void gemm_q8_0(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q80) }
+#define Q4K(NT_) gemm_q45_K(0, NT_, g, cols, act, as, out)
+static void gemm_q4_K(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q4K) }
+#define Q5K(NT_) gemm_q45_K(1, NT_, g, cols, act, as, out)
+static void gemm_q5_K(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q5K) }
+#define Q6K(NT_) gemm_q6_K_nt(NT_, g, cols, act, as, out)
+static void gemm_q6_K(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q6K) }
+
+cpu_gemm_fn cpu_gemm_avx2(uint32_t type) {
+    switch (type) {
+    case QTYPE_Q4_0: return gemm_q4_0;
+    case QTYPE_Q4_1: return gemm_q4_1;
+    case QTYPE_Q5_0: return gemm_q5_0;
+    case QTYPE_Q5_1: return gemm_q5_1;
+    case QTYPE_Q8_0: return gemm_q8_0;
+    case QTYPE_Q4_K: return gemm_q4_K;
+    case QTYPE_Q5_K: return gemm_q5_K;
+    case QTYPE_Q6_K: return gemm_q6_K;
+    default: return NULL;
+    }
+}

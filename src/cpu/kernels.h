@@ -1,0 +1,150 @@
+/* kernels.h - CPU compute kernels: 8-bit activation blocks, row dot products,
+ * interleaved ("x8") weight packing with GEMM micro-kernels, and element-wise ops.
+ *
+ * Two implementations of everything here:
+ *   - scalar C (qdot.c, pack.c): the oracle for the integer maths, runs anywhere;
+ *   - AVX2/FMA/F16C (*_avx2.c): what the backend runs when the CPU has AVX2.
+ * The f32 reference ops of ref.c remain the oracle for the end result (they use
+ * f32 activations; the kernels here quantize activations to 8 bits like
+ * llama.cpp, so they agree with ref.c to a tolerance, not exactly).
+ *
+ * Matmul data flow (out[t][r] = W[r] . x[t]):
+ *
+ *   x[t] (f32) --cpu_quantize_*--> 8-bit blocks (block_q8a32 / block_q8a256)
+ *   W (GGUF rows) --cpu_pack--> groups of 8 rows, interleaved 4 bytes per row
+ *   micro-kernel: 8 rows x T tokens (T <= 4): one 32-byte weight load serves
+ *   8 rows x 4 values, multiplied with a 4-byte broadcast of each token's
+ *   activations (vpmaddubsw), so weights are read once per T tokens and every
+ *   32-bit lane of the accumulators belongs to one row (no horizontal sums).
+ *
+ * Formats without a packed kernel, and rows that are not packed, use the row
+ * dot products cpu_vdot_* (one row x one token, lanes = positions). */
+#ifndef MINFER_CPU_KERNELS_H
+#define MINFER_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quant.h"
+
+/* ------------------------------------------------------------------------- */
+/* 8-bit activation blocks                                                   */
+/* ------------------------------------------------------------------------- */
+
+/* 32 activations for 32-value weight formats (q4_0 .. q8_0): x[i] ~ d * qs[i].
+ * s = d * sum(qs) serves the formats with an offset or a min. |qs| <= 127. */
+typedef struct {
+    float d;
+    float s;
+    int8_t qs[32];
+} block_q8a32;
+
+/* 256 activations for K-quant weights: x[i] ~ d * qs[i], |qs| <= 127.
+ * bs16[j] = sum of qs[16j..16j+15] (q6_K's scale groups, the -32 offset);
+ * bs32[j] = sum of qs[32j..32j+31] (q4_K/q5_K's sub-blocks, the mins). */
+typedef struct {
+    float d;
+    int16_t bs16[16];
+    int16_t bs32[8];
+    int8_t qs[256];
+} block_q8a256;
+
+_Static_assert(sizeof(block_q8a32) == 40, "q8a32 size");
+_Static_assert(sizeof(block_q8a256) == 308, "q8a256 size");
+
+typedef enum cpu_act {
+    CPU_ACT_F32 = 0,   /* f32/f16/bf16 weights: activations stay f32 */
+    CPU_ACT_Q8A32,     /* 32-value formats */
+    CPU_ACT_Q8A256,    /* K-quants */
+} cpu_act;
+
+/* Activation format for a weight type. */
+cpu_act cpu_act_kind(uint32_t wtype);
+/* Bytes of one quantized activation row of n values (n a multiple of the block). */
+size_t cpu_act_row_size(cpu_act kind, int64_t n);
+
+/* Quantization (n a multiple of 32 / 256). d = amax/127, q = round-half-even(x * 127/amax),
+ * so the scalar and AVX2 versions agree bit for bit. */
+void cpu_quantize_q8a32(const float *x, block_q8a32 *y, int64_t n);
+void cpu_quantize_q8a256(const float *x, block_q8a256 *y, int64_t n);
+void cpu_quantize_q8a32_avx2(const float *x, block_q8a32 *y, int64_t n);
+void cpu_quantize_q8a256_avx2(const float *x, block_q8a256 *y, int64_t n);
+
+/* ------------------------------------------------------------------------- */
+/* Row dot products: one weight row (GGUF layout) . one activation row       */
+/* ------------------------------------------------------------------------- */
+
+/* a points at f32 values for CPU_ACT_F32 types, else at quantized blocks of the
+ * type's cpu_act_kind. n = values in the row. */
+typedef float (*cpu_vdot_fn)(int64_t n, const void *w, const void *a);
+
+/* Scalar: integer dot per block, combined in float exactly like the AVX2 kernels
+ * (the oracle for exact tests). NULL for types without one. */
+cpu_vdot_fn cpu_vdot_scalar(uint32_t wtype);
+/* AVX2: NULL for types without a kernel. */
+cpu_vdot_fn cpu_vdot_avx2(uint32_t wtype);
+
+/* Float-weight tile (f32/f16/bf16 x f32 activations): out[t*ld_out + r] for
+ * r < nr (<= 4), t < nt (<= 4); rows at w + r*w_stride bytes, tokens at x + t*ldx. */
+void cpu_tile_float_avx2(uint32_t wtype, int64_t n, const void *w, size_t w_stride, int nr,
+                         const float *x, int64_t ldx, int nt, float *out, int64_t ld_out);
+
+/* ------------------------------------------------------------------------- */
+/* Packed weights: groups of 8 rows, interleaved                              */
+/* ------------------------------------------------------------------------- */
+
+/* Layout of one "x8 block" (8 rows x one GGUF block) per type, in order:
+ *   q4_0: f16 d[8]; u8 qs[4][8][4]                          144 bytes
+ *   q4_1: f16 d[8]; f16 m[8]; u8 qs[4][8][4]                160
+ *   q5_0: f16 d[8]; u8 qh[8][4]; u8 qs[4][8][4]             176
+ *   q5_1: f16 d[8]; f16 m[8]; u8 qh[8][4]; u8 qs[4][8][4]   192
+ *   q8_0: f16 d[8]; i8 qs[8][8][4]                          272
+ *   q4_K: f16 d[8]; f16 dmin[8]; u8 sc[8][8]; u8 m[4][8][2]; u8 qs[4][8][8][4]        1184
+ *   q5_K: as q4_K, then u8 qh[4][2][8][4]                                             1440
+ *   q6_K: f16 d[8]; i8 sc[8][8][2]; u8 ql[4][8][8][4]; u8 qh[4][4][8][4]              1680
+ * qs[..][r][0..3] are the 4 bytes of row r for one 32-byte load: for 32-value
+ * formats unit k holds GGUF bytes qs[4k..4k+3] (low nibbles = values 4k.., high
+ * nibbles = values 16+4k..); for K-quants unit (g,k) holds bytes qs[32g+4k..]
+ * (low nibbles: values 64g+4k.., high: 64g+32+4k..). High bits (q5, q6) are
+ * re-packed so that one shift and one mask extract them per 32-byte unit; see
+ * pack.c for the bit positions. Rows past the end of the matrix are zero. */
+typedef struct cpu_packed {
+    uint32_t type;
+    int64_t rows, cols;
+    int64_t n_groups;       /* ceil(rows / 8) */
+    size_t group_bytes;     /* bytes of one group of 8 rows (all its x8 blocks) */
+    uint8_t *data;          /* [n_groups][group_bytes], 64-byte aligned */
+} cpu_packed;
+
+/* Bytes of one x8 block of the type, 0 when the type has no packed layout. */
+size_t cpu_pack_block_bytes(uint32_t type);
+/* Packs rows [g0*8, g1*8) of W (GGUF rows of row_bytes each) into p->data
+ * (p->type/rows/cols/n_groups/group_bytes set by cpu_pack_init). */
+int cpu_pack_init(cpu_packed *p, uint32_t type, int64_t rows, int64_t cols);
+void cpu_pack_groups(const cpu_packed *p, const void *w, int64_t g0, int64_t g1);
+
+/* Micro-kernel: out[t][r] (t < nt <= 4, r < 8, row stride 8) = group . activations
+ * of nt tokens (act rows act_stride bytes apart, format cpu_act_kind(type)). */
+typedef void (*cpu_gemm_fn)(const uint8_t *group, int64_t cols, const void *act, size_t act_stride, int nt,
+                            float out[][8]);
+/* Scalar micro-kernel (the oracle for the packed layout) and the AVX2 one;
+ * NULL when the type has none. */
+cpu_gemm_fn cpu_gemm_scalar(uint32_t type);
+cpu_gemm_fn cpu_gemm_avx2(uint32_t type);
+
+/* ------------------------------------------------------------------------- */
+/* Element-wise and attention kernels (AVX2)                                  */
+/* ------------------------------------------------------------------------- */
+
+void cpu_rmsnorm_avx2(float *out, const float *x, const float *w, int dim, float eps);  /* one row */
+void cpu_swiglu_avx2(float *out, const float *gate, const float *up, int64_t n);
+void cpu_add_avx2(float *x, const float *y, int64_t n);
+/* In-place rotation of one head: v[i0], v[i1] by (cs[2i], cs[2i+1]) = (cos, sin)
+ * for i < rope_dim/2, pairs as in cpu_ref_rope. */
+void cpu_rope_head_avx2(float *v, const float *cs, int rope_dim, int neox);
+/* One query head against n_kv cached rows (stride kv_stride floats):
+ * out[hd] = softmax(scale * q.k_j) . v_j. att: scratch [n_kv]. */
+void cpu_attn_head_avx2(float *out, const float *q, const float *kc, const float *vc, int64_t kv_stride,
+                        int n_kv, int hd, float scale, float *att);
+
+#endif

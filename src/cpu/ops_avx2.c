@@ -1,0 +1,175 @@
+/* ops_avx2.c - AVX2 element-wise ops and attention over the f32 KV cache.
+ * Each has a scalar twin in ref.c (the oracle): the same formula, f32 lanes
+ * instead of double accumulators, so results agree to float rounding. */
+#include <math.h>
+
+#include "kernels.h"
+#include "simd_avx2.h"
+
+void cpu_rmsnorm_avx2(float *out, const float *x, const float *w, int dim, float eps) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    int i = 0;
+    for (; i + 16 <= dim; i += 16) {
+        const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+        s0 = _mm256_fmadd_ps(a, a, s0);
+        s1 = _mm256_fmadd_ps(b, b, s1);
+    }
+    for (; i + 8 <= dim; i += 8) {
+        const __m256 a = _mm256_loadu_ps(x + i);
+        s0 = _mm256_fmadd_ps(a, a, s0);
+    }
+    double ss = hsum_ps(_mm256_add_ps(s0, s1));
+    for (; i < dim; i++) ss += (double)x[i] * x[i];
+    const float scale = (float)(1.0 / sqrt(ss / dim + eps));
+    const __m256 sv = _mm256_set1_ps(scale);
+    for (i = 0; i + 8 <= dim; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), sv), _mm256_loadu_ps(w + i)));
+    for (; i < dim; i++) out[i] = x[i] * scale * w[i];
+}
+
+void cpu_swiglu_avx2(float *out, const float *gate, const float *up, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), neg = _mm256_set1_ps(-0.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 g = _mm256_loadu_ps(gate + i);
+        const __m256 e = exp_ps(_mm256_xor_ps(g, neg));
+        const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, e));
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+    }
+    for (; i < n; i++) {
+        const float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void cpu_add_avx2(float *x, const float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) x[i] += y[i];
+}
+
+void cpu_rope_head_avx2(float *v, const float *cs, int rope_dim, int neox) {
+    const int half = rope_dim / 2;
+    int i = 0;
+    if (!neox) {
+        /* x = [a0 b0 a1 b1 ..], cs = [c0 s0 c1 s1 ..]:
+         * even lanes a*c - b*s, odd lanes b*c + a*s (fmaddsub). */
+        for (; i + 4 <= half; i += 4) {
+            const __m256 x = _mm256_loadu_ps(v + 2 * i), t = _mm256_loadu_ps(cs + 2 * i);
+            const __m256 c = _mm256_moveldup_ps(t), s = _mm256_movehdup_ps(t);
+            const __m256 xs = _mm256_permute_ps(x, 0xB1);   /* [b0 a0 b1 a1 ..] */
+            _mm256_storeu_ps(v + 2 * i, _mm256_fmaddsub_ps(x, c, _mm256_mul_ps(xs, s)));
+        }
+        for (; i < half; i++) {
+            const float c = cs[2 * i], s = cs[2 * i + 1], a = v[2 * i], b = v[2 * i + 1];
+            v[2 * i] = a * c - b * s;
+            v[2 * i + 1] = a * s + b * c;
+        }
+    } else {
+        for (; i + 8 <= half; i += 8) {
+            const __m256 t0 = _mm256_loadu_ps(cs + 2 * i), t1 = _mm256_loadu_ps(cs + 2 * i + 8);
+            /* de-interleave (c, s) pairs: shuffle within lanes, then fix lane order */
+            const __m256 c = _mm256_castpd_ps(_mm256_permute4x64_pd(
+                _mm256_castps_pd(_mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(2, 0, 2, 0))), _MM_SHUFFLE(3, 1, 2, 0)));
+            const __m256 s = _mm256_castpd_ps(_mm256_permute4x64_pd(
+                _mm256_castps_pd(_mm256_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 1, 3, 1))), _MM_SHUFFLE(3, 1, 2, 0)));
+            const __m256 a = _mm256_loadu_ps(v + i), b = _mm256_loadu_ps(v + i + half);
+            _mm256_storeu_ps(v + i, _mm256_fmsub_ps(a, c, _mm256_mul_ps(b, s)));
+            _mm256_storeu_ps(v + i + half, _mm256_fmadd_ps(a, s, _mm256_mul_ps(b, c)));
+        }
+        for (; i < half; i++) {
+            const float c = cs[2 * i], s = cs[2 * i + 1], a = v[i], b = v[i + half];
+            v[i] = a * c - b * s;
+            v[i + half] = a * s + b * c;
+        }
+    }
+}
+
+/* q . k for 4 keys at once; the 4 horizontal sums share one reduction tree. */
+static inline __m128 dot4(const float *q, const float *k0, const float *k1, const float *k2, const float *k3, int hd) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int i = 0;
+    for (; i + 8 <= hd; i += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + i);
+        a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + i), a0);
+        a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + i), a1);
+        a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + i), a2);
+        a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + i), a3);
+    }
+    const __m256 h01 = _mm256_hadd_ps(a0, a1), h23 = _mm256_hadd_ps(a2, a3);
+    const __m256 h = _mm256_hadd_ps(h01, h23);   /* per lane half: s0 s1 s2 s3 */
+    __m128 r = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    if (i < hd) {
+        float t[4] = { 0, 0, 0, 0 };
+        for (; i < hd; i++) {
+            t[0] += q[i] * k0[i];
+            t[1] += q[i] * k1[i];
+            t[2] += q[i] * k2[i];
+            t[3] += q[i] * k3[i];
+        }
+        r = _mm_add_ps(r, _mm_loadu_ps(t));
+    }
+    return r;
+}
+
+static inline float dot1(const float *q, const float *k, int hd) {
+    __m256 a = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= hd; i += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), a);
+    float s = hsum_ps(a);
+    for (; i < hd; i++) s += q[i] * k[i];
+    return s;
+}
+
+void cpu_attn_head_avx2(float *out, const float *q, const float *kc, const float *vc, int64_t kv_stride, int n_kv,
+                        int hd, float scale, float *att) {
+    /* scores */
+    int j = 0;
+    for (; j + 4 <= n_kv; j += 4) {
+        const float *k = kc + (int64_t)j * kv_stride;
+        const __m128 s = dot4(q, k, k + kv_stride, k + 2 * kv_stride, k + 3 * kv_stride, hd);
+        _mm_storeu_ps(att + j, _mm_mul_ps(s, _mm_set1_ps(scale)));
+    }
+    for (; j < n_kv; j++) att[j] = dot1(q, kc + (int64_t)j * kv_stride, hd) * scale;
+    /* softmax numerator and sum */
+    __m256 mv = _mm256_set1_ps(-INFINITY);
+    for (j = 0; j + 8 <= n_kv; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(att + j));
+    float mx = hmax_ps(mv);
+    for (; j < n_kv; j++) mx = fmaxf(mx, att[j]);
+    const __m256 mxv = _mm256_set1_ps(mx);
+    __m256 sv = _mm256_setzero_ps();
+    for (j = 0; j + 8 <= n_kv; j += 8) {
+        const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(att + j), mxv));
+        _mm256_storeu_ps(att + j, e);
+        sv = _mm256_add_ps(sv, e);
+    }
+    double sum = hsum_ps(sv);
+    for (; j < n_kv; j++) {
+        att[j] = expf(att[j] - mx);
+        sum += att[j];
+    }
+    const float inv = (float)(1.0 / sum);
+    /* out = sum_j p_j v_j, 64 output values (8 registers) per pass over the keys */
+    for (int i0 = 0; i0 < hd; i0 += 64) {
+        const int w = hd - i0 < 64 ? hd - i0 : 64;
+        if (w == 64) {
+            __m256 o[8];
+            for (int r = 0; r < 8; r++) o[r] = _mm256_setzero_ps();
+            for (j = 0; j < n_kv; j++) {
+                const __m256 p = _mm256_set1_ps(att[j]);
+                const float *v = vc + (int64_t)j * kv_stride + i0;
+                for (int r = 0; r < 8; r++) o[r] = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8 * r), o[r]);
+            }
+            const __m256 iv = _mm256_set1_ps(inv);
+            for (int r = 0; r < 8; r++) _mm256_storeu_ps(out + i0 + 8 * r, _mm256_mul_ps(o[r], iv));
+        } else {
+            for (int i = 0; i < w; i++) out[i0 + i] = 0.0f;
+            for (j = 0; j < n_kv; j++) {
+                const float p = att[j];
+                const float *v = vc + (int64_t)j * kv_stride + i0;
+                for (int i = 0; i < w; i++) out[i0 + i] += p * v[i];
+            }
+            for (int i = 0; i < w; i++) out[i0 + i] *= inv;
+        }
+    }
+}

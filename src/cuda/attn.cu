@@ -1,0 +1,415 @@
+/* attn.cu - KV store and attention over the f16 cache.
+ *
+ * Cache layout, per layer: K and V as [n_seq][n_kv][n_ctx][hd] f16, so one head's
+ * keys are contiguous rows of hd values.
+ *
+ * kernel_kv_store     one block per token: (optionally) RoPE of q and k in place,
+ *                     then k, v -> cache at (seq, pos).
+ * kernel_attn_split   decode ("flash-decoding"): block = (chunk of positions,
+ *                     kv head [x group of <= 8 q heads], token); online softmax
+ *                     over tiles of 128 positions; writes (m, l, o) partials.
+ *                     The grid covers the whole context; chunks past pos exit at
+ *                     once, so a captured graph stays valid as pos grows.
+ * kernel_attn_combine one block per (head, token): merges the partials; also
+ *                     quantizes the output rows to q8 for the o-projection GEMV.
+ * kernel_attn_flash   prefill: 64 queries x 64 keys per step on tensor cores
+ *                     (mma.sync m16n8k16 f16 -> f32), causal mask from the
+ *                     per-token positions, GQA by kv head = head / (n_head/n_kv). */
+#include "common.cuh"
+
+/* ------------------------------------------------------------------------- */
+/* KV store (+ RoPE)                                                         */
+/* ------------------------------------------------------------------------- */
+static __global__ void kernel_kv_store(cu_attn_args a, float *q, float *k, const float *v, int rope, int rope_dim,
+                                       float base, int mode) {
+    pdl_trigger();
+    pdl_wait();
+    const int t = blockIdx.x;
+    const int pos = a.pos[t], seq = a.seq[t];
+    const int hd = a.hd;
+    if (rope) {
+        const int half = rope_dim / 2;
+        const int total = (a.n_head + a.n_kv) * half;
+        for (int e = threadIdx.x; e < total; e += blockDim.x) {
+            const int hs = e / half, i = e % half;
+            float *x = hs < a.n_head ? q + ((int64_t)t * a.n_head + hs) * hd
+                                     : k + ((int64_t)t * a.n_kv + (hs - a.n_head)) * hd;
+            rope_pair(x, i, (float)pos, rope_dim, base, mode);
+        }
+        __syncthreads();  /* rotated k visible to the whole block */
+    }
+    const int kvd = a.n_kv * hd;
+    for (int e = threadIdx.x; e < kvd; e += blockDim.x) {
+        const int kvh = e / hd, d = e % hd;
+        const int64_t dst = (((int64_t)seq * a.n_kv + kvh) * a.n_ctx + pos) * hd + d;
+        a.kc[dst] = __float2half_rn(k[(int64_t)t * kvd + e]);
+        a.vc[dst] = __float2half_rn(v[(int64_t)t * kvd + e]);
+    }
+}
+
+void cu_kv_store(cu_state *S, const cu_attn_args *a, float *q, float *k, const float *v, int rope, int rope_dim,
+                 float rope_base, int rope_mode) {
+    cu_launch(S, "kv_store", kernel_kv_store, dim3(a->n), dim3(256), 0, *a, q, k, v, rope, rope_dim, rope_base,
+              rope_mode);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Split attention (decode; any hd % 8 == 0, hd <= 256)                      */
+/* ------------------------------------------------------------------------- */
+#define ATT_THREADS 128
+#define ATT_TILE 128
+#define ATT_MAXG 8
+#define ATT_MAXHD 256
+
+static __global__ void __launch_bounds__(ATT_THREADS)
+kernel_attn_split(cu_attn_args a, const float *q, float *part, int chunk, int n_chunks, float scale) {
+    __shared__ float qs[ATT_MAXG * ATT_MAXHD];
+    __shared__ float sc[ATT_MAXG][ATT_TILE];
+    __shared__ float ob[2048];  /* PV reduction [npg][ATT_MAXG][hd]: npg * hd <= 2 * ATT_THREADS */
+    __shared__ float mh[ATT_MAXG], lh[ATT_MAXG], al[ATT_MAXG];
+    pdl_trigger();
+    const int hd = a.hd;
+    const int G = a.n_head / a.n_kv;
+    const int nsub = (G + ATT_MAXG - 1) / ATT_MAXG;
+    const int c = blockIdx.x, t = blockIdx.z;
+    const int kvh = blockIdx.y / nsub, sub = blockIdx.y % nsub;
+    const int h0 = kvh * G + sub * ATT_MAXG;
+    const int hc = min(ATT_MAXG, G - sub * ATT_MAXG);
+    pdl_wait();
+    const int pos = a.pos[t], seq = a.seq[t];
+    const int p0 = c * chunk;
+    if (p0 > pos) return;  /* uniform per block */
+    const int p1 = min(pos + 1, p0 + chunk);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int q_ld = a.n_head * hd;
+    for (int e = tid; e < hc * hd; e += ATT_THREADS)
+        qs[e] = q[(int64_t)t * q_ld + (int64_t)h0 * hd + e] * scale;
+    if (tid < ATT_MAXG) {
+        mh[tid] = -INFINITY;
+        lh[tid] = 0.0f;
+    }
+    const int64_t base = ((int64_t)seq * a.n_kv + kvh) * a.n_ctx * hd;
+    const __half *kb = a.kc + base, *vb = a.vc + base;
+    /* PV mapping: thread = (position group pg, value pair dp) */
+    const int nd = hd / 2, npg = ATT_THREADS / nd;
+    const int dp = tid % nd, pg = tid / nd;
+    const bool pv_active = pg < npg;
+    float acc[ATT_MAXG][2];
+#pragma unroll
+    for (int h = 0; h < ATT_MAXG; h++) acc[h][0] = acc[h][1] = 0.0f;
+    __syncthreads();
+    for (int ts = p0; ts < p1; ts += ATT_TILE) {
+        const int np = min(ATT_TILE, p1 - ts);
+        /* scores: thread = position */
+        {
+            float s[ATT_MAXG];
+#pragma unroll
+            for (int h = 0; h < ATT_MAXG; h++) s[h] = 0.0f;
+            if (tid < np) {
+                const __half *kr = kb + (int64_t)(ts + tid) * hd;
+                for (int d8 = 0; d8 < hd; d8 += 8) {
+                    const uint4 raw = *(const uint4 *)(kr + d8);
+                    const __half2 *h2 = (const __half2 *)&raw;
+                    float f[8];
+#pragma unroll
+                    for (int k = 0; k < 4; k++) {
+                        const float2 v = __half22float2(h2[k]);
+                        f[2 * k] = v.x;
+                        f[2 * k + 1] = v.y;
+                    }
+#pragma unroll
+                    for (int h = 0; h < ATT_MAXG; h++)
+                        if (h < hc) {
+                            const float *qh = qs + h * hd + d8;
+#pragma unroll
+                            for (int k = 0; k < 8; k++) s[h] += f[k] * qh[k];
+                        }
+                }
+            }
+#pragma unroll
+            for (int h = 0; h < ATT_MAXG; h++) sc[h][tid] = tid < np ? s[h] : -INFINITY;
+        }
+        __syncthreads();
+        /* softmax bookkeeping: warp w takes heads w, w+4 */
+        for (int h = warp; h < hc; h += ATT_THREADS / 32) {
+            float mx = -INFINITY;
+            for (int i = lane; i < ATT_TILE; i += 32) mx = fmaxf(mx, sc[h][i]);
+            mx = warp_max(mx);
+            const float m_old = mh[h];
+            const float m_new = fmaxf(m_old, mx);
+            float sum = 0.0f;
+            for (int i = lane; i < ATT_TILE; i += 32) {
+                const float p = expf(sc[h][i] - m_new);
+                sc[h][i] = p;
+                sum += p;
+            }
+            sum = warp_sum(sum);
+            __syncwarp();
+            if (lane == 0) {
+                const float alpha = expf(m_old - m_new);
+                mh[h] = m_new;
+                lh[h] = lh[h] * alpha + sum;
+                al[h] = alpha;
+            }
+        }
+        __syncthreads();
+        if (pv_active) {
+#pragma unroll
+            for (int h = 0; h < ATT_MAXG; h++) {
+                const float f = h < hc ? al[h] : 0.0f;
+                acc[h][0] *= f;
+                acc[h][1] *= f;
+            }
+            for (int i = pg; i < np; i += npg) {
+                const float2 v = __half22float2(*(const __half2 *)(vb + (int64_t)(ts + i) * hd + 2 * dp));
+#pragma unroll
+                for (int h = 0; h < ATT_MAXG; h++)
+                    if (h < hc) {
+                        const float p = sc[h][i];
+                        acc[h][0] += p * v.x;
+                        acc[h][1] += p * v.y;
+                    }
+            }
+        }
+        __syncthreads();
+    }
+    /* reduce the position groups: ob[pg][h][d] */
+    if (pv_active) {
+#pragma unroll
+        for (int h = 0; h < ATT_MAXG; h++)
+            if (h < hc) {
+                ob[(pg * ATT_MAXG + h) * hd + 2 * dp] = acc[h][0];
+                ob[(pg * ATT_MAXG + h) * hd + 2 * dp + 1] = acc[h][1];
+            }
+    }
+    __syncthreads();
+    for (int e = tid; e < hc * hd; e += ATT_THREADS) {
+        const int h = e / hd, d = e % hd;
+        float o = 0.0f;
+        for (int g = 0; g < npg; g++) o += ob[(g * ATT_MAXG + h) * hd + d];
+        float *pr = part + (((int64_t)t * a.n_head + h0 + h) * n_chunks + c) * (hd + 2);
+        pr[d] = o;
+        if (d == 0) {
+            pr[hd] = mh[h];
+            pr[hd + 1] = lh[h];
+        }
+    }
+}
+
+static __global__ void kernel_attn_combine(cu_attn_args a, const float *part, float *out, int chunk, int n_chunks,
+                                           cu_q8 q8, int do_q8) {
+    pdl_trigger();
+    pdl_wait();
+    const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
+    const int hd = a.hd;
+    const int nch = min(a.pos[t] / chunk + 1, n_chunks);
+    const float *pr = part + ((int64_t)t * a.n_head + h) * n_chunks * (hd + 2);
+    float M = -INFINITY;
+    for (int c = 0; c < nch; c++) M = fmaxf(M, pr[c * (hd + 2) + hd]);
+    float L = 0.0f, o = 0.0f;
+    for (int c = 0; c < nch; c++) {
+        const float w = expf(pr[c * (hd + 2) + hd] - M);
+        L += w * pr[c * (hd + 2) + hd + 1];
+        if (d < hd) o += w * pr[c * (hd + 2) + d];
+    }
+    const float r = d < hd ? o / L : 0.0f;
+    const int64_t idx = (int64_t)t * a.n_head * hd + (int64_t)h * hd + d;
+    if (d < hd) out[idx] = r;
+    if (do_q8) q8_store1(q8, idx, r, d < hd);
+}
+
+void cu_attn_split(cu_state *S, const cu_attn_args *a, const float *q, float *out, float *part, int chunk,
+                   int n_chunks, const cu_q8 *q8) {
+    const int G = a->n_head / a->n_kv;
+    const int nsub = (G + ATT_MAXG - 1) / ATT_MAXG;
+    const float scale = 1.0f / sqrtf((float)a->hd);
+    dim3 grid(n_chunks, a->n_kv * nsub, a->n);
+    cu_launch(S, "attn_split", kernel_attn_split, grid, dim3(ATT_THREADS), 0, *a, q, part, chunk, n_chunks, scale);
+    const int threads = (a->hd + 31) / 32 * 32;
+    const int do_q8 = q8 && a->hd % 32 == 0;
+    cu_q8 qq = q8 ? *q8 : cu_q8{nullptr, nullptr, nullptr};
+    cu_launch(S, "attn_combine", kernel_attn_combine, dim3(a->n_head, a->n), dim3(threads), 0, *a, (const float *)part,
+              out, chunk, n_chunks, qq, do_q8);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Flash attention (prefill), tensor cores                                   */
+/* ------------------------------------------------------------------------- */
+#define FA_BQ 64
+#define FA_BK 64
+
+static __device__ __forceinline__ void mma_16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+static __device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *(uint32_t *)&h;
+}
+
+static __device__ __forceinline__ void ldsm_x2_trans(uint32_t &r0, uint32_t &r1, const __half *p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
+#endif
+}
+
+template <int HD>
+static __global__ void __launch_bounds__(128) kernel_attn_flash(cu_attn_args a, const float *q, float *out,
+                                                                const int4 *tiles, float qscale) {
+    constexpr int LD = HD + 8; /* halves; +16 bytes per row: conflict-free fragment reads */
+    __shared__ __align__(16) __half Ks[FA_BK * LD];
+    __shared__ __align__(16) __half Vs[FA_BK * LD];
+    pdl_trigger();
+    pdl_wait();
+    const int4 tile = tiles[blockIdx.x];
+    const int t0 = tile.x, cnt = tile.y, seq = tile.z, kmax = tile.w;
+    const int h = blockIdx.y;
+    const int G = a.n_head / a.n_kv;
+    const int kvh = h / G;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, c4 = lane & 3;
+    const int q_ld = a.n_head * HD;
+
+    /* Q (scaled by log2(e)/sqrt(hd)) -> f16 in Ks, then into registers */
+    for (int e = tid; e < FA_BQ * HD / 4; e += 128) {
+        const int r = e / (HD / 4), d4 = (e % (HD / 4)) * 4;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (r < cnt) v = *(const float4 *)(q + (int64_t)(t0 + r) * q_ld + (int64_t)h * HD + d4);
+        __half2 *dst = (__half2 *)(Ks + r * LD + d4);
+        dst[0] = __floats2half2_rn(v.x * qscale, v.y * qscale);
+        dst[1] = __floats2half2_rn(v.z * qscale, v.w * qscale);
+    }
+    __syncthreads();
+    const int r0 = warp * 16 + g, r1 = r0 + 8;
+    uint32_t qa[HD / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        qa[kk][0] = *(const uint32_t *)(Ks + r0 * LD + 16 * kk + 2 * c4);
+        qa[kk][1] = *(const uint32_t *)(Ks + r1 * LD + 16 * kk + 2 * c4);
+        qa[kk][2] = *(const uint32_t *)(Ks + r0 * LD + 16 * kk + 8 + 2 * c4);
+        qa[kk][3] = *(const uint32_t *)(Ks + r1 * LD + 16 * kk + 8 + 2 * c4);
+    }
+    const int qp0 = r0 < cnt ? a.pos[t0 + r0] : -1;
+    const int qp1 = r1 < cnt ? a.pos[t0 + r1] : -1;
+    __syncthreads();
+
+    float o[HD / 8][4];
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    const int64_t base = ((int64_t)seq * a.n_kv + kvh) * a.n_ctx * HD;
+    const __half *kb = a.kc + base, *vb = a.vc + base;
+    const int nkt = kmax / FA_BK + 1;
+    for (int kt = 0; kt < nkt; kt++) {
+        for (int e = tid; e < FA_BK * HD / 8; e += 128) {
+            const int r = e / (HD / 8), d8 = (e % (HD / 8)) * 8;
+            const int p = kt * FA_BK + r;
+            uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+            if (p <= kmax) {
+                kv = *(const uint4 *)(kb + (int64_t)p * HD + d8);
+                vv = *(const uint4 *)(vb + (int64_t)p * HD + d8);
+            }
+            *(uint4 *)(Ks + r * LD + d8) = kv;
+            *(uint4 *)(Vs + r * LD + d8) = vv;
+        }
+        __syncthreads();
+        float s[FA_BK / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < FA_BK / 8; nt++) {
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < HD / 16; kk++) {
+                const __half *kr = Ks + (8 * nt + g) * LD + 16 * kk + 2 * c4;
+                mma_16816(s[nt], qa[kk], *(const uint32_t *)kr, *(const uint32_t *)(kr + 8));
+            }
+        }
+        /* causal mask from positions; row max */
+        float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < FA_BK / 8; nt++) {
+            const int p = kt * FA_BK + 8 * nt + 2 * c4;
+            if (p > qp0) s[nt][0] = -INFINITY;
+            if (p + 1 > qp0) s[nt][1] = -INFINITY;
+            if (p > qp1) s[nt][2] = -INFINITY;
+            if (p + 1 > qp1) s[nt][3] = -INFINITY;
+            mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
+            mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
+        }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        const float mu0 = mn0 == -INFINITY ? 0.0f : mn0, mu1 = mn1 == -INFINITY ? 0.0f : mn1;
+        const float al0 = exp2f(m0 - mu0), al1 = exp2f(m1 - mu1);
+        m0 = mn0;
+        m1 = mn1;
+        float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < FA_BK / 8; nt++) {
+            s[nt][0] = exp2f(s[nt][0] - mu0);
+            s[nt][1] = exp2f(s[nt][1] - mu0);
+            s[nt][2] = exp2f(s[nt][2] - mu1);
+            s[nt][3] = exp2f(s[nt][3] - mu1);
+            ps0 += s[nt][0] + s[nt][1];
+            ps1 += s[nt][2] + s[nt][3];
+        }
+        l0 = l0 * al0 + ps0;
+        l1 = l1 * al1 + ps1;
+#pragma unroll
+        for (int i = 0; i < HD / 8; i++) {
+            o[i][0] *= al0;
+            o[i][1] *= al0;
+            o[i][2] *= al1;
+            o[i][3] *= al1;
+        }
+#pragma unroll
+        for (int k2 = 0; k2 < FA_BK / 16; k2++) {
+            uint32_t pa[4];
+            pa[0] = pack_h2(s[2 * k2][0], s[2 * k2][1]);
+            pa[1] = pack_h2(s[2 * k2][2], s[2 * k2][3]);
+            pa[2] = pack_h2(s[2 * k2 + 1][0], s[2 * k2 + 1][1]);
+            pa[3] = pack_h2(s[2 * k2 + 1][2], s[2 * k2 + 1][3]);
+#pragma unroll
+            for (int dn = 0; dn < HD / 8; dn++) {
+                uint32_t b0, b1;
+                ldsm_x2_trans(b0, b1, Vs + (16 * k2 + (lane & 15)) * LD + 8 * dn);
+                mma_16816(o[dn], pa, b0, b1);
+            }
+        }
+        __syncthreads();
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    if (r0 < cnt && l0 > 0.0f) {
+        float *orow = out + (int64_t)(t0 + r0) * q_ld + (int64_t)h * HD + 2 * c4;
+        const float inv = 1.0f / l0;
+#pragma unroll
+        for (int dn = 0; dn < HD / 8; dn++) *(float2 *)(orow + 8 * dn) = make_float2(o[dn][0] * inv, o[dn][1] * inv);
+    }
+    if (r1 < cnt && l1 > 0.0f) {
+        float *orow = out + (int64_t)(t0 + r1) * q_ld + (int64_t)h * HD + 2 * c4;
+        const float inv = 1.0f / l1;
+#pragma unroll
+        for (int dn = 0; dn < HD / 8; dn++) *(float2 *)(orow + 8 * dn) = make_float2(o[dn][2] * inv, o[dn][3] * inv);
+    }
+}
+
+int cu_attn_flash_supported(int hd) { return hd == 64 || hd == 128; }
+
+void cu_attn_flash(cu_state *S, const cu_attn_args *a, const float *q, float *out, const int4 *d_tiles,
+                   int n_tiles) {
+    const float qscale = 1.4426950408889634f / sqrtf((float)a->hd);
+    dim3 grid(n_tiles, a->n_head);
+    if (a->hd == 64) cu_launch(S, "attn_flash64", kernel_attn_flash<64>, grid, dim3(128), 0, *a, q, out, d_tiles, qscale);
+    else cu_launch(S, "attn_flash128", kernel_attn_flash<128>, grid, dim3(128), 0, *a, q, out, d_tiles, qscale);
+}

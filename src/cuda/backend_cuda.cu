@@ -1,0 +1,1129 @@
+/* backend_cuda.cu - the CUDA backend: mf_backend glue, weight upload, KV cache,
+ * scratch, op dispatch with small-op fusion, and the decode step as a CUDA graph.
+ *
+ * Device memory: the weights (uploaded once, rows 16-byte aligned, some formats
+ * repacked planar: common.cuh), the f16 KV cache, and scratch (q8 activations,
+ * attention partials, the prefill GEMM's f16 operands, plus what forward.c asks
+ * for through alloc). The notice printed at the first step gives the breakdown.
+ *
+ * Fusion (MINFER_CUDA_FUSE=0 turns it off; the arithmetic is the same either way,
+ * so the tokens are too). Ops are issued in order, but three kinds are held back
+ * one op so they can merge with the next:
+ *   add(x, y) + rmsnorm(., x)       -> one add+norm kernel (+ q8 of the output)
+ *   matmul x3 on one input (GEMV)   -> one launch over the stacked rows (q/k/v, gate/up)
+ *   rope(q) + rope(k) + attention   -> RoPE inside the KV-store kernel
+ * and every producer of a GEMV input (norm, swiglu, attention) also writes its q8
+ * quantization, so no GEMV quantizes its own input. Any other op flushes what is
+ * held back first, and download() flushes everything.
+ *
+ * Graph (MINFER_CUDA_GRAPH=0 turns it off): a batch of one token is captured once
+ * per forward scratch and replayed. Every kernel reads token/position/sequence
+ * from device memory, filled by the graph's first node (a memcpy from pinned host
+ * memory the host rewrites before each replay); the attention grid covers the
+ * whole context with early exit. Logit downloads inside the capture go to pinned
+ * memory and are copied out after the replay.
+ *
+ * PDL (MINFER_CUDA_PDL=0 turns it off): kernels are launched with programmatic
+ * stream serialization; see common.cuh for the rule every kernel follows. */
+#include "common.cuh"
+#include "backend_cuda.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CU_MAX_GEMV_COLS CU_MMV_MAXCOLS
+
+struct cu_alloc_rec {
+    void *p;
+    size_t n;
+};
+
+enum cu_pend_kind { PEND_NONE = 0, PEND_ADD, PEND_MMV, PEND_ROPE };
+
+struct cu_pend {
+    int kind;
+    /* add */
+    float *ax;
+    const float *ay;
+    int64_t an;
+    /* gemv group */
+    uint32_t mtype;
+    int mq8, mn, mK, mnmat;
+    const float *mx;
+    float *mout[CU_MMV_MAXMAT];
+    const mf_weight *mw[CU_MMV_MAXMAT];
+    const float *mbias[CU_MMV_MAXMAT];
+    /* rope */
+    cu_rope_job rj[2];
+    int rnj;
+    const mf_batch *rb;
+    int rhd, rdim, rmode;
+    float rbase;
+};
+
+struct cu_copy {
+    int rel;            /* 1: dst = logits + off (the forward's logits argument) */
+    char *dst;
+    size_t off;
+    size_t pin_off;
+    size_t bytes;
+};
+
+#define CU_GRAPH_MAXCOPY 8
+#define CU_GRAPH_PINNED (1u << 20)
+
+struct cu_graph_rec {
+    int valid;
+    const mf_forward *fw;
+    const float *fw_x;
+    int n_out;
+    cudaGraphExec_t exec;
+    uint8_t *pinned;     /* graph-owned staging: meta at 0, then idx uploads and downloads */
+    size_t pinned_cap, pinned_used;
+    cu_copy copies[CU_GRAPH_MAXCOPY];
+    int ncopies;
+};
+
+struct cu_state {
+    int device;
+    cudaDeviceProp prop;
+    cudaStream_t stream;
+    mf_model *m;
+    mf_hparams hp;
+    int n_ctx, n_seq, n_batch;
+    /* switches */
+    int f_graph, f_pdl, f_fuse, f_dp4a, f_flash, f_mma, f_sync, verbose;
+    int any_quant;
+    /* memory */
+    void *wbuf;
+    size_t wbytes;
+    void *kvbuf;
+    size_t kvbytes;
+    size_t own_scratch, fw_scratch;
+    __half **kc, **vc;
+    /* batch metadata [tok n_batch][pos n_batch][seq n_batch] */
+    int32_t *d_meta, *d_idx;
+    int4 *d_tiles;
+    int32_t *h_meta;
+    int4 *h_tiles;
+    int in_forward, meta_valid;
+    const mf_batch *meta_b;
+    /* q8 activations + what they hold */
+    cu_q8 q8;
+    int64_t q8_cap;
+    const float *q8_src;
+    int64_t q8_n;
+    int q8_valid;
+    /* attention partials */
+    float *att_part;
+    int att_chunk, att_nchunks;
+    /* prefill GEMM scratch */
+    __half *x16, *w16;
+    int64_t x16_cap, w16_cap;
+    int kmax;  /* widest matmul input */
+    /* fusion */
+    cu_pend pend;
+    /* graph */
+    int capturing;
+    cu_graph_rec graph;
+    int graph_failed;
+    float *cap_logits;
+    size_t cap_logits_bytes;
+    /* errors */
+    int err;
+    char errmsg[MF_ERR_LEN];
+    /* be->alloc and test uploads */
+    cu_alloc_rec *allocs;
+    int nallocs, capallocs;
+    void **extra;
+    int nextra;
+    int notice_done;
+    /* census */
+    uint64_t launches, replays, eager;
+};
+
+/* ------------------------------------------------------------------------- */
+/* State accessors used by the launchers                                     */
+/* ------------------------------------------------------------------------- */
+cudaStream_t cu_stream(const cu_state *S) { return S->stream; }
+int cu_pdl(const cu_state *S) { return S->f_pdl; }
+
+void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, int line) {
+    if (S->err) return;
+    S->err = 1;
+    const char *f = strrchr(file, '/');
+    snprintf(S->errmsg, sizeof S->errmsg, "cuda: %s: %s (%s:%d)", expr, cudaGetErrorString(e), f ? f + 1 : file, line);
+    (void)cudaGetLastError(); /* clear non-sticky errors */
+}
+
+void cu_launch_check(cu_state *S, const char *what, const char *file, int line) {
+    S->launches++;
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) cu_record(S, e, what, file, line);
+    if (S->f_sync && !S->capturing) {
+        e = cudaStreamSynchronize(S->stream);
+        if (e != cudaSuccess) cu_record(S, e, what, file, line);
+    }
+}
+
+static cu_state *ST(mf_backend *be) { return (cu_state *)be->impl; }
+
+#define TRY(S, x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { cu_record((S), e_, #x, __FILE__, __LINE__); return -1; } } while (0)
+
+static void *dev_alloc(cu_state *S, size_t n, const char *what) {
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, n ? n : 16);
+    if (e != cudaSuccess) {
+        cu_record(S, e, what, __FILE__, __LINE__);
+        return NULL;
+    }
+    return p;
+}
+
+/* ------------------------------------------------------------------------- */
+/* q8 cache bookkeeping                                                      */
+/* ------------------------------------------------------------------------- */
+static void q8_touch(cu_state *S, const void *p, size_t nbytes) {
+    if (!S->q8_valid) return;
+    const char *a = (const char *)p, *b = (const char *)S->q8_src;
+    if (a < b + S->q8_n * 4 && b < a + nbytes) S->q8_valid = 0;
+}
+static void q8_set(cu_state *S, const float *src, int64_t n) {
+    S->q8_src = src;
+    S->q8_n = n;
+    S->q8_valid = 1;
+}
+/* q8 output for a producer of n values, or NULL when it would not fit / not help. */
+static const cu_q8 *q8_for(cu_state *S, int64_t n) {
+    if (!S->f_fuse || !S->any_quant || n % 32 || n > S->q8_cap) return NULL;
+    return &S->q8;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Batch metadata and host->device staging                                   */
+/* ------------------------------------------------------------------------- */
+/* Graph-owned pinned bytes (capture only); NULL when full. */
+static uint8_t *cap_pinned(cu_state *S, size_t n, size_t *off) {
+    cu_graph_rec *g = &S->graph;
+    size_t o = (g->pinned_used + 255) & ~(size_t)255;
+    if (o + n > g->pinned_cap) {
+        cu_record(S, cudaErrorMemoryAllocation, "graph staging full", __FILE__, __LINE__);
+        return NULL;
+    }
+    g->pinned_used = o + n;
+    *off = o;
+    return g->pinned + o;
+}
+
+static void upload_meta(cu_state *S, const mf_batch *b) {
+    const int n = b->n, nb = S->n_batch;
+    int32_t *h = S->capturing ? (int32_t *)S->graph.pinned : S->h_meta;
+    for (int i = 0; i < n; i++) {
+        h[i] = b->tok ? b->tok[i] : 0;
+        h[nb + i] = b->pos ? b->pos[i] : i;
+        h[2 * nb + i] = b->seq ? b->seq[i] : 0;
+    }
+    /* pageable source in eager mode: cudaMemcpyAsync returns once the source has
+     * been staged, so h_meta may be rewritten right away */
+    CU_CHECK(S, cudaMemcpyAsync(S->d_meta, h, (size_t)3 * nb * sizeof(int32_t), cudaMemcpyHostToDevice, S->stream));
+    S->meta_b = b;
+    S->meta_valid = S->in_forward;
+}
+
+static const int32_t *meta_tok(cu_state *S, const mf_batch *b) {
+    if (!(S->meta_valid && S->meta_b == b)) upload_meta(S, b);
+    return S->d_meta;
+}
+static const int32_t *meta_pos(cu_state *S, const mf_batch *b) { return meta_tok(S, b) + S->n_batch; }
+static const int32_t *meta_seq(cu_state *S, const mf_batch *b) { return meta_tok(S, b) + 2 * S->n_batch; }
+
+/* Copies n bytes of host data to dst through the right staging. */
+static void upload_small(cu_state *S, void *dst, const void *src, size_t n) {
+    if (S->capturing) {
+        size_t off;
+        uint8_t *p = cap_pinned(S, n, &off);
+        if (!p) return;
+        memcpy(p, src, n);
+        CU_CHECK(S, cudaMemcpyAsync(dst, p, n, cudaMemcpyHostToDevice, S->stream));
+    } else {
+        CU_CHECK(S, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, S->stream));
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Held-back ops                                                             */
+/* ------------------------------------------------------------------------- */
+static void run_mmv(cu_state *S) {
+    cu_pend *p = &S->pend;
+    cu_mmv_args a;
+    memset(&a, 0, sizeof a);
+    for (int i = 0; i < p->mnmat; i++) {
+        a.w[i] = (const uint8_t *)p->mw[i]->dev;
+        a.out[i] = p->mout[i];
+        a.bias[i] = p->mbias[i];
+        a.rows[i] = (int)p->mw[i]->rows;
+    }
+    a.nmat = p->mnmat;
+    a.stride = cu_row_stride(p->mtype, p->mK);
+    a.K = p->mK;
+    a.ncols = p->mn;
+    a.x = p->mx;
+    const int64_t nx = (int64_t)p->mn * p->mK;
+    if (p->mq8) {
+        if (!(S->q8_valid && S->q8_src == p->mx && S->q8_n == nx)) {
+            cu_quantize_q8(S, p->mx, nx, &S->q8);
+            q8_set(S, p->mx, nx);
+        }
+        a.q = S->q8;
+        cu_mmv_q8(S, p->mtype, &a);
+    } else {
+        cu_mmv_f(S, p->mtype, &a);
+    }
+    for (int i = 0; i < p->mnmat; i++) q8_touch(S, p->mout[i], (size_t)p->mn * a.rows[i] * 4);
+}
+
+static void flush(cu_state *S) {
+    cu_pend *p = &S->pend;
+    switch (p->kind) {
+    case PEND_ADD:
+        cu_add(S, p->ax, p->ay, p->an);
+        break;
+    case PEND_MMV:
+        run_mmv(S);
+        break;
+    case PEND_ROPE:
+        cu_rope(S, p->rj, p->rnj, meta_pos(S, p->rb), p->rb->n, p->rhd, p->rdim, p->rbase, p->rmode);
+        break;
+    default:
+        break;
+    }
+    p->kind = PEND_NONE;
+}
+
+static int overlaps(const void *a, size_t na, const void *b, size_t nb) {
+    const char *x = (const char *)a, *y = (const char *)b;
+    return x < y + nb && y < x + na;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Ops                                                                       */
+/* ------------------------------------------------------------------------- */
+static void op_embed(mf_backend *be, float *out, const mf_weight *w, const mf_batch *b) {
+    cu_state *S = ST(be);
+    flush(S);
+    cu_embed(S, out, w, meta_tok(S, b), b->n);
+    q8_touch(S, out, (size_t)b->n * w->cols * 4);
+}
+
+static void op_rmsnorm(mf_backend *be, float *out, const float *x, const mf_weight *w, int n, int dim, float eps) {
+    cu_state *S = ST(be);
+    const float *y = NULL;
+    const int64_t total = (int64_t)n * dim;
+    if (S->pend.kind == PEND_ADD && S->pend.ax == x && S->pend.an == total) {
+        y = S->pend.ay;
+        S->pend.kind = PEND_NONE;
+    } else {
+        flush(S);
+    }
+    const cu_q8 *q = n <= CU_MAX_GEMV_COLS ? q8_for(S, total) : NULL;
+    cu_rmsnorm(S, out, (float *)x, y, (const float *)w->dev, n, dim, eps, q);
+    if (y) q8_touch(S, x, (size_t)total * 4);
+    if (q) q8_set(S, out, total);
+    else q8_touch(S, out, (size_t)total * 4);
+}
+
+static void matmul_gemm(cu_state *S, float *out, const float *x, const mf_weight *w, const float *bias, int n) {
+    const int K = (int)w->cols, R = (int)w->rows;
+    const int Kp = (K + 31) & ~31;
+    cu_to_f16(S, S->x16, x, n, K, Kp);
+    int64_t rpc = S->w16_cap / Kp;
+    rpc = rpc / 128 * 128;
+    if (rpc > 65408) rpc = 65408;
+    if (rpc < 128) rpc = 128;
+    for (int64_t r0 = 0; r0 < R; r0 += rpc) {
+        const int64_t nr = R - r0 < rpc ? R - r0 : rpc;
+        cu_dequant_f16(S, S->w16, w, r0, nr, Kp);
+        cu_gemm_f16(S, out + r0, R, S->x16, S->w16, bias ? bias + r0 : NULL, n, (int)nr, Kp);
+    }
+}
+
+static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n) {
+    cu_state *S = ST(be);
+    const float *bd = bias && bias->host ? (const float *)bias->dev : NULL;
+    const int K = (int)w->cols, R = (int)w->rows;
+    if (n <= CU_MAX_GEMV_COLS || !S->f_mma) {
+        const int q8 = S->f_dp4a && cu_mmv_q8_supported(w->type) && (int64_t)n * K <= S->q8_cap;
+        cu_pend *p = &S->pend;
+        if (n > CU_MAX_GEMV_COLS) {
+            /* no tensor-core path: GEMV over groups of 8 tokens (MINFER_CUDA_MMA=0) */
+            flush(S);
+            for (int t0 = 0; t0 < n; t0 += CU_MAX_GEMV_COLS) {
+                const int nc = n - t0 < CU_MAX_GEMV_COLS ? n - t0 : CU_MAX_GEMV_COLS;
+                p->kind = PEND_MMV;
+                p->mtype = w->type;
+                p->mq8 = 0;
+                p->mn = nc;
+                p->mK = K;
+                p->mx = x + (int64_t)t0 * K;
+                p->mnmat = 1;
+                p->mout[0] = out + (int64_t)t0 * R;
+                p->mw[0] = w;
+                p->mbias[0] = bd;
+                flush(S);
+            }
+            q8_touch(S, out, (size_t)n * R * 4);
+            return;
+        }
+        const int join = S->f_fuse && p->kind == PEND_MMV && p->mtype == w->type && p->mq8 == q8 && p->mn == n &&
+                         p->mK == K && p->mx == x && p->mnmat < CU_MMV_MAXMAT &&
+                         !overlaps(out, (size_t)n * R * 4, x, (size_t)n * K * 4);
+        int ok = join;
+        for (int i = 0; ok && i < p->mnmat; i++)
+            if (overlaps(out, (size_t)n * R * 4, p->mout[i], (size_t)n * p->mw[i]->rows * 4)) ok = 0;
+        if (!ok) {
+            flush(S);
+            p->kind = PEND_MMV;
+            p->mtype = w->type;
+            p->mq8 = q8;
+            p->mn = n;
+            p->mK = K;
+            p->mx = x;
+            p->mnmat = 0;
+        }
+        p->mout[p->mnmat] = out;
+        p->mw[p->mnmat] = w;
+        p->mbias[p->mnmat] = bd;
+        p->mnmat++;
+        if (!S->f_fuse) flush(S);
+        return;
+    }
+    flush(S);
+    matmul_gemm(S, out, x, w, bd, n);
+    q8_touch(S, out, (size_t)n * R * 4);
+}
+
+static void op_rope(mf_backend *be, float *x, const mf_batch *b, int n_heads, int head_dim, int rope_dim, float base,
+                    mf_rope_mode mode) {
+    cu_state *S = ST(be);
+    cu_pend *p = &S->pend;
+    if (S->f_fuse && p->kind == PEND_ROPE && p->rnj == 1 && p->rb == b && p->rhd == head_dim && p->rdim == rope_dim &&
+        p->rbase == base && p->rmode == (int)mode && p->rj[0].x != x) {
+        p->rj[1].x = x;
+        p->rj[1].n_heads = n_heads;
+        p->rnj = 2;
+    } else {
+        flush(S);
+        p->kind = PEND_ROPE;
+        p->rj[0].x = x;
+        p->rj[0].n_heads = n_heads;
+        p->rnj = 1;
+        p->rb = b;
+        p->rhd = head_dim;
+        p->rdim = rope_dim;
+        p->rbase = base;
+        p->rmode = (int)mode;
+        if (!S->f_fuse) flush(S);
+    }
+    q8_touch(S, x, (size_t)b->n * n_heads * head_dim * 4);
+}
+
+static void op_attention(mf_backend *be, float *out, const float *q, const float *k, const float *v, int layer,
+                         const mf_batch *b) {
+    cu_state *S = ST(be);
+    const mf_hparams *hp = &S->hp;
+    cu_pend *p = &S->pend;
+    int rope = 0, rdim = 0, rmode = 0;
+    float rbase = 0.0f;
+    if (p->kind == PEND_ROPE && p->rnj == 2 && p->rb == b && p->rhd == hp->head_dim && p->rj[0].x == q &&
+        p->rj[0].n_heads == hp->n_head && p->rj[1].x == k && p->rj[1].n_heads == hp->n_head_kv) {
+        rope = 1;
+        rdim = p->rdim;
+        rbase = p->rbase;
+        rmode = p->rmode;
+        p->kind = PEND_NONE;
+    } else {
+        flush(S);
+    }
+    const int n = b->n, hd = hp->head_dim;
+    cu_attn_args a;
+    a.n = n;
+    a.n_head = hp->n_head;
+    a.n_kv = hp->n_head_kv;
+    a.hd = hd;
+    a.n_ctx = S->n_ctx;
+    a.pos = meta_pos(S, b);
+    a.seq = meta_seq(S, b);
+    a.kc = S->kc[layer];
+    a.vc = S->vc[layer];
+    cu_kv_store(S, &a, (float *)q, (float *)k, v, rope, rdim, rbase, rmode);
+    const int64_t qd = (int64_t)hp->n_head * hd;
+    if (n > CU_MAX_GEMV_COLS && S->f_flash && cu_attn_flash_supported(hd) && !S->capturing) {
+        /* tiles of <= 64 consecutive tokens of one sequence */
+        int nt = 0;
+        for (int t = 0; t < n;) {
+            const int seq = b->seq ? b->seq[t] : 0;
+            int cnt = 0, kmax = 0;
+            while (t + cnt < n && cnt < 64 && (b->seq ? b->seq[t + cnt] : 0) == seq) {
+                const int pp = b->pos ? b->pos[t + cnt] : t + cnt;
+                if (pp > kmax) kmax = pp;
+                cnt++;
+            }
+            S->h_tiles[nt++] = make_int4(t, cnt, seq, kmax);
+            t += cnt;
+        }
+        upload_small(S, S->d_tiles, S->h_tiles, (size_t)nt * sizeof(int4));
+        cu_attn_flash(S, &a, q, out, S->d_tiles, nt);
+        q8_touch(S, out, (size_t)n * qd * 4);
+    } else {
+        for (int t0 = 0; t0 < n; t0 += CU_MAX_GEMV_COLS) {
+            cu_attn_args g = a;
+            g.n = n - t0 < CU_MAX_GEMV_COLS ? n - t0 : CU_MAX_GEMV_COLS;
+            g.pos = a.pos + t0;
+            g.seq = a.seq + t0;
+            const cu_q8 *q8 = n <= CU_MAX_GEMV_COLS ? q8_for(S, (int64_t)n * qd) : NULL;
+            cu_attn_split(S, &g, q + t0 * qd, out + t0 * qd, S->att_part, S->att_chunk, S->att_nchunks,
+                          q8 && hd % 32 == 0 ? q8 : NULL);
+            if (q8 && hd % 32 == 0) q8_set(S, out, (int64_t)n * qd);
+            else q8_touch(S, out, (size_t)n * qd * 4);
+        }
+    }
+    q8_touch(S, q, (size_t)n * qd * 4);
+    q8_touch(S, k, (size_t)n * hp->n_head_kv * hd * 4);
+}
+
+static void op_swiglu(mf_backend *be, float *out, const float *gate, const float *up, int64_t n) {
+    cu_state *S = ST(be);
+    flush(S);
+    const cu_q8 *q = q8_for(S, n);
+    cu_swiglu(S, out, gate, up, n, q);
+    if (q) q8_set(S, out, n);
+    else q8_touch(S, out, (size_t)n * 4);
+}
+
+static void op_add(mf_backend *be, float *x, const float *y, int64_t n) {
+    cu_state *S = ST(be);
+    flush(S);
+    q8_touch(S, x, (size_t)n * 4);
+    if (S->f_fuse) {
+        S->pend.kind = PEND_ADD;
+        S->pend.ax = x;
+        S->pend.ay = y;
+        S->pend.an = n;
+    } else {
+        cu_add(S, x, y, n);
+    }
+}
+
+static void op_get_rows(mf_backend *be, float *dst, const float *src, const int32_t *idx, int n_idx, int width) {
+    cu_state *S = ST(be);
+    flush(S);
+    if (n_idx <= 0) return;
+    if (n_idx > S->n_batch) {
+        cu_record(S, cudaErrorInvalidValue, "get_rows: more rows than n_batch", __FILE__, __LINE__);
+        return;
+    }
+    upload_small(S, S->d_idx, idx, (size_t)n_idx * sizeof(int32_t));
+    cu_get_rows(S, dst, src, S->d_idx, n_idx, width);
+    q8_touch(S, dst, (size_t)n_idx * width * 4);
+}
+
+static const mf_ops cuda_ops = {
+    op_embed, op_rmsnorm, op_matmul, op_rope, op_attention, op_swiglu, op_add, op_get_rows,
+};
+
+/* ------------------------------------------------------------------------- */
+/* alloc / release / download                                                */
+/* ------------------------------------------------------------------------- */
+static void *be_alloc(mf_backend *be, size_t nbytes) {
+    cu_state *S = ST(be);
+    void *p = NULL;
+    if (cudaMalloc(&p, nbytes ? nbytes : 16) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    if (S->nallocs == S->capallocs) {
+        S->capallocs = S->capallocs ? 2 * S->capallocs : 32;
+        S->allocs = (cu_alloc_rec *)mf_xrealloc(S->allocs, S->capallocs * sizeof *S->allocs);
+    }
+    S->allocs[S->nallocs].p = p;
+    S->allocs[S->nallocs].n = nbytes;
+    S->nallocs++;
+    S->fw_scratch += nbytes;
+    return p;
+}
+
+static void be_release(mf_backend *be, void *p) {
+    cu_state *S = ST(be);
+    if (!p) return;
+    flush(S);
+    cudaStreamSynchronize(S->stream);
+    for (int i = 0; i < S->nallocs; i++)
+        if (S->allocs[i].p == p) {
+            S->fw_scratch -= S->allocs[i].n;
+            S->allocs[i] = S->allocs[--S->nallocs];
+            break;
+        }
+    /* a graph captured over this memory is stale now */
+    if (S->graph.valid) {
+        cudaGraphExecDestroy(S->graph.exec);
+        S->graph.valid = 0;
+    }
+    S->q8_valid = 0;
+    cudaFree(p);
+}
+
+static void be_download(mf_backend *be, void *dst, const void *src, size_t nbytes) {
+    cu_state *S = ST(be);
+    flush(S);
+    if (S->capturing) {
+        cu_graph_rec *g = &S->graph;
+        size_t off;
+        uint8_t *p = cap_pinned(S, nbytes, &off);
+        if (!p || g->ncopies == CU_GRAPH_MAXCOPY) {
+            cu_record(S, cudaErrorNotSupported, "download inside graph capture", __FILE__, __LINE__);
+            return;
+        }
+        CU_CHECK(S, cudaMemcpyAsync(p, src, nbytes, cudaMemcpyDeviceToHost, S->stream));
+        cu_copy *c = &g->copies[g->ncopies++];
+        c->pin_off = off;
+        c->bytes = nbytes;
+        const char *d = (const char *)dst, *l = (const char *)S->cap_logits;
+        if (l && d >= l && d + nbytes <= l + S->cap_logits_bytes) {
+            c->rel = 1;
+            c->off = (size_t)(d - l);
+        } else {
+            c->rel = 0;
+            c->dst = (char *)dst;
+        }
+        return;
+    }
+    CU_CHECK(S, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, S->stream));
+    CU_CHECK(S, cudaStreamSynchronize(S->stream));
+}
+
+static void be_kv_truncate(mf_backend *be, int seq, int from_pos) {
+    (void)be;
+    (void)seq;
+    (void)from_pos;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Weight upload                                                             */
+/* ------------------------------------------------------------------------- */
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+static int weight_dev_bytes(const mf_weight *w, size_t *out) {
+    const int64_t rs = cu_row_stride(w->type, w->cols);
+    if (rs <= 0) return -1;
+    *out = (size_t)rs * (size_t)w->rows;
+    return 0;
+}
+
+/* Copies one tensor from the file mapping into its device slot (repacked). */
+static int upload_one(cu_state *S, const mf_weight *w, void *dst, void *tmp, size_t tmp_cap, mf_err *err) {
+    const qtype_traits *tr = qtype_get(w->type);
+    const size_t file_row = (size_t)(w->cols / tr->blck) * tr->type_size;
+    const size_t dev_row = (size_t)cu_row_stride(w->type, w->cols);
+    if (!cu_type_planar(w->type) && file_row == dev_row) {
+        TRY(S, cudaMemcpy(dst, w->host, file_row * w->rows, cudaMemcpyHostToDevice));
+        return 0;
+    }
+    int64_t rows_per = (int64_t)(tmp_cap / file_row);
+    if (rows_per > 65535) rows_per = 65535;
+    if (rows_per < 1) return mf_fail(err, MF_ERR_DEVICE, "cuda: row of %s too large for the upload buffer", w->name);
+    for (int64_t r0 = 0; r0 < w->rows; r0 += rows_per) {
+        const int64_t nr = w->rows - r0 < rows_per ? w->rows - r0 : rows_per;
+        TRY(S, cudaMemcpy(tmp, (const uint8_t *)w->host + r0 * file_row, nr * file_row, cudaMemcpyHostToDevice));
+        cu_repack(S, (uint8_t *)dst + r0 * dev_row, tmp, w->type, w->cols, nr);
+        if (S->err) return -1;
+    }
+    TRY(S, cudaStreamSynchronize(S->stream));
+    return 0;
+}
+
+static int collect_weights(mf_model *m, mf_weight **list, int cap) {
+    int n = 0;
+    list[n++] = &m->tok_embd;
+    list[n++] = &m->output_norm;
+    list[n++] = &m->output;
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        mf_layer *L = &m->layers[l];
+        mf_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->bq, &L->bk,
+                           &L->bv, &L->wo, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < MF_ARRAY_LEN(ws) && n < cap; i++) list[n++] = ws[i];
+    }
+    return n;
+}
+
+static int upload_weights(cu_state *S, mf_model *m, mf_err *err) {
+    const int cap = 3 + 12 * m->hp.n_layer;
+    mf_weight **list = (mf_weight **)mf_xmalloc(sizeof(mf_weight *) * cap);
+    size_t *off = (size_t *)mf_xcalloc(cap, sizeof(size_t));
+    int *owner = (int *)mf_xmalloc(sizeof(int) * cap);
+    const int n = collect_weights(m, list, cap);
+    size_t total = 0, tmp_need = 0;
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        mf_weight *w = list[i];
+        owner[i] = -1;
+        w->dev = NULL;
+        if (!w->host) continue;
+        for (int j = 0; j < i; j++)
+            if (list[j]->host == w->host && list[j]->type == w->type && list[j]->nbytes == w->nbytes) {
+                owner[i] = j;
+                break;
+            }
+        if (owner[i] >= 0) continue;
+        size_t nb;
+        if (weight_dev_bytes(w, &nb)) {
+            rc = mf_fail(err, MF_ERR_INPUT, "cuda: tensor %s: type %s with %lld columns is not supported", w->name,
+                         qtype_name(w->type), (long long)w->cols);
+            break;
+        }
+        off[i] = total;
+        total += align256(nb);
+        const qtype_traits *tr = qtype_get(w->type);
+        const size_t file_row = (size_t)(w->cols / tr->blck) * tr->type_size;
+        const size_t fb = file_row * (size_t)w->rows;
+        if (cu_type_planar(w->type) || file_row % 16) tmp_need = fb > tmp_need ? fb : tmp_need;
+    }
+    if (rc == 0) {
+        S->wbuf = dev_alloc(S, total, "cudaMalloc(weights)");
+        if (!S->wbuf) rc = mf_fail(err, MF_ERR_DEVICE, "cuda: cannot allocate %.2f GiB for the weights: %s",
+                                   total / 1073741824.0, S->errmsg);
+        S->wbytes = total;
+    }
+    void *tmp = NULL;
+    size_t tmp_cap = tmp_need < ((size_t)256 << 20) ? tmp_need : ((size_t)256 << 20);
+    if (rc == 0 && tmp_need) {
+        tmp = dev_alloc(S, tmp_cap, "cudaMalloc(upload)");
+        if (!tmp) rc = mf_fail(err, MF_ERR_DEVICE, "cuda: cannot allocate the upload buffer: %s", S->errmsg);
+    }
+    for (int i = 0; i < n && rc == 0; i++) {
+        mf_weight *w = list[i];
+        if (!w->host || owner[i] >= 0) continue;
+        w->dev = (uint8_t *)S->wbuf + off[i];
+        if (upload_one(S, w, w->dev, tmp, tmp_cap, err)) {
+            if (!err->msg[0] || S->err) mf_fail(err, MF_ERR_DEVICE, "cuda: upload of %s: %s", w->name, S->errmsg);
+            rc = MF_ERR_DEVICE;
+        }
+    }
+    for (int i = 0; i < n && rc == 0; i++)
+        if (owner[i] >= 0) list[i]->dev = list[owner[i]]->dev;
+    if (tmp) cudaFree(tmp);
+    free(list);
+    free(off);
+    free(owner);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------- */
+/* init / destroy                                                            */
+/* ------------------------------------------------------------------------- */
+static int check_model(cu_state *S, const mf_model *m, mf_err *err) {
+    const mf_hparams *hp = &m->hp;
+    if (hp->head_dim % 8 || hp->head_dim > 256 || hp->head_dim <= 0)
+        return mf_fail(err, MF_ERR_INPUT, "cuda: head_dim %d unsupported (needs a multiple of 8, <= 256)", hp->head_dim);
+    if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv)
+        return mf_fail(err, MF_ERR_INPUT, "cuda: n_head %d not a multiple of n_head_kv %d", hp->n_head, hp->n_head_kv);
+    if (hp->rope_dim % 2 || hp->rope_dim > hp->head_dim)
+        return mf_fail(err, MF_ERR_INPUT, "cuda: rope_dim %d unsupported", hp->rope_dim);
+    const mf_weight *fl[] = {&m->output_norm};
+    for (size_t i = 0; i < MF_ARRAY_LEN(fl); i++)
+        if (fl[i]->host && fl[i]->type != QTYPE_F32)
+            return mf_fail(err, MF_ERR_INPUT, "cuda: %s must be f32 (is %s)", fl[i]->name, qtype_name(fl[i]->type));
+    for (int l = 0; l < hp->n_layer; l++) {
+        const mf_layer *L = &m->layers[l];
+        const mf_weight *vs[] = {&L->attn_norm, &L->ffn_norm, &L->bq, &L->bk, &L->bv};
+        for (size_t i = 0; i < MF_ARRAY_LEN(vs); i++)
+            if (vs[i]->host && vs[i]->type != QTYPE_F32)
+                return mf_fail(err, MF_ERR_INPUT, "cuda: %s must be f32 (is %s)", vs[i]->name,
+                               qtype_name(vs[i]->type));
+        const mf_weight *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < MF_ARRAY_LEN(ms); i++) {
+            if (!ms[i]->host) continue;
+            if (cu_type_is_quant(ms[i]->type)) S->any_quant = 1;
+            if (ms[i]->cols > S->kmax) S->kmax = (int)ms[i]->cols;
+        }
+    }
+    if (m->output.host) {
+        if (cu_type_is_quant(m->output.type)) S->any_quant = 1;
+        if (m->output.cols > S->kmax) S->kmax = (int)m->output.cols;
+    }
+    if (hp->n_embd > S->kmax) S->kmax = hp->n_embd;
+    if (hp->n_ff > S->kmax) S->kmax = hp->n_ff;
+    if (hp->n_head * hp->head_dim > S->kmax) S->kmax = hp->n_head * hp->head_dim;
+    return 0;
+}
+
+static void free_state(cu_state *S) {
+    if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
+    if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
+    void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s,
+                   S->att_part, S->x16, S->w16};
+    for (size_t i = 0; i < MF_ARRAY_LEN(dev); i++)
+        if (dev[i]) cudaFree(dev[i]);
+    for (int i = 0; i < S->nallocs; i++) cudaFree(S->allocs[i].p);
+    for (int i = 0; i < S->nextra; i++) cudaFree(S->extra[i]);
+    free(S->allocs);
+    free(S->extra);
+    free(S->kc);
+    free(S->vc);
+    free(S->h_meta);
+    free(S->h_tiles);
+}
+
+static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batch, mf_err *err) {
+    cu_state *S = ST(be);
+    TRY(S, cudaSetDevice(S->device));
+    S->m = m;
+    S->hp = m->hp;
+    S->n_ctx = n_ctx > 0 ? n_ctx : 1;
+    S->n_seq = n_seq > 0 ? n_seq : 1;
+    S->n_batch = n_batch > 0 ? n_batch : 1;
+    S->f_graph = mf_env_int("MINFER_CUDA_GRAPH", 1);
+    S->f_pdl = mf_env_int("MINFER_CUDA_PDL", 1) && S->prop.major >= 9;
+    S->f_fuse = mf_env_int("MINFER_CUDA_FUSE", 1);
+    S->f_dp4a = mf_env_int("MINFER_CUDA_DP4A", 1);
+    S->f_flash = mf_env_int("MINFER_CUDA_FLASH", 1);
+    S->f_mma = mf_env_int("MINFER_CUDA_MMA", 1);
+    S->f_sync = mf_env_int("MINFER_CUDA_SYNC", 0);
+    S->verbose = mf_env_int("MINFER_CUDA_VERBOSE", 0);
+    int rc = check_model(S, m, err);
+    if (rc) return rc;
+    rc = upload_weights(S, m, err);
+    if (rc) return rc;
+
+    /* KV cache: per layer K then V, [n_seq][n_kv][n_ctx][hd] f16, zeroed so no
+     * position ever holds NaN bits */
+    const mf_hparams *hp = &S->hp;
+    const size_t per = (size_t)S->n_seq * hp->n_head_kv * S->n_ctx * hp->head_dim;
+    S->kvbytes = per * 2 * sizeof(__half) * hp->n_layer;
+    S->kvbuf = dev_alloc(S, S->kvbytes, "cudaMalloc(kv cache)");
+    if (!S->kvbuf)
+        return mf_fail(err, MF_ERR_DEVICE, "cuda: cannot allocate %.2f GiB of KV cache (%d x %d positions): %s",
+                       S->kvbytes / 1073741824.0, S->n_seq, S->n_ctx, S->errmsg);
+    TRY(S, cudaMemset(S->kvbuf, 0, S->kvbytes));
+    S->kc = (__half **)mf_xcalloc(hp->n_layer > 0 ? hp->n_layer : 1, sizeof(__half *));
+    S->vc = (__half **)mf_xcalloc(hp->n_layer > 0 ? hp->n_layer : 1, sizeof(__half *));
+    for (int l = 0; l < hp->n_layer; l++) {
+        S->kc[l] = (__half *)S->kvbuf + (size_t)l * 2 * per;
+        S->vc[l] = S->kc[l] + per;
+    }
+
+    /* scratch */
+    const int nb = S->n_batch;
+    size_t own = 0;
+#define SCRATCH(ptr, type, count)                                                         \
+    do {                                                                                  \
+        size_t bytes_ = sizeof(type) * (size_t)(count);                                   \
+        ptr = (type *)dev_alloc(S, bytes_, "cudaMalloc(" #ptr ")");                        \
+        if (!ptr) return mf_fail(err, MF_ERR_DEVICE, "cuda: scratch: %s", S->errmsg);     \
+        own += bytes_;                                                                    \
+    } while (0)
+    SCRATCH(S->d_meta, int32_t, 3 * nb);
+    SCRATCH(S->d_idx, int32_t, nb);
+    SCRATCH(S->d_tiles, int4, nb);
+    S->q8_cap = (int64_t)CU_MAX_GEMV_COLS * ((S->kmax + 31) & ~31);
+    SCRATCH(S->q8.qs, int8_t, S->q8_cap + 16);
+    SCRATCH(S->q8.d, float, S->q8_cap / 32 + 1);
+    SCRATCH(S->q8.s, float, S->q8_cap / 16 + 1);
+    /* attention chunks: multiples of the 128-position tile, at most 32 per head */
+    const int tiles = (S->n_ctx + 127) / 128;
+    S->att_chunk = 128 * ((tiles + 31) / 32);
+    S->att_nchunks = (S->n_ctx + S->att_chunk - 1) / S->att_chunk;
+    SCRATCH(S->att_part, float, (size_t)CU_MAX_GEMV_COLS * hp->n_head * S->att_nchunks * (hp->head_dim + 2));
+    if (nb > CU_MAX_GEMV_COLS) {
+        const int64_t kp = (S->kmax + 31) & ~31;
+        S->x16_cap = (int64_t)nb * kp;
+        /* f16 weight scratch: the largest matrix, capped at 32M values (64 MiB) */
+        int64_t wmax = 0;
+        for (int l = 0; l < hp->n_layer; l++) {
+            const mf_layer *L = &m->layers[l];
+            const mf_weight *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            for (size_t i = 0; i < MF_ARRAY_LEN(ms); i++)
+                if (ms[i]->host && ms[i]->rows * kp > wmax) wmax = ms[i]->rows * kp;
+        }
+        if (m->output.host && m->output.rows * kp > wmax) wmax = m->output.rows * kp;
+        if (wmax > ((int64_t)32 << 20)) wmax = (int64_t)32 << 20;
+        if (wmax < 128 * kp) wmax = 128 * kp;
+        S->w16_cap = wmax;
+        SCRATCH(S->x16, __half, S->x16_cap);
+        SCRATCH(S->w16, __half, S->w16_cap);
+    } else {
+        S->f_mma = 0;
+    }
+#undef SCRATCH
+    S->own_scratch = own;
+    S->h_meta = (int32_t *)mf_xcalloc((size_t)3 * nb, sizeof(int32_t));
+    S->h_tiles = (int4 *)mf_xcalloc((size_t)nb, sizeof(int4));
+    if (S->f_graph) {
+        S->graph.pinned_cap = CU_GRAPH_PINNED + (size_t)8 * hp->n_vocab * sizeof(float) + (size_t)3 * nb * 4;
+        if (cudaMallocHost((void **)&S->graph.pinned, S->graph.pinned_cap) != cudaSuccess) {
+            (void)cudaGetLastError();
+            S->graph.pinned = NULL;
+            S->f_graph = 0;
+            mf_log("minfer/cuda: no pinned memory for the decode graph; graphs off");
+        }
+    }
+    TRY(S, cudaStreamSynchronize(S->stream));
+    if (S->err) return mf_fail(err, MF_ERR_DEVICE, "%s", S->errmsg);
+    return 0;
+}
+
+static void be_destroy(mf_backend *be) {
+    if (!be) return;
+    cu_state *S = ST(be);
+    if (S) {
+        cudaStreamSynchronize(S->stream);
+        if (S->m) {
+            mf_model *m = S->m;
+            m->tok_embd.dev = m->output_norm.dev = m->output.dev = NULL;
+            for (int l = 0; l < m->hp.n_layer && m->layers; l++) {
+                mf_layer *L = &m->layers[l];
+                mf_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->bq, &L->bk,
+                                   &L->bv, &L->wo, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
+                for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++) ws[i]->dev = NULL;
+            }
+        }
+        free_state(S);
+        if (S->stream) cudaStreamDestroy(S->stream);
+        free(S);
+    }
+    free(be);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The step: eager, or captured once and replayed                            */
+/* ------------------------------------------------------------------------- */
+static void print_notice(cu_state *S) {
+    if (S->notice_done) return;
+    S->notice_done = 1;
+    const double gib = 1073741824.0;
+    const size_t scratch = S->own_scratch + S->fw_scratch;
+    const double base = (double)S->wbytes + (double)S->kvbytes;
+    fprintf(stderr,
+            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s prefill=%s attn=%s; "
+            "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%)\n",
+            S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
+            S->f_dp4a ? "q8-dp4a" : "f32", S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
+            S->f_fuse ? "on" : "off", S->f_mma ? "mma-f16" : "gemv",
+            S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split", S->wbytes / gib,
+            S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0);
+    if (S->verbose)
+        fprintf(stderr, "minfer/cuda: scratch: backend %.1f MiB (q8 %lld values, attn %d chunks of %d, gemm f16 %lld+%lld), "
+                "forward %.1f MiB\n", S->own_scratch / 1048576.0, (long long)S->q8_cap, S->att_nchunks, S->att_chunk,
+                (long long)S->x16_cap, (long long)S->w16_cap, S->fw_scratch / 1048576.0);
+}
+
+static int step_eager(cu_state *S, mf_forward *fw, const mf_batch *b, float *logits, mf_err *err) {
+    S->eager++;
+    return forward_generic(fw, b, logits, err);
+}
+
+static int graph_capture(cu_state *S, mf_forward *fw, const mf_batch *b, float *logits, mf_err *err) {
+    cu_graph_rec *g = &S->graph;
+    if (g->valid) {
+        cudaGraphExecDestroy(g->exec);
+        g->valid = 0;
+    }
+    g->pinned_used = (size_t)3 * S->n_batch * sizeof(int32_t);
+    g->ncopies = 0;
+    S->cap_logits = logits;
+    S->cap_logits_bytes = (size_t)S->hp.n_vocab * sizeof(float);
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamBeginCapture(S->stream, cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) {
+        cu_record(S, e, "cudaStreamBeginCapture", __FILE__, __LINE__);
+        return -1;
+    }
+    S->capturing = 1;
+    upload_meta(S, b);
+    mf_err ferr;
+    ferr.msg[0] = 0;
+    const int rc = forward_generic(fw, b, logits, &ferr);
+    flush(S);
+    e = cudaStreamEndCapture(S->stream, &graph);
+    S->capturing = 0;
+    if (e != cudaSuccess && !S->err) cu_record(S, e, "cudaStreamEndCapture", __FILE__, __LINE__);
+    if (rc < 0 || S->err) {
+        if (graph) cudaGraphDestroy(graph);
+        if (rc < 0 && !S->err) snprintf(S->errmsg, sizeof S->errmsg, "%s", ferr.msg);
+        (void)err;
+        return -1;
+    }
+    e = cudaGraphInstantiate(&g->exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+        cu_record(S, e, "cudaGraphInstantiate", __FILE__, __LINE__);
+        return -1;
+    }
+    g->valid = 1;
+    g->fw = fw;
+    g->fw_x = fw->x;
+    g->n_out = rc;
+    return 0;
+}
+
+static int step_replay(cu_state *S, const mf_batch *b, float *logits) {
+    cu_graph_rec *g = &S->graph;
+    int32_t *h = (int32_t *)g->pinned;
+    const int nb = S->n_batch;
+    h[0] = b->tok ? b->tok[0] : 0;
+    h[nb] = b->pos ? b->pos[0] : 0;
+    h[2 * nb] = b->seq ? b->seq[0] : 0;
+    CU_CHECK(S, cudaGraphLaunch(g->exec, S->stream));
+    CU_CHECK(S, cudaStreamSynchronize(S->stream));
+    for (int i = 0; i < g->ncopies; i++) {
+        const cu_copy *c = &g->copies[i];
+        char *dst = c->rel ? (char *)logits + c->off : c->dst;
+        memcpy(dst, g->pinned + c->pin_off, c->bytes);
+    }
+    S->replays++;
+    return g->n_out;
+}
+
+static int be_forward(mf_backend *be, mf_forward *fw, const mf_batch *b, float *logits, mf_err *err) {
+    cu_state *S = ST(be);
+    if (b->n <= 0 || b->n > S->n_batch)
+        return mf_fail(err, MF_ERR_USAGE, "cuda: batch of %d tokens (n_batch %d)", b->n, S->n_batch);
+    cudaSetDevice(S->device);
+    S->in_forward = 1;
+    S->meta_valid = 0;
+    S->q8_valid = 0;
+    flush(S);
+    int rc;
+    const int eligible = S->f_graph && !S->graph_failed && b->n == 1 && (!b->logits || b->logits[0]);
+    if (eligible) {
+        cu_graph_rec *g = &S->graph;
+        if (!(g->valid && g->fw == fw && g->fw_x == fw->x)) {
+            if (graph_capture(S, fw, b, logits, err)) {
+                /* capture is an optimisation: say why once, then run eagerly for good */
+                fprintf(stderr, "minfer/cuda: decode graph capture failed (%s); graphs off\n", S->errmsg);
+                S->graph_failed = 1;
+                S->err = 0;
+                S->errmsg[0] = 0;
+                (void)cudaGetLastError();
+                cudaStreamSynchronize(S->stream);
+                (void)cudaGetLastError();
+                S->meta_valid = 0;
+                S->q8_valid = 0;
+                S->pend.kind = PEND_NONE;
+                rc = step_eager(S, fw, b, logits, err);
+                goto done;
+            }
+        }
+        rc = step_replay(S, b, logits);
+    } else {
+        rc = step_eager(S, fw, b, logits, err);
+    }
+done:
+    flush(S);
+    S->in_forward = 0;
+    S->meta_valid = 0;
+    print_notice(S);
+    if (S->err) {
+        S->err = 0;
+        return mf_fail(err, MF_ERR_DEVICE, "%s", S->errmsg);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Public entry points                                                       */
+/* ------------------------------------------------------------------------- */
+extern "C" int cuda_available(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n > 0;
+}
+
+extern "C" mf_backend *cuda_backend_new(int device, mf_err *err) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        (void)cudaGetLastError();
+        mf_fail(err, MF_ERR_DEVICE, "cuda: no CUDA device (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return NULL;
+    }
+    if (device < 0 || device >= n) {
+        mf_fail(err, MF_ERR_USAGE, "cuda: device %d out of range (%d devices)", device, n);
+        return NULL;
+    }
+    cu_state *S = (cu_state *)mf_xcalloc(1, sizeof(cu_state));
+    S->device = device;
+    if ((e = cudaSetDevice(device)) != cudaSuccess || (e = cudaGetDeviceProperties(&S->prop, device)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&S->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        mf_fail(err, MF_ERR_DEVICE, "cuda: device %d: %s", device, cudaGetErrorString(e));
+        free(S);
+        return NULL;
+    }
+    if (S->prop.major < 8) {
+        mf_fail(err, MF_ERR_DEVICE, "cuda: %s is sm_%d%d; minfer needs sm_80 or newer", S->prop.name, S->prop.major,
+                S->prop.minor);
+        cudaStreamDestroy(S->stream);
+        free(S);
+        return NULL;
+    }
+    mf_backend *be = (mf_backend *)mf_xcalloc(1, sizeof(mf_backend));
+    be->name = "cuda";
+    be->ops = &cuda_ops;
+    be->impl = S;
+    be->init = be_init;
+    be->destroy = be_destroy;
+    be->alloc = be_alloc;
+    be->release = be_release;
+    be->download = be_download;
+    be->forward = be_forward;
+    be->kv_truncate = be_kv_truncate;
+    return be;
+}
+
+extern "C" int cuda_backend_status(mf_backend *be, mf_err *err) {
+    cu_state *S = ST(be);
+    flush(S);
+    cudaError_t e = cudaStreamSynchronize(S->stream);
+    if (e != cudaSuccess) cu_record(S, e, "cudaStreamSynchronize", __FILE__, __LINE__);
+    if (!S->err) return MF_OK;
+    S->err = 0;
+    return mf_fail(err, MF_ERR_DEVICE, "%s", S->errmsg);
+}
+
+extern "C" int cuda_backend_upload(mf_backend *be, mf_weight *w, mf_err *err) {
+    cu_state *S = ST(be);
+    size_t nb;
+    if (weight_dev_bytes(w, &nb))
+        return mf_fail(err, MF_ERR_INPUT, "cuda: type %s with %lld columns unsupported", qtype_name(w->type),
+                       (long long)w->cols);
+    void *d = dev_alloc(S, nb, "cudaMalloc(test weight)");
+    if (!d) return mf_fail(err, MF_ERR_DEVICE, "%s", S->errmsg);
+    S->extra = (void **)mf_xrealloc(S->extra, sizeof(void *) * (S->nextra + 1));
+    S->extra[S->nextra++] = d;
+    const qtype_traits *tr = qtype_get(w->type);
+    const size_t file_row = (size_t)(w->cols / tr->blck) * tr->type_size;
+    void *tmp = dev_alloc(S, file_row * w->rows, "cudaMalloc(test upload)");
+    if (!tmp) return mf_fail(err, MF_ERR_DEVICE, "%s", S->errmsg);
+    int rc = upload_one(S, w, d, tmp, file_row * w->rows, err);
+    cudaFree(tmp);
+    if (rc) return mf_fail(err, MF_ERR_DEVICE, "cuda: upload: %s", S->errmsg);
+    w->dev = d;
+    return 0;
+}
+
+extern "C" void cuda_backend_memory(mf_backend *be, uint64_t *weights, uint64_t *kv, uint64_t *scratch) {
+    cu_state *S = ST(be);
+    *weights = S->wbytes;
+    *kv = S->kvbytes;
+    *scratch = S->own_scratch + S->fw_scratch;
+}
+
+extern "C" void cuda_backend_census(mf_backend *be, uint64_t *launches, uint64_t *graph_replays,
+                                    uint64_t *eager_steps) {
+    cu_state *S = ST(be);
+    *launches = S->launches;
+    *graph_replays = S->replays;
+    *eager_steps = S->eager;
+}

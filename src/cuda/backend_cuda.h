@@ -1,0 +1,28 @@
+/* backend_cuda.h - extras of the CUDA backend beyond backend.h, for the GPU tests
+ * (tests/cuda/) and tools. Plain C. */
+#ifndef MINFER_BACKEND_CUDA_H
+#define MINFER_BACKEND_CUDA_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "backend.h"
+
+/* The first CUDA error the backend recorded (ops return void): MF_OK or
+ * MF_ERR_DEVICE with err filled. Clears it. */
+int cuda_backend_status(mf_backend *be, mf_err *err);
+/* Uploads one weight (tests build weights outside a model); w->dev is set and
+ * freed with the backend. The backend must be initialised. */
+int cuda_backend_upload(mf_backend *be, mf_weight *w, mf_err *err);
+/* Device memory in use: weights, KV cache, scratch (backend + forward). */
+void cuda_backend_memory(mf_backend *be, uint64_t *weights, uint64_t *kv, uint64_t *scratch);
+/* Launch census: kernels launched since init, and how many of the decode steps
+ * ran as graph replays. */
+void cuda_backend_census(mf_backend *be, uint64_t *launches, uint64_t *graph_replays, uint64_t *eager_steps);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,143 @@
+/* mmv_kquant.cu - decode GEMV units for the K-quants (q4_K, q5_K, q6_K) with q8
+ * activations and dp4a (framework: mmv.cuh; block layouts: FORMATS.md).
+ *
+ * q4_K / q5_K unit = one 64-value group g of a block: sub-blocks 2g (low nibbles)
+ * and 2g+1 (high nibbles) of the same 32 bytes of qs, so one scale unpack serves
+ * 64 values. Per unit: the 16-byte block header (d, dmin, scales; L1 hit for the
+ * 3 sibling lanes) and 2x16 bytes of qs (+2x16 of qh for q5_K).
+ *
+ * q6_K unit = (half h, l0 in {0,16}) of a block: 16 bytes each of ql[64h+l0..],
+ * ql[64h+32+l0..] and qh[32h+l0..] give 64 values (4 runs of 16 at l0 + 32*qq). */
+#include "mmv.cuh"
+
+/* 6-bit scale (sc) and min (m) of sub-block j of the packed 12 bytes s0|s1|s2. */
+static __device__ __forceinline__ void k4_sm(uint32_t s0, uint32_t s1, uint32_t s2, int j, int *sc, int *m) {
+    const int sh = 8 * (j & 3);
+    if (j < 4) {
+        *sc = (s0 >> sh) & 63;
+        *m = (s1 >> sh) & 63;
+    } else {
+        *sc = ((s2 >> sh) & 0xF) | (((s0 >> sh) >> 6 & 3) << 4);
+        *m = ((s2 >> sh) >> 4 & 0xF) | (((s1 >> sh) >> 6 & 3) << 4);
+    }
+}
+
+template <bool Q5>
+struct unit_k45 {
+    enum { QK = 256, UPB = 4, UNR = 2 };
+    struct W {
+        uint4 h, q0, q1;
+        uint4 h0, h1;  /* q5_K high bits */
+    };
+    static __device__ __forceinline__ void load(const uint8_t *row, int nb, int u, W &w) {
+        const int b = u >> 2, g = u & 3;
+        const uint8_t *blk = row + (int64_t)b * (Q5 ? 176 : 144);
+        w.h = ldg16(blk);
+        const uint8_t *qs = blk + (Q5 ? 48 : 16) + 32 * g;
+        w.q0 = ldg16(qs);
+        w.q1 = ldg16(qs + 16);
+        if (Q5) {
+            w.h0 = ldg16(blk + 16);
+            w.h1 = ldg16(blk + 32);
+        }
+    }
+    static __device__ __forceinline__ float dot(const W &w, const uint8_t *, int, int u, const cu_q8 &q,
+                                                int64_t xoff) {
+        const int b = u >> 2, g = u & 3;
+        int sc0, m0, sc1, m1;
+        k4_sm(w.h.y, w.h.z, w.h.w, 2 * g, &sc0, &m0);
+        k4_sm(w.h.y, w.h.z, w.h.w, 2 * g + 1, &sc1, &m1);
+        const int64_t xb = xoff + (int64_t)b * 256 + 64 * g;
+        const int4 xa0 = ldx16(q.qs + xb), xa1 = ldx16(q.qs + xb + 16);
+        const int4 xb0 = ldx16(q.qs + xb + 32), xb1 = ldx16(q.qs + xb + 48);
+        const uint32_t qa[8] = {w.q0.x, w.q0.y, w.q0.z, w.q0.w, w.q1.x, w.q1.y, w.q1.z, w.q1.w};
+        const int xl[8] = {xa0.x, xa0.y, xa0.z, xa0.w, xa1.x, xa1.y, xa1.z, xa1.w};
+        const int xh[8] = {xb0.x, xb0.y, xb0.z, xb0.w, xb1.x, xb1.y, xb1.z, xb1.w};
+        uint32_t hb[8];
+        if (Q5) {
+            const uint32_t hh[8] = {w.h0.x, w.h0.y, w.h0.z, w.h0.w, w.h1.x, w.h1.y, w.h1.z, w.h1.w};
+#pragma unroll
+            for (int k = 0; k < 8; k++) hb[k] = hh[k];
+        }
+        int dlo = 0, dhi = 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            uint32_t lo = qa[k] & M4, hi = (qa[k] >> 4) & M4;
+            if (Q5) {
+                lo |= ((hb[k] >> (2 * g)) & 0x01010101u) << 4;
+                hi |= ((hb[k] >> (2 * g + 1)) & 0x01010101u) << 4;
+            }
+            dlo = dp4a((int)lo, xl[k], dlo);
+            dhi = dp4a((int)hi, xh[k], dhi);
+        }
+        const float d = h2f((uint16_t)(w.h.x & 0xffff)), dmin = h2f((uint16_t)(w.h.x >> 16));
+        const int64_t i32 = xb >> 5, i16 = xb >> 4;
+        const float s0 = q.s[i16] + q.s[i16 + 1], s1 = q.s[i16 + 2] + q.s[i16 + 3];
+        return d * ((float)sc0 * q.d[i32] * (float)dlo + (float)sc1 * q.d[i32 + 1] * (float)dhi) -
+               dmin * ((float)m0 * s0 + (float)m1 * s1);
+    }
+};
+
+struct unit_q6k {
+    enum { QK = 256, UPB = 4, UNR = 2 };
+    struct W {
+        uint4 a, b, h;
+        uint2 sc;
+        uint16_t d;
+    };
+    static __device__ __forceinline__ void load(const uint8_t *row, int nb, int u, W &w) {
+        const int b = u >> 2, hh = (u >> 1) & 1, l0 = (u & 1) * 16;
+        const uint8_t *ql = row + (int64_t)b * 128 + 64 * hh + l0;
+        w.a = ldg16(ql);
+        w.b = ldg16(ql + 32);
+        w.h = ldg16(row + (int64_t)nb * 128 + (int64_t)b * 64 + 32 * hh + l0);
+        w.sc = __ldg((const uint2 *)(row + (int64_t)nb * 192 + (int64_t)b * 16 + 8 * hh));
+        w.d = __ldg((const unsigned short *)(row + (int64_t)nb * 208 + (int64_t)b * 2));
+    }
+    static __device__ __forceinline__ float dot(const W &w, const uint8_t *, int, int u, const cu_q8 &q,
+                                                int64_t xoff) {
+        const int b = u >> 2, hh = (u >> 1) & 1, l0 = (u & 1) * 16;
+        const int64_t xb = xoff + (int64_t)b * 256 + 128 * hh + l0;
+        const uint32_t A[4] = {w.a.x, w.a.y, w.a.z, w.a.w};
+        const uint32_t B[4] = {w.b.x, w.b.y, w.b.z, w.b.w};
+        const uint32_t H[4] = {w.h.x, w.h.y, w.h.z, w.h.w};
+        int4 x[4];
+#pragma unroll
+        for (int qq = 0; qq < 4; qq++) x[qq] = ldx16(q.qs + xb + 32 * qq);
+        int dd[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const uint32_t q1 = (A[k] & M4) | ((H[k] & 0x03030303u) << 4);
+            const uint32_t q2 = (B[k] & M4) | (((H[k] >> 2) & 0x03030303u) << 4);
+            const uint32_t q3 = ((A[k] >> 4) & M4) | (((H[k] >> 4) & 0x03030303u) << 4);
+            const uint32_t q4 = ((B[k] >> 4) & M4) | (((H[k] >> 6) & 0x03030303u) << 4);
+            const int x0 = k == 0 ? x[0].x : k == 1 ? x[0].y : k == 2 ? x[0].z : x[0].w;
+            const int x1 = k == 0 ? x[1].x : k == 1 ? x[1].y : k == 2 ? x[1].z : x[1].w;
+            const int x2 = k == 0 ? x[2].x : k == 1 ? x[2].y : k == 2 ? x[2].z : x[2].w;
+            const int x3 = k == 0 ? x[3].x : k == 1 ? x[3].y : k == 2 ? x[3].z : x[3].w;
+            dd[0] = dp4a((int)__vsub4(q1, 0x20202020u), x0, dd[0]);
+            dd[1] = dp4a((int)__vsub4(q2, 0x20202020u), x1, dd[1]);
+            dd[2] = dp4a((int)__vsub4(q3, 0x20202020u), x2, dd[2]);
+            dd[3] = dp4a((int)__vsub4(q4, 0x20202020u), x3, dd[3]);
+        }
+        /* scales 8hh + l0/16 + 2qq: within the half's 8 bytes, index l0/16 + 2qq */
+        const int so = l0 >> 4;
+        const int8_t s0 = (int8_t)((w.sc.x >> (8 * so)) & 0xff);
+        const int8_t s1 = (int8_t)((w.sc.x >> (8 * (so + 2))) & 0xff);
+        const int8_t s2 = (int8_t)((w.sc.y >> (8 * so)) & 0xff);
+        const int8_t s3 = (int8_t)((w.sc.y >> (8 * (so + 2))) & 0xff);
+        const int64_t i32 = xb >> 5;
+        const float r = (float)s0 * q.d[i32] * (float)dd[0] + (float)s1 * q.d[i32 + 1] * (float)dd[1] +
+                        (float)s2 * q.d[i32 + 2] * (float)dd[2] + (float)s3 * q.d[i32 + 3] * (float)dd[3];
+        return h2f(w.d) * r;
+    }
+};
+
+void cu_mmv_q8_kquant(cu_state *S, uint32_t type, const cu_mmv_args *a) {
+    switch (type) {
+    case QTYPE_Q4_K: mmv_q8_launch<unit_k45<false>>(S, a, "mmv_q4_K"); break;
+    case QTYPE_Q5_K: mmv_q8_launch<unit_k45<true>>(S, a, "mmv_q5_K"); break;
+    case QTYPE_Q6_K: mmv_q8_launch<unit_q6k>(S, a, "mmv_q6_K"); break;
+    default: break;
+    }
+}

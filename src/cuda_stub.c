@@ -1,0 +1,17 @@
+/* cuda_stub.c - the CUDA entry points of backend.h for builds without CUDA
+ * (CUDA=0, or the sanitizer build of the tests). With CUDA they live in
+ * src/cuda/backend_cuda.cu. */
+#include "backend.h"
+
+#ifndef MINFER_CUDA
+mf_backend *cuda_backend_new(int device, mf_err *err) {
+    (void)device;
+    mf_fail(err, MF_ERR_DEVICE, "built without CUDA");
+    return NULL;
+}
+
+int cuda_available(void) { return 0; }
+#else
+/* Keeps this translation unit non-empty (ISO C) when CUDA provides the symbols. */
+typedef int cuda_stub_unused;
+#endif
