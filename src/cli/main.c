@@ -35,7 +35,7 @@ static const char usage[] =
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         fputs(usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 1 : 0;
+        return argc < 2 ? cli_error(1, "no command given") : 0;
     }
     const char *cmd = argv[1];
     static const struct { const char *name; int (*fn)(int, char **); } cmds[] = {

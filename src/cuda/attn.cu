@@ -34,7 +34,7 @@ static __global__ void kernel_kv_store(cu_attn_args a, float *q, float *k, const
             const int hs = e / half, i = e % half;
             float *x = hs < a.n_head ? q + ((int64_t)t * a.n_head + hs) * hd
                                      : k + ((int64_t)t * a.n_kv + (hs - a.n_head)) * hd;
-            rope_pair(x, i, (float)pos, rope_dim, base, mode);
+            rope_pair(x, i, pos, rope_dim, base, mode);
         }
         __syncthreads();  /* rotated k visible to the whole block */
     }

@@ -175,11 +175,14 @@ static __device__ __forceinline__ void q8_store1(cu_q8 q, int64_t idx, float v, 
 
 /* RoPE of one pair (shared by rope.cu and the fused rope+store in attn.cu so the
  * two paths round identically). */
-static __device__ __forceinline__ void rope_pair(float *xh, int i, float p, int rope_dim, float base, int mode) {
+static __device__ __forceinline__ void rope_pair(float *xh, int i, int p, int rope_dim, float base, int mode) {
+    /* theta in double like the CPU reference (cpu/ref.c): at position 4096 an
+     * f32 theta is off by ~1e-3 rad; rope is a sliver of the step */
     const int half = rope_dim / 2;
-    const float freq = powf(base, -(float)(2 * i) / (float)rope_dim);
-    float s, c;
-    sincosf(p * freq, &s, &c);
+    const double theta = (double)p * pow((double)base, -2.0 * i / rope_dim);
+    double sd, cd;
+    sincos(theta, &sd, &cd);
+    const float s = (float)sd, c = (float)cd;
     const int a = mode ? i : 2 * i, b = mode ? i + half : 2 * i + 1;
     const float x0 = xh[a], x1 = xh[b];
     xh[a] = x0 * c - x1 * s;

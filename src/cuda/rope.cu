@@ -13,7 +13,7 @@ static __global__ void kernel_rope(cu_rope_job j0, cu_rope_job j1, const int32_t
     const int t = blockIdx.y;
     const int half = rope_dim / 2;
     const int total = j.n_heads * half;
-    const float p = (float)pos[t];
+    const int p = pos[t];
     for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
         const int h = e / half, i = e % half;
         rope_pair(j.x + ((int64_t)t * j.n_heads + h) * head_dim, i, p, rope_dim, base, mode);
