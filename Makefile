@@ -38,7 +38,9 @@ NVCCFLAGS ?= -O3 -g -lineinfo -std=c++17 $(CUDA_ARCHS) -Isrc -Xcompiler -Wall,-W
 ifeq ($(CUDA),1)
 OBJ_CU  := $(SRC_CU:%.cu=$(BUILD)/%.o)
 CFLAGS  += -DMINFER_CUDA=1
-LDLIBS  += -L$(CUDA_HOME)/lib64 -lcudart_static -lcublas_static -lcublasLt_static -lculibos -ldl -lrt -lstdc++
+# Static cudart only: the backend's GEMMs are its own kernels (the toolkit on the
+# build machines ships no static cuBLAS), so the binary needs just the driver.
+LDLIBS  += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
 else
 OBJ_CU  :=
 endif

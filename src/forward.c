@@ -66,7 +66,6 @@ int forward_generic(mf_forward *fw, const mf_batch *b, float *logits, mf_err *er
     const mf_model *m = fw->m;
     const mf_hparams *hp = &m->hp;
     const int n = b->n, dim = hp->n_embd;
-    const int q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
 
     op->embed(be, fw->x, &m->tok_embd, b);
     for (int l = 0; l < hp->n_layer; l++) {
@@ -88,8 +87,6 @@ int forward_generic(mf_forward *fw, const mf_batch *b, float *logits, mf_err *er
         op->matmul(be, fw->xb, fw->hb, &L->w_down, NULL, n);
         op->add(be, fw->x, fw->xb, (int64_t)n * dim);
     }
-    (void)q_dim;
-    (void)kv_dim;
 
     int32_t idx_small[64];
     int32_t *idx = n <= 64 ? idx_small : mf_xmalloc(sizeof(int32_t) * (size_t)n);
@@ -101,7 +98,7 @@ int forward_generic(mf_forward *fw, const mf_batch *b, float *logits, mf_err *er
         be->download(be, logits, fw->logits, sizeof(float) * (size_t)n_out * hp->n_vocab);
     }
     if (idx != idx_small) free(idx);
-    (void)err;
+    (void)err; /* ops report device failures through the backend's own checks */
     return n_out;
 }
 

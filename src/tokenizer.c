@@ -6,7 +6,7 @@
  *   SPM: raw fragment --" " -> U+2581, leading space--> symbols (one per UTF-8 char)
  *        --merge the adjacent pair whose concatenation is the highest-scoring token--
  *        --> tokens; a symbol that is no token falls back to <0xNN> byte tokens
- *   BPE: raw fragment --invalid UTF-8 -> U+FFFD--> pre-tokenizer regexes (PCRE2)
+ *   BPE: raw fragment --invalid UTF-8 decoded as llama.cpp does--> pre-tokenizer regexes (PCRE2)
  *        --> words; word bytes --GPT-2 byte alphabet--> symbols (one per byte)
  *        --merge the adjacent pair with the lowest merge rank--> tokens
  *
@@ -199,6 +199,8 @@ struct mf_vocab {
 
     /* SPM */
     int32_t byte_tok[256]; /* token of <0xNN> (or of the raw byte), -1 if none */
+    int spm_segments;      /* 1: no token has U+2581 inside after a non-U+2581, so no
+                              merge crosses the start of a "▁word" (see spm_fragment) */
 
     /* BPE */
     int32_t byte_sid[256];         /* string id of byte b's GPT-2 character, -1 if none */
@@ -649,6 +651,17 @@ int tok_load(mf_vocab **out, const gguf_file *f, mf_err *err) {
             if (id < 0) { char c = (char)b; id = str_find(v, &c, 1); }
             v->byte_tok[b] = id;
         }
+        v->spm_segments = 1;
+        for (int32_t i = 0; i < n && v->spm_segments; i++) {
+            const char *t = v->pool + v->str_off[i];
+            size_t l = v->str_len[i];
+            for (size_t k = 1; k + 3 <= l; k++)
+                if (!memcmp(t + k, "\xE2\x96\x81", 3) && (k < 3 || memcmp(t + k - 3, "\xE2\x96\x81", 3))) {
+                    v->spm_segments = 0;
+                    mf_log("tokenizer: token %d has U+2581 inside; SPM runs unsegmented (slower, same tokens)", i);
+                    break;
+                }
+        }
     }
     if ((rc = load_specials(v, f, err))) goto fail;
     if (build_pieces(v)) { rc = mf_fail(err, MF_ERR_NOMEM, "tokenizer: out of memory"); goto fail; }
@@ -715,8 +728,19 @@ typedef struct enc {
     frag *frags, *frags2; size_t n_frags, cap_frags, n_frags2, cap_frags2;
     uint8_t *buf; size_t cap_buf;   /* escaped (SPM) or sanitised (BPE) fragment */
     uint8_t *wbuf; size_t cap_wbuf; /* a BPE word in the GPT-2 alphabet */
+    uint8_t *rbuf; size_t cap_rbuf; /* the regexes' copy of a fragment with surrogates */
     pcre2_match_data *md;
+    /* Word cache for this call: a word (BPE) or segment (SPM) seen before reuses its
+     * ids. English repeats words so much that this triples throughput; the cache is
+     * per call so the vocab stays read-only and shareable between threads. */
+    uint32_t *wc_slots; size_t wc_mask;          /* entry index + 1; 0 free */
+    struct wc_entry { uint32_t hash, klen, nids; size_t koff, ioff; } *wc; size_t n_wc, cap_wc;
+    uint8_t *wc_keys; size_t n_wc_keys, cap_wc_keys;
+    int32_t *wc_ids; size_t n_wc_ids, cap_wc_ids;
 } enc;
+
+#define WC_MAX_KEY 256            /* longer words are not cached */
+#define WC_MAX_ENTRIES (1u << 20)
 
 /* Grows *p to hold at least need elements of size sz. 0 or MF_ERR_NOMEM. */
 static int grow(void **p, size_t *cap, size_t need, size_t sz) {
@@ -781,6 +805,57 @@ static void sym_merge(sym *s, int32_t l, int32_t r) {
     if (s[r].next >= 0) s[s[r].next].prev = l;
 }
 
+/* Emits the ids of word w[0..n) through fn, reusing them when the word was seen
+ * before in this call. */
+static int cached(enc *e, const uint8_t *w, size_t n, int (*fn)(enc *, const uint8_t *, uint32_t)) {
+    if (n > WC_MAX_KEY) return fn(e, w, (uint32_t)n);
+    uint32_t h = hash_bytes(w, n);
+    if (e->wc_slots) {
+        for (size_t i = h & e->wc_mask;; i = (i + 1) & e->wc_mask) {
+            uint32_t k = e->wc_slots[i];
+            if (!k) break;
+            const struct wc_entry *en = &e->wc[k - 1];
+            if (en->hash == h && en->klen == n && !memcmp(e->wc_keys + en->koff, w, n)) {
+                if (GROW(e, out, cap_out, e->n_out + en->nids)) return mf_fail(e->err, MF_ERR_NOMEM, "tokenizer: out of memory");
+                memcpy(e->out + e->n_out, e->wc_ids + en->ioff, en->nids * sizeof(int32_t));
+                e->n_out += en->nids;
+                return 0;
+            }
+        }
+    }
+    size_t before = e->n_out;
+    int rc = fn(e, w, (uint32_t)n);
+    if (rc || e->n_wc >= WC_MAX_ENTRIES) return rc;
+    /* Remember it. Failing to grow the cache only costs speed: keep going without. */
+    size_t nids = e->n_out - before;
+    if (!e->wc_slots || (e->n_wc + 1) * 2 > e->wc_mask + 1) {
+        size_t cap = e->wc_slots ? (e->wc_mask + 1) * 2 : 4096;
+        uint32_t *sl = calloc(cap, sizeof *sl);
+        if (!sl) return 0;
+        for (size_t j = 0; j < e->n_wc; j++) {
+            size_t i = e->wc[j].hash & (cap - 1);
+            while (sl[i]) i = (i + 1) & (cap - 1);
+            sl[i] = (uint32_t)j + 1;
+        }
+        free(e->wc_slots);
+        e->wc_slots = sl;
+        e->wc_mask = cap - 1;
+    }
+    if (GROW(e, wc, cap_wc, e->n_wc + 1) || GROW(e, wc_keys, cap_wc_keys, e->n_wc_keys + n) ||
+        GROW(e, wc_ids, cap_wc_ids, e->n_wc_ids + nids))
+        return 0;
+    struct wc_entry *en = &e->wc[e->n_wc];
+    *en = (struct wc_entry){ h, (uint32_t)n, (uint32_t)nids, e->n_wc_keys, e->n_wc_ids };
+    memcpy(e->wc_keys + e->n_wc_keys, w, n);
+    memcpy(e->wc_ids + e->n_wc_ids, e->out + before, nids * sizeof(int32_t));
+    e->n_wc_keys += n;
+    e->n_wc_ids += nids;
+    size_t i = h & e->wc_mask;
+    while (e->wc_slots[i]) i = (i + 1) & e->wc_mask;
+    e->wc_slots[i] = (uint32_t)++e->n_wc;
+    return 0;
+}
+
 /* ---------------------------------- SPM ---------------------------------- */
 
 static int spm_try_pair(enc *e, const uint8_t *text, int32_t l, int32_t r) {
@@ -792,30 +867,18 @@ static int spm_try_pair(enc *e, const uint8_t *text, int32_t l, int32_t r) {
     return heap_push(e, b);
 }
 
-/* Tokenizes one raw fragment: spaces become U+2581, and a leading one is added when
- * prefix is set (start of text or after a special token, as llama.cpp does). */
-static int spm_fragment(enc *e, const uint8_t *s, size_t n, int prefix) {
+/* Tokenizes escaped text t[0..m) as one unit: llama.cpp's llm_tokenizer_spm. */
+static int spm_segment(enc *e, const uint8_t *t, uint32_t m) {
     const mf_vocab *v = e->v;
-    size_t need = 3 * n + 3;
-    if (GROW(e, buf, cap_buf, need)) return mf_fail(e->err, MF_ERR_NOMEM, "tokenizer: out of memory");
-    uint8_t *t = e->buf;
-    size_t m = 0;
-    if (prefix) { memcpy(t, "\xE2\x96\x81", 3); m = 3; }
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == ' ') { memcpy(t + m, "\xE2\x96\x81", 3); m += 3; }
-        else t[m++] = s[i];
-    }
-    if (m == 0) return 0;
-
     /* One symbol per UTF-8 character, cut by the lead byte alone (llama.cpp's rule:
      * invalid bytes become 1-byte symbols that fall back to byte tokens). */
     size_t ns = 0;
     for (size_t o = 0; o < m;) {
         size_t l = (size_t)uni_len_lax(t[o]);
-        if (l > m - o) l = m - o;
-        o += l;
+        o += l < m - o ? l : m - o;
         ns++;
     }
+    if (ns == 0) return 0;
     if (GROW(e, syms, cap_syms, ns)) return mf_fail(e->err, MF_ERR_NOMEM, "tokenizer: out of memory");
     sym *sy = e->syms;
     size_t k = 0;
@@ -853,6 +916,40 @@ static int spm_fragment(enc *e, const uint8_t *s, size_t n, int prefix) {
         }
     }
     return 0;
+}
+
+/* Tokenizes one raw fragment: spaces become U+2581, and a leading one is added when
+ * prefix is set (start of text or after a special token, as llama.cpp does).
+ *
+ * llama.cpp merges over the whole fragment with one priority queue; with a megabyte
+ * of text that queue misses cache on every operation. When the vocab has no token
+ * with U+2581 inside after something else (checked at load), no merge can cross a
+ * symbol boundary where U+2581 follows a non-U+2581 symbol, and each segment between
+ * such boundaries goes through exactly the merges it would have had in the global
+ * queue, in the same relative order (score, then position): so segments are
+ * tokenized alone (and cached), with the same result. */
+static int spm_fragment(enc *e, const uint8_t *s, size_t n, int prefix) {
+    size_t need = 3 * n + 3;
+    if (GROW(e, buf, cap_buf, need)) return mf_fail(e->err, MF_ERR_NOMEM, "tokenizer: out of memory");
+    uint8_t *t = e->buf;
+    size_t m = 0;
+    if (prefix) { memcpy(t, "\xE2\x96\x81", 3); m = 3; }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ') { memcpy(t + m, "\xE2\x96\x81", 3); m += 3; }
+        else t[m++] = s[i];
+    }
+    if (!e->v->spm_segments) return spm_segment(e, t, (uint32_t)m);
+    size_t seg = 0;
+    int rc;
+    for (size_t o = 0; o < m;) {
+        if (o > seg && o + 3 <= m && !memcmp(t + o, "\xE2\x96\x81", 3) && (o < 3 || memcmp(t + o - 3, "\xE2\x96\x81", 3))) {
+            if ((rc = cached(e, t + seg, o - seg, spm_segment))) return rc;
+            seg = o;
+        }
+        size_t l = (size_t)uni_len_lax(t[o]);
+        o += l < m - o ? l : m - o;
+    }
+    return m > seg ? cached(e, t + seg, m - seg, spm_segment) : 0;
 }
 
 /* ---------------------------------- BPE ---------------------------------- */
@@ -969,17 +1066,15 @@ static int pretok_split(enc *e, const pcre2_code *re, const uint8_t *text) {
     return 0;
 }
 
-/* Pre-tokenizes one raw fragment into e->spans over *out_text (s itself, or e->buf
- * when invalid UTF-8 had to be replaced). */
+/* Pre-tokenizes one raw fragment into e->spans over *out_text: s itself when it is
+ * valid UTF-8, else its llama.cpp-style decoding in e->buf (see uni_sanitize_lax). */
 static int pretok_fragment(enc *e, const uint8_t *s, size_t n, const uint8_t **out_text) {
     const mf_vocab *v = e->v;
     int rc;
     e->n_spans = 0;
     *out_text = s;
     if (n == 0) return 0;
-    /* Invalid UTF-8 -> U+FFFD per bad byte (llama.cpp's decoder): the regexes need
-     * valid UTF-8, and PCRE2 is told not to check it again. */
-    const uint8_t *text = s;
+    const uint8_t *text = s, *rtext = s; /* rtext: what the regexes see */
     size_t i = 0;
     while (i < n) {
         if (s[i] < 0x80) { i++; continue; }
@@ -990,8 +1085,22 @@ static int pretok_fragment(enc *e, const uint8_t *s, size_t n, const uint8_t **o
     }
     if (i < n) {
         if (GROW(e, buf, cap_buf, 3 * n)) return mf_fail(e->err, MF_ERR_NOMEM, "tokenizer: out of memory");
-        n = uni_sanitize(s, n, e->buf);
-        text = e->buf;
+        size_t n_sur;
+        n = uni_sanitize_lax(s, n, e->buf, &n_sur);
+        text = rtext = e->buf;
+        if (n_sur) {
+            /* PCRE2 needs valid UTF-8: the regexes get a private-use stand-in of the
+             * same length (U+E000: like a surrogate, neither letter, digit, space
+             * nor punctuation, and in no literal range of any pre-tokenizer). */
+            if (GROW(e, rbuf, cap_rbuf, n)) return mf_fail(e->err, MF_ERR_NOMEM, "tokenizer: out of memory");
+            memcpy(e->rbuf, e->buf, n);
+            for (size_t k = 0; k + 2 < n; k++)
+                if (e->rbuf[k] == 0xED && e->rbuf[k + 1] >= 0xA0) { /* ED A0..BF = surrogate */
+                    e->rbuf[k] = 0xEE; e->rbuf[k + 1] = 0x80; e->rbuf[k + 2] = 0x80;
+                    k += 2;
+                }
+            rtext = e->rbuf;
+        }
     }
     if (!e->md) {
         e->md = pcre2_match_data_create(1, NULL);
@@ -1001,7 +1110,7 @@ static int pretok_fragment(enc *e, const uint8_t *s, size_t n, const uint8_t **o
     e->spans[0] = (span){ 0, (uint32_t)n };
     e->n_spans = 1;
     for (int k = 0; k < v->n_re; k++)
-        if ((rc = pretok_split(e, v->re[k], text))) return rc;
+        if ((rc = pretok_split(e, v->re[k], rtext))) return rc;
     *out_text = text;
     return 0;
 }
@@ -1010,7 +1119,7 @@ static int bpe_fragment(enc *e, const uint8_t *s, size_t n) {
     const uint8_t *text;
     int rc = pretok_fragment(e, s, n, &text);
     for (size_t k = 0; !rc && k < e->n_spans; k++)
-        rc = bpe_word(e, text + e->spans[k].off, e->spans[k].len);
+        rc = cached(e, text + e->spans[k].off, e->spans[k].len, bpe_word);
     return rc;
 }
 
@@ -1067,7 +1176,8 @@ static int partition(enc *e, const uint8_t *text, size_t len, int parse_special)
 
 static void enc_free(enc *e) {
     free(e->out); free(e->syms); free(e->heap); free(e->spans); free(e->spans2);
-    free(e->frags); free(e->frags2); free(e->buf); free(e->wbuf);
+    free(e->frags); free(e->frags2); free(e->buf); free(e->wbuf); free(e->rbuf);
+    free(e->wc_slots); free(e->wc); free(e->wc_keys); free(e->wc_ids);
     if (e->md) pcre2_match_data_free(e->md);
 }
 

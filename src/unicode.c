@@ -71,6 +71,38 @@ size_t uni_sanitize(const uint8_t *src, size_t n, uint8_t *dst) {
     return o;
 }
 
+size_t uni_sanitize_lax(const uint8_t *src, size_t n, uint8_t *dst, size_t *n_surrogates) {
+    size_t i = 0, o = 0, ns = 0;
+    while (i < n) {
+        uint8_t c = src[i];
+        if (c < 0x80) { dst[o++] = c; i++; continue; }
+        /* length from the lead byte's high bits, as llama.cpp's unicode_cpt_from_utf8 */
+        int len = (c & 0x40) == 0 ? 0 : (c & 0x20) == 0 ? 2 : (c & 0x10) == 0 ? 3 : (c & 0x08) == 0 ? 4 : 0;
+        uint32_t cp = 0;
+        int ok = len > 0 && (size_t)len <= n - i;
+        for (int k = 1; ok && k < len; k++) ok = (src[i + k] & 0xC0) == 0x80;
+        if (ok) {
+            cp = len == 2 ? (uint32_t)(c & 0x1F) : len == 3 ? (uint32_t)(c & 0x0F) : (uint32_t)(c & 0x07);
+            for (int k = 1; k < len; k++) cp = (cp << 6) | (src[i + k] & 0x3F);
+            ok = cp <= 0x10FFFF;
+        }
+        if (!ok) {
+            dst[o++] = 0xEF; dst[o++] = 0xBF; dst[o++] = 0xBD;
+            i++;
+            continue;
+        }
+        if (cp >= 0xD800 && cp <= 0xDFFF) {
+            dst[o++] = 0xED; dst[o++] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F)); dst[o++] = (uint8_t)(0x80 | (cp & 0x3F));
+            ns++;
+        } else {
+            o += (size_t)uni_encode(cp, dst + o);
+        }
+        i += (size_t)len;
+    }
+    if (n_surrogates) *n_surrogates = ns;
+    return o;
+}
+
 size_t uni_complete_prefix(const uint8_t *s, size_t n) {
     /* Only the last 3 bytes can hold an unfinished sequence; look for its lead. */
     for (size_t back = 1; back <= 3 && back <= n; back++) {

@@ -34,6 +34,15 @@ int uni_encode(uint32_t cp, uint8_t out[4]);
  * length. */
 size_t uni_sanitize(const uint8_t *src, size_t n, uint8_t *dst);
 
+/* llama.cpp's lenient decoding, for the BPE tokenizer to split text exactly as it
+ * does: a lead byte with enough continuation bytes is accepted even when overlong
+ * (C0 80 -> U+0000) or a surrogate (ED A0 80 -> U+D800); such code points are written
+ * back in their shortest form, surrogates as their 3-byte ED form. Bytes that start
+ * no sequence, and code points above U+10FFFF (where llama.cpp throws), become U+FFFD
+ * one per byte. dst needs 3 * n bytes; *n_surrogates counts surrogates written.
+ * Returns the output length; strictly valid input comes back unchanged. */
+size_t uni_sanitize_lax(const uint8_t *src, size_t n, uint8_t *dst, size_t *n_surrogates);
+
 /* Length of the longest prefix of s[0..n) that ends on a character boundary, for
  * streaming: a trailing incomplete-but-so-far-valid sequence (at most 3 bytes) is
  * excluded, everything else (valid or not) is included. */

@@ -1113,6 +1113,14 @@ extern "C" int cuda_backend_upload(mf_backend *be, mf_weight *w, mf_err *err) {
     return 0;
 }
 
+extern "C" void cuda_backend_h2d(mf_backend *be, void *dst, const void *src, size_t nbytes) {
+    cu_state *S = ST(be);
+    flush(S);
+    CU_CHECK(S, cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, S->stream));
+    CU_CHECK(S, cudaStreamSynchronize(S->stream));
+    S->q8_valid = 0;
+}
+
 extern "C" void cuda_backend_memory(mf_backend *be, uint64_t *weights, uint64_t *kv, uint64_t *scratch) {
     cu_state *S = ST(be);
     *weights = S->wbytes;

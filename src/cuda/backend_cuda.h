@@ -15,6 +15,8 @@ int cuda_backend_status(mf_backend *be, mf_err *err);
 /* Uploads one weight (tests build weights outside a model); w->dev is set and
  * freed with the backend. The backend must be initialised. */
 int cuda_backend_upload(mf_backend *be, mf_weight *w, mf_err *err);
+/* Synchronous host -> device copy into backend memory (tests). */
+void cuda_backend_h2d(mf_backend *be, void *dst, const void *src, size_t nbytes);
 /* Device memory in use: weights, KV cache, scratch (backend + forward). */
 void cuda_backend_memory(mf_backend *be, uint64_t *weights, uint64_t *kv, uint64_t *scratch);
 /* Launch census: kernels launched since init, and how many of the decode steps

@@ -1,0 +1,802 @@
+/* test_cpu_kernels.c - the CPU kernels against their scalar references.
+ *
+ * Oracles, from the innermost out:
+ *   - activation quantization: AVX2 == scalar, byte for byte;
+ *   - quantized row dots and packed micro-kernels: AVX2 vs the scalar integer dots
+ *     of qdot.c, exactly equal on inputs whose float arithmetic is exact
+ *     (power-of-two scales, small integers) and within 1e-5 (normalised by
+ *     sum |w_i x_i|) on random inputs, where only the order of float additions
+ *     differs; and vs the f32 reference quant_dot_f32 within the bound of 8-bit
+ *     activation rounding (sum_i |w_i| * d_block / 2, d = amax/127);
+ *   - element-wise ops and attention: vs ref.c within float rounding;
+ *   - the backend (threads, packing, dispatch) vs cpu_ref_matmul / ref ops.
+ * Every output is poisoned (NaN) first, so an element a kernel forgets fails.
+ * Shapes include tails: 1..13 tokens, odd row counts, n not a multiple of 8. */
+#include "test.h"
+
+#include <float.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "cpu/cpu.h"
+#include "cpu/kernels.h"
+#include "cpu/threads.h"
+#include "quant.h"
+#include "util.h"
+
+static mf_rng rng;
+
+static int have_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
+
+static float frand(float lo, float hi) { return lo + (hi - lo) * mf_rng_uniform(&rng); }
+static int irand(int lo, int hi) { return lo + (int)(mf_rng_u64(&rng) % (uint64_t)(hi - lo + 1)); }
+
+static void poison(float *p, size_t n) {
+    for (size_t i = 0; i < n; i++) p[i] = NAN;
+}
+
+static void fill_normal(float *x, int64_t n, float scale) {
+    for (int64_t i = 0; i < n; i++) x[i] = scale * mf_rng_normal(&rng);
+}
+
+static const uint32_t QTYPES[] = { QTYPE_Q4_0, QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q8_0,
+                                   QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K };
+static const uint32_t FTYPES[] = { QTYPE_F32, QTYPE_F16, QTYPE_BF16 };
+
+/* ------------------------------------------------------------------------- */
+/* Random weights                                                            */
+/* ------------------------------------------------------------------------- */
+
+static f16_t h(float f) { return mf_f32_to_f16(f); }
+
+/* Random blocks of a quantized type: random bytes, then sane scales. exact = 1:
+ * power-of-two scales (and q6_K scales |s| <= 15) so dots are exact in f32. */
+static void rand_qrow(uint32_t type, uint8_t *dst, int64_t n, int exact) {
+    const qtype_traits *tr = qtype_get(type);
+    const int64_t nb = n / tr->blck;
+    for (int64_t i = 0; i < nb * (int64_t)tr->type_size; i++) dst[i] = (uint8_t)mf_rng_u64(&rng);
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *p = dst + b * tr->type_size;
+        const float d = exact ? 1.0f / 64 : frand(0.002f, 0.03f);
+        const float m = exact ? -1.0f / 32 : frand(-0.2f, 0.0f);
+        switch (type) {
+        case QTYPE_Q4_0: ((block_q4_0 *)p)->d = h(d); break;
+        case QTYPE_Q4_1: ((block_q4_1 *)p)->d = h(d); ((block_q4_1 *)p)->m = h(m); break;
+        case QTYPE_Q5_0: ((block_q5_0 *)p)->d = h(d); break;
+        case QTYPE_Q5_1: ((block_q5_1 *)p)->d = h(d); ((block_q5_1 *)p)->m = h(m); break;
+        case QTYPE_Q8_0: {
+            block_q8_0 *x = (block_q8_0 *)p;
+            x->d = h(d);
+            for (int i = 0; i < 32; i++)
+                if (x->qs[i] == -128) x->qs[i] = -127;   /* quantizers never emit -128 */
+            break;
+        }
+        case QTYPE_Q4_K: ((block_q4_K *)p)->d = h(d); ((block_q4_K *)p)->dmin = h(exact ? 1.0f / 128 : d * 0.5f); break;
+        case QTYPE_Q5_K: ((block_q5_K *)p)->d = h(d); ((block_q5_K *)p)->dmin = h(exact ? 1.0f / 128 : d * 0.5f); break;
+        case QTYPE_Q6_K: {
+            block_q6_K *x = (block_q6_K *)p;
+            x->d = h(exact ? 1.0f / 64 : d * 0.1f);
+            if (exact)
+                for (int i = 0; i < 16; i++) x->scales[i] = (int8_t)irand(-15, 15);
+            else
+                for (int i = 0; i < 16; i++)
+                    if (x->scales[i] == -128) x->scales[i] = -127;
+            break;
+        }
+        default: break;
+        }
+    }
+}
+
+static void rand_frow(uint32_t type, uint8_t *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float v = 0.05f * mf_rng_normal(&rng);
+        if (type == QTYPE_F32) ((float *)dst)[i] = v;
+        else if (type == QTYPE_F16) ((uint16_t *)dst)[i] = mf_f32_to_f16(v);
+        else ((uint16_t *)dst)[i] = mf_f32_to_bf16(v);
+    }
+}
+
+/* Exact-mode activations: d = 1/8, |q| <= 7, sums consistent. */
+static void exact_act(cpu_act kind, uint8_t *dst, int64_t n) {
+    if (kind == CPU_ACT_Q8A32) {
+        block_q8a32 *y = (block_q8a32 *)dst;
+        for (int64_t b = 0; b < n / 32; b++) {
+            int sum = 0;
+            for (int i = 0; i < 32; i++) sum += y[b].qs[i] = (int8_t)irand(-7, 7);
+            y[b].d = 0.125f;
+            y[b].s = 0.125f * (float)sum;
+        }
+    } else {
+        block_q8a256 *y = (block_q8a256 *)dst;
+        for (int64_t b = 0; b < n / 256; b++) {
+            for (int i = 0; i < 256; i++) y[b].qs[i] = (int8_t)irand(-7, 7);
+            y[b].d = 0.125f;
+            for (int j = 0; j < 16; j++) {
+                int s = 0;
+                for (int i = 0; i < 16; i++) s += y[b].qs[16 * j + i];
+                y[b].bs16[j] = (int16_t)s;
+            }
+            for (int j = 0; j < 8; j++) y[b].bs32[j] = (int16_t)(y[b].bs16[2 * j] + y[b].bs16[2 * j + 1]);
+        }
+    }
+}
+
+/* Dequantized activations (what the integer kernels actually multiply). */
+static void act_dequant(cpu_act kind, const uint8_t *a, float *x, int64_t n) {
+    if (kind == CPU_ACT_Q8A32) {
+        const block_q8a32 *y = (const block_q8a32 *)a;
+        for (int64_t i = 0; i < n; i++) x[i] = y[i / 32].d * y[i / 32].qs[i % 32];
+    } else {
+        const block_q8a256 *y = (const block_q8a256 *)a;
+        for (int64_t i = 0; i < n; i++) x[i] = y[i / 256].d * y[i / 256].qs[i % 256];
+    }
+}
+
+static void quantize_act(cpu_act kind, const float *x, uint8_t *dst, int64_t n, int simd) {
+    if (kind == CPU_ACT_Q8A32) {
+        if (simd) cpu_quantize_q8a32_avx2(x, (block_q8a32 *)dst, n);
+        else cpu_quantize_q8a32(x, (block_q8a32 *)dst, n);
+    } else {
+        if (simd) cpu_quantize_q8a256_avx2(x, (block_q8a256 *)dst, n);
+        else cpu_quantize_q8a256(x, (block_q8a256 *)dst, n);
+    }
+}
+
+/* sum_i |w_i * x_i| with w dequantized by the reference. */
+static double abs_norm(uint32_t type, const void *w, const float *x, int64_t n, float *wbuf) {
+    quant_dequantize_row(type, w, wbuf, n);
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++) s += fabs((double)wbuf[i] * x[i]);
+    return s;
+}
+
+/* Bound of the 8-bit activation rounding: sum_i |w_i| * d(block of i) / 2. */
+static double quant_bound(uint32_t type, const void *w, const float *x, int64_t n, float *wbuf) {
+    const int bs = cpu_act_kind(type) == CPU_ACT_Q8A32 ? 32 : 256;
+    quant_dequantize_row(type, w, wbuf, n);
+    double s = 0.0;
+    for (int64_t b = 0; b < n / bs; b++) {
+        float amax = 0.0f, sw = 0.0f;
+        for (int i = 0; i < bs; i++) {
+            amax = fmaxf(amax, fabsf(x[b * bs + i]));
+            sw += fabsf(wbuf[b * bs + i]);
+        }
+        s += (double)sw * amax / 127.0 / 2.0;
+    }
+    return s;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Thread pool                                                               */
+/* ------------------------------------------------------------------------- */
+
+typedef struct pool_ctx {
+    cpu_pool *p;
+    int hits[16];
+    int64_t sum[16];
+    int after[16];
+    int n;
+} pool_ctx;
+
+static void pool_task(void *ctx, int ith, int nth) {
+    pool_ctx *c = ctx;
+    c->hits[ith]++;
+    int64_t b, e;
+    cpu_split(c->n, 3, ith, nth, &b, &e);
+    for (int64_t i = b; i < e; i++) c->sum[ith] += i;
+    /* barrier: every part must see every other part's hit before continuing */
+    cpu_pool_barrier(c->p, nth);
+    int all = 1;
+    for (int i = 0; i < nth; i++) all &= c->hits[i] == c->hits[ith];
+    c->after[ith] += all;
+}
+
+static void test_pool(void) {
+    for (int nt = 1; nt <= 4; nt++) {
+        pool_ctx c;
+        memset(&c, 0, sizeof c);
+        c.p = cpu_pool_new(nt);
+        c.n = 1000;
+        const int reps = 2000;
+        for (int r = 0; r < reps; r++) cpu_pool_run(c.p, pool_task, &c, 0);
+        int64_t tot = 0;
+        int ok = 1;
+        for (int i = 0; i < nt; i++) {
+            tot += c.sum[i];
+            ok &= c.hits[i] == reps && c.after[i] == reps;
+        }
+        CHECK(ok, "pool of %d: every part ran every time and met at the barrier", nt);
+        CHECK(tot == (int64_t)reps * 999 * 1000 / 2, "pool of %d: split covers [0,n) once (%lld)", nt, (long long)tot);
+        /* nth_max: a task on one thread only */
+        memset(c.hits, 0, sizeof c.hits);
+        cpu_pool_run(c.p, pool_task, &c, 1);
+        CHECK(c.hits[0] == 1 && (nt == 1 || c.hits[1] == 0), "pool of %d: nth_max=1 runs part 0 only", nt);
+        cpu_pool_free(c.p);
+    }
+    /* cpu_split: alignment and balance */
+    int ok = 1;
+    for (int64_t n = 0; n < 70; n++)
+        for (int nth = 1; nth <= 5; nth++) {
+            int64_t prev = 0;
+            for (int i = 0; i < nth; i++) {
+                int64_t b, e;
+                cpu_split(n, 8, i, nth, &b, &e);
+                ok &= b == prev && e >= b && (b % 8 == 0 || b == n);
+                prev = e;
+            }
+            ok &= prev == n;
+        }
+    CHECK(ok, "cpu_split partitions [0,n) in order on multiples of the alignment");
+}
+
+/* ------------------------------------------------------------------------- */
+/* Quantization                                                              */
+/* ------------------------------------------------------------------------- */
+
+static void test_quantize(void) {
+    for (int kind = CPU_ACT_Q8A32; kind <= CPU_ACT_Q8A256; kind++) {
+        const int bs = kind == CPU_ACT_Q8A32 ? 32 : 256;
+        for (int nb = 1; nb <= 9; nb += 2) {
+            const int64_t n = (int64_t)nb * bs;
+            float *x = malloc(sizeof(float) * n);
+            for (int64_t b = 0; b < nb; b++) {
+                const float sc = powf(10.0f, frand(-4.0f, 3.0f));
+                fill_normal(x + b * bs, bs, sc);
+            }
+            if (nb > 1) memset(x + bs, 0, sizeof(float) * bs);   /* an all-zero block */
+            /* block 0 with amax 127: x * (127/amax) is exact, so halves are ties */
+            for (int i = 0; i < bs; i++) x[i] = (float)irand(-126, 126) + (i % 3 ? 0.5f : 0.0f);
+            x[0] = 127.0f;
+            const size_t sz = cpu_act_row_size(kind, n);
+            uint8_t *a = malloc(sz), *b = malloc(sz);
+            memset(a, 0xAB, sz);
+            memset(b, 0xCD, sz);
+            quantize_act(kind, x, a, n, 0);
+            quantize_act(kind, x, b, n, 1);
+            CHECK(memcmp(a, b, sz) == 0, "quantize %s nb=%d: AVX2 == scalar byte for byte",
+                  kind == CPU_ACT_Q8A32 ? "q8a32" : "q8a256", nb);
+            /* the scalar blocks themselves: |q| <= 127, sums consistent, error <= d/2 */
+            float *xd = malloc(sizeof(float) * n);
+            act_dequant(kind, a, xd, n);
+            int ok = 1;
+            for (int64_t i = 0; i < n; i++) {
+                const float d = kind == CPU_ACT_Q8A32 ? ((block_q8a32 *)a)[i / 32].d : ((block_q8a256 *)a)[i / 256].d;
+                ok &= fabsf(xd[i] - x[i]) <= d * 0.5f * 1.0001f + 1e-30f;
+            }
+            if (kind == CPU_ACT_Q8A256) {
+                const block_q8a256 *y = (const block_q8a256 *)a;
+                for (int64_t bb = 0; bb < nb; bb++)
+                    for (int j = 0; j < 16; j++) {
+                        int s = 0;
+                        for (int i = 0; i < 16; i++) s += y[bb].qs[16 * j + i];
+                        ok &= y[bb].bs16[j] == s && (j % 2 || y[bb].bs32[j / 2] == s + y[bb].bs16[j + 1]);
+                    }
+            }
+            CHECK(ok, "quantize kind %d nb=%d: rounding error <= d/2, block sums right", kind, nb);
+            free(x);
+            free(xd);
+            free(a);
+            free(b);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Row dots                                                                  */
+/* ------------------------------------------------------------------------- */
+
+static void test_vdot_q(uint32_t type, int simd) {
+    const qtype_traits *tr = qtype_get(type);
+    const cpu_act kind = cpu_act_kind(type);
+    const cpu_vdot_fn sdot = cpu_vdot_scalar(type), vdot = simd ? cpu_vdot_avx2(type) : NULL;
+    CHECK(sdot != NULL, "%s: scalar dot exists", tr->name);
+    if (simd) CHECK(vdot != NULL, "%s: AVX2 dot exists", tr->name);
+    const int nbs[] = { 1, 2, 3, 4, 7 };
+    for (size_t k = 0; k < MF_ARRAY_LEN(nbs); k++) {
+        const int64_t n = (int64_t)nbs[k] * tr->blck;
+        uint8_t *w = malloc(qtype_row_size(type, n));
+        uint8_t *a = malloc(cpu_act_row_size(kind, n));
+        float *x = malloc(sizeof(float) * n), *xd = malloc(sizeof(float) * n), *wb = malloc(sizeof(float) * n);
+        /* exact inputs: the AVX2 result must equal the scalar one bit for bit */
+        if (vdot && (kind == CPU_ACT_Q8A32 || nbs[k] <= 4)) {
+            int ok = 1;
+            for (int rep = 0; rep < 20; rep++) {
+                rand_qrow(type, w, n, 1);
+                exact_act(kind, a, n);
+                ok &= vdot(n, w, a) == sdot(n, w, a);
+            }
+            CHECK(ok, "%s n=%lld exact inputs: AVX2 dot == scalar dot", tr->name, (long long)n);
+        }
+        double worst_s = 0.0, worst_r = 0.0, worst_q = 0.0;
+        for (int rep = 0; rep < 20; rep++) {
+            rand_qrow(type, w, n, 0);
+            fill_normal(x, n, frand(0.1f, 3.0f));
+            quantize_act(kind, x, a, n, simd);
+            act_dequant(kind, a, xd, n);
+            const float s = sdot(n, w, a);
+            /* the scalar integer dot vs the f32 reference on the dequantized activations */
+            const double nrm = abs_norm(type, w, xd, n, wb) + 1e-30;
+            worst_s = fmax(worst_s, fabs(s - quant_dot_f32(type, w, xd, n)) / nrm);
+            if (vdot) worst_r = fmax(worst_r, fabs(vdot(n, w, a) - s) / nrm);
+            /* vs the reference on unquantized activations: within the rounding bound */
+            const double bound = quant_bound(type, w, x, n, wb) * 1.001 + 1e-5 * abs_norm(type, w, x, n, wb);
+            worst_q = fmax(worst_q, fabs(s - quant_dot_f32(type, w, x, n)) / bound);
+        }
+        CHECK(worst_s < 1e-5, "%s n=%lld: scalar q8 dot vs f32 reference on the same activations: %.2e", tr->name,
+              (long long)n, worst_s);
+        if (vdot)
+            CHECK(worst_r < 1e-5, "%s n=%lld: AVX2 dot vs scalar dot: %.2e (normalised)", tr->name, (long long)n,
+                  worst_r);
+        CHECK(worst_q <= 1.0, "%s n=%lld: q8 dot vs f32 reference within the 8-bit rounding bound: %.2f of it",
+              tr->name, (long long)n, worst_q);
+        free(w);
+        free(a);
+        free(x);
+        free(xd);
+        free(wb);
+    }
+}
+
+static void test_vdot_f(uint32_t type) {
+    const cpu_vdot_fn vdot = cpu_vdot_avx2(type), sdot = cpu_vdot_scalar(type);
+    const int64_t ns[] = { 1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 257 };
+    double worst = 0.0, worst_s = 0.0;
+    for (size_t k = 0; k < MF_ARRAY_LEN(ns); k++) {
+        const int64_t n = ns[k];
+        uint8_t *w = malloc((size_t)n * 4);
+        float *x = malloc(sizeof(float) * n), *wb = malloc(sizeof(float) * n);
+        rand_frow(type, w, n);
+        fill_normal(x, n, 1.0f);
+        const double ref = quant_dot_f32(type, w, x, n), nrm = abs_norm(type, w, x, n, wb) + 1e-30;
+        worst = fmax(worst, fabs(vdot(n, w, x) - ref) / nrm);
+        worst_s = fmax(worst_s, fabs(sdot(n, w, x) - ref) / nrm);
+        free(w);
+        free(x);
+        free(wb);
+    }
+    CHECK(worst < 1e-5, "%s: AVX2 dot vs f32 reference: %.2e", qtype_name(type), worst);
+    CHECK(worst_s < 1e-5, "%s: scalar dot vs f32 reference: %.2e", qtype_name(type), worst_s);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Packed micro-kernels                                                      */
+/* ------------------------------------------------------------------------- */
+
+static void test_gemm(uint32_t type) {
+    const qtype_traits *tr = qtype_get(type);
+    const cpu_act kind = cpu_act_kind(type);
+    const cpu_gemm_fn fast = cpu_gemm_avx2(type), slow = cpu_gemm_scalar(type);
+    const cpu_vdot_fn sdot = cpu_vdot_scalar(type);
+    CHECK(fast && slow, "%s: packed kernels exist", tr->name);
+    if (!fast || !slow) return;
+    const int rows_list[] = { 1, 5, 8, 13, 24 };
+    const int nb_list[] = { 1, 2, 3 };
+    for (int exact = 0; exact <= 1; exact++) {
+        double worst = 0.0;
+        int ok_exact = 1, ok_slow = 1, ok_pad = 1;
+        for (size_t ri = 0; ri < MF_ARRAY_LEN(rows_list); ri++) {
+            for (size_t bi = 0; bi < MF_ARRAY_LEN(nb_list); bi++) {
+                const int rows = rows_list[ri], ntok = irand(1, 13);
+                const int64_t cols = (int64_t)nb_list[bi] * tr->blck;
+                const uint64_t rb = qtype_row_size(type, cols);
+                const size_t ab = cpu_act_row_size(kind, cols);
+                uint8_t *w = malloc(rb * rows), *act = malloc(ab * ntok);
+                float *x = malloc(sizeof(float) * cols * ntok), *xd = malloc(sizeof(float) * cols), *wb = malloc(sizeof(float) * cols);
+                for (int r = 0; r < rows; r++) rand_qrow(type, w + rb * r, cols, exact);
+                if (exact) {
+                    exact_act(kind, act, cols * ntok);
+                } else {
+                    fill_normal(x, cols * ntok, 1.0f);
+                    for (int t = 0; t < ntok; t++) quantize_act(kind, x + cols * t, act + ab * t, cols, 1);
+                }
+                cpu_packed pk;
+                CHECK(cpu_pack_init(&pk, type, rows, cols) == 0, "pack init");
+                pk.data = malloc(pk.group_bytes * pk.n_groups);
+                memset(pk.data, 0x5A, pk.group_bytes * pk.n_groups);
+                cpu_pack_groups(&pk, w, 0, pk.n_groups);
+                for (int64_t g = 0; g < pk.n_groups; g++) {
+                    for (int t0 = 0; t0 < ntok; t0 += 4) {
+                        const int nt = MF_MIN(4, ntok - t0);
+                        float of[4][8], os[4][8];
+                        poison(&of[0][0], 32);
+                        poison(&os[0][0], 32);
+                        const uint8_t *gp = pk.data + g * pk.group_bytes;
+                        fast(gp, cols, act + ab * t0, ab, nt, of);
+                        slow(gp, cols, act + ab * t0, ab, nt, os);
+                        for (int t = 0; t < nt; t++) {
+                            for (int r = 0; r < 8; r++) {
+                                const int64_t row = 8 * g + r;
+                                if (row >= rows) {
+                                    ok_pad &= of[t][r] == 0.0f;
+                                    continue;
+                                }
+                                const uint8_t *a = act + ab * (t0 + t);
+                                const float ref = sdot(cols, w + rb * row, a);
+                                ok_slow &= os[t][r] == ref;
+                                if (exact) {
+                                    ok_exact &= of[t][r] == ref;
+                                } else {
+                                    act_dequant(kind, a, xd, cols);
+                                    const double nrm = abs_norm(type, w + rb * row, xd, cols, wb) + 1e-30;
+                                    const double e = fabs(of[t][r] - ref) / nrm;
+                                    worst = isnan(e) ? INFINITY : fmax(worst, e);
+                                }
+                            }
+                        }
+                    }
+                }
+                free(pk.data);
+                free(w);
+                free(act);
+                free(x);
+                free(xd);
+                free(wb);
+            }
+        }
+        CHECK(ok_slow, "%s%s: scalar packed kernel == scalar row dot (pack is invertible)", tr->name,
+              exact ? " exact" : "");
+        CHECK(ok_pad, "%s%s: padding rows of the last group give 0", tr->name, exact ? " exact" : "");
+        if (exact) CHECK(ok_exact, "%s exact inputs: AVX2 packed kernel == scalar row dot", tr->name);
+        else CHECK(worst < 1e-5, "%s: AVX2 packed kernel vs scalar row dot: %.2e (normalised)", tr->name, worst);
+    }
+}
+
+static void test_float_tile(uint32_t type) {
+    const int64_t ns[] = { 1, 7, 8, 9, 33, 64, 130 };
+    double worst = 0.0;
+    for (size_t k = 0; k < MF_ARRAY_LEN(ns); k++) {
+        const int64_t n = ns[k];
+        const size_t rb = (size_t)qtype_row_size(type, n);
+        uint8_t *w = malloc(rb * 4);
+        float *x = malloc(sizeof(float) * n * 4), *wb = malloc(sizeof(float) * n);
+        for (int r = 0; r < 4; r++) rand_frow(type, w + rb * r, n);
+        fill_normal(x, n * 4, 1.0f);
+        for (int nr = 1; nr <= 4; nr++)
+            for (int nt = 1; nt <= 4; nt++) {
+                float out[4 * 5];
+                poison(out, 20);
+                cpu_tile_float_avx2(type, n, w, rb, nr, x, n, nt, out, 5);
+                for (int t = 0; t < nt; t++)
+                    for (int r = 0; r < nr; r++) {
+                        const double ref = quant_dot_f32(type, w + rb * r, x + n * t, n);
+                        const double e = fabs(out[t * 5 + r] - ref) / (abs_norm(type, w + rb * r, x + n * t, n, wb) + 1e-30);
+                        worst = isnan(e) ? INFINITY : fmax(worst, e);
+                    }
+            }
+        free(w);
+        free(x);
+        free(wb);
+    }
+    CHECK(worst < 1e-5, "%s float tile (1..4 rows x 1..4 tokens, n tails) vs reference: %.2e", qtype_name(type), worst);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Element-wise ops and attention                                            */
+/* ------------------------------------------------------------------------- */
+
+static double rel_err(const float *a, const float *b, int64_t n) {
+    double num = 0.0, den = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(b[i])) return INFINITY;
+        num = fmax(num, fabs((double)a[i] - b[i]));
+        den = fmax(den, fabs((double)b[i]));
+    }
+    return num / (den + 1e-30);
+}
+
+static void test_elementwise(void) {
+    const int dims[] = { 1, 7, 8, 17, 64, 576, 2048 };
+    double we = 0.0;
+    for (size_t k = 0; k < MF_ARRAY_LEN(dims); k++) {
+        const int d = dims[k];
+        float *x = malloc(sizeof(float) * d), *w = malloc(sizeof(float) * d), *o = malloc(sizeof(float) * d),
+              *r = malloc(sizeof(float) * d);
+        fill_normal(x, d, 2.0f);
+        fill_normal(w, d, 1.0f);
+        poison(o, d);
+        cpu_rmsnorm_avx2(o, x, w, d, 1e-5f);
+        cpu_ref_rmsnorm(r, x, w, 1, d, 1e-5f);
+        we = fmax(we, rel_err(o, r, d));
+        free(x);
+        free(w);
+        free(o);
+        free(r);
+    }
+    CHECK(we < 1e-6, "rmsnorm vs reference: %.2e", we);
+
+    double ws = 0.0, wa = 0.0;
+    for (int64_t n = 1; n <= 1000; n = n < 40 ? n + 1 : n * 5) {
+        float *g = malloc(sizeof(float) * n), *u = malloc(sizeof(float) * n), *o = malloc(sizeof(float) * n),
+              *r = malloc(sizeof(float) * n);
+        fill_normal(g, n, 4.0f);
+        fill_normal(u, n, 1.0f);
+        if (n > 3) { g[0] = -100.0f; g[1] = 100.0f; g[2] = 0.0f; }
+        poison(o, n);
+        cpu_swiglu_avx2(o, g, u, n);
+        cpu_ref_swiglu(r, g, u, n);
+        for (int64_t i = 0; i < n; i++) {
+            const double e = fabs((double)o[i] - r[i]) / (fabs(r[i]) + 1e-30);
+            ws = fmax(ws, isnan(e) ? INFINITY : (fabs(r[i]) < 1e-30 ? fabs(o[i]) : e));
+        }
+        memcpy(o, g, sizeof(float) * n);
+        memcpy(r, g, sizeof(float) * n);
+        cpu_add_avx2(o, u, n);
+        for (int64_t i = 0; i < n; i++) r[i] += u[i];
+        wa = fmax(wa, memcmp(o, r, sizeof(float) * n) ? 1.0 : 0.0);
+        free(g);
+        free(u);
+        free(o);
+        free(r);
+    }
+    CHECK(ws < 2e-6, "swiglu (vectorised exp) vs reference, elementwise relative: %.2e", ws);
+    CHECK(wa == 0.0, "add == reference exactly");
+}
+
+static void test_rope(void) {
+    const int rds[] = { 8, 16, 64, 128, 24 };
+    double worst = 0.0;
+    for (int mode = 0; mode <= 1; mode++)
+        for (size_t k = 0; k < MF_ARRAY_LEN(rds); k++) {
+            const int rope_dim = rds[k], head_dim = rope_dim + (k == 4 ? 8 : 0), n_heads = 3, n = 5;
+            const float base = k % 2 ? 10000.0f : 500000.0f;
+            int32_t pos[5] = { 0, 1, 17, 1000, 4095 };
+            float *x = malloc(sizeof(float) * n * n_heads * head_dim), *y = malloc(sizeof(float) * n * n_heads * head_dim);
+            fill_normal(x, (int64_t)n * n_heads * head_dim, 1.0f);
+            memcpy(y, x, sizeof(float) * n * n_heads * head_dim);
+            cpu_ref_rope(y, pos, n, n_heads, head_dim, rope_dim, base, (mf_rope_mode)mode);
+            float *cs = malloc(sizeof(float) * rope_dim);
+            for (int t = 0; t < n; t++) {
+                for (int i = 0; i < rope_dim / 2; i++) {
+                    const double theta = (double)pos[t] * pow((double)base, -2.0 * i / rope_dim);
+                    cs[2 * i] = (float)cos(theta);
+                    cs[2 * i + 1] = (float)sin(theta);
+                }
+                for (int hh = 0; hh < n_heads; hh++)
+                    cpu_rope_head_avx2(x + ((int64_t)t * n_heads + hh) * head_dim, cs, rope_dim, mode);
+            }
+            worst = fmax(worst, rel_err(x, y, (int64_t)n * n_heads * head_dim));
+            free(x);
+            free(y);
+            free(cs);
+        }
+    CHECK(worst < 1e-6, "rope (norm and neox, partial rotary) vs reference: %.2e", worst);
+}
+
+static void test_attention(void) {
+    const int nkvs[] = { 1, 2, 3, 4, 5, 8, 17, 100 };
+    const int hds[] = { 64, 128, 40 };
+    double worst = 0.0;
+    for (size_t hi = 0; hi < MF_ARRAY_LEN(hds); hi++)
+        for (size_t ki = 0; ki < MF_ARRAY_LEN(nkvs); ki++) {
+            const int hd = hds[hi], n_kv = nkvs[ki], n_head = 4, n_head_kv = 2, kv_dim = n_head_kv * hd;
+            float *q = malloc(sizeof(float) * n_head * hd), *kc = malloc(sizeof(float) * n_kv * kv_dim),
+                  *vc = malloc(sizeof(float) * n_kv * kv_dim), *o = malloc(sizeof(float) * n_head * hd),
+                  *r = malloc(sizeof(float) * n_head * hd), *att = malloc(sizeof(float) * n_kv);
+            fill_normal(q, n_head * hd, 1.0f);
+            fill_normal(kc, (int64_t)n_kv * kv_dim, 1.0f);
+            fill_normal(vc, (int64_t)n_kv * kv_dim, 1.0f);
+            cpu_ref_attention_token(r, q, kc, vc, n_kv, n_head, n_head_kv, hd, att);
+            poison(o, n_head * hd);
+            for (int hh = 0; hh < n_head; hh++)
+                cpu_attn_head_avx2(o + hh * hd, q + hh * hd, kc + (hh / 2) * hd, vc + (hh / 2) * hd, kv_dim, n_kv, hd,
+                                   1.0f / sqrtf((float)hd), att);
+            worst = fmax(worst, rel_err(o, r, n_head * hd));
+            free(q);
+            free(kc);
+            free(vc);
+            free(o);
+            free(r);
+            free(att);
+        }
+    CHECK(worst < 1e-5, "attention head (GQA, n_kv 1..100, hd 40/64/128) vs reference: %.2e", worst);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The backend: threads, packing, dispatch                                   */
+/* ------------------------------------------------------------------------- */
+
+typedef struct fake_model {
+    mf_model m;
+    mf_layer layer;
+} fake_model;
+
+static void fake_init(fake_model *f, int dim, int n_ff, int n_head, int n_head_kv, int hd) {
+    memset(f, 0, sizeof *f);
+    f->m.hp.n_embd = dim;
+    f->m.hp.n_ff = n_ff;
+    f->m.hp.n_head = n_head;
+    f->m.hp.n_head_kv = n_head_kv;
+    f->m.hp.head_dim = hd;
+    f->m.hp.n_layer = 1;
+    f->m.layers = &f->layer;
+}
+
+static mf_backend *make_backend(fake_model *f, int threads, const char *simd, const char *repack) {
+    setenv("MINFER_CPU_SIMD", simd, 1);
+    setenv("MINFER_CPU_REPACK", repack, 1);
+    mf_err err;
+    mf_backend *be = cpu_backend_new(threads, &err);
+    if (be && be->init(be, &f->m, 64, 2, 16, &err) != MF_OK) {
+        fprintf(stderr, "init: %s\n", err.msg);
+        be->destroy(be);
+        be = NULL;
+    }
+    unsetenv("MINFER_CPU_SIMD");
+    unsetenv("MINFER_CPU_REPACK");
+    return be;
+}
+
+static void test_backend_matmul(int simd) {
+    const uint32_t types[] = { QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_Q8_0, QTYPE_Q4_1, QTYPE_Q4_0, QTYPE_Q5_0, QTYPE_Q5_1,
+                               QTYPE_Q5_K, QTYPE_F16, QTYPE_F32, QTYPE_BF16 };
+    const int cols = 512;
+    const int rows_list[] = { 13, 64, 200 };
+    for (int threads = 1; threads <= 3; threads++) {
+        fake_model f;
+        fake_init(&f, cols, cols, 8, 4, 64);
+        mf_backend *bp = make_backend(&f, threads, simd ? "1" : "0", "1");
+        mf_backend *br = make_backend(&f, threads, simd ? "1" : "0", "0");
+        CHECK(bp && br, "backend with %d threads", threads);
+        if (!bp || !br) return;
+        for (size_t ti = 0; ti < MF_ARRAY_LEN(types); ti++) {
+            const uint32_t type = types[ti];
+            const int quantized = cpu_act_kind(type) != CPU_ACT_F32;
+            double worst_q = 0.0, worst_pr = 0.0, worst_f = 0.0;
+            int exact_scalar = 1;
+            for (size_t ri = 0; ri < MF_ARRAY_LEN(rows_list); ri++) {
+                const int rows = rows_list[ri];
+                const uint64_t rb = qtype_row_size(type, cols);
+                uint8_t *wd = malloc(rb * rows);
+                for (int r = 0; r < rows; r++) {
+                    if (quantized) rand_qrow(type, wd + rb * r, cols, 0);
+                    else rand_frow(type, wd + rb * r, cols);
+                }
+                float bias[200];
+                fill_normal(bias, rows, 0.1f);
+                mf_weight w = { .type = type, .cols = cols, .rows = rows, .host = wd, .nbytes = rb * rows, .name = "w" };
+                mf_weight bw = { .type = QTYPE_F32, .cols = rows, .rows = 1, .host = bias, .nbytes = 4u * rows, .name = "b" };
+                for (int n = 1; n <= 13; n += (n < 5 ? 1 : 4)) {
+                    float *x = malloc(sizeof(float) * cols * n), *op = malloc(sizeof(float) * rows * n),
+                          *orr = malloc(sizeof(float) * rows * n), *ref = malloc(sizeof(float) * rows * n),
+                          *wrow = malloc(sizeof(float) * cols), *wb = malloc(sizeof(float) * cols);
+                    fill_normal(x, (int64_t)cols * n, 1.0f);
+                    poison(op, (size_t)rows * n);
+                    poison(orr, (size_t)rows * n);
+                    const mf_weight *bptr = (n & 1) ? &bw : NULL;
+                    bp->ops->matmul(bp, op, x, &w, bptr, n);
+                    br->ops->matmul(br, orr, x, &w, bptr, n);
+                    cpu_ref_matmul(ref, rows, x, &w, bptr, n, 0, rows, wrow);
+                    for (int t = 0; t < n; t++)
+                        for (int r = 0; r < rows; r++) {
+                            const int64_t i = (int64_t)t * rows + r;
+                            const double nrm = abs_norm(type, wd + rb * r, x + (int64_t)cols * t, cols, wb) + 1e-30;
+                            if (!simd) {
+                                exact_scalar &= op[i] == ref[i] && orr[i] == ref[i];
+                            } else if (quantized) {
+                                const double bound = quant_bound(type, wd + rb * r, x + (int64_t)cols * t, cols, wb) * 1.001 + 1e-5 * nrm;
+                                const double e = fabs(op[i] - ref[i]) / bound;
+                                worst_q = isnan(e) ? INFINITY : fmax(worst_q, e);
+                                const double e2 = fabs(op[i] - orr[i]) / nrm;
+                                worst_pr = isnan(e2) ? INFINITY : fmax(worst_pr, e2);
+                            } else {
+                                const double e = fabs(op[i] - ref[i]) / nrm;
+                                worst_f = isnan(e) ? INFINITY : fmax(worst_f, fmax(e, fabs(orr[i] - ref[i]) / nrm));
+                            }
+                        }
+                    free(x);
+                    free(op);
+                    free(orr);
+                    free(ref);
+                    free(wrow);
+                    free(wb);
+                }
+                free(wd);
+            }
+            const char *tn = qtype_name(type);
+            if (!simd) {
+                CHECK(exact_scalar, "backend scalar, %d threads, %s: matmul == cpu_ref_matmul exactly", threads, tn);
+            } else if (quantized) {
+                CHECK(worst_q <= 1.0, "backend avx2, %d threads, %s: matmul vs f32 reference within the 8-bit bound (%.2f)",
+                      threads, tn, worst_q);
+                CHECK(worst_pr < 1e-5, "backend avx2, %d threads, %s: packed vs row path %.2e", threads, tn, worst_pr);
+            } else {
+                CHECK(worst_f < 1e-5, "backend avx2, %d threads, %s: matmul vs reference %.2e", threads, tn, worst_f);
+            }
+        }
+        bp->destroy(bp);
+        br->destroy(br);
+    }
+}
+
+static void test_backend_ops(int simd) {
+    const int n_head = 6, n_head_kv = 2, hd = 64, dim = n_head * hd, kv_dim = n_head_kv * hd;
+    for (int threads = 1; threads <= 2; threads++) {
+        fake_model f;
+        fake_init(&f, dim, 3 * dim, n_head, n_head_kv, hd);
+        mf_backend *be = make_backend(&f, threads, simd ? "1" : "0", "1");
+        CHECK(be != NULL, "backend for ops");
+        if (!be) return;
+        /* A prompt of 13 tokens in seq 1, then one more token: attention, rope,
+         * rmsnorm, swiglu, add against the reference. */
+        const int n = 13;
+        int32_t tok[14] = { 0 }, pos[14], seq[14];
+        for (int i = 0; i < 14; i++) { pos[i] = i; seq[i] = 1; }
+        mf_batch b = { .n = n, .tok = tok, .pos = pos, .seq = seq };
+        float *q = malloc(sizeof(float) * 14 * dim), *k = malloc(sizeof(float) * 14 * kv_dim),
+              *v = malloc(sizeof(float) * 14 * kv_dim), *o = malloc(sizeof(float) * 14 * dim),
+              *r = malloc(sizeof(float) * 14 * dim), *att = malloc(sizeof(float) * 64);
+        fill_normal(q, 14 * dim, 1.0f);
+        fill_normal(k, 14 * kv_dim, 1.0f);
+        fill_normal(v, 14 * kv_dim, 1.0f);
+        /* rope on copies */
+        float *qr = malloc(sizeof(float) * 14 * dim);
+        memcpy(qr, q, sizeof(float) * 14 * dim);
+        be->ops->rope(be, q, &b, n_head, hd, hd, 10000.0f, MF_ROPE_NORM);
+        cpu_ref_rope(qr, pos, n, n_head, hd, hd, 10000.0f, MF_ROPE_NORM);
+        CHECK(rel_err(q, qr, (int64_t)n * dim) < 1e-6, "backend %s rope, %d threads", simd ? "avx2" : "scalar", threads);
+        poison(o, 14 * dim);
+        be->ops->attention(be, o, q, k, v, 0, &b);
+        mf_batch b1 = { .n = 1, .tok = tok, .pos = pos + n, .seq = seq + n };
+        be->ops->attention(be, o + n * dim, q + n * dim, k + n * kv_dim, v + n * kv_dim, 0, &b1);
+        for (int i = 0; i < 14; i++)
+            cpu_ref_attention_token(r + i * dim, q + i * dim, k, v, i + 1, n_head, n_head_kv, hd, att);
+        CHECK(rel_err(o, r, 14 * dim) < 1e-5, "backend %s attention (prompt of 13 + 1 token), %d threads: %.2e",
+              simd ? "avx2" : "scalar", threads, rel_err(o, r, 14 * dim));
+        /* rmsnorm with an f32 weight, swiglu, add over a large buffer (threaded) */
+        const int64_t big = 3 * 64 * 1024 + 5;
+        float *g = malloc(sizeof(float) * big), *u = malloc(sizeof(float) * big), *go = malloc(sizeof(float) * big),
+              *gr = malloc(sizeof(float) * big);
+        fill_normal(g, big, 3.0f);
+        fill_normal(u, big, 1.0f);
+        poison(go, big);
+        be->ops->swiglu(be, go, g, u, big);
+        cpu_ref_swiglu(gr, g, u, big);
+        CHECK(rel_err(go, gr, big) < 1e-6, "backend swiglu over %lld values, %d threads", (long long)big, threads);
+        memcpy(go, g, sizeof(float) * big);
+        memcpy(gr, g, sizeof(float) * big);
+        be->ops->add(be, go, u, big);
+        for (int64_t i = 0; i < big; i++) gr[i] += u[i];
+        CHECK(memcmp(go, gr, sizeof(float) * big) == 0, "backend add, %d threads", threads);
+        float nw[384];
+        fill_normal(nw, dim, 1.0f);
+        mf_weight wn = { .type = QTYPE_F32, .cols = dim, .rows = 1, .host = nw, .nbytes = sizeof nw, .name = "norm" };
+        const int nrows = (int)(big / dim);
+        poison(go, (size_t)nrows * dim);
+        be->ops->rmsnorm(be, go, g, &wn, nrows, dim, 1e-6f);
+        cpu_ref_rmsnorm(gr, g, nw, nrows, dim, 1e-6f);
+        CHECK(rel_err(go, gr, (int64_t)nrows * dim) < 1e-6, "backend rmsnorm of %d rows, %d threads", nrows, threads);
+        free(g); free(u); free(go); free(gr);
+        free(q); free(k); free(v); free(o); free(r); free(att); free(qr);
+        be->destroy(be);
+    }
+}
+
+int main(void) {
+    mf_rng_seed(&rng, 20261129);
+    const int simd = have_avx2();
+    if (!simd) SKIP("no AVX2/FMA/F16C on this CPU: AVX2 kernels not tested");
+    test_pool();
+    for (size_t i = 0; i < MF_ARRAY_LEN(QTYPES); i++) test_vdot_q(QTYPES[i], simd);
+    if (simd) {
+        test_quantize();
+        for (size_t i = 0; i < MF_ARRAY_LEN(FTYPES); i++) {
+            test_vdot_f(FTYPES[i]);
+            test_float_tile(FTYPES[i]);
+        }
+        for (size_t i = 0; i < MF_ARRAY_LEN(QTYPES); i++) test_gemm(QTYPES[i]);
+        test_elementwise();
+        test_rope();
+        test_attention();
+    }
+    test_backend_matmul(0);
+    test_backend_ops(0);
+    if (simd) {
+        test_backend_matmul(1);
+        test_backend_ops(1);
+    }
+    return test_summary("test_cpu_kernels");
+}
