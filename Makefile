@@ -115,7 +115,15 @@ run: $(BIN)
 bench: $(BIN)
 	@bash bench/bench_cpu.sh $(BIN)
 
-test-cuda: $(BIN)
+# CUDA parity tests: tests/cuda/test_*.c, normal (non-sanitizer) build linked with
+# the CUDA objects; run by tests/run_cuda.sh on a machine with a GPU.
+CUDA_TEST_SRC := $(wildcard tests/cuda/test_*.c)
+CUDA_TEST_BIN := $(CUDA_TEST_SRC:tests/cuda/%.c=$(BUILD)/tests/cuda/%)
+$(BUILD)/tests/cuda/%: tests/cuda/%.c tests/test.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+test-cuda: $(BIN) $(CUDA_TEST_BIN)
 	@bash tests/run_cuda.sh $(BIN)
 
 bench-cuda: $(BIN)

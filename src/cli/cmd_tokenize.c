@@ -1,6 +1,7 @@
 /* cmd_tokenize.c - `minfer tokenize -m MODEL [--no-bos] [--special]`: UTF-8 text on
  * stdin -> token ids, space separated, one line on stdout. Only the GGUF metadata is
  * needed (vocab-only files work): the weights are never touched. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,11 +76,23 @@ int cmd_tokenize(int argc, char **argv) {
     tok_free(v);
     if (n < 0) return cli_error(2, "tokenize: %s", err.msg);
 
-    /* One buffered pass; stdout errors (a closed pipe, a full disk) are reported. */
-    for (int i = 0; i < n; i++)
-        if (printf(i ? " %d" : "%d", ids[i]) < 0) break;
-    putchar('\n');
+    /* Formatted by hand into one buffer: printf per id cost as much as encoding. Ids
+     * are in [0, 2^31), at most 10 digits + a separator each. */
+    char *line = malloc((size_t)n * 11 + 2);
+    if (!line) { free(ids); return cli_error(2, "tokenize: out of memory for %d ids", n); }
+    size_t o = 0;
+    for (int i = 0; i < n; i++) {
+        char digits[12];
+        int k = 0;
+        uint32_t x = (uint32_t)ids[i];
+        do { digits[k++] = (char)('0' + x % 10); x /= 10; } while (x);
+        if (i) line[o++] = ' ';
+        while (k) line[o++] = digits[--k];
+    }
+    line[o++] = '\n';
     free(ids);
-    if (fflush(stdout) != 0 || ferror(stdout)) return cli_error(2, "tokenize: error writing stdout");
+    size_t w = fwrite(line, 1, o, stdout);
+    free(line);
+    if (w != o || fflush(stdout) != 0) return cli_error(2, "tokenize: error writing stdout");
     return 0;
 }

@@ -195,7 +195,7 @@ static void q8_set(cu_state *S, const float *src, int64_t n) {
 }
 /* q8 output for a producer of n values, or NULL when it would not fit / not help. */
 static const cu_q8 *q8_for(cu_state *S, int64_t n) {
-    if (!S->f_fuse || !S->any_quant || n % 32 || n > S->q8_cap) return NULL;
+    if (!S->f_fuse || !S->f_dp4a || !S->any_quant || n % 32 || n > S->q8_cap) return NULL;
     return &S->q8;
 }
 
@@ -216,7 +216,12 @@ static uint8_t *cap_pinned(cu_state *S, size_t n, size_t *off) {
 }
 
 static void upload_meta(cu_state *S, const mf_batch *b) {
-    const int n = b->n, nb = S->n_batch;
+    const int nb = S->n_batch;
+    int n = b->n;
+    if (n > nb) {
+        cu_record(S, cudaErrorInvalidValue, "batch wider than n_batch", __FILE__, __LINE__);
+        n = nb;
+    }
     int32_t *h = S->capturing ? (int32_t *)S->graph.pinned : S->h_meta;
     for (int i = 0; i < n; i++) {
         h[i] = b->tok ? b->tok[i] : 0;
@@ -351,6 +356,10 @@ static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weigh
     cu_state *S = ST(be);
     const float *bd = bias && bias->host ? (const float *)bias->dev : NULL;
     const int K = (int)w->cols, R = (int)w->rows;
+    if (n > S->n_batch || K > S->kmax || !w->dev) {
+        cu_record(S, cudaErrorInvalidValue, "matmul: batch wider than n_batch, input wider than the model's, or weight not on the device", __FILE__, __LINE__);
+        return;
+    }
     if (n <= CU_MAX_GEMV_COLS || !S->f_mma) {
         const int q8 = S->f_dp4a && cu_mmv_q8_supported(w->type) && (int64_t)n * K <= S->q8_cap;
         cu_pend *p = &S->pend;
@@ -625,7 +634,7 @@ static int upload_one(cu_state *S, const mf_weight *w, void *dst, void *tmp, siz
     const size_t file_row = (size_t)(w->cols / tr->blck) * tr->type_size;
     const size_t dev_row = (size_t)cu_row_stride(w->type, w->cols);
     if (!cu_type_planar(w->type) && file_row == dev_row) {
-        TRY(S, cudaMemcpy(dst, w->host, file_row * w->rows, cudaMemcpyHostToDevice));
+        TRY(S, cudaMemcpyAsync(dst, w->host, file_row * w->rows, cudaMemcpyHostToDevice, S->stream));
         return 0;
     }
     int64_t rows_per = (int64_t)(tmp_cap / file_row);
@@ -633,11 +642,12 @@ static int upload_one(cu_state *S, const mf_weight *w, void *dst, void *tmp, siz
     if (rows_per < 1) return mf_fail(err, MF_ERR_DEVICE, "cuda: row of %s too large for the upload buffer", w->name);
     for (int64_t r0 = 0; r0 < w->rows; r0 += rows_per) {
         const int64_t nr = w->rows - r0 < rows_per ? w->rows - r0 : rows_per;
-        TRY(S, cudaMemcpy(tmp, (const uint8_t *)w->host + r0 * file_row, nr * file_row, cudaMemcpyHostToDevice));
+        TRY(S, cudaMemcpyAsync(tmp, (const uint8_t *)w->host + r0 * file_row, nr * file_row, cudaMemcpyHostToDevice,
+                               S->stream));
         cu_repack(S, (uint8_t *)dst + r0 * dev_row, tmp, w->type, w->cols, nr);
+        TRY(S, cudaStreamSynchronize(S->stream));
         if (S->err) return -1;
     }
-    TRY(S, cudaStreamSynchronize(S->stream));
     return 0;
 }
 
@@ -775,7 +785,9 @@ static void free_state(cu_state *S) {
 
 static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batch, mf_err *err) {
     cu_state *S = ST(be);
-    TRY(S, cudaSetDevice(S->device));
+    cudaError_t e;
+    if ((e = cudaSetDevice(S->device)) != cudaSuccess)
+        return mf_fail(err, MF_ERR_DEVICE, "cuda: cudaSetDevice(%d): %s", S->device, cudaGetErrorString(e));
     S->m = m;
     S->hp = m->hp;
     S->n_ctx = n_ctx > 0 ? n_ctx : 1;
@@ -803,7 +815,10 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     if (!S->kvbuf)
         return mf_fail(err, MF_ERR_DEVICE, "cuda: cannot allocate %.2f GiB of KV cache (%d x %d positions): %s",
                        S->kvbytes / 1073741824.0, S->n_seq, S->n_ctx, S->errmsg);
-    TRY(S, cudaMemset(S->kvbuf, 0, S->kvbytes));
+    /* on S->stream: a legacy-stream memset would not be ordered before the
+     * first kv_store on the non-blocking stream */
+    if ((e = cudaMemsetAsync(S->kvbuf, 0, S->kvbytes, S->stream)) != cudaSuccess)
+        return mf_fail(err, MF_ERR_DEVICE, "cuda: cudaMemsetAsync(kv cache): %s", cudaGetErrorString(e));
     S->kc = (__half **)mf_xcalloc(hp->n_layer > 0 ? hp->n_layer : 1, sizeof(__half *));
     S->vc = (__half **)mf_xcalloc(hp->n_layer > 0 ? hp->n_layer : 1, sizeof(__half *));
     for (int l = 0; l < hp->n_layer; l++) {
@@ -866,7 +881,9 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
             mf_log("minfer/cuda: no pinned memory for the decode graph; graphs off");
         }
     }
-    TRY(S, cudaStreamSynchronize(S->stream));
+    /* every upload copy and memset complete (all on S->stream; device-wide to be sure) */
+    if ((e = cudaDeviceSynchronize()) != cudaSuccess)
+        return mf_fail(err, MF_ERR_DEVICE, "cuda: init: %s", cudaGetErrorString(e));
     if (S->err) return mf_fail(err, MF_ERR_DEVICE, "%s", S->errmsg);
     return 0;
 }

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# bench/bench_cuda.sh [BIN] - GPU benchmark (make bench-cuda), on a machine with a GPU.
+#   synthesises a llama-2-7B-shaped q4_k_m model (random weights, llama.cpp's mix) unless
+#   $MINFER_BENCH_MODEL exists, then `minfer bench -p 512,3314 -n 128 --device cuda`, then
+#   tg128 again with each optional decode path off, and prints decode bandwidth
+#   (weight bytes per token x tokens per second).
+# Env: MINFER_BENCH_MODEL (path), PP (512,3314), TG (128), REPS (3), BENCH_VARIANTS (1).
+set -u
+BIN=${1:-build/minfer}
+MODEL=${MINFER_BENCH_MODEL:-${TMPDIR:-/tmp}/minfer-7b-q4_k_m.gguf}
+if [ ! -f "$MODEL" ]; then
+    t0=$(date +%s)
+    "$BIN" synth --shape 7b --quant q4_k_m -o "$MODEL" >/dev/null || exit 1
+    echo "synth 7b q4_k_m: $(( $(date +%s) - t0 )) s"
+fi
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used,memory.total --format=csv,noheader 2>/dev/null || true
+OUTJ=${TMPDIR:-/tmp}/minfer-bench-$$.json
+"$BIN" bench -m "$MODEL" -p "${PP:-512,3314}" -n "${TG:-128}" -r "${REPS:-3}" --device cuda -o json >"$OUTJ" || exit 1
+WB=$("$BIN" info -m "$MODEL" 2>/dev/null | sed -n 's/.*weights \([0-9.]*\) GiB.*/\1/p' | head -n 1)
+python3 - "$OUTJ" "$MODEL" <<'EOF'
+import json, os, sys
+res = json.load(open(sys.argv[1]))
+size = os.path.getsize(sys.argv[2])  # file bytes ~ weight bytes (+ a few MiB of metadata)
+print("| test | t/s | stddev | note |\n|---|---:|---:|---|")
+for r in res:
+    note = ""
+    if r["n_gen"]:
+        note = "%.0f GB/s of weights (%.2f GiB/token)" % (size * r["avg_ts"] / 1e9, size / 2**30)
+    print("| %s | %.2f | %.2f | %s |" % (r["test"], r["avg_ts"], r["stddev_ts"], note))
+EOF
+if [ "${BENCH_VARIANTS:-1}" = 1 ]; then
+    for v in MINFER_CUDA_GRAPH=0 MINFER_CUDA_PDL=0 MINFER_CUDA_FUSE=0 MINFER_CUDA_DP4A=0; do
+        r=$(env $v "$BIN" bench -m "$MODEL" -p 0 -n "${TG:-128}" -r "${REPS:-3}" --device cuda -o json 2>/dev/null |
+            python3 -c 'import json,sys; r=json.load(sys.stdin)[0]; print("%.2f +/- %.2f" % (r["avg_ts"], r["stddev_ts"]))')
+        echo "tg${TG:-128} with $v: $r tok/s"
+    done
+fi
+rm -f "$OUTJ"

@@ -1,0 +1,152 @@
+/* test_cuda_forward.c - whole-model parity: the CUDA backend against the CPU
+ * backend on one GGUF, logits compared at every step.
+ *
+ *   test_cuda_forward MODEL [N_PROMPT] [N_GEN] [MAX_ERR]
+ *
+ * Prefill of N_PROMPT pseudo-random tokens (BOS first), then N_GEN greedy steps
+ * teacher-forced by the CPU's argmax, so both backends always see the same
+ * tokens. Reports, per step, the normalised logit error; the first position where
+ * the argmaxes differ and the CPU's top-2 margin there (a divergence on a margin
+ * below the numeric noise is expected of two correct implementations). Checks:
+ * every logit finite, max error <= MAX_ERR (default 2e-2). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../test.h"
+#include "backend.h"
+#include "cuda/backend_cuda.h"
+#include "forward.h"
+#include "model.h"
+#include "tokenizer.h"
+#include "util.h"
+
+static int argmax(const float *x, int n, float *margin) {
+    int a = 0, b = -1;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[a]) a = i;
+    for (int i = 0; i < n; i++)
+        if (i != a && (b < 0 || x[i] > x[b])) b = i;
+    if (margin) *margin = b >= 0 ? x[a] - x[b] : 0.0f;
+    return a;
+}
+
+static double nerr(const float *a, const float *ref, size_t n, int *finite) {
+    double d = 0, r = 0;
+    *finite = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (!(a[i] == a[i]) || a[i] - a[i] != 0.0f) *finite = 0;
+        d += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
+        r += (double)ref[i] * ref[i];
+    }
+    return r > 0 ? sqrt(d / r) : sqrt(d);
+}
+
+typedef struct side {
+    mf_backend *be;
+    mf_forward fw;
+} side;
+
+static int side_init(side *s, mf_backend *be, mf_model *m, int n_ctx, int n_batch, mf_err *err) {
+    s->be = be;
+    if (!be) return -1;
+    if (be->init(be, m, n_ctx, 1, n_batch, err)) return -1;
+    return forward_init(&s->fw, be, m, n_ctx, 1, n_batch, err);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODEL [N_PROMPT] [N_GEN] [MAX_ERR]\n", argv[0]);
+        return 1;
+    }
+    const char *path = argv[1];
+    const int n_prompt = argc > 2 ? atoi(argv[2]) : 13;
+    const int n_gen = argc > 3 ? atoi(argv[3]) : 32;
+    const double max_err = argc > 4 ? atof(argv[4]) : 2e-2;
+    if (!cuda_available()) {
+        SKIP("no CUDA device");
+        return test_summary("cuda_forward");
+    }
+    mf_err err = {{0}};
+    mf_model m;
+    if (model_load(&m, path, &err)) {
+        CHECK(0, "load %s: %s", path, err.msg);
+        return test_summary("cuda_forward");
+    }
+    const int n_ctx = n_prompt + n_gen + 1, n_batch = n_prompt > 1 ? n_prompt : 1;
+    const int nv = m.hp.n_vocab;
+    side cpu = {0}, gpu = {0};
+    if (side_init(&cpu, cpu_backend_new(mf_env_int("MINFER_TEST_THREADS", 0) > 0 ? mf_env_int("MINFER_TEST_THREADS", 0) : 8, &err), &m, n_ctx, n_batch, &err) ||
+        side_init(&gpu, cuda_backend_new(0, &err), &m, n_ctx, n_batch, &err)) {
+        CHECK(0, "init: %s", err.msg);
+        return test_summary("cuda_forward");
+    }
+    int32_t *tok = malloc(sizeof(int32_t) * n_ctx), *pos = malloc(sizeof(int32_t) * n_ctx);
+    int32_t *seq = calloc(n_ctx, sizeof(int32_t));
+    mf_rng rng;
+    mf_rng_seed(&rng, 7);
+    const int32_t bos = m.vocab ? tok_bos(m.vocab) : -1;
+    for (int i = 0; i < n_prompt; i++) {
+        tok[i] = (int32_t)(mf_rng_u64(&rng) % nv);
+        pos[i] = i;
+    }
+    if (bos >= 0) tok[0] = bos;
+    float *lc = malloc(sizeof(float) * nv), *lg = malloc(sizeof(float) * nv);
+    double worst = 0, sum = 0;
+    int all_finite = 1, first_div = -1, agree = 0, steps = 0;
+    float div_margin = 0, div_gmargin = 0;
+    const double t0 = mf_time_s();
+    double t_gpu = 0;
+    for (int step = 0; step <= n_gen; step++) {
+        mf_batch b;
+        if (step == 0) {
+            b = (mf_batch){n_prompt, tok, pos, seq, NULL};
+        } else {
+            const int p = n_prompt + step - 1;
+            pos[p] = p;
+            b = (mf_batch){1, tok + p, pos + p, seq + p, NULL};
+        }
+        int rc1 = forward_step(&cpu.fw, &b, lc, &err);
+        CHECK(rc1 == 1, "cpu step %d: %s", step, err.msg);
+        const double tg = mf_time_s();
+        int rc2 = forward_step(&gpu.fw, &b, lg, &err);
+        t_gpu += mf_time_s() - tg;
+        CHECK(rc2 == 1, "gpu step %d: %s", step, err.msg);
+        if (rc1 != 1 || rc2 != 1) break;
+        int fin;
+        const double e = nerr(lg, lc, nv, &fin);
+        all_finite &= fin;
+        if (e > worst) worst = e;
+        sum += e;
+        float mc, mg;
+        const int ac = argmax(lc, nv, &mc), ag = argmax(lg, nv, &mg);
+        steps++;
+        if (ac == ag) agree++;
+        else if (first_div < 0) {
+            first_div = n_prompt + step - 1;
+            div_margin = mc;
+            div_gmargin = mg;
+        }
+        if (step < n_gen) tok[n_prompt + step] = ac;
+    }
+    printf("model %s: %d prompt + %d greedy steps: logit err max %.3g mean %.3g; argmax agree %d/%d; ", path,
+           n_prompt, n_gen, worst, sum / (steps ? steps : 1), agree, steps);
+    if (first_div >= 0)
+        printf("first divergence at position %d (cpu top-2 margin %.4g, gpu %.4g)\n", first_div, div_margin,
+               div_gmargin);
+    else
+        printf("no divergence\n");
+    printf("gpu time %.3f s, total %.3f s\n", t_gpu, mf_time_s() - t0);
+    uint64_t launches, replays, eager;
+    cuda_backend_census(gpu.be, &launches, &replays, &eager);
+    printf("census: %llu launches, %llu graph replays, %llu eager steps\n", (unsigned long long)launches,
+           (unsigned long long)replays, (unsigned long long)eager);
+    CHECK(all_finite, "non-finite logits");
+    CHECK(worst <= max_err, "logit error %.3g > %.3g", worst, max_err);
+    forward_free(&cpu.fw);
+    forward_free(&gpu.fw);
+    cpu.be->destroy(cpu.be);
+    gpu.be->destroy(gpu.be);
+    model_free(&m);
+    free(tok); free(pos); free(seq); free(lc); free(lg);
+    return test_summary("cuda_forward");
+}

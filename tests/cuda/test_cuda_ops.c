@@ -1,0 +1,443 @@
+/* test_cuda_ops.c - every CUDA op against the CPU reference backend's op
+ * (cpu_backend_new with MINFER_CPU_SIMD=0: scalar, double accumulation) on fresh
+ * random inputs, including tail shapes; outputs are poisoned (NaN) first so an
+ * unwritten element fails. Error = ||gpu - ref|| / ||ref||.
+ *
+ * Tolerances: the q8-dp4a GEMV quantizes activations to 8 bits (~0.5% per dot),
+ * the prefill GEMM rounds both operands to f16 (~5e-4), the KV cache is f16.
+ * Under MINFER_CUDA_DP4A=0 the GEMV is f32 and the bound tightens. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../test.h"
+#include "backend.h"
+#include "cuda/backend_cuda.h"
+#include "model.h"
+#include "quant.h"
+#include "util.h"
+
+static mf_rng rng;
+static int dp4a_on;
+
+static float *rand_vec(size_t n, float scale) {
+    float *v = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) v[i] = mf_rng_normal(&rng) * scale;
+    return v;
+}
+
+static double nerr(const float *a, const float *ref, size_t n) {
+    double d = 0, r = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!(a[i] == a[i]) || a[i] - a[i] != 0.0f) return 1e30; /* NaN/Inf: unwritten or broken */
+        d += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
+        r += (double)ref[i] * ref[i];
+    }
+    return r > 0 ? sqrt(d / r) : sqrt(d);
+}
+
+/* ---- two backends over one fake model (hyperparameters only) ---- */
+typedef struct env {
+    mf_model m;
+    mf_backend *cpu, *gpu;
+} env;
+
+static int env_init(env *e, int n_embd, int n_ff, int n_head, int n_kv, int hd, int n_ctx, int n_seq, int n_batch) {
+    memset(e, 0, sizeof *e);
+    mf_hparams *hp = &e->m.hp;
+    hp->arch = MF_ARCH_LLAMA;
+    snprintf(hp->arch_name, sizeof hp->arch_name, "llama");
+    hp->n_vocab = 1000;
+    hp->n_embd = n_embd;
+    hp->n_layer = 1;
+    hp->n_ff = n_ff;
+    hp->n_head = n_head;
+    hp->n_head_kv = n_kv;
+    hp->head_dim = hd;
+    hp->rope_dim = hd;
+    hp->n_ctx_train = n_ctx;
+    hp->norm_eps = 1e-5f;
+    hp->rope_base = 10000.0f;
+    e->m.layers = calloc(1, sizeof(mf_layer));
+    mf_err err = {{0}};
+    e->cpu = cpu_backend_new(2, &err);
+    e->gpu = cuda_backend_new(0, &err);
+    if (!e->cpu || !e->gpu) {
+        fprintf(stderr, "backend: %s\n", err.msg);
+        return -1;
+    }
+    if (e->cpu->init(e->cpu, &e->m, n_ctx, n_seq, n_batch, &err) ||
+        e->gpu->init(e->gpu, &e->m, n_ctx, n_seq, n_batch, &err)) {
+        fprintf(stderr, "init: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void env_free(env *e) {
+    if (e->cpu) e->cpu->destroy(e->cpu);
+    if (e->gpu) e->gpu->destroy(e->gpu);
+    free(e->m.layers);
+}
+
+static float *dev_from(env *e, const float *h, size_t n) {
+    float *d = e->gpu->alloc(e->gpu, n * sizeof(float));
+    cuda_backend_h2d(e->gpu, d, h, n * sizeof(float));
+    return d;
+}
+static float *dev_poison(env *e, size_t n) {
+    float *h = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = NAN;
+    float *d = dev_from(e, h, n);
+    free(h);
+    return d;
+}
+static float *host_of(env *e, const float *d, size_t n) {
+    float *h = malloc(n * sizeof(float));
+    e->gpu->download(e->gpu, h, d, n * sizeof(float));
+    return h;
+}
+static int gpu_ok(env *e, const char *what) {
+    mf_err err = {{0}};
+    int rc = cuda_backend_status(e->gpu, &err);
+    CHECK(rc == 0, "%s: %s", what, err.msg);
+    return rc == 0;
+}
+
+/* A random weight [rows][cols] of type t (f32 master quantized by the reference). */
+static mf_weight make_weight(uint32_t t, int64_t rows, int64_t cols, float scale) {
+    mf_weight w;
+    memset(&w, 0, sizeof w);
+    w.type = t;
+    w.rows = rows;
+    w.cols = cols;
+    w.name = "test.weight";
+    const uint64_t rb = qtype_row_size(t, (uint64_t)cols);
+    uint8_t *buf = malloc(rb * rows);
+    float *src = rand_vec((size_t)cols, scale);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++) src[c] = mf_rng_normal(&rng) * scale;
+        quant_quantize_row(t, src, buf + rb * r, cols);
+    }
+    free(src);
+    w.host = buf;
+    w.nbytes = rb * rows;
+    return w;
+}
+
+/* ------------------------------------------------------------------------- */
+static void test_matmul(env *e, uint32_t t, int rows, int K, int n, int with_bias, int group) {
+    mf_err err = {{0}};
+    const int nm = group ? 3 : 1;
+    mf_weight w[3], bias;
+    memset(&bias, 0, sizeof bias);
+    for (int i = 0; i < nm; i++) {
+        w[i] = make_weight(t, rows + i * 3, K, 0.05f);
+        CHECK(cuda_backend_upload(e->gpu, &w[i], &err) == 0, "upload %s: %s", qtype_name(t), err.msg);
+    }
+    if (with_bias) {
+        bias = make_weight(QTYPE_F32, 1, rows + 6, 0.5f);
+        CHECK(cuda_backend_upload(e->gpu, &bias, &err) == 0, "upload bias: %s", err.msg);
+    }
+    float *x = rand_vec((size_t)n * K, 1.0f);
+    float *xd = dev_from(e, x, (size_t)n * K);
+    float *od[3], *ref[3];
+    for (int i = 0; i < nm; i++) {
+        const size_t no = (size_t)n * w[i].rows;
+        ref[i] = malloc(no * sizeof(float));
+        e->cpu->ops->matmul(e->cpu, ref[i], x, &w[i], with_bias ? &bias : NULL, n);
+        od[i] = dev_poison(e, no);
+    }
+    for (int i = 0; i < nm; i++) e->gpu->ops->matmul(e->gpu, od[i], xd, &w[i], with_bias ? &bias : NULL, n);
+    for (int i = 0; i < nm; i++) {
+        const size_t no = (size_t)n * w[i].rows;
+        float *got = host_of(e, od[i], no);
+        double er = nerr(got, ref[i], no);
+        const int gemm = n > 8;
+        const int q8 = !gemm && dp4a_on && t != QTYPE_F32 && t != QTYPE_F16 && t != QTYPE_BF16;
+        const double tol = gemm ? 4e-3 : q8 ? 2e-2 : 2e-5;
+        CHECK(er < tol, "matmul %s rows %d K %d n %d bias %d group %d: err %.3g (tol %.1g)", qtype_name(t),
+              (int)w[i].rows, K, n, with_bias, group, er, tol);
+        free(got);
+        free(ref[i]);
+        e->gpu->release(e->gpu, od[i]);
+    }
+    gpu_ok(e, "matmul");
+    e->gpu->release(e->gpu, xd);
+    free(x);
+    for (int i = 0; i < nm; i++) free((void *)w[i].host);
+    if (with_bias) free((void *)bias.host);
+}
+
+static void test_embed(env *e, uint32_t t, int vocab, int dim, int n) {
+    mf_err err = {{0}};
+    mf_weight w = make_weight(t, vocab, dim, 1.0f);
+    CHECK(cuda_backend_upload(e->gpu, &w, &err) == 0, "upload: %s", err.msg);
+    int32_t tok[64], pos[64], seq[64];
+    for (int i = 0; i < n; i++) {
+        tok[i] = (int32_t)(mf_rng_u64(&rng) % vocab);
+        pos[i] = i;
+        seq[i] = 0;
+    }
+    tok[n - 1] = vocab - 1;  /* last row of the table */
+    mf_batch b = {n, tok, pos, seq, NULL};
+    float *ref = malloc(sizeof(float) * n * dim);
+    e->cpu->ops->embed(e->cpu, ref, &w, &b);
+    float *od = dev_poison(e, (size_t)n * dim);
+    e->gpu->ops->embed(e->gpu, od, &w, &b);
+    float *got = host_of(e, od, (size_t)n * dim);
+    double er = nerr(got, ref, (size_t)n * dim);
+    CHECK(er < 1e-6, "embed %s dim %d n %d: err %.3g", qtype_name(t), dim, n, er);
+    gpu_ok(e, "embed");
+    e->gpu->release(e->gpu, od);
+    free(got);
+    free(ref);
+    free((void *)w.host);
+}
+
+static void test_norm(env *e, int n, int dim, int with_add) {
+    mf_err err = {{0}};
+    mf_weight w = make_weight(QTYPE_F32, 1, dim, 1.0f);
+    CHECK(cuda_backend_upload(e->gpu, &w, &err) == 0, "upload: %s", err.msg);
+    float *x = rand_vec((size_t)n * dim, 3.0f), *y = rand_vec((size_t)n * dim, 1.0f);
+    float *xr = malloc(sizeof(float) * n * dim), *ref = malloc(sizeof(float) * n * dim);
+    memcpy(xr, x, sizeof(float) * n * dim);
+    if (with_add) e->cpu->ops->add(e->cpu, xr, y, (int64_t)n * dim);
+    e->cpu->ops->rmsnorm(e->cpu, ref, xr, &w, n, dim, 1e-5f);
+    float *xd = dev_from(e, x, (size_t)n * dim), *yd = dev_from(e, y, (size_t)n * dim);
+    float *od = dev_poison(e, (size_t)n * dim);
+    if (with_add) e->gpu->ops->add(e->gpu, xd, yd, (int64_t)n * dim);
+    e->gpu->ops->rmsnorm(e->gpu, od, xd, &w, n, dim, 1e-5f);
+    float *got = host_of(e, od, (size_t)n * dim), *gx = host_of(e, xd, (size_t)n * dim);
+    double er = nerr(got, ref, (size_t)n * dim), ex = nerr(gx, xr, (size_t)n * dim);
+    CHECK(er < 1e-6 && ex < 1e-7, "rmsnorm n %d dim %d add %d: err %.3g x err %.3g", n, dim, with_add, er, ex);
+    gpu_ok(e, "rmsnorm");
+    e->gpu->release(e->gpu, od);
+    e->gpu->release(e->gpu, xd);
+    e->gpu->release(e->gpu, yd);
+    free(x); free(y); free(xr); free(ref); free(got); free(gx);
+    free((void *)w.host);
+}
+
+static void test_rope(env *e, int n, int n_heads, int hd, int rope_dim, int mode, int maxpos) {
+    const size_t len = (size_t)n * n_heads * hd;
+    float *x = rand_vec(len, 1.0f), *xr = malloc(len * sizeof(float));
+    memcpy(xr, x, len * sizeof(float));
+    int32_t tok[64] = {0}, pos[64], seq[64] = {0};
+    for (int i = 0; i < n; i++) pos[i] = (int32_t)(mf_rng_u64(&rng) % (maxpos + 1));
+    mf_batch b = {n, tok, pos, seq, NULL};
+    e->cpu->ops->rope(e->cpu, xr, &b, n_heads, hd, rope_dim, 10000.0f, mode);
+    float *xd = dev_from(e, x, len);
+    e->gpu->ops->rope(e->gpu, xd, &b, n_heads, hd, rope_dim, 10000.0f, mode);
+    float *got = host_of(e, xd, len);
+    double er = nerr(got, xr, len);
+    CHECK(er < 1e-6, "rope n %d heads %d hd %d dim %d mode %d: err %.3g", n, n_heads, hd, rope_dim, mode, er);
+    gpu_ok(e, "rope");
+    e->gpu->release(e->gpu, xd);
+    free(x); free(xr); free(got);
+}
+
+static void test_elementwise(env *e, int64_t n) {
+    float *g = rand_vec(n, 2.0f), *u = rand_vec(n, 1.0f);
+    float *ref = malloc(n * sizeof(float));
+    e->cpu->ops->swiglu(e->cpu, ref, g, u, n);
+    float *gd = dev_from(e, g, n), *ud = dev_from(e, u, n), *od = dev_poison(e, n);
+    e->gpu->ops->swiglu(e->gpu, od, gd, ud, n);
+    float *got = host_of(e, od, n);
+    double er = nerr(got, ref, n);
+    CHECK(er < 1e-6, "swiglu n %lld: err %.3g", (long long)n, er);
+    free(got);
+    /* in place, like forward.c */
+    e->gpu->ops->swiglu(e->gpu, gd, gd, ud, n);
+    got = host_of(e, gd, n);
+    er = nerr(got, ref, n);
+    CHECK(er < 1e-6, "swiglu in place n %lld: err %.3g", (long long)n, er);
+    free(got);
+    /* add */
+    memcpy(ref, g, n * sizeof(float));
+    e->cpu->ops->add(e->cpu, ref, u, n);
+    cuda_backend_h2d(e->gpu, gd, g, n * sizeof(float));
+    e->gpu->ops->add(e->gpu, gd, ud, n);
+    got = host_of(e, gd, n);
+    er = nerr(got, ref, n);
+    CHECK(er == 0, "add n %lld: err %.3g", (long long)n, er);
+    free(got);
+    gpu_ok(e, "elementwise");
+    e->gpu->release(e->gpu, gd);
+    e->gpu->release(e->gpu, ud);
+    e->gpu->release(e->gpu, od);
+    free(g); free(u); free(ref);
+}
+
+static void test_get_rows(env *e, int rows, int width, int n_idx) {
+    float *src = rand_vec((size_t)rows * width, 1.0f);
+    int32_t idx[64];
+    for (int i = 0; i < n_idx; i++) idx[i] = (int32_t)(mf_rng_u64(&rng) % rows);
+    float *ref = malloc(sizeof(float) * n_idx * width);
+    e->cpu->ops->get_rows(e->cpu, ref, src, idx, n_idx, width);
+    float *sd = dev_from(e, src, (size_t)rows * width), *od = dev_poison(e, (size_t)n_idx * width);
+    e->gpu->ops->get_rows(e->gpu, od, sd, idx, n_idx, width);
+    float *got = host_of(e, od, (size_t)n_idx * width);
+    CHECK(nerr(got, ref, (size_t)n_idx * width) == 0, "get_rows %d x %d", n_idx, width);
+    gpu_ok(e, "get_rows");
+    e->gpu->release(e->gpu, sd);
+    e->gpu->release(e->gpu, od);
+    free(src); free(ref); free(got);
+}
+
+/* Attention: fills the cache of each sequence with `start[s]` positions of random
+ * k/v (prefill chunks through the op), then runs a batch of n[s] tokens per
+ * sequence (sequence 0's tokens first) and compares the outputs. */
+static void test_attention(int n_head, int n_kv, int hd, int n_seq, const int *start, const int *cnt) {
+    env e;
+    const int n_ctx = 4096, n_batch = 512;
+    if (env_init(&e, 256, 256, n_head, n_kv, hd, n_ctx, n_seq, n_batch)) {
+        CHECK(0, "attention env");
+        env_free(&e);
+        return;
+    }
+    const int qd = n_head * hd, kvd = n_kv * hd;
+    float *q = malloc(sizeof(float) * n_batch * qd), *k = malloc(sizeof(float) * n_batch * kvd);
+    float *v = malloc(sizeof(float) * n_batch * kvd), *ref = malloc(sizeof(float) * n_batch * qd);
+    float *qd_ = e.gpu->alloc(e.gpu, sizeof(float) * n_batch * qd);
+    float *kd = e.gpu->alloc(e.gpu, sizeof(float) * n_batch * kvd);
+    float *vd = e.gpu->alloc(e.gpu, sizeof(float) * n_batch * kvd);
+    float *od = e.gpu->alloc(e.gpu, sizeof(float) * n_batch * qd);
+    int32_t *tok = calloc(n_batch, 4), *pos = calloc(n_batch, 4), *seq = calloc(n_batch, 4);
+    /* one batch: fills q/k/v with fresh values, runs both backends, returns the error */
+    double worst = 0;
+    int phase;
+    for (phase = 0; phase < 2; phase++) {
+        /* phase 0: prefixes, in chunks; phase 1: the test batch */
+        int s = 0, p = 0, done = 0;
+        while (!done) {
+            int n = 0;
+            if (phase == 0) {
+                while (n < n_batch && s < n_seq) {
+                    if (p >= start[s]) {
+                        s++;
+                        p = 0;
+                        continue;
+                    }
+                    pos[n] = p++;
+                    seq[n] = s;
+                    n++;
+                }
+                done = s >= n_seq;
+            } else {
+                for (int t = 0; t < n_seq; t++)
+                    for (int i = 0; i < cnt[t]; i++) {
+                        pos[n] = start[t] + i;
+                        seq[n] = t;
+                        n++;
+                    }
+                done = 1;
+            }
+            if (n == 0) break;
+            for (int i = 0; i < n * qd; i++) q[i] = mf_rng_normal(&rng);
+            for (int i = 0; i < n * kvd; i++) k[i] = mf_rng_normal(&rng), v[i] = mf_rng_normal(&rng);
+            mf_batch b = {n, tok, pos, seq, NULL};
+            cuda_backend_h2d(e.gpu, qd_, q, sizeof(float) * n * qd);
+            cuda_backend_h2d(e.gpu, kd, k, sizeof(float) * n * kvd);
+            cuda_backend_h2d(e.gpu, vd, v, sizeof(float) * n * kvd);
+            float *poison = malloc(sizeof(float) * n * qd);
+            for (int i = 0; i < n * qd; i++) poison[i] = NAN;
+            cuda_backend_h2d(e.gpu, od, poison, sizeof(float) * n * qd);
+            free(poison);
+            e.cpu->ops->attention(e.cpu, ref, q, k, v, 0, &b);
+            e.gpu->ops->attention(e.gpu, od, qd_, kd, vd, 0, &b);
+            float *got = host_of(&e, od, (size_t)n * qd);
+            double er = nerr(got, ref, (size_t)n * qd);
+            if (er > worst) worst = er;
+            free(got);
+        }
+    }
+    CHECK(worst < 4e-3, "attention heads %d/%d hd %d seqs %d start %d n %d%s: err %.3g", n_head, n_kv, hd, n_seq,
+          start[0], cnt[0], n_seq > 1 ? " (+seq 1)" : "", worst);
+    gpu_ok(&e, "attention");
+    free(q); free(k); free(v); free(ref); free(tok); free(pos); free(seq);
+    env_free(&e);
+}
+
+int main(void) {
+    setenv("MINFER_CPU_SIMD", "0", 1);  /* the CPU reference: scalar, double accumulation */
+    mf_rng_seed(&rng, (uint64_t)mf_env_int("MINFER_TEST_SEED", 20261129));
+    dp4a_on = mf_env_int("MINFER_CUDA_DP4A", 1);
+    if (!cuda_available()) {
+        SKIP("no CUDA device");
+        return test_summary("cuda_ops");
+    }
+    env e;
+    if (env_init(&e, 4096, 11008, 32, 8, 128, 1024, 1, 256)) {
+        CHECK(0, "env");
+        return test_summary("cuda_ops");
+    }
+    /* GEMV (n <= 8) and GEMM (n > 8) for every weight type; tails in rows and n */
+    const uint32_t types[] = {QTYPE_F32, QTYPE_F16, QTYPE_BF16, QTYPE_Q4_0, QTYPE_Q4_1, QTYPE_Q5_0,
+                              QTYPE_Q5_1, QTYPE_Q8_0, QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K};
+    for (size_t ti = 0; ti < MF_ARRAY_LEN(types); ti++) {
+        const uint32_t t = types[ti];
+        const int kq = qtype_get(t)->blck == 256;
+        const int Ks[] = {kq ? 256 : 96, kq ? 2816 : 544, 4096, 11008};
+        const int ns[] = {1, 2, 3, 5, 8, 9, 13, 64};
+        for (size_t ki = 0; ki < MF_ARRAY_LEN(Ks); ki++)
+            for (size_t ni = 0; ni < MF_ARRAY_LEN(ns); ni++) {
+                const int K = Ks[ki], n = ns[ni];
+                if (K == 11008 && n > 1 && n != 13) continue;
+                test_matmul(&e, t, K >= 4096 ? 300 : 37, K, n, ni % 3 == 0, 0);
+            }
+        test_matmul(&e, t, 129, Ks[1], 1, 1, 1);   /* stacked q/k/v-style group */
+        test_matmul(&e, t, 257, Ks[2], 130, 0, 0); /* GEMM with M and N tails */
+    }
+    test_matmul(&e, QTYPE_F32, 77, 172, 1, 0, 0); /* stories260K's ffn_down width */
+    test_matmul(&e, QTYPE_F32, 77, 172, 11, 1, 0);
+    test_matmul(&e, QTYPE_F32, 64, 64, 3, 0, 1);
+    /* embedding gather, every type */
+    for (size_t ti = 0; ti < MF_ARRAY_LEN(types); ti++) {
+        const int kq = qtype_get(types[ti])->blck == 256;
+        test_embed(&e, types[ti], 300, kq ? 512 : 96, 1);
+        test_embed(&e, types[ti], 300, kq ? 4096 : 4064, 13);
+    }
+    test_embed(&e, QTYPE_F32, 512, 64, 7);
+    test_embed(&e, QTYPE_F32, 50, 100, 3);
+    /* norm (+ fused residual add), rope, elementwise */
+    const int dims[] = {64, 100, 2048, 4096};
+    for (size_t di = 0; di < MF_ARRAY_LEN(dims); di++)
+        for (int n = 1; n <= 13; n += 4) {
+            test_norm(&e, n, dims[di], 0);
+            test_norm(&e, n, dims[di], 1);
+        }
+    for (int mode = 0; mode < 2; mode++) {
+        test_rope(&e, 1, 32, 128, 128, mode, 3000);
+        test_rope(&e, 13, 8, 64, 64, mode, 4095);
+        test_rope(&e, 5, 8, 8, 8, mode, 2047);
+        test_rope(&e, 3, 4, 64, 32, mode, 100);  /* partial rotation */
+    }
+    test_elementwise(&e, 11008);
+    test_elementwise(&e, 13 * 5632);
+    test_elementwise(&e, 172 * 3);
+    test_get_rows(&e, 13, 4096, 1);
+    test_get_rows(&e, 64, 64, 7);
+    env_free(&e);
+
+    /* attention: decode (split) and prefill (flash for hd 64/128), GQA groups
+     * 1..16, two sequences, long contexts */
+    struct { int nh, nkv, hd; } cfg[] = {{8, 4, 8}, {32, 8, 64}, {32, 32, 128}, {14, 2, 64}, {32, 2, 128}, {12, 4, 96}};
+    for (size_t ci = 0; ci < MF_ARRAY_LEN(cfg); ci++) {
+        const int s0[] = {0}, c1[] = {1}, c5[] = {5}, c13[] = {13}, c100[] = {100};
+        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s0, c1);
+        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s0, c13);
+        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s0, c100);
+        const int s3000[] = {3000};
+        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s3000, c1);
+        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s3000, c5);
+        if (ci == 1 || ci == 2) {
+            test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s3000, c100);
+            const int s2[] = {700, 129}, n2[] = {3, 70};
+            test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 2, s2, n2);
+            const int s3[] = {10, 1000}, n3[] = {1, 1};
+            test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 2, s3, n3);
+        }
+        (void)c5;
+    }
+    return test_summary("cuda_ops");
+}

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# tests/run_cuda.sh [BIN] - the CUDA test suite (make test-cuda), on a machine with a GPU:
+#   1. op parity: every CUDA op against the CPU reference backend (tests/cuda/test_cuda_ops),
+#      once with every fast path on and once with every optional path off;
+#   2. end to end: stories260K greedy 200 tokens from BOS on the GPU must print
+#      models/stories260K.greedy200.txt exactly, with each optional path switched off in turn;
+#      a prompted run must print the same text on the GPU as on the CPU;
+#   3. whole-model logit parity GPU vs CPU on synthetic models (tests/cuda/test_cuda_forward),
+#      and the 1b q4_k_m greedy stream identical with the decode graph on and off.
+# Prints "N passed, N failed, N skipped" last. Models are looked up in $MINFER_SHARED,
+# ../shared and .device/ (the GPU machine gets no ../shared: copy what is needed there).
+set -u
+BIN=${1:-build/minfer}
+BUILD=$(dirname "$BIN")
+TESTS=$BUILD/tests/cuda
+TMP=${TMPDIR:-/tmp}/minfer-cuda-$$
+mkdir -p "$TMP"
+trap 'rm -rf "$TMP"' EXIT
+P=0; F=0; S=0
+
+SHARED=
+for d in "${MINFER_SHARED:-}" ../shared .device; do
+    if [ -n "$d" ] && [ -f "$d/models/stories260K.gguf" ]; then SHARED=$d; break; fi
+done
+
+count() { # name rc output: adds up a RESULT line (or counts a crash as a failure)
+    local name=$1 rc=$2 out=$3 line p f s
+    line=$(printf '%s\n' "$out" | grep '^RESULT ' | tail -n 1)
+    printf '%s\n' "$out" | grep -v '^RESULT ' | tail -n 25
+    if [ -z "$line" ]; then echo "FAIL $name: exit $rc, no RESULT line"; F=$((F + 1)); return; fi
+    echo "$line"
+    p=$(sed -n 's/.*passed=\([0-9]*\).*/\1/p' <<<"$line")
+    f=$(sed -n 's/.*failed=\([0-9]*\).*/\1/p' <<<"$line")
+    s=$(sed -n 's/.*skipped=\([0-9]*\).*/\1/p' <<<"$line")
+    P=$((P + p)); F=$((F + f)); S=$((S + ${s:-0}))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then echo "FAIL $name: exit $rc"; F=$((F + 1)); fi
+}
+run_one() { # name command...
+    local name=$1; shift
+    echo "== $name"
+    local out rc
+    out=$("$@" 2>&1); rc=$?
+    count "$name" "$rc" "$out"
+}
+check() { # name condition-command...: one pass/fail
+    local name=$1; shift
+    if "$@"; then P=$((P + 1)); echo "ok   $name"; else F=$((F + 1)); echo "FAIL $name"; fi
+}
+
+OFF="MINFER_CUDA_DP4A=0 MINFER_CUDA_FUSE=0 MINFER_CUDA_FLASH=0 MINFER_CUDA_PDL=0 MINFER_CUDA_MMA=0 MINFER_CUDA_GRAPH=0"
+
+# ---- 1. op parity ----
+if [ -x "$TESTS/test_cuda_ops" ]; then
+    run_one cuda_ops "$TESTS/test_cuda_ops"
+    run_one cuda_ops_paths_off env $OFF "$TESTS/test_cuda_ops"
+else
+    echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))
+fi
+
+# ---- 2. end to end: stories260K ----
+if [ -n "$SHARED" ]; then
+    M=$SHARED/models/stories260K.gguf
+    EXP=$SHARED/models/stories260K.greedy200.txt
+    echo "== e2e stories260K greedy 200 (cuda)"
+    for v in "" "MINFER_CUDA_GRAPH=0" "MINFER_CUDA_FUSE=0 MINFER_CUDA_PDL=0" "$OFF"; do
+        env $v "$BIN" run -m "$M" -p "" -n 200 --temp 0 --device cuda >"$TMP/out.txt" 2>"$TMP/err.txt"
+        rc=$?
+        cmp -s "$TMP/out.txt" "$EXP" || rc=1
+        check "stories260K greedy200 [${v:-all paths on}]" test $rc -eq 0
+        [ $rc -eq 0 ] || tail -n 3 "$TMP/err.txt"
+        cmp -s "$TMP/out.txt" "$EXP" || { echo "--- got:"; head -c 300 "$TMP/out.txt"; echo; }
+    done
+    grep -m1 '^minfer/cuda' "$TMP/err.txt" || true
+    "$BIN" run -m "$M" -p "Once upon a time, there was a dog named Max. Max liked to" -n 120 --temp 0 --device cpu \
+        >"$TMP/cpu.txt" 2>/dev/null
+    "$BIN" run -m "$M" -p "Once upon a time, there was a dog named Max. Max liked to" -n 120 --temp 0 --device cuda \
+        >"$TMP/gpu.txt" 2>/dev/null
+    check "stories260K prompted run: cuda == cpu" cmp -s "$TMP/cpu.txt" "$TMP/gpu.txt"
+else
+    echo "SKIP e2e stories260K: no models/stories260K.gguf in \$MINFER_SHARED, ../shared or .device"; S=$((S + 1))
+fi
+
+# ---- 3. synthetic models: logit parity, graph on/off ----
+if [ -x "$TESTS/test_cuda_forward" ]; then
+    for q in q4_k_m q8_0 f16; do
+        "$BIN" synth --shape tiny --quant $q -o "$TMP/tiny-$q.gguf" >/dev/null 2>&1
+        run_one "forward tiny $q" "$TESTS/test_cuda_forward" "$TMP/tiny-$q.gguf" 70 40
+    done
+    if [ "${MINFER_CUDA_TEST_1B:-1}" = 1 ]; then
+        "$BIN" synth --shape 1b --quant q4_k_m -o "$TMP/1b.gguf" >/dev/null 2>&1
+        run_one "forward 1b q4_k_m (greedy 64)" "$TESTS/test_cuda_forward" "$TMP/1b.gguf" 13 64
+        "$BIN" run -m "$TMP/1b.gguf" -p "" -n 64 --temp 0 --device cuda >"$TMP/g1.txt" 2>"$TMP/g1.err"
+        MINFER_CUDA_GRAPH=0 "$BIN" run -m "$TMP/1b.gguf" -p "" -n 64 --temp 0 --device cuda >"$TMP/g0.txt" 2>/dev/null
+        env $OFF "$BIN" run -m "$TMP/1b.gguf" -p "" -n 64 --temp 0 --device cuda >"$TMP/g2.txt" 2>/dev/null
+        check "1b q4_k_m greedy 64: graph on == graph off" cmp -s "$TMP/g1.txt" "$TMP/g0.txt"
+        if cmp -s "$TMP/g1.txt" "$TMP/g2.txt"; then echo "info 1b greedy 64: all optional paths off gives the same text";
+        else echo "info 1b greedy 64: all optional paths off differs (dp4a vs f32 activations)"; fi
+        grep -m1 '^minfer/cuda' "$TMP/g1.err" || true
+    fi
+fi
+
+echo
+echo "$P passed, $F failed, $S skipped"
+[ "$F" -eq 0 ]
