@@ -89,6 +89,8 @@ int context_eval(mf_context *c, int seq, const int32_t *toks, int n, const float
     if (keep == n) keep = n - 1; /* re-evaluate the last token to get its logits */
     kv_truncate(&c->kv, seq, keep);
     c->be->kv_truncate(c->be, seq, keep);
+    c->last_reused = keep;
+    c->last_evaluated = n - keep;
     int rc = eval_chunks(c, seq, toks + keep, n - keep, keep, err);
     if (rc) return rc;
     *logits = c->logits;

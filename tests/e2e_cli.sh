@@ -76,5 +76,19 @@ for x in d:
 else
     fail "synth tiny: $(cat "$TMP/synth.err")"
 fi
+# 4. Chat keeps the KV cache between turns: turn 2 prefills only its own tokens.
+for M in "$SHARED/models/stories260K.gguf" models/SmolLM2-135M-Instruct.Q4_1.gguf; do
+    if [ ! -f "$M" ]; then skip "chat test: $M absent"; continue; fi
+    printf 'Hello there\nTell me more\n' | "$BIN" chat -m "$M" --temp 0 -n 12 --device cpu >"$TMP/chat.out" 2>"$TMP/chat.err"
+    check "chat exit 0 on $M" [ $? -eq 0 ]
+    t1=$(sed -n 's/.*turn 1: prefilled \([0-9]*\) new tokens, \([0-9]*\) reused.*/\1 \2/p' "$TMP/chat.err")
+    t2=$(sed -n 's/.*turn 2: prefilled \([0-9]*\) new tokens, \([0-9]*\) reused.*/\1 \2/p' "$TMP/chat.err")
+    set -- $t1; n1=${1:-0}; r1=${2:--1}
+    set -- $t2; n2=${1:-0}; r2=${2:-0}
+    check "chat turn 1 prefills from scratch ($t1)" test "$n1" -gt 0 -a "$r1" -eq 0
+    # Reused = turn-1 prompt + its answer; turn 2 evaluates fewer tokens than the whole history.
+    check "chat turn 2 reuses the cache ($t2 after $t1)" test "$r2" -ge "$n1" -a "$n2" -gt 0 -a "$n2" -lt $((r2 + n2))
+done
+
 echo "RESULT e2e_cli passed=$P failed=$F skipped=$S"
 [ "$F" -eq 0 ]

@@ -23,4 +23,7 @@ if [ "${1:-}" = "--test" ]; then
         python3 -m pip install --quiet --disable-pip-version-check gguf numpy >&2 || \
             echo "minfer: warning: could not install gguf/numpy; the quant oracle test will skip" >&2
     fi
+    # The default real model is used by tests when present (tokenizer, oracle, chat).
+    bash "$(dirname "$0")/fetch_model.sh" >/dev/null || \
+        echo "minfer: warning: could not fetch the default model; tests that need it will skip" >&2
 fi

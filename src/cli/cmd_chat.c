@@ -153,6 +153,8 @@ int cmd_chat(int argc, char **argv) {
 
         const float *logits;
         if ((rc = context_eval(&c, 0, s.cached, s.n_cached, &logits, &err))) { rc = cli_error(cli_status_exit(rc), "%s", err.msg); break; }
+        mf_log("turn %d: prefilled %d new tokens, %d reused from the cache", (s.n + 1) / 2, c.last_evaluated,
+               c.last_reused);
         tok_stream ts;
         tok_stream_init(&ts);
         ans_len = 0;
