@@ -39,7 +39,7 @@ run_one() { # name command...
     local name=$1; shift
     echo "== $name"
     local out rc
-    out=$("$@" 2>&1); rc=$?
+    out=$($TO "$@" 2>&1); rc=$?
     count "$name" "$rc" "$out"
 }
 check() { # name condition-command...: one pass/fail
@@ -47,23 +47,18 @@ check() { # name condition-command...: one pass/fail
     if "$@"; then P=$((P + 1)); echo "ok   $name"; else F=$((F + 1)); echo "FAIL $name"; fi
 }
 
+# every command under a time limit, so one hang cannot eat the machine's lease
+TO=""
+command -v timeout >/dev/null && TO="timeout ${MINFER_TEST_TIMEOUT:-300}"
 OFF="MINFER_CUDA_DP4A=0 MINFER_CUDA_FUSE=0 MINFER_CUDA_FLASH=0 MINFER_CUDA_PDL=0 MINFER_CUDA_MMA=0 MINFER_CUDA_GRAPH=0"
 
-# ---- 1. op parity ----
-if [ -x "$TESTS/test_cuda_ops" ]; then
-    run_one cuda_ops "$TESTS/test_cuda_ops"
-    run_one cuda_ops_paths_off env $OFF "$TESTS/test_cuda_ops"
-else
-    echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))
-fi
-
-# ---- 2. end to end: stories260K ----
+# ---- end to end: stories260K ----
 if [ -n "$SHARED" ]; then
     M=$SHARED/models/stories260K.gguf
     EXP=$SHARED/models/stories260K.greedy200.txt
     echo "== e2e stories260K greedy 200 (cuda)"
     for v in "" "MINFER_CUDA_GRAPH=0" "MINFER_CUDA_FUSE=0 MINFER_CUDA_PDL=0" "$OFF"; do
-        env $v "$BIN" run -m "$M" -p "" -n 200 --temp 0 --device cuda >"$TMP/out.txt" 2>"$TMP/err.txt"
+        $TO env $v "$BIN" run -m "$M" -p "" -n 200 --temp 0 --device cuda >"$TMP/out.txt" 2>"$TMP/err.txt"
         rc=$?
         cmp -s "$TMP/out.txt" "$EXP" || rc=1
         check "stories260K greedy200 [${v:-all paths on}]" test $rc -eq 0
@@ -80,7 +75,15 @@ else
     echo "SKIP e2e stories260K: no models/stories260K.gguf in \$MINFER_SHARED, ../shared or .device"; S=$((S + 1))
 fi
 
-# ---- 3. synthetic models: logit parity, graph on/off ----
+# ---- op parity ----
+if [ -x "$TESTS/test_cuda_ops" ]; then
+    run_one cuda_ops "$TESTS/test_cuda_ops"
+    run_one cuda_ops_paths_off env $OFF "$TESTS/test_cuda_ops"
+else
+    echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))
+fi
+
+# ---- synthetic models: logit parity, graph on/off ----
 if [ -x "$TESTS/test_cuda_forward" ]; then
     for q in q4_k_m q8_0 f16; do
         "$BIN" synth --shape tiny --quant $q -o "$TMP/tiny-$q.gguf" >/dev/null 2>&1

@@ -33,6 +33,13 @@
  * dispatch costs about a microsecond, these ops cost less. */
 #define SMALL_OP 16384
 
+enum { PROF_MATMUL_1, PROF_MATMUL_N, PROF_ATTN, PROF_NORM, PROF_ROPE, PROF_SWIGLU, PROF_ADD, PROF_EMBED,
+       PROF_COUNT };
+static const char *const prof_name[PROF_COUNT] = { "matmul(n<4)", "matmul(n>=4)", "attention", "rmsnorm", "rope",
+                                                   "swiglu", "add", "embed" };
+#define PROF_BEGIN(s) const double prof_t0_ = (s)->profile ? mf_time_s() : 0.0
+#define PROF_END(s, k) do { if ((s)->profile) { (s)->prof_s[k] += mf_time_s() - prof_t0_; (s)->prof_n[k]++; } } while (0)
+
 typedef struct packed_entry {
     const void *host;       /* key: the weight's bytes in the mapping */
     cpu_packed pk;
@@ -59,6 +66,10 @@ typedef struct cpu_state {
     uint8_t *rope_ok;            /* [n_ctx] row computed */
     float rope_base;
     int rope_dim;
+    int profile;                 /* MINFER_CPU_PROFILE=1: time per op kind, printed at destroy */
+    double prof_s[PROF_COUNT];
+    int64_t prof_n[PROF_COUNT];
+    double prof_bytes;           /* weight bytes read by matmuls */
 } cpu_state;
 
 static cpu_state *st(mf_backend *be) { return be->impl; }
@@ -251,8 +262,17 @@ static int ensure_act(cpu_state *s, size_t bytes) {
     return 0;
 }
 
+static void matmul_run(cpu_state *s, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n);
+
 static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n) {
     cpu_state *s = st(be);
+    PROF_BEGIN(s);
+    matmul_run(s, out, x, w, bias, n);
+    PROF_END(s, n < 4 ? PROF_MATMUL_1 : PROF_MATMUL_N);
+    if (s->profile) s->prof_bytes += (double)w->nbytes;
+}
+
+static void matmul_run(cpu_state *s, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n) {
     mm_task t = { .s = s, .out = out, .x = x, .w = w, .n = n };
     if (bias && bias->host) {
         if (bias->type == QTYPE_F32) {
@@ -305,10 +325,12 @@ static const float *weight_f32(cpu_state *s, const mf_weight *w) {
 }
 
 static void op_embed(mf_backend *be, float *out, const mf_weight *w, const mf_batch *b) {
+    PROF_BEGIN(st(be));
     const uint64_t row_bytes = qtype_row_size(w->type, (uint64_t)w->cols);
     for (int i = 0; i < b->n; i++)
         quant_dequantize_row(w->type, (const uint8_t *)w->host + (uint64_t)b->tok[i] * row_bytes,
                              out + (int64_t)i * w->cols, w->cols);
+    PROF_END(st(be), PROF_EMBED);
 }
 
 typedef struct ew_task {
@@ -334,8 +356,10 @@ static void rmsnorm_run(void *ctx, int ith, int nth) {
 
 static void op_rmsnorm(mf_backend *be, float *out, const float *x, const mf_weight *w, int n, int dim, float eps) {
     cpu_state *s = st(be);
+    PROF_BEGIN(s);
     ew_task t = { .s = s, .out = out, .x = x, .w = weight_f32(s, w), .n = n, .dim = dim, .eps = eps };
     cpu_pool_run(s->pool, rmsnorm_run, &t, (int64_t)n * dim < SMALL_OP ? 1 : 0);
+    PROF_END(s, PROF_NORM);
 }
 
 static void swiglu_run(void *ctx, int ith, int nth) {
@@ -349,8 +373,10 @@ static void swiglu_run(void *ctx, int ith, int nth) {
 
 static void op_swiglu(mf_backend *be, float *out, const float *gate, const float *up, int64_t n) {
     cpu_state *s = st(be);
+    PROF_BEGIN(s);
     ew_task t = { .s = s, .out = out, .x = gate, .y = up, .len = n };
     cpu_pool_run(s->pool, swiglu_run, &t, n < SMALL_OP ? 1 : 0);
+    PROF_END(s, PROF_SWIGLU);
 }
 
 static void add_run(void *ctx, int ith, int nth) {
@@ -367,8 +393,10 @@ static void add_run(void *ctx, int ith, int nth) {
 
 static void op_add(mf_backend *be, float *x, const float *y, int64_t n) {
     cpu_state *s = st(be);
+    PROF_BEGIN(s);
     ew_task t = { .s = s, .out = x, .y = y, .len = n };
     cpu_pool_run(s->pool, add_run, &t, n < SMALL_OP ? 1 : 0);
+    PROF_END(s, PROF_ADD);
 }
 
 /* RoPE: cos/sin per (position, pair) computed once in double exactly as
@@ -428,15 +456,17 @@ static int rope_cache_ok(cpu_state *s, int rope_dim, float base) {
 static void op_rope(mf_backend *be, float *x, const mf_batch *b, int n_heads, int head_dim, int rope_dim,
                     float base, mf_rope_mode mode) {
     cpu_state *s = st(be);
+    PROF_BEGIN(s);
     int ok = s->simd && s->n_ctx > 0 && rope_cache_ok(s, rope_dim, base);
     for (int i = 0; ok && i < b->n; i++) ok = b->pos[i] >= 0 && b->pos[i] < s->n_ctx;
     if (!ok) {
         cpu_ref_rope(x, b->pos, b->n, n_heads, head_dim, rope_dim, base, mode);
-        return;
+    } else {
+        for (int i = 0; i < b->n; i++) rope_row(s, b->pos[i], rope_dim, base);
+        rope_task t = { s, x, b, n_heads, head_dim, rope_dim, mode };
+        cpu_pool_run(s->pool, rope_run, &t, (int64_t)b->n * n_heads * head_dim < SMALL_OP ? 1 : 0);
     }
-    for (int i = 0; i < b->n; i++) rope_row(s, b->pos[i], rope_dim, base);
-    rope_task t = { s, x, b, n_heads, head_dim, rope_dim, mode };
-    cpu_pool_run(s->pool, rope_run, &t, (int64_t)b->n * n_heads * head_dim < SMALL_OP ? 1 : 0);
+    PROF_END(s, PROF_ROPE);
 }
 
 typedef struct attn_task {
@@ -482,6 +512,7 @@ static void attn_run(void *ctx, int ith, int nth) {
 static void op_attention(mf_backend *be, float *out, const float *q, const float *k, const float *v, int layer,
                          const mf_batch *b) {
     cpu_state *s = st(be);
+    PROF_BEGIN(s);
     const int kv_dim = s->kv_dim;
     float *kc = s->k_cache[layer], *vc = s->v_cache[layer];
     /* Store first, so tokens of this batch see each other (causally, by pos). */
@@ -496,6 +527,7 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
     for (int i = 0; i < b->n; i++) work += (int64_t)(b->pos[i] + 1);
     work *= (int64_t)s->m->hp.n_head * s->m->hp.head_dim;
     cpu_pool_run(s->pool, attn_run, &t, work < SMALL_OP ? 1 : 0);
+    PROF_END(s, PROF_ATTN);
 }
 
 static void op_get_rows(mf_backend *be, float *dst, const float *src, const int32_t *idx, int n_idx, int width) {
@@ -608,8 +640,23 @@ oom:
                    (unsigned long long)per_layer);
 }
 
+static void prof_print(const cpu_state *s) {
+    double tot = 0.0;
+    for (int k = 0; k < PROF_COUNT; k++) tot += s->prof_s[k];
+    fprintf(stderr, "minfer/cpu: profile (%.3f s in ops)\n", tot);
+    for (int k = 0; k < PROF_COUNT; k++)
+        if (s->prof_n[k])
+            fprintf(stderr, "minfer/cpu:   %-13s %8lld calls %9.3f s %5.1f%%  %8.1f us/call\n", prof_name[k],
+                    (long long)s->prof_n[k], s->prof_s[k], 100.0 * s->prof_s[k] / (tot > 0 ? tot : 1),
+                    1e6 * s->prof_s[k] / (double)s->prof_n[k]);
+    const double mt = s->prof_s[PROF_MATMUL_1] + s->prof_s[PROF_MATMUL_N];
+    if (mt > 0) fprintf(stderr, "minfer/cpu:   matmul weight bytes %.2f GB, %.2f GB/s\n", s->prof_bytes / 1e9,
+                        s->prof_bytes / mt / 1e9);
+}
+
 static void cpu_destroy(mf_backend *be) {
     if (!be) return;
+    if (st(be)->profile) prof_print(st(be));
     free_caches(st(be));
     cpu_pool_free(st(be)->pool);
     free(be->impl);
@@ -641,6 +688,7 @@ mf_backend *cpu_backend_new(int n_threads, mf_err *err) {
     const int want_simd = mf_env_int("MINFER_CPU_SIMD", 1) != 0;
     s->simd = want_simd && cpu_has_avx2();
     s->repack = s->simd && mf_env_int("MINFER_CPU_REPACK", 1) != 0;
+    s->profile = mf_env_int("MINFER_CPU_PROFILE", 0) != 0;
     static int said;
     if (!said) {
         said = 1;

@@ -59,7 +59,7 @@ static int env_init(env *e, int n_embd, int n_ff, int n_head, int n_kv, int hd, 
     hp->rope_base = 10000.0f;
     e->m.layers = calloc(1, sizeof(mf_layer));
     mf_err err = {{0}};
-    e->cpu = cpu_backend_new(2, &err);
+    e->cpu = cpu_backend_new(mf_env_int("MINFER_TEST_THREADS", 4), &err);
     e->gpu = cuda_backend_new(0, &err);
     if (!e->cpu || !e->gpu) {
         fprintf(stderr, "backend: %s\n", err.msg);
@@ -125,29 +125,21 @@ static mf_weight make_weight(uint32_t t, int64_t rows, int64_t cols, float scale
 }
 
 /* ------------------------------------------------------------------------- */
-static void test_matmul(env *e, uint32_t t, int rows, int K, int n, int with_bias, int group) {
-    mf_err err = {{0}};
-    const int nm = group ? 3 : 1;
-    mf_weight w[3], bias;
-    memset(&bias, 0, sizeof bias);
-    for (int i = 0; i < nm; i++) {
-        w[i] = make_weight(t, rows + i * 3, K, 0.05f);
-        CHECK(cuda_backend_upload(e->gpu, &w[i], &err) == 0, "upload %s: %s", qtype_name(t), err.msg);
-    }
-    if (with_bias) {
-        bias = make_weight(QTYPE_F32, 1, rows + 6, 0.5f);
-        CHECK(cuda_backend_upload(e->gpu, &bias, &err) == 0, "upload bias: %s", err.msg);
-    }
+/* One matmul per weight in w[0..nm) on the same input (nm = 3: the GEMV group
+ * path), against the reference. */
+static void run_matmul(env *e, mf_weight *w, int nm, const mf_weight *bias, int n) {
+    const uint32_t t = w[0].type;
+    const int K = (int)w[0].cols;
     float *x = rand_vec((size_t)n * K, 1.0f);
     float *xd = dev_from(e, x, (size_t)n * K);
     float *od[3], *ref[3];
     for (int i = 0; i < nm; i++) {
         const size_t no = (size_t)n * w[i].rows;
         ref[i] = malloc(no * sizeof(float));
-        e->cpu->ops->matmul(e->cpu, ref[i], x, &w[i], with_bias ? &bias : NULL, n);
+        e->cpu->ops->matmul(e->cpu, ref[i], x, &w[i], bias, n);
         od[i] = dev_poison(e, no);
     }
-    for (int i = 0; i < nm; i++) e->gpu->ops->matmul(e->gpu, od[i], xd, &w[i], with_bias ? &bias : NULL, n);
+    for (int i = 0; i < nm; i++) e->gpu->ops->matmul(e->gpu, od[i], xd, &w[i], bias, n);
     for (int i = 0; i < nm; i++) {
         const size_t no = (size_t)n * w[i].rows;
         float *got = host_of(e, od[i], no);
@@ -156,7 +148,7 @@ static void test_matmul(env *e, uint32_t t, int rows, int K, int n, int with_bia
         const int q8 = !gemm && dp4a_on && t != QTYPE_F32 && t != QTYPE_F16 && t != QTYPE_BF16;
         const double tol = gemm ? 4e-3 : q8 ? 2e-2 : 2e-5;
         CHECK(er < tol, "matmul %s rows %d K %d n %d bias %d group %d: err %.3g (tol %.1g)", qtype_name(t),
-              (int)w[i].rows, K, n, with_bias, group, er, tol);
+              (int)w[i].rows, K, n, bias != NULL, nm, er, tol);
         free(got);
         free(ref[i]);
         e->gpu->release(e->gpu, od[i]);
@@ -164,8 +156,21 @@ static void test_matmul(env *e, uint32_t t, int rows, int K, int n, int with_bia
     gpu_ok(e, "matmul");
     e->gpu->release(e->gpu, xd);
     free(x);
+}
+
+/* Weights of type t, rows x K (nm of them, rows + 3i), tested at each n of ns. */
+static void test_matmul(env *e, uint32_t t, int rows, int K, const int *ns, int nn, int group) {
+    mf_err err = {{0}};
+    const int nm = group ? 3 : 1;
+    mf_weight w[3], bias = make_weight(QTYPE_F32, 1, rows + 6, 0.5f);
+    CHECK(cuda_backend_upload(e->gpu, &bias, &err) == 0, "upload bias: %s", err.msg);
+    for (int i = 0; i < nm; i++) {
+        w[i] = make_weight(t, rows + i * 3, K, 0.05f);
+        CHECK(cuda_backend_upload(e->gpu, &w[i], &err) == 0, "upload %s: %s", qtype_name(t), err.msg);
+    }
+    for (int i = 0; i < nn; i++) run_matmul(e, w, nm, i % 3 == 0 ? &bias : NULL, ns[i]);
     for (int i = 0; i < nm; i++) free((void *)w[i].host);
-    if (with_bias) free((void *)bias.host);
+    free((void *)bias.host);
 }
 
 static void test_embed(env *e, uint32_t t, int vocab, int dim, int n) {
@@ -377,20 +382,17 @@ int main(void) {
     for (size_t ti = 0; ti < MF_ARRAY_LEN(types); ti++) {
         const uint32_t t = types[ti];
         const int kq = qtype_get(t)->blck == 256;
-        const int Ks[] = {kq ? 256 : 96, kq ? 2816 : 544, 4096, 11008};
-        const int ns[] = {1, 2, 3, 5, 8, 9, 13, 64};
-        for (size_t ki = 0; ki < MF_ARRAY_LEN(Ks); ki++)
-            for (size_t ni = 0; ni < MF_ARRAY_LEN(ns); ni++) {
-                const int K = Ks[ki], n = ns[ni];
-                if (K == 11008 && n > 1 && n != 13) continue;
-                test_matmul(&e, t, K >= 4096 ? 300 : 37, K, n, ni % 3 == 0, 0);
-            }
-        test_matmul(&e, t, 129, Ks[1], 1, 1, 1);   /* stacked q/k/v-style group */
-        test_matmul(&e, t, 257, Ks[2], 130, 0, 0); /* GEMM with M and N tails */
+        const int ns[] = {1, 2, 3, 5, 8, 9, 13, 64}, n1[] = {1, 13}, ng[] = {1, 4}, nm[] = {130};
+        test_matmul(&e, t, 37, kq ? 256 : 96, ns, 8, 0);
+        test_matmul(&e, t, 37, kq ? 2816 : 544, ns, 8, 0);
+        test_matmul(&e, t, 300, 4096, ns, 8, 0);
+        test_matmul(&e, t, 300, 11008, n1, 2, 0);
+        test_matmul(&e, t, 129, kq ? 2816 : 544, ng, 2, 1); /* stacked q/k/v-style group */
+        test_matmul(&e, t, 257, 4096, nm, 1, 0);            /* GEMM with M and N tails */
     }
-    test_matmul(&e, QTYPE_F32, 77, 172, 1, 0, 0); /* stories260K's ffn_down width */
-    test_matmul(&e, QTYPE_F32, 77, 172, 11, 1, 0);
-    test_matmul(&e, QTYPE_F32, 64, 64, 3, 0, 1);
+    const int n172[] = {1, 11}, n3[] = {3};
+    test_matmul(&e, QTYPE_F32, 77, 172, n172, 2, 0); /* stories260K's ffn_down width */
+    test_matmul(&e, QTYPE_F32, 64, 64, n3, 1, 1);
     /* embedding gather, every type */
     for (size_t ti = 0; ti < MF_ARRAY_LEN(types); ti++) {
         const int kq = qtype_get(types[ti])->blck == 256;
