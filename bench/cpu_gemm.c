@@ -151,7 +151,81 @@ static void bench_type(cpu_pool *pool, uint32_t type, int64_t rows, int64_t cols
     free(out);
 }
 
+/* One group of 8 rows x 2048 hot in L1/L2: ns per x8 block per call, per NT.
+ * Isolates the micro-kernel's arithmetic from memory and threading. */
+static void micro(uint32_t type) {
+    mf_rng rng;
+    mf_rng_seed(&rng, 2);
+    const int64_t cols = 2048;
+    const qtype_traits *tr = qtype_get(type);
+    const uint64_t rb = qtype_row_size(type, (uint64_t)cols);
+    uint8_t *w = malloc(rb * 8);
+    for (uint64_t i = 0; i < rb * 8; i++) w[i] = (uint8_t)mf_rng_u64(&rng);
+    cpu_packed pk;
+    cpu_pack_init(&pk, type, 8, cols);
+    pk.data = aligned_alloc(64, pk.group_bytes);
+    cpu_pack_groups(&pk, w, 0, 1);
+    const cpu_act kind = cpu_act_kind(type);
+    const size_t as = cpu_act_row_size(kind, cols);
+    float x[2048 * 4];
+    for (int i = 0; i < 2048 * 4; i++) x[i] = mf_rng_normal(&rng);
+    uint8_t *act = malloc(as * 4);
+    for (int t = 0; t < 4; t++) {
+        if (kind == CPU_ACT_Q8A32) cpu_quantize_q8a32_avx2(x + cols * t, (block_q8a32 *)(act + as * t), cols);
+        else cpu_quantize_q8a256_avx2(x + cols * t, (block_q8a256 *)(act + as * t), cols);
+    }
+    const cpu_gemm_fn gemm = cpu_gemm_avx2(type);
+    const int64_t nblk = cols / tr->blck;
+    printf("%-5s micro (8 rows x %lld, hot):", tr->name, (long long)cols);
+    for (int nt = 1; nt <= 4; nt++) {
+        float out[4][8];
+        double best = 1e30;
+        for (int r = 0; r < 5; r++) {
+            const int iters = 2000;
+            const double t0 = mf_time_s();
+            for (int i = 0; i < iters; i++) gemm(pk.data, cols, act, as, nt, out);
+            const double t = (mf_time_s() - t0) / iters;
+            if (t < best) best = t;
+        }
+        /* per x8 block, and MACs per ns over all tokens */
+        printf("  nt=%d %6.1f ns/blk %5.1f GMAC/s", nt, 1e9 * best / nblk, 8.0 * cols * nt / best / 1e9);
+    }
+    printf("\n");
+    const cpu_gemm_fn gu = cpu_gemm_unpacked_avx2(type);
+    if (gu) {
+        uint8_t *ub = aligned_alloc(64, cpu_unpack_bytes(type, cols));
+        double bu = 1e30;
+        for (int r = 0; r < 5; r++) {
+            const double t0 = mf_time_s();
+            for (int i = 0; i < 2000; i++) cpu_unpack_group_avx2(type, pk.data, cols, ub);
+            bu = MF_MIN(bu, (mf_time_s() - t0) / 2000);
+        }
+        printf("%-5s unpacked: unpack %6.1f ns/blk;", tr->name, 1e9 * bu / nblk);
+        for (int nt = 1; nt <= 4; nt++) {
+            float out[4][8];
+            double best = 1e30;
+            for (int r = 0; r < 5; r++) {
+                const double t0 = mf_time_s();
+                for (int i = 0; i < 2000; i++) gu(ub, cols, act, as, nt, out);
+                best = MF_MIN(best, (mf_time_s() - t0) / 2000);
+            }
+            printf("  nt=%d %6.1f ns/blk %5.1f GMAC/s", nt, 1e9 * best / nblk, 8.0 * cols * nt / best / 1e9);
+        }
+        printf("\n");
+        free(ub);
+    }
+    free(w);
+    free(pk.data);
+    free(act);
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "micro")) {
+        const uint32_t mt[] = { QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_Q8_0, QTYPE_Q4_1, QTYPE_Q4_0, QTYPE_Q5_0, QTYPE_Q5_1,
+                                QTYPE_Q5_K };
+        for (size_t i = 0; i < MF_ARRAY_LEN(mt); i++) micro(mt[i]);
+        return 0;
+    }
     const int threads = argc > 1 ? atoi(argv[1]) : 1;
     cpu_pool *pool = cpu_pool_new(threads);
     printf("threads %d\n", cpu_pool_size(pool));

@@ -371,6 +371,9 @@ static void test_gemm(uint32_t type) {
     const cpu_act kind = cpu_act_kind(type);
     const cpu_gemm_fn fast = cpu_gemm_avx2(type), slow = cpu_gemm_scalar(type);
     const cpu_vdot_fn sdot = cpu_vdot_scalar(type);
+    const cpu_gemm_fn unp = cpu_gemm_unpacked_avx2(type);
+    uint8_t *ubuf = unp ? malloc(cpu_unpack_bytes(type, 3 * 256)) : NULL;
+    int ok_unp = 1;
     CHECK(fast && slow, "%s: packed kernels exist", tr->name);
     if (!fast || !slow) return;
     const int rows_list[] = { 1, 5, 8, 13, 24 };
@@ -407,6 +410,15 @@ static void test_gemm(uint32_t type) {
                         const uint8_t *gp = pk.data + g * pk.group_bytes;
                         fast(gp, cols, act + ab * t0, ab, nt, of);
                         slow(gp, cols, act + ab * t0, ab, nt, os);
+                        if (unp) {
+                            /* prefill path: expand once, same results */
+                            cpu_unpack_group_avx2(type, gp, cols, ubuf);
+                            float ou[4][8];
+                            poison(&ou[0][0], 32);
+                            unp(ubuf, cols, act + ab * t0, ab, nt, ou);
+                            for (int t = 0; t < nt; t++)
+                                for (int r = 0; r < 8; r++) ok_unp &= memcmp(&ou[t][r], &of[t][r], 4) == 0 || (exact ? 0 : fabsf(ou[t][r] - of[t][r]) <= 1e-6f * (fabsf(of[t][r]) + 1e-3f));
+                        }
                         for (int t = 0; t < nt; t++) {
                             for (int r = 0; r < 8; r++) {
                                 const int64_t row = 8 * g + r;
@@ -443,6 +455,8 @@ static void test_gemm(uint32_t type) {
         if (exact) CHECK(ok_exact, "%s exact inputs: AVX2 packed kernel == scalar row dot", tr->name);
         else CHECK(worst < 1e-5, "%s: AVX2 packed kernel vs scalar row dot: %.2e (normalised)", tr->name, worst);
     }
+    if (unp) CHECK(ok_unp, "%s: pre-unpacked (prefill) kernel == packed kernel (exact inputs: bit for bit)", tr->name);
+    free(ubuf);
 }
 
 static void test_float_tile(uint32_t type) {

@@ -15,6 +15,7 @@
  *
  * KV cache: f32, per layer [n_seq][n_ctx][kv_dim]. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,9 @@
 /* Element-wise work below this many values runs on the calling thread alone: a
  * dispatch costs about a microsecond, these ops cost less. */
 #define SMALL_OP 16384
+/* Token blocks at least this long expand each weight group once (K-quants): the
+ * expansion costs about what 3-4 tokens of packed-kernel work cost. */
+#define UNPACK_MIN 8
 
 enum { PROF_MATMUL_1, PROF_MATMUL_N, PROF_ATTN, PROF_NORM, PROF_ROPE, PROF_SWIGLU, PROF_ADD, PROF_EMBED,
        PROF_COUNT };
@@ -60,6 +64,8 @@ typedef struct cpu_state {
     float *normw;                /* [max_cols] norm / bias weight as f32 */
     uint8_t *act;                /* quantized activations [n_batch][row bytes] */
     size_t act_cap;
+    uint8_t *unp;                /* [n_threads][unp_stride] expanded weight groups (prefill) */
+    size_t unp_stride;
     packed_entry *pk;            /* sorted by host */
     int n_pk, cap_pk;
     float *rope_cs;              /* [n_ctx][rope_dim/2][2] cos, sin */
@@ -153,10 +159,14 @@ typedef struct mm_task {
     int n;
     const cpu_packed *pk;        /* packed path */
     cpu_gemm_fn gemm;
+    cpu_gemm_fn gemm_unp;        /* pre-unpacked variant for blocks of >= UNPACK_MIN tokens */
+    int unp_nt;                  /* its tokens per call */
     cpu_act act_kind;            /* activations to quantize (CPU_ACT_F32: none) */
     const uint8_t *act;
     size_t act_stride;
     int quant_in_task;           /* 1: threads quantize their share of tokens first */
+    int64_t chunk;               /* row groups per work item */
+    _Atomic int64_t next;        /* next work item (dynamic schedule) */
 } mm_task;
 
 static void quantize_rows(const mm_task *t, int t0, int t1) {
@@ -177,22 +187,33 @@ static void mm_quant_phase(const mm_task *t, int ith, int nth) {
     cpu_pool_barrier(t->s->pool, nth);
 }
 
+/* Work items are (token block, chunk of row groups), handed out by an atomic
+ * counter: a thread that runs ahead (the other core is busy with something else,
+ * or its rows were cheaper) keeps streaming instead of waiting at the end. */
 static void mm_packed(void *ctx, int ith, int nth) {
-    const mm_task *t = ctx;
+    mm_task *t = ctx;
     mm_quant_phase(t, ith, nth);
     const cpu_packed *pk = t->pk;
-    int64_t g0, g1;
-    cpu_split(pk->n_groups, 1, ith, nth, &g0, &g1);
-    const int64_t rows = pk->rows;
+    const int64_t rows = pk->rows, n_chunks = (pk->n_groups + t->chunk - 1) / t->chunk;
+    const int64_t n_items = n_chunks * ((t->n + GEMM_TOKEN_BLOCK - 1) / GEMM_TOKEN_BLOCK);
     float tile[4][8];
-    for (int tb = 0; tb < t->n; tb += GEMM_TOKEN_BLOCK) {
+    for (;;) {
+        const int64_t item = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
+        if (item >= n_items) break;
+        const int tb = (int)(item / n_chunks) * GEMM_TOKEN_BLOCK;
         const int te = MF_MIN(t->n, tb + GEMM_TOKEN_BLOCK);
+        const int64_t g0 = (item % n_chunks) * t->chunk, g1 = MF_MIN(pk->n_groups, g0 + t->chunk);
+        const int unpack = t->gemm_unp && te - tb >= UNPACK_MIN;
+        const int step = unpack ? t->unp_nt : 4;
+        uint8_t *ub = unpack ? t->s->unp + (size_t)ith * t->s->unp_stride : NULL;
         for (int64_t g = g0; g < g1; g++) {
             const uint8_t *gp = pk->data + (size_t)g * pk->group_bytes;
             const int nr = (int)MF_MIN(8, rows - 8 * g);
-            for (int t0 = tb; t0 < te; t0 += 4) {
-                const int nt = MF_MIN(4, te - t0);
-                t->gemm(gp, pk->cols, t->act + (size_t)t0 * t->act_stride, t->act_stride, nt, tile);
+            if (unpack) cpu_unpack_group_avx2(pk->type, gp, pk->cols, ub);
+            for (int t0 = tb; t0 < te; t0 += step) {
+                const int nt = MF_MIN(step, te - t0);
+                if (unpack) t->gemm_unp(ub, pk->cols, t->act + (size_t)t0 * t->act_stride, t->act_stride, nt, tile);
+                else t->gemm(gp, pk->cols, t->act + (size_t)t0 * t->act_stride, t->act_stride, nt, tile);
                 for (int i = 0; i < nt; i++) {
                     float *o = t->out + (int64_t)(t0 + i) * rows + 8 * g;
                     if (t->bias)
@@ -264,6 +285,18 @@ static int ensure_act(cpu_state *s, size_t bytes) {
 
 static void matmul_run(cpu_state *s, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n);
 
+/* Per-thread expansion scratch of at least `bytes` each. */
+static int ensure_unp(cpu_state *s, size_t bytes) {
+    if (bytes <= s->unp_stride) return 0;
+    const size_t stride = (bytes + 63) & ~(size_t)63;
+    uint8_t *p = aligned_alloc(64, stride * (size_t)cpu_pool_size(s->pool));
+    if (!p) return -1;
+    free(s->unp);
+    s->unp = p;
+    s->unp_stride = stride;
+    return 0;
+}
+
 static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n) {
     cpu_state *s = st(be);
     PROF_BEGIN(s);
@@ -305,6 +338,17 @@ static void matmul_run(cpu_state *s, float *out, const float *x, const mf_weight
     t.pk = pk_get(s, w);
     if (t.pk) {
         t.gemm = cpu_gemm_avx2(w->type);
+        const size_t ub = cpu_unpack_bytes(w->type, w->cols);
+        if (n >= UNPACK_MIN && ub && ensure_unp(s, ub) == 0) {
+            t.gemm_unp = cpu_gemm_unpacked_avx2(w->type);
+            t.unp_nt = cpu_gemm_unpacked_nt(w->type);
+        }
+        /* About 16 items per thread (but at least 64 KB of weights each) for
+         * decode; prefill items are big anyway (a block of 64 tokens). */
+        const int64_t nthr = cpu_pool_size(s->pool);
+        const int64_t min_g = MF_MAX(1, (int64_t)(65536 / MF_MAX(1, (int64_t)t.pk->group_bytes)));
+        t.chunk = MF_MAX(min_g, t.pk->n_groups / (16 * nthr));
+        if (n >= 4) t.chunk = MF_MAX(1, t.pk->n_groups / (4 * nthr));
         cpu_pool_run(s->pool, mm_packed, &t, t.quant_in_task ? 0 : nth);
     } else if (t.act_kind == CPU_ACT_F32 || cpu_vdot_avx2(w->type)) {
         cpu_pool_run(s->pool, mm_rows, &t, t.quant_in_task ? 0 : nth);
@@ -574,6 +618,9 @@ static void free_caches(cpu_state *s) {
     free(s->att);
     free(s->normw);
     free(s->act);
+    free(s->unp);
+    s->unp = NULL;
+    s->unp_stride = 0;
     free(s->rope_cs);
     free(s->rope_ok);
     s->k_cache = s->v_cache = NULL;

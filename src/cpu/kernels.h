@@ -132,6 +132,15 @@ typedef void (*cpu_gemm_fn)(const uint8_t *group, int64_t cols, const void *act,
 cpu_gemm_fn cpu_gemm_scalar(uint32_t type);
 cpu_gemm_fn cpu_gemm_avx2(uint32_t type);
 
+/* Prefill variant for K-quants: a group expanded once into int8 values and ready
+ * scale vectors (cpu_unpack_bytes(type, cols) bytes, layout in gemm_avx2.c), then
+ * read by cpu_gemm_unpacked_avx2(type) for every 4 tokens of a block. 0 / NULL
+ * for types without it. */
+size_t cpu_unpack_bytes(uint32_t type, int64_t cols);
+void cpu_unpack_group_avx2(uint32_t type, const uint8_t *group, int64_t cols, uint8_t *dst);
+cpu_gemm_fn cpu_gemm_unpacked_avx2(uint32_t type);
+int cpu_gemm_unpacked_nt(uint32_t type);   /* tokens per call to use (<= 4) */
+
 /* ------------------------------------------------------------------------- */
 /* Element-wise and attention kernels (AVX2)                                  */
 /* ------------------------------------------------------------------------- */

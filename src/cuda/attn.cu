@@ -20,37 +20,45 @@
 /* ------------------------------------------------------------------------- */
 /* KV store (+ RoPE)                                                         */
 /* ------------------------------------------------------------------------- */
+/* One block per (head, token): blocks < n_head rotate a q head; the others rotate
+ * a k head and store it with the v head. */
 static __global__ void kernel_kv_store(cu_attn_args a, float *q, float *k, const float *v, int rope, int rope_dim,
-                                       float base, int mode) {
+                                       float base, int mode, const float2 *cs) {
     pdl_trigger();
     pdl_wait();
-    const int t = blockIdx.x;
+    const int t = blockIdx.y, hs = blockIdx.x;
     const int pos = a.pos[t], seq = a.seq[t];
     const int hd = a.hd;
-    if (rope) {
-        const int half = rope_dim / 2;
-        const int total = (a.n_head + a.n_kv) * half;
-        for (int e = threadIdx.x; e < total; e += blockDim.x) {
-            const int hs = e / half, i = e % half;
-            float *x = hs < a.n_head ? q + ((int64_t)t * a.n_head + hs) * hd
-                                     : k + ((int64_t)t * a.n_kv + (hs - a.n_head)) * hd;
-            rope_pair(x, i, pos, rope_dim, base, mode);
-        }
-        __syncthreads();  /* rotated k visible to the whole block */
-    }
-    const int kvd = a.n_kv * hd;
-    for (int e = threadIdx.x; e < kvd; e += blockDim.x) {
-        const int kvh = e / hd, d = e % hd;
-        const int64_t dst = (((int64_t)seq * a.n_kv + kvh) * a.n_ctx + pos) * hd + d;
-        a.kc[dst] = __float2half_rn(k[(int64_t)t * kvd + e]);
-        a.vc[dst] = __float2half_rn(v[(int64_t)t * kvd + e]);
+    const bool isq = hs < a.n_head;
+    float *x = isq ? q + ((int64_t)t * a.n_head + hs) * hd : k + ((int64_t)t * a.n_kv + (hs - a.n_head)) * hd;
+    if (rope)
+        for (int i = threadIdx.x; i < rope_dim / 2; i += blockDim.x)
+            rope_pair(x, i, rope_cs(cs, i, pos, rope_dim, base), rope_dim, mode);
+    if (isq) return; /* uniform per block */
+    __syncthreads();  /* the rotated k row, written by other threads, visible */
+    const int kvh = hs - a.n_head;
+    const int64_t dst = (((int64_t)seq * a.n_kv + kvh) * a.n_ctx + pos) * hd;
+    const float *vr = v + ((int64_t)t * a.n_kv + kvh) * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        a.kc[dst + d] = __float2half_rn(x[d]);
+        a.vc[dst + d] = __float2half_rn(vr[d]);
     }
 }
 
 void cu_kv_store(cu_state *S, const cu_attn_args *a, float *q, float *k, const float *v, int rope, int rope_dim,
-                 float rope_base, int rope_mode) {
-    cu_launch(S, "kv_store", kernel_kv_store, dim3(a->n), dim3(256), 0, *a, q, k, v, rope, rope_dim, rope_base,
-              rope_mode);
+                 float rope_base, int rope_mode, const float2 *cs) {
+    const int threads = a->hd / 2 <= 32 ? 32 : a->hd / 2 <= 64 ? 64 : 128;
+    /* without rope only the k/v blocks have work */
+    if (rope) {
+        cu_launch(S, "kv_store_rope", kernel_kv_store, dim3(a->n_head + a->n_kv, a->n), dim3(threads), 0, *a, q, k, v,
+                  rope, rope_dim, rope_base, rope_mode, cs);
+    } else {
+        cu_attn_args b = *a;
+        /* n_head = 0 shifts the grid onto the k/v blocks: q is untouched */
+        b.n_head = 0;
+        cu_launch(S, "kv_store", kernel_kv_store, dim3(a->n_kv, a->n), dim3(threads), 0, b, q, k, v, 0, rope_dim,
+                  rope_base, rope_mode, cs);
+    }
 }
 
 /* ------------------------------------------------------------------------- */
@@ -218,16 +226,220 @@ static __global__ void kernel_attn_combine(cu_attn_args a, const float *part, fl
     if (do_q8) q8_store1(q8, idx, r, d < hd);
 }
 
-void cu_attn_split(cu_state *S, const cu_attn_args *a, const float *q, float *out, float *part, int chunk,
-                   int n_chunks, const cu_q8 *q8) {
+/* ------------------------------------------------------------------------- */
+/* Decode attention for hd 64/128: latency-tolerant loads, fused combine     */
+/* ------------------------------------------------------------------------- */
+/* Same grid and partials as kernel_attn_split, but a K or V row is read by HD/8
+ * lanes with 16-byte loads and every lane issues all of a 64-position tile's loads
+ * before using any (one memory round trip per tile instead of one per position),
+ * and the last block of a (token, kv head group) to finish merges the chunks
+ * (arrival counted with an atomic; the counter is reset for the next launch), so
+ * no separate combine launch. The merged rows are also quantized to q8. */
+#define AD_TILE 64
+
+template <int HD>
+static __global__ void __launch_bounds__(ATT_THREADS)
+kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float *out, int chunk, int n_chunks,
+                float scale, cu_q8 q8, int do_q8) {
+    constexpr int LPP = HD / 8;          /* lanes per row */
+    constexpr int PPW = 32 / LPP;        /* rows per warp step */
+    constexpr int PPB = PPW * 4;         /* rows per block step */
+    constexpr int SPT = AD_TILE / PPB;   /* steps per tile */
+    __shared__ float qs[ATT_MAXG][HD];
+    __shared__ float sc[ATT_MAXG][AD_TILE];
+    __shared__ float ob[4][ATT_MAXG][HD];
+    __shared__ float mh[ATT_MAXG], lh[ATT_MAXG], al[ATT_MAXG];
+    __shared__ int is_last;
+    pdl_trigger();
+    const int G = a.n_head / a.n_kv;
+    const int nsub = (G + ATT_MAXG - 1) / ATT_MAXG;
+    const int c = blockIdx.x, t = blockIdx.z;
+    const int kvh = blockIdx.y / nsub, sub = blockIdx.y % nsub;
+    const int h0 = kvh * G + sub * ATT_MAXG;
+    const int hc = min(ATT_MAXG, G - sub * ATT_MAXG);
+    pdl_wait();
+    const int pos = a.pos[t], seq = a.seq[t];
+    const int p0 = c * chunk;
+    if (p0 > pos) return; /* uniform per block */
+    const int p1 = min(pos + 1, p0 + chunk);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int sl = lane % LPP, pr = lane / LPP;
+    const int q_ld = a.n_head * HD;
+    for (int e = tid; e < hc * HD; e += ATT_THREADS)
+        qs[e / HD][e % HD] = q[(int64_t)t * q_ld + (int64_t)h0 * HD + e] * scale;
+    if (tid < ATT_MAXG) {
+        mh[tid] = -INFINITY;
+        lh[tid] = 0.0f;
+    }
+    const int64_t base = ((int64_t)seq * a.n_kv + kvh) * a.n_ctx * HD;
+    const __half *kb = a.kc + base + sl * 8, *vb = a.vc + base + sl * 8;
+    float acc[ATT_MAXG][8];
+#pragma unroll
+    for (int h = 0; h < ATT_MAXG; h++)
+#pragma unroll
+        for (int e = 0; e < 8; e++) acc[h][e] = 0.0f;
+    __syncthreads();
+    for (int ts = p0; ts < p1; ts += AD_TILE) {
+        const int np = min(AD_TILE, p1 - ts);
+        uint4 kr[SPT];
+#pragma unroll
+        for (int j = 0; j < SPT; j++) {
+            const int p = j * PPB + warp * PPW + pr;
+            kr[j] = p < np ? *(const uint4 *)(kb + (int64_t)(ts + p) * HD) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int j = 0; j < SPT; j++) {
+            const int p = j * PPB + warp * PPW + pr;
+            const __half2 *h2 = (const __half2 *)&kr[j];
+            float f[8];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float2 v = __half22float2(h2[e]);
+                f[2 * e] = v.x;
+                f[2 * e + 1] = v.y;
+            }
+#pragma unroll
+            for (int h = 0; h < ATT_MAXG; h++) {
+                if (h >= hc) break;
+                const float *qh = &qs[h][sl * 8];
+                float d = 0.0f;
+#pragma unroll
+                for (int e = 0; e < 8; e++) d += f[e] * qh[e];
+#pragma unroll
+                for (int o = 1; o < LPP; o <<= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+                if (sl == 0) sc[h][p] = p < np ? d : -INFINITY;
+            }
+        }
+        __syncthreads();
+        for (int h = warp; h < hc; h += ATT_THREADS / 32) {
+            const float s0 = sc[h][lane], s1 = sc[h][lane + 32];
+            const float mx = warp_max(fmaxf(s0, s1));
+            const float m_old = mh[h];
+            const float m_new = fmaxf(m_old, mx);
+            const float e0 = expf(s0 - m_new), e1 = expf(s1 - m_new);
+            sc[h][lane] = e0;
+            sc[h][lane + 32] = e1;
+            const float sum = warp_sum(e0 + e1);
+            __syncwarp();
+            if (lane == 0) {
+                const float alpha = expf(m_old - m_new);
+                mh[h] = m_new;
+                lh[h] = lh[h] * alpha + sum;
+                al[h] = alpha;
+            }
+        }
+        __syncthreads();
+        uint4 vr[SPT];
+#pragma unroll
+        for (int j = 0; j < SPT; j++) {
+            const int p = j * PPB + warp * PPW + pr;
+            vr[j] = p < np ? *(const uint4 *)(vb + (int64_t)(ts + p) * HD) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int h = 0; h < ATT_MAXG; h++) {
+            if (h >= hc) break;
+            const float alpha = al[h];
+#pragma unroll
+            for (int e = 0; e < 8; e++) acc[h][e] *= alpha;
+        }
+#pragma unroll
+        for (int j = 0; j < SPT; j++) {
+            const int p = j * PPB + warp * PPW + pr;
+            const __half2 *h2 = (const __half2 *)&vr[j];
+            float f[8];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float2 v = __half22float2(h2[e]);
+                f[2 * e] = v.x;
+                f[2 * e + 1] = v.y;
+            }
+#pragma unroll
+            for (int h = 0; h < ATT_MAXG; h++) {
+                if (h >= hc) break;
+                const float pe = sc[h][p]; /* 0 for p >= np */
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[h][e] += pe * f[e];
+            }
+        }
+        __syncthreads(); /* sc is rewritten by the next tile */
+    }
+    /* rows of a warp -> one partial per warp, then the 4 warps */
+#pragma unroll
+    for (int h = 0; h < ATT_MAXG; h++) {
+        if (h >= hc) break;
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            float v = acc[h][e];
+#pragma unroll
+            for (int o = LPP; o < 32; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (pr == 0) ob[warp][h][sl * 8 + e] = v;
+        }
+    }
+    __syncthreads();
+    for (int e = tid; e < hc * HD; e += ATT_THREADS) {
+        const int h = e / HD, d = e % HD;
+        const float o = ob[0][h][d] + ob[1][h][d] + ob[2][h][d] + ob[3][h][d];
+        float *prt = part + (((int64_t)t * a.n_head + h0 + h) * n_chunks + c) * (HD + 2);
+        prt[d] = o;
+        if (d == 0) {
+            prt[HD] = mh[h];
+            prt[HD + 1] = lh[h];
+        }
+    }
+    /* the last block of this (token, head group) merges all chunks */
+    __threadfence();
+    __syncthreads();
+    const int nch = pos / chunk + 1;
+    if (tid == 0) {
+        const int ci = t * gridDim.y + blockIdx.y;
+        const int prev = atomicAdd(&counter[ci], 1);
+        is_last = prev == nch - 1;
+        if (is_last) counter[ci] = 0;
+    }
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+    for (int b0 = 0; b0 < hc * HD; b0 += ATT_THREADS) {
+        const int e = b0 + tid;
+        const int valid = e < hc * HD;
+        const int h = valid ? e / HD : 0, d = e % HD;
+        const float *ph = part + ((int64_t)t * a.n_head + h0 + h) * n_chunks * (HD + 2);
+        float M = -INFINITY;
+        for (int k = 0; k < nch; k++) M = fmaxf(M, __ldcg(ph + k * (HD + 2) + HD));
+        float L = 0.0f, o = 0.0f;
+        for (int k = 0; k < nch; k++) {
+            const float w = expf(__ldcg(ph + k * (HD + 2) + HD) - M);
+            L += w * __ldcg(ph + k * (HD + 2) + HD + 1);
+            o += w * __ldcg(ph + k * (HD + 2) + d);
+        }
+        const float r = o / L;
+        const int64_t idx = (int64_t)t * q_ld + (int64_t)(h0 + h) * HD + d;
+        if (valid) out[idx] = r;
+        if (do_q8) q8_store1(q8, idx, r, valid);
+    }
+}
+
+int cu_attn_dec_supported(int hd) { return hd == 64 || hd == 128; }
+
+void cu_attn_split(cu_state *S, const cu_attn_args *a, const float *q, float *out, float *part, int *counter,
+                   int chunk, int n_chunks, const cu_q8 *q8) {
     const int G = a->n_head / a->n_kv;
     const int nsub = (G + ATT_MAXG - 1) / ATT_MAXG;
     const float scale = 1.0f / sqrtf((float)a->hd);
     dim3 grid(n_chunks, a->n_kv * nsub, a->n);
-    cu_launch(S, "attn_split", kernel_attn_split, grid, dim3(ATT_THREADS), 0, *a, q, part, chunk, n_chunks, scale);
-    const int threads = (a->hd + 31) / 32 * 32;
     const int do_q8 = q8 && a->hd % 32 == 0;
     cu_q8 qq = q8 ? *q8 : cu_q8{nullptr, nullptr, nullptr};
+    if (counter && cu_attn_dec_supported(a->hd)) {
+        if (a->hd == 64)
+            cu_launch(S, "attn_dec64", kernel_attn_dec<64>, grid, dim3(ATT_THREADS), 0, *a, q, part, counter, out, chunk,
+                      n_chunks, scale, qq, do_q8);
+        else
+            cu_launch(S, "attn_dec128", kernel_attn_dec<128>, grid, dim3(ATT_THREADS), 0, *a, q, part, counter, out,
+                      chunk, n_chunks, scale, qq, do_q8);
+        return;
+    }
+    cu_launch(S, "attn_split", kernel_attn_split, grid, dim3(ATT_THREADS), 0, *a, q, part, chunk, n_chunks, scale);
+    const int threads = (a->hd + 31) / 32 * 32;
     cu_launch(S, "attn_combine", kernel_attn_combine, dim3(a->n_head, a->n), dim3(threads), 0, *a, (const float *)part,
               out, chunk, n_chunks, qq, do_q8);
 }

@@ -114,8 +114,11 @@ struct cu_state {
     const float *q8_src;
     int64_t q8_n;
     int q8_valid;
+    /* RoPE (cos, sin) table [n_ctx][rope_dim/2] of the model's rope_dim/base */
+    float2 *rope_cs;
     /* attention partials */
     float *att_part;
+    int *att_count;   /* [8][n_kv * head groups] arrival counters of kernel_attn_dec */
     int att_chunk, att_nchunks;
     /* prefill GEMM scratch */
     __half *x16, *w16;
@@ -287,6 +290,12 @@ static void run_mmv(cu_state *S) {
     for (int i = 0; i < p->mnmat; i++) q8_touch(S, p->mout[i], (size_t)p->mn * a.rows[i] * 4);
 }
 
+/* The precomputed table when the op's parameters are the model's (positions are
+ * < n_ctx by forward_step's check), else NULL: computed in the kernel. */
+static const float2 *rope_table(cu_state *S, int rope_dim, float base) {
+    return S->rope_cs && rope_dim == S->hp.rope_dim && base == S->hp.rope_base ? S->rope_cs : NULL;
+}
+
 static void flush(cu_state *S) {
     cu_pend *p = &S->pend;
     switch (p->kind) {
@@ -297,7 +306,8 @@ static void flush(cu_state *S) {
         run_mmv(S);
         break;
     case PEND_ROPE:
-        cu_rope(S, p->rj, p->rnj, meta_pos(S, p->rb), p->rb->n, p->rhd, p->rdim, p->rbase, p->rmode);
+        cu_rope(S, p->rj, p->rnj, meta_pos(S, p->rb), p->rb->n, p->rhd, p->rdim, p->rbase, p->rmode,
+                rope_table(S, p->rdim, p->rbase));
         break;
     default:
         break;
@@ -464,7 +474,7 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
     a.seq = meta_seq(S, b);
     a.kc = S->kc[layer];
     a.vc = S->vc[layer];
-    cu_kv_store(S, &a, (float *)q, (float *)k, v, rope, rdim, rbase, rmode);
+    cu_kv_store(S, &a, (float *)q, (float *)k, v, rope, rdim, rbase, rmode, rope ? rope_table(S, rdim, rbase) : NULL);
     const int64_t qd = (int64_t)hp->n_head * hd;
     if (n > CU_MAX_GEMV_COLS && S->f_flash && cu_attn_flash_supported(hd) && !S->capturing) {
         /* tiles of <= 64 consecutive tokens of one sequence */
@@ -490,8 +500,8 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
             g.pos = a.pos + t0;
             g.seq = a.seq + t0;
             const cu_q8 *q8 = n <= CU_MAX_GEMV_COLS ? q8_for(S, (int64_t)n * qd) : NULL;
-            cu_attn_split(S, &g, q + t0 * qd, out + t0 * qd, S->att_part, S->att_chunk, S->att_nchunks,
-                          q8 && hd % 32 == 0 ? q8 : NULL);
+            cu_attn_split(S, &g, q + t0 * qd, out + t0 * qd, S->att_part, S->att_count, S->att_chunk,
+                          S->att_nchunks, q8 && hd % 32 == 0 ? q8 : NULL);
             if (q8 && hd % 32 == 0) q8_set(S, out, (int64_t)n * qd);
             else q8_touch(S, out, (size_t)n * qd * 4);
         }
@@ -770,7 +780,7 @@ static void free_state(cu_state *S) {
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s,
-                   S->att_part, S->x16, S->w16};
+                   S->att_part, S->x16, S->w16, S->rope_cs, S->att_count};
     for (size_t i = 0; i < MF_ARRAY_LEN(dev); i++)
         if (dev[i]) cudaFree(dev[i]);
     for (int i = 0; i < S->nallocs; i++) cudaFree(S->allocs[i].p);
@@ -843,10 +853,22 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     SCRATCH(S->q8.qs, int8_t, S->q8_cap + 16);
     SCRATCH(S->q8.d, float, S->q8_cap / 32 + 1);
     SCRATCH(S->q8.s, float, S->q8_cap / 16 + 1);
-    /* attention chunks: multiples of the 128-position tile, at most 32 per head */
-    const int tiles = (S->n_ctx + 127) / 128;
-    S->att_chunk = 128 * ((tiles + 31) / 32);
+    /* attention chunks: multiples of 64 positions, at most 64 per head (short
+     * contexts spread over more blocks; partials stay small at long ones) */
+    const int tiles = (S->n_ctx + 63) / 64;
+    S->att_chunk = 64 * ((tiles + 63) / 64);
     S->att_nchunks = (S->n_ctx + S->att_chunk - 1) / S->att_chunk;
+    {
+        const int G = hp->n_head / hp->n_head_kv, nsub = (G + 7) / 8;
+        const size_t nc = (size_t)CU_MAX_GEMV_COLS * hp->n_head_kv * nsub;
+        SCRATCH(S->att_count, int, nc);
+        if ((e = cudaMemsetAsync(S->att_count, 0, nc * sizeof(int), S->stream)) != cudaSuccess)
+            return mf_fail(err, MF_ERR_DEVICE, "cuda: cudaMemsetAsync(counters): %s", cudaGetErrorString(e));
+    }
+    if (hp->rope_dim > 0) {
+        SCRATCH(S->rope_cs, float2, (size_t)S->n_ctx * (hp->rope_dim / 2));
+        cu_rope_table(S, S->rope_cs, S->n_ctx, hp->rope_dim, hp->rope_base);
+    }
     SCRATCH(S->att_part, float, (size_t)CU_MAX_GEMV_COLS * hp->n_head * S->att_nchunks * (hp->head_dim + 2));
     if (nb > CU_MAX_GEMV_COLS) {
         const int64_t kp = (S->kmax + 31) & ~31;

@@ -174,19 +174,22 @@ static __device__ __forceinline__ void q8_store1(cu_q8 q, int64_t idx, float v, 
 }
 
 /* RoPE of one pair (shared by rope.cu and the fused rope+store in attn.cu so the
- * two paths round identically). */
-static __device__ __forceinline__ void rope_pair(float *xh, int i, int p, int rope_dim, float base, int mode) {
-    /* theta in double like the CPU reference (cpu/ref.c): at position 4096 an
-     * f32 theta is off by ~1e-3 rad; rope is a sliver of the step */
-    const int half = rope_dim / 2;
+ * two paths round identically). cs = the model's (cos, sin) table [n_ctx][rope_dim/2]
+ * built at init like the CPU reference (theta in double, then rounded to f32);
+ * NULL = compute it here the same way (other rope_dim/base, tests). */
+static __device__ __forceinline__ float2 rope_cs(const float2 *cs, int i, int p, int rope_dim, float base) {
+    if (cs) return cs[(int64_t)p * (rope_dim / 2) + i];
     const double theta = (double)p * pow((double)base, -2.0 * i / rope_dim);
     double sd, cd;
     sincos(theta, &sd, &cd);
-    const float s = (float)sd, c = (float)cd;
+    return make_float2((float)cd, (float)sd);
+}
+static __device__ __forceinline__ void rope_pair(float *xh, int i, float2 cs, int rope_dim, int mode) {
+    const int half = rope_dim / 2;
     const int a = mode ? i : 2 * i, b = mode ? i + half : 2 * i + 1;
     const float x0 = xh[a], x1 = xh[b];
-    xh[a] = x0 * c - x1 * s;
-    xh[b] = x0 * s + x1 * c;
+    xh[a] = x0 * cs.x - x1 * cs.y;
+    xh[b] = x0 * cs.y + x1 * cs.x;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -216,7 +219,9 @@ struct cu_rope_job {
     int n_heads;
 };
 void cu_rope(cu_state *S, const cu_rope_job *jobs, int njobs, const int32_t *d_pos, int n, int head_dim,
-             int rope_dim, float base, int mode);
+             int rope_dim, float base, int mode, const float2 *cs);
+/* cs[p][i] = (cos, sin)(p * base^(-2i/rope_dim)) for p < n_ctx, computed in double. */
+void cu_rope_table(cu_state *S, float2 *cs, int n_ctx, int rope_dim, float base);
 
 /* mmv_*.cu: decode GEMV for n <= 8 columns, several matrices of one type/K per launch. */
 #define CU_MMV_MAXMAT 3
@@ -251,10 +256,13 @@ struct cu_attn_args {
 };
 /* Stores k, v rows into the cache; with rope jobs, rotates q and k first (k in place). */
 void cu_kv_store(cu_state *S, const cu_attn_args *a, float *q, float *k, const float *v, int rope, int rope_dim,
-                 float rope_base, int rope_mode);
+                 float rope_base, int rope_mode, const float2 *cs);
 /* Split-K attention (any n, any hd % 8 == 0 <= 256): partials then combine. */
-void cu_attn_split(cu_state *S, const cu_attn_args *a, const float *q, float *out, float *part, int chunk,
-                   int n_chunks, const cu_q8 *q8);
+/* With counter != NULL ([8][n_kv * groups] ints, zero) and hd 64/128: the fused
+ * decode kernel (kernel_attn_dec), else split + combine. chunk % 64 == 0. */
+void cu_attn_split(cu_state *S, const cu_attn_args *a, const float *q, float *out, float *part, int *counter,
+                   int chunk, int n_chunks, const cu_q8 *q8);
+int cu_attn_dec_supported(int hd);
 /* Flash attention with tensor cores for hd 64/128; tiles from the host. */
 int cu_attn_flash_supported(int hd);
 void cu_attn_flash(cu_state *S, const cu_attn_args *a, const float *q, float *out, const int4 *d_tiles,

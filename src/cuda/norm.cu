@@ -18,10 +18,9 @@ static __device__ float block_sum(float v, float *red) {
     return v;
 }
 
-/* VEC: dim % 4 == 0 (float4 path); Q8 requires dim % 32 == 0. */
-template <bool ADD, bool VEC, bool Q8>
-static __global__ void kernel_rmsnorm(float *out, float *x, const float *y, const float *w, int dim, float eps,
-                                      cu_q8 q) {
+/* Generic: any dim (two passes over memory). */
+template <bool ADD>
+static __global__ void kernel_rmsnorm(float *out, float *x, const float *y, const float *w, int dim, float eps) {
     __shared__ float red[32];
     pdl_trigger();
     pdl_wait();
@@ -30,62 +29,100 @@ static __global__ void kernel_rmsnorm(float *out, float *x, const float *y, cons
     const float *yr = ADD ? y + row * dim : nullptr;
     float *orow = out + row * dim;
     float ss = 0.0f;
-    if (VEC) {
-        for (int i = threadIdx.x; i < dim / 4; i += blockDim.x) {
-            float4 v = ((const float4 *)xr)[i];
-            if (ADD) {
-                const float4 a = ((const float4 *)yr)[i];
-                v.x += a.x; v.y += a.y; v.z += a.z; v.w += a.w;
-                ((float4 *)xr)[i] = v;
-            }
-            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = xr[i];
+        if (ADD) {
+            v += yr[i];
+            xr[i] = v;
         }
-    } else {
-        for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-            float v = xr[i];
-            if (ADD) {
-                v += yr[i];
-                xr[i] = v;
-            }
-            ss += v * v;
-        }
+        ss += v * v;
     }
     ss = block_sum(ss, red);
     const float inv = 1.0f / sqrtf(ss / (float)dim + eps);
     /* each thread re-reads only the elements it wrote above: no barrier needed */
-    if (VEC) {
-        const int n4 = dim / 4;
-        for (int base = 0; base < n4; base += blockDim.x) {
-            const int i = base + threadIdx.x;
-            const int valid = i < n4;
-            float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (valid) {
-                const float4 v = ((const float4 *)xr)[i], g = ((const float4 *)w)[i];
-                r = make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
-                ((float4 *)orow)[i] = r;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) orow[i] = xr[i] * inv * w[i];
+}
+
+/* dim % 4 == 0, dim <= 4 * NPT * blockDim: one pass, the row held in registers
+ * (NPT float4 per thread, all loads in flight at once), up to 1024 threads so a
+ * single decode row is one memory round trip. Q8 needs dim % 32 == 0. */
+template <bool ADD, bool Q8, int NPT>
+static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, const float *w, int dim, float eps,
+                                          cu_q8 q) {
+    __shared__ float red[32];
+    pdl_trigger();
+    const int n4 = dim / 4;
+    const int tid = threadIdx.x, T = blockDim.x;
+    float4 g[NPT];
+#pragma unroll
+    for (int k = 0; k < NPT; k++)
+        if (tid + k * T < n4) g[k] = ((const float4 *)w)[tid + k * T];  /* weights: before the wait */
+    pdl_wait();
+    const int64_t row = blockIdx.x;
+    float4 *xr = (float4 *)(x + row * dim);
+    const float4 *yr = (const float4 *)(ADD ? y + row * dim : nullptr);
+    float4 v[NPT];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NPT; k++) {
+        const int i = tid + k * T;
+        v[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (i < n4) {
+            v[k] = xr[i];
+            if (ADD) {
+                const float4 a = yr[i];
+                v[k].x += a.x; v[k].y += a.y; v[k].z += a.z; v[k].w += a.w;
+                xr[i] = v[k];
             }
-            if (Q8) q8_store4(q, row * dim + (int64_t)i * 4, r, valid);
         }
-    } else {
-        for (int i = threadIdx.x; i < dim; i += blockDim.x) orow[i] = xr[i] * inv * w[i];
+        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
     }
+    ss = block_sum(ss, red);
+    const float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+    float4 *orow = (float4 *)(out + row * dim);
+#pragma unroll
+    for (int k = 0; k < NPT; k++) {
+        const int i = tid + k * T;
+        const int valid = i < n4;
+        float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (valid) {
+            r = make_float4(v[k].x * inv * g[k].x, v[k].y * inv * g[k].y, v[k].z * inv * g[k].z, v[k].w * inv * g[k].w);
+            orow[i] = r;
+        }
+        if (Q8) q8_store4(q, row * dim + (int64_t)i * 4, r, valid);
+    }
+}
+
+template <bool ADD, bool Q8>
+static void launch_reg(cu_state *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
+                       const cu_q8 &q) {
+    const int n4 = dim / 4;
+    const int npt = n4 <= 1024 ? 1 : n4 <= 2048 ? 2 : 4;
+    int threads = (n4 + npt - 1) / npt;
+    threads = (threads + 31) / 32 * 32;
+    const char *name = ADD ? (Q8 ? "add_rmsnorm_q8" : "add_rmsnorm") : (Q8 ? "rmsnorm_q8" : "rmsnorm");
+    if (npt == 1) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 1>, dim3(n), dim3(threads), 0, out, x, y, w, dim, eps, q);
+    else if (npt == 2) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 2>, dim3(n), dim3(threads), 0, out, x, y, w, dim, eps, q);
+    else cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 4>, dim3(n), dim3(threads), 0, out, x, y, w, dim, eps, q);
 }
 
 void cu_rmsnorm(cu_state *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
                 const cu_q8 *q) {
-    const int vec = dim % 4 == 0;
     const int q8 = q && dim % 32 == 0;
     cu_q8 qq = q ? *q : cu_q8{nullptr, nullptr, nullptr};
-    int threads = NORM_THREADS;
-    while (threads > 32 && threads / 2 >= (vec ? dim / 4 : dim)) threads /= 2;
-    dim3 g(n), b(threads);
-    if (y) {
-        if (q8) cu_launch(S, "add_rmsnorm_q8", kernel_rmsnorm<true, true, true>, g, b, 0, out, x, y, w, dim, eps, qq);
-        else if (vec) cu_launch(S, "add_rmsnorm", kernel_rmsnorm<true, true, false>, g, b, 0, out, x, y, w, dim, eps, qq);
-        else cu_launch(S, "add_rmsnorm", kernel_rmsnorm<true, false, false>, g, b, 0, out, x, y, w, dim, eps, qq);
-    } else {
-        if (q8) cu_launch(S, "rmsnorm_q8", kernel_rmsnorm<false, true, true>, g, b, 0, out, x, y, w, dim, eps, qq);
-        else if (vec) cu_launch(S, "rmsnorm", kernel_rmsnorm<false, true, false>, g, b, 0, out, x, y, w, dim, eps, qq);
-        else cu_launch(S, "rmsnorm", kernel_rmsnorm<false, false, false>, g, b, 0, out, x, y, w, dim, eps, qq);
+    if (dim % 4 == 0 && dim <= 16384) {
+        if (y) {
+            if (q8) launch_reg<true, true>(S, out, x, y, w, n, dim, eps, qq);
+            else launch_reg<true, false>(S, out, x, y, w, n, dim, eps, qq);
+        } else {
+            if (q8) launch_reg<false, true>(S, out, x, y, w, n, dim, eps, qq);
+            else launch_reg<false, false>(S, out, x, y, w, n, dim, eps, qq);
+        }
+        return;
     }
+    int threads = NORM_THREADS;
+    while (threads > 32 && threads / 2 >= dim) threads /= 2;
+    if (y) cu_launch(S, "add_rmsnorm", kernel_rmsnorm<true>, dim3(n), dim3(threads), 0, out, x, y, w, dim, eps);
+    else cu_launch(S, "rmsnorm", kernel_rmsnorm<false>, dim3(n), dim3(threads), 0, out, x, y, w, dim, eps);
+    if (q8) cu_quantize_q8(S, out, (int64_t)n * dim, q);
 }

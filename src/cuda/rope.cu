@@ -6,7 +6,7 @@
 #include "common.cuh"
 
 static __global__ void kernel_rope(cu_rope_job j0, cu_rope_job j1, const int32_t *pos, int head_dim, int rope_dim,
-                                   float base, int mode) {
+                                   float base, int mode, const float2 *cs) {
     pdl_trigger();
     pdl_wait();
     const cu_rope_job j = blockIdx.z == 0 ? j0 : j1;
@@ -16,17 +16,31 @@ static __global__ void kernel_rope(cu_rope_job j0, cu_rope_job j1, const int32_t
     const int p = pos[t];
     for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < total; e += gridDim.x * blockDim.x) {
         const int h = e / half, i = e % half;
-        rope_pair(j.x + ((int64_t)t * j.n_heads + h) * head_dim, i, p, rope_dim, base, mode);
+        rope_pair(j.x + ((int64_t)t * j.n_heads + h) * head_dim, i, rope_cs(cs, i, p, rope_dim, base), rope_dim, mode);
     }
 }
 
 void cu_rope(cu_state *S, const cu_rope_job *jobs, int njobs, const int32_t *d_pos, int n, int head_dim,
-             int rope_dim, float base, int mode) {
+             int rope_dim, float base, int mode, const float2 *cs) {
     int maxh = jobs[0].n_heads;
     if (njobs > 1 && jobs[1].n_heads > maxh) maxh = jobs[1].n_heads;
     const int total = maxh * (rope_dim / 2);
     const int threads = 128;
     dim3 grid((total + threads - 1) / threads, n, njobs);
     cu_launch(S, "rope", kernel_rope, grid, dim3(threads), 0, jobs[0], njobs > 1 ? jobs[1] : jobs[0], d_pos, head_dim,
-              rope_dim, base, mode);
+              rope_dim, base, mode, cs);
+}
+
+static __global__ void kernel_rope_table(float2 *cs, int n_ctx, int rope_dim, float base) {
+    const int half = rope_dim / 2;
+    const int64_t total = (int64_t)n_ctx * half;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x)
+        cs[e] = rope_cs(nullptr, (int)(e % half), (int)(e / half), rope_dim, base);
+}
+
+void cu_rope_table(cu_state *S, float2 *cs, int n_ctx, int rope_dim, float base) {
+    const int64_t total = (int64_t)n_ctx * (rope_dim / 2);
+    const int blocks = (int)((total + 255) / 256 < 4096 ? (total + 255) / 256 : 4096);
+    kernel_rope_table<<<blocks > 0 ? blocks : 1, 256, 0, cu_stream(S)>>>(cs, n_ctx, rope_dim, base);
+    CU_LAUNCHED(S, "rope_table");
 }
