@@ -35,19 +35,30 @@ static void run_job(void *ctx, int ith, int nth) {
     const int64_t rows = j->pk->rows, cols = j->pk->cols;
     float tile[4][8];
     if (j->packed) {
-        const cpu_gemm_fn gemm = cpu_gemm_avx2(j->type);
+        /* as the backend: K-quants expand each group once per token block */
+        const cpu_gemm_fn gemm = cpu_gemm_avx2(j->type), gu = cpu_gemm_unpacked_avx2(j->type);
+        const int unpack = gu && j->n >= 8 && !getenv("NO_UNPACK");
+        const int step = unpack ? cpu_gemm_unpacked_nt(j->type) : 4;
+        const int tblock = getenv("TBLOCK") ? atoi(getenv("TBLOCK")) : 64;
+        uint8_t *ub = unpack ? aligned_alloc(64, cpu_unpack_bytes(j->type, cols)) : NULL;
         int64_t g0, g1;
         cpu_split(j->pk->n_groups, 1, ith, nth, &g0, &g1);
         for (int rep = 0; rep < j->reps_inner; rep++)
-            for (int tb = 0; tb < j->n; tb += 64) {
-                const int te = MF_MIN(j->n, tb + 64);
-                for (int64_t g = g0; g < g1; g++)
-                    for (int t0 = tb; t0 < te; t0 += 4) {
-                        const int nt = MF_MIN(4, te - t0);
-                        gemm(j->pk->data + g * j->pk->group_bytes, cols, j->act + (size_t)t0 * j->as, j->as, nt, tile);
-                        for (int i = 0; i < nt; i++) memcpy(j->out + (int64_t)(t0 + i) * rows + 8 * g, tile[i], 32);
+            for (int tb = 0; tb < j->n; tb += tblock) {
+                const int te = MF_MIN(j->n, tb + tblock);
+                for (int64_t g = g0; g < g1; g++) {
+                    const uint8_t *gp = j->pk->data + g * j->pk->group_bytes;
+                    if (unpack) cpu_unpack_group_avx2(j->type, gp, cols, ub);
+                    for (int t0 = tb; t0 < te; t0 += step) {
+                        const int nt = MF_MIN(step, te - t0);
+                        if (unpack) gu(ub, cols, j->act + (size_t)t0 * j->as, j->as, nt, tile);
+                        else gemm(gp, cols, j->act + (size_t)t0 * j->as, j->as, nt, tile);
+                        if (!getenv("NO_OUT"))
+                            for (int i = 0; i < nt; i++) memcpy(j->out + (int64_t)(t0 + i) * rows + 8 * g, tile[i], 32);
                     }
+                }
             }
+        free(ub);
     } else {
         const cpu_vdot_fn dot = cpu_vdot_avx2(j->type);
         const uint64_t rb = qtype_row_size(j->type, (uint64_t)cols);
@@ -236,6 +247,7 @@ int main(int argc, char **argv) {
         if (only && strcmp(only, qtype_name(types[i]))) continue;
         /* 5632 x 2048: a TinyLlama ffn_up; 40 copies = ~0.26 GB for q4_K */
         bench_type(pool, types[i], 5632, 2048, 40);
+        if (getenv("DOWN")) bench_type(pool, types[i], 2048, 5632, 40);   /* ffn_down */
     }
     cpu_pool_free(pool);
     return 0;

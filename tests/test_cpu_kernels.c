@@ -581,9 +581,9 @@ static void test_rope(void) {
 }
 
 static void test_attention(void) {
-    const int nkvs[] = { 1, 2, 3, 4, 5, 8, 17, 100 };
+    const int nkvs[] = { 1, 2, 3, 4, 5, 8, 17, 100, 130 };
     const int hds[] = { 64, 128, 40 };
-    double worst = 0.0;
+    double worst = 0.0, worst_g = 0.0;
     for (size_t hi = 0; hi < MF_ARRAY_LEN(hds); hi++)
         for (size_t ki = 0; ki < MF_ARRAY_LEN(nkvs); ki++) {
             const int hd = hds[hi], n_kv = nkvs[ki], n_head = 4, n_head_kv = 2, kv_dim = n_head_kv * hd;
@@ -599,6 +599,14 @@ static void test_attention(void) {
                 cpu_attn_head_avx2(o + hh * hd, q + hh * hd, kc + (hh / 2) * hd, vc + (hh / 2) * hd, kv_dim, n_kv, hd,
                                    1.0f / sqrtf((float)hd), att);
             worst = fmax(worst, rel_err(o, r, n_head * hd));
+            /* grouped: the 2 heads of each KV head at once */
+            float *att2 = malloc(sizeof(float) * 2 * n_kv);
+            poison(o, n_head * hd);
+            for (int kh = 0; kh < n_head_kv; kh++)
+                cpu_attn_group_avx2(o + kh * 2 * hd, q + kh * 2 * hd, 2, kc + kh * hd, vc + kh * hd, kv_dim, n_kv, hd,
+                                    1.0f / sqrtf((float)hd), att2);
+            worst_g = fmax(worst_g, rel_err(o, r, n_head * hd));
+            free(att2);
             free(q);
             free(kc);
             free(vc);
@@ -607,6 +615,7 @@ static void test_attention(void) {
             free(att);
         }
     CHECK(worst < 1e-5, "attention head (GQA, n_kv 1..100, hd 40/64/128) vs reference: %.2e", worst);
+    CHECK(worst_g < 1e-5, "attention GQA group kernel vs reference: %.2e", worst_g);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -649,6 +658,10 @@ static void test_backend_matmul(int simd) {
                                QTYPE_Q5_K, QTYPE_F16, QTYPE_F32, QTYPE_BF16 };
     const int cols = 512;
     const int rows_list[] = { 13, 64, 200 };
+    /* Weight buffers live until the backends are gone: packed copies are keyed by
+     * the weight's address (weights are immutable while a backend lives). */
+    uint8_t *keep[64];
+    int n_keep = 0;
     for (int threads = 1; threads <= 3; threads++) {
         fake_model f;
         fake_init(&f, cols, cols, 8, 4, 64);
@@ -708,7 +721,7 @@ static void test_backend_matmul(int simd) {
                     free(wrow);
                     free(wb);
                 }
-                free(wd);
+                keep[n_keep++] = wd;
             }
             const char *tn = qtype_name(type);
             if (!simd) {
@@ -723,6 +736,7 @@ static void test_backend_matmul(int simd) {
         }
         bp->destroy(bp);
         br->destroy(br);
+        while (n_keep > 0) free(keep[--n_keep]);
     }
 }
 

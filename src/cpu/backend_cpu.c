@@ -1,17 +1,21 @@
 /* backend_cpu.c - the CPU backend: mf_ops over host memory.
  *
  * Paths, chosen once per backend (one stderr line names the one that runs):
- *   avx2 + packed   matmul: activations quantized to 8 bits, weights repacked at
- *                   init into groups of 8 interleaved rows (pack.c), micro-kernels
- *                   of 8 rows x 4 tokens (gemm_avx2.c); f32/f16/bf16 weights use a
- *                   2 rows x 4 tokens float tile. Element-wise ops and attention use
- *                   the AVX2 kernels of ops_avx2.c.
+ *   avx2 + packed   matmul: activations quantized to 8 bits (q8 blocks of 32 or
+ *                   256, kernels.h), weights repacked at init into groups of 8
+ *                   interleaved rows (pack.c), micro-kernels of 8 rows x 1-4 tokens
+ *                   (gemm_avx2.c); for blocks of >= 8 tokens, K-quant groups are
+ *                   first expanded to int8 tiles once per block. f32/f16/bf16
+ *                   weights use a 2 rows x 4 tokens float tile. Element-wise ops
+ *                   and attention use the AVX2 kernels of ops_avx2.c.
  *   avx2 + rows     MINFER_CPU_REPACK=0: the same, but quantized weights are read
  *                   in place, one row x one token per dot (vdot_avx2.c).
  *   scalar          MINFER_CPU_SIMD=0 or no AVX2/FMA/F16C: the reference ops of
  *                   ref.c (f32 activations), still split across threads.
  * Every path splits work across the thread pool: matmuls by groups of output
- * rows, attention by (token, head), element-wise ops by rows or elements.
+ * rows (handed out dynamically), attention by (token, KV head), element-wise ops
+ * by rows or elements. MINFER_CPU_PROFILE=1 prints time per op kind, the weight
+ * bandwidth of the matmuls and a census of the matmul paths at exit.
  *
  * KV cache: f32, per layer [n_seq][n_ctx][kv_dim]. */
 #include <math.h>
@@ -44,8 +48,16 @@ static const char *const prof_name[PROF_COUNT] = { "matmul(n<4)", "matmul(n>=4)"
 #define PROF_BEGIN(s) const double prof_t0_ = (s)->profile ? mf_time_s() : 0.0
 #define PROF_END(s, k) do { if ((s)->profile) { (s)->prof_s[k] += mf_time_s() - prof_t0_; (s)->prof_n[k]++; } } while (0)
 
+/* Matmul paths, for the census: a fallback that is correct is invisible to a
+ * parity test, so the profile counts which path each call took. */
+enum { MM_PACKED, MM_EXPANDED, MM_ROWS_Q8, MM_ROWS_F, MM_SCALAR };
+static const char *const mm_name[5] = { "x8-packed", "x8-packed+expanded (prefill)", "row dots q8",
+                                        "float tiles", "scalar reference" };
+
+/* Packed copies are keyed by the weight's bytes in the mapping (and checked
+ * against its type and shape): weights are immutable while a backend lives. */
 typedef struct packed_entry {
-    const void *host;       /* key: the weight's bytes in the mapping */
+    const void *host;
     cpu_packed pk;
 } packed_entry;
 
@@ -60,8 +72,10 @@ typedef struct cpu_state {
     float **k_cache, **v_cache;  /* [n_layer] -> [n_seq][n_ctx][kv_dim] */
     int64_t max_cols;            /* widest activation row */
     float *wrow;                 /* [n_threads][max_cols] dequantized weight rows (scalar path) */
-    float *att;                  /* [n_threads][n_ctx] attention scores */
-    float *normw;                /* [max_cols] norm / bias weight as f32 */
+    float *att;                  /* [n_threads][group][n_ctx] attention scores */
+    float *normw;                /* [max_cols] norm weight as f32 */
+    float *bias_f32;             /* [bias_cap] a non-f32 bias as f32 */
+    int64_t bias_cap;
     uint8_t *act;                /* quantized activations [n_batch][row bytes] */
     size_t act_cap;
     uint8_t *unp;                /* [n_threads][unp_stride] expanded weight groups (prefill) */
@@ -76,6 +90,7 @@ typedef struct cpu_state {
     double prof_s[PROF_COUNT];
     int64_t prof_n[PROF_COUNT];
     double prof_bytes;           /* weight bytes read by matmuls */
+    int64_t census[5];           /* matmul calls per path (MM_*), printed with the profile */
 } cpu_state;
 
 static cpu_state *st(mf_backend *be) { return be->impl; }
@@ -106,12 +121,22 @@ static void pack_run(void *ctx, int ith, int nth) {
     cpu_pack_groups(t->pk, t->host, g0, g1);
 }
 
+static const cpu_packed *pk_fill(cpu_state *s, packed_entry *e, const mf_weight *w);
+
 /* The packed copy of w, created on first use; NULL when w has no packed layout
  * or memory ran out (then the caller takes the row path). */
 static const cpu_packed *pk_get(cpu_state *s, const mf_weight *w) {
     if (!s->repack || !w->host || !cpu_gemm_avx2(w->type) || w->rows < 1) return NULL;
     packed_entry *e = pk_find(s, w->host);
-    if (e) return e->pk.data ? &e->pk : NULL;
+    if (e && e->pk.type == w->type && e->pk.rows == w->rows && e->pk.cols == w->cols)
+        return e->pk.data ? &e->pk : NULL;
+    if (e) {
+        /* Same address, another tensor (a caller reused its buffer): repack. */
+        free(e->pk.data);
+        e->pk.data = NULL;
+        if (cpu_pack_init(&e->pk, w->type, w->rows, w->cols) != 0) return NULL;
+        return pk_fill(s, e, w);
+    }
     if (s->n_pk == s->cap_pk) {
         s->cap_pk = s->cap_pk ? 2 * s->cap_pk : 64;
         s->pk = mf_xrealloc(s->pk, sizeof *s->pk * (size_t)s->cap_pk);
@@ -123,6 +148,10 @@ static const cpu_packed *pk_get(cpu_state *s, const mf_weight *w) {
     e = &s->pk[pos];
     e->host = w->host;
     if (cpu_pack_init(&e->pk, w->type, w->rows, w->cols) != 0) return NULL;
+    return pk_fill(s, e, w);
+}
+
+static const cpu_packed *pk_fill(cpu_state *s, packed_entry *e, const mf_weight *w) {
     const size_t bytes = ((size_t)e->pk.n_groups * e->pk.group_bytes + 63) & ~(size_t)63;
     e->pk.data = aligned_alloc(64, bytes);
     if (!e->pk.data) {
@@ -131,7 +160,8 @@ static const cpu_packed *pk_get(cpu_state *s, const mf_weight *w) {
         return NULL;
     }
 #ifdef MADV_HUGEPAGE
-    /* Decode streams every packed byte once per token: 2 MB pages save TLB misses. */
+    /* Decode streams every packed byte once per token: ask for 2 MB pages (fewer
+     * TLB misses; not measured separately). */
     if (bytes >= (4u << 20)) madvise(e->pk.data, bytes, MADV_HUGEPAGE);
 #endif
     pack_task t = { &e->pk, w->host };
@@ -161,6 +191,7 @@ typedef struct mm_task {
     cpu_gemm_fn gemm;
     cpu_gemm_fn gemm_unp;        /* pre-unpacked variant for blocks of >= UNPACK_MIN tokens */
     int unp_nt;                  /* its tokens per call */
+    int gemm_nt;                 /* tokens per call of the packed kernel */
     cpu_act act_kind;            /* activations to quantize (CPU_ACT_F32: none) */
     const uint8_t *act;
     size_t act_stride;
@@ -204,7 +235,7 @@ static void mm_packed(void *ctx, int ith, int nth) {
         const int te = MF_MIN(t->n, tb + GEMM_TOKEN_BLOCK);
         const int64_t g0 = (item % n_chunks) * t->chunk, g1 = MF_MIN(pk->n_groups, g0 + t->chunk);
         const int unpack = t->gemm_unp && te - tb >= UNPACK_MIN;
-        const int step = unpack ? t->unp_nt : 4;
+        const int step = unpack ? t->unp_nt : t->gemm_nt;
         uint8_t *ub = unpack ? t->s->unp + (size_t)ith * t->s->unp_stride : NULL;
         for (int64_t g = g0; g < g1; g++) {
             const uint8_t *gp = pk->data + (size_t)g * pk->group_bytes;
@@ -307,18 +338,29 @@ static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weigh
 
 static void matmul_run(cpu_state *s, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n) {
     mm_task t = { .s = s, .out = out, .x = x, .w = w, .n = n };
-    if (bias && bias->host) {
+    if (bias && bias->host && bias->cols < w->rows)
+        mf_log_once(bias_short, "cpu: bias %s has %lld values for %lld rows; ignored", bias->name ? bias->name : "?",
+                    (long long)bias->cols, (long long)w->rows);
+    if (bias && bias->host && bias->cols >= w->rows) {
         if (bias->type == QTYPE_F32) {
             t.bias = bias->host;
         } else {
-            /* Biases are tiny 1-D tensors; normw holds max_cols floats. */
-            quant_dequantize_row(bias->type, bias->host, s->normw, MF_MIN(bias->cols, s->max_cols));
-            t.bias = s->normw;
+            /* Biases are small 1-D tensors: dequantized per call. */
+            if (bias->cols > s->bias_cap) {
+                float *p = realloc(s->bias_f32, sizeof(float) * (size_t)bias->cols);
+                if (!p) mf_log_once(bias_oom, "cpu: cannot allocate a bias buffer; bias of %s ignored", w->name);
+                else { s->bias_f32 = p; s->bias_cap = bias->cols; }
+            }
+            if (bias->cols <= s->bias_cap) {
+                quant_dequantize_row(bias->type, bias->host, s->bias_f32, bias->cols);
+                t.bias = s->bias_f32;
+            }
         }
     }
     const int64_t work = (int64_t)n * w->rows * w->cols;
     const int nth = work < 65536 ? 1 : 0;
     if (!s->simd) {
+        s->census[MM_SCALAR]++;
         cpu_pool_run(s->pool, mm_scalar, &t, nth);
         return;
     }
@@ -327,6 +369,7 @@ static void matmul_run(cpu_state *s, float *out, const float *x, const mf_weight
         t.act_stride = cpu_act_row_size(t.act_kind, w->cols);
         if (ensure_act(s, t.act_stride * (size_t)n) != 0) {
             mf_log_once(act_oom, "cpu: cannot allocate activation scratch; using the scalar matmul");
+            s->census[MM_SCALAR]++;
             cpu_pool_run(s->pool, mm_scalar, &t, nth);
             return;
         }
@@ -338,6 +381,7 @@ static void matmul_run(cpu_state *s, float *out, const float *x, const mf_weight
     t.pk = pk_get(s, w);
     if (t.pk) {
         t.gemm = cpu_gemm_avx2(w->type);
+        t.gemm_nt = cpu_gemm_nt(w->type);
         const size_t ub = cpu_unpack_bytes(w->type, w->cols);
         if (n >= UNPACK_MIN && ub && ensure_unp(s, ub) == 0) {
             t.gemm_unp = cpu_gemm_unpacked_avx2(w->type);
@@ -349,10 +393,13 @@ static void matmul_run(cpu_state *s, float *out, const float *x, const mf_weight
         const int64_t min_g = MF_MAX(1, (int64_t)(65536 / MF_MAX(1, (int64_t)t.pk->group_bytes)));
         t.chunk = MF_MAX(min_g, t.pk->n_groups / (16 * nthr));
         if (n >= 4) t.chunk = MF_MAX(1, t.pk->n_groups / (4 * nthr));
+        s->census[t.gemm_unp ? MM_EXPANDED : MM_PACKED]++;
         cpu_pool_run(s->pool, mm_packed, &t, t.quant_in_task ? 0 : nth);
     } else if (t.act_kind == CPU_ACT_F32 || cpu_vdot_avx2(w->type)) {
+        s->census[t.act_kind == CPU_ACT_F32 ? MM_ROWS_F : MM_ROWS_Q8]++;
         cpu_pool_run(s->pool, mm_rows, &t, t.quant_in_task ? 0 : nth);
     } else {
+        s->census[MM_SCALAR]++;
         cpu_pool_run(s->pool, mm_scalar, &t, nth);
     }
 }
@@ -528,7 +575,7 @@ static void attn_run(void *ctx, int ith, int nth) {
     const int n_head = hp->n_head, hd = hp->head_dim, kv_dim = s->kv_dim, group = n_head / hp->n_head_kv;
     const int q_dim = n_head * hd;
     const float *kc = s->k_cache[t->layer], *vc = s->v_cache[t->layer];
-    float *att = s->att + (int64_t)ith * s->n_ctx;
+    float *att = s->att + (int64_t)ith * s->n_ctx * group;
     if (!s->simd) {
         /* Reference: whole tokens. */
         int64_t i0, i1;
@@ -540,16 +587,19 @@ static void attn_run(void *ctx, int ith, int nth) {
         }
         return;
     }
-    /* (token, head) items; later tokens of a prompt attend to more positions, so
-     * interleave items across threads rather than splitting in two halves. */
-    const int64_t items = (int64_t)t->b->n * n_head;
+    /* (token, KV head) items, each covering the group of query heads that share
+     * the KV head; later tokens of a prompt attend to more positions, so items
+     * are interleaved across threads rather than split in two halves. */
+    const int n_kvh = hp->n_head_kv;
+    const int64_t items = (int64_t)t->b->n * n_kvh;
     const float scale = 1.0f / sqrtf((float)hd);
     for (int64_t it = ith; it < items; it += nth) {
-        const int64_t i = it / n_head;
-        const int h = (int)(it % n_head), kh = h / group;
+        const int64_t i = it / n_kvh;
+        const int kh = (int)(it % n_kvh);
         const int64_t base = (int64_t)t->b->seq[i] * s->n_ctx * kv_dim + (int64_t)kh * hd;
-        cpu_attn_head_avx2(t->out + i * q_dim + (int64_t)h * hd, t->q + i * q_dim + (int64_t)h * hd, kc + base,
-                           vc + base, kv_dim, t->b->pos[i] + 1, hd, scale, att);
+        const int64_t qo = i * q_dim + (int64_t)kh * group * hd;
+        cpu_attn_group_avx2(t->out + qo, t->q + qo, group, kc + base, vc + base, kv_dim, t->b->pos[i] + 1, hd, scale,
+                            att);
     }
 }
 
@@ -617,6 +667,9 @@ static void free_caches(cpu_state *s) {
     free(s->wrow);
     free(s->att);
     free(s->normw);
+    free(s->bias_f32);
+    s->bias_f32 = NULL;
+    s->bias_cap = 0;
     free(s->act);
     free(s->unp);
     s->unp = NULL;
@@ -669,7 +722,8 @@ static int cpu_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_bat
     const size_t nt = (size_t)cpu_pool_size(s->pool);
     s->wrow = malloc(sizeof(float) * (size_t)s->max_cols * nt);
     s->normw = malloc(sizeof(float) * (size_t)s->max_cols);
-    s->att = malloc(sizeof(float) * (size_t)n_ctx * nt);
+    const int group = hp->n_head_kv > 0 ? hp->n_head / hp->n_head_kv : 1;
+    s->att = malloc(sizeof(float) * (size_t)n_ctx * nt * (size_t)MF_MAX(group, 1));
     if (!s->k_cache || !s->v_cache || !s->wrow || !s->normw || !s->att) goto oom;
     for (int l = 0; l < hp->n_layer; l++) {
         /* calloc: untouched pages cost nothing until a position is written. */
@@ -696,6 +750,8 @@ static void prof_print(const cpu_state *s) {
             fprintf(stderr, "minfer/cpu:   %-13s %8lld calls %9.3f s %5.1f%%  %8.1f us/call\n", prof_name[k],
                     (long long)s->prof_n[k], s->prof_s[k], 100.0 * s->prof_s[k] / (tot > 0 ? tot : 1),
                     1e6 * s->prof_s[k] / (double)s->prof_n[k]);
+    for (int k = 0; k < 5; k++)
+        if (s->census[k]) fprintf(stderr, "minfer/cpu:   matmul path %-28s %8lld calls\n", mm_name[k], (long long)s->census[k]);
     const double mt = s->prof_s[PROF_MATMUL_1] + s->prof_s[PROF_MATMUL_N];
     if (mt > 0) fprintf(stderr, "minfer/cpu:   matmul weight bytes %.2f GB, %.2f GB/s\n", s->prof_bytes / 1e9,
                         s->prof_bytes / mt / 1e9);
@@ -742,7 +798,8 @@ mf_backend *cpu_backend_new(int n_threads, mf_err *err) {
         if (s->simd)
             fprintf(stderr, "minfer/cpu: avx2 kernels, %d thread%s, gemm=%s\n", s->n_threads,
                     s->n_threads == 1 ? "" : "s",
-                    s->repack ? "x8-packed 8x4 tiles, q8 activations" : "row dots, q8 activations (MINFER_CPU_REPACK=0)");
+                    s->repack ? "x8-packed (8 rows x 1-4 tokens; K-quants expanded for >= 8 tokens), q8 activations"
+                              : "row dots, q8 activations (MINFER_CPU_REPACK=0)");
         else
             fprintf(stderr, "minfer/cpu: scalar reference kernels, %d thread%s (%s)\n", s->n_threads,
                     s->n_threads == 1 ? "" : "s", want_simd ? "no AVX2/FMA/F16C on this CPU" : "MINFER_CPU_SIMD=0");

@@ -131,6 +131,7 @@ typedef void (*cpu_gemm_fn)(const uint8_t *group, int64_t cols, const void *act,
  * NULL when the type has none. */
 cpu_gemm_fn cpu_gemm_scalar(uint32_t type);
 cpu_gemm_fn cpu_gemm_avx2(uint32_t type);
+int cpu_gemm_nt(uint32_t type);   /* tokens per call of the AVX2 kernel that run fastest */
 
 /* Prefill variant for K-quants: a group expanded once into int8 values and ready
  * scale vectors (cpu_unpack_bytes(type, cols) bytes, layout in gemm_avx2.c), then
@@ -155,5 +156,9 @@ void cpu_rope_head_avx2(float *v, const float *cs, int rope_dim, int neox);
  * out[hd] = softmax(scale * q.k_j) . v_j. att: scratch [n_kv]. */
 void cpu_attn_head_avx2(float *out, const float *q, const float *kc, const float *vc, int64_t kv_stride,
                         int n_kv, int hd, float scale, float *att);
+/* The G query heads sharing one KV head (GQA), keys in chunks so each K/V row is
+ * read once per group: q, out [G][hd] contiguous; att: scratch [G][n_kv]. */
+void cpu_attn_group_avx2(float *out, const float *q, int G, const float *kc, const float *vc, int64_t kv_stride,
+                         int n_kv, int hd, float scale, float *att);
 
 #endif

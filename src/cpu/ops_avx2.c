@@ -173,3 +173,81 @@ void cpu_attn_head_avx2(float *out, const float *q, const float *kc, const float
         }
     }
 }
+
+/* GQA group: the G query heads that share one KV head, in chunks of keys so each
+ * K and V row is read from L2 once per group instead of once per head (the rows
+ * of a chunk stay in L1 while the G heads use them). q, out: [G][hd] contiguous;
+ * att: scratch [G][n_kv]. Same arithmetic per head as cpu_attn_head_avx2. */
+#define ATTN_CHUNK 64
+void cpu_attn_group_avx2(float *out, const float *q, int G, const float *kc, const float *vc, int64_t kv_stride,
+                         int n_kv, int hd, float scale, float *att) {
+    for (int j0 = 0; j0 < n_kv; j0 += ATTN_CHUNK) {
+        const int j1 = j0 + ATTN_CHUNK < n_kv ? j0 + ATTN_CHUNK : n_kv;
+        for (int g = 0; g < G; g++) {
+            const float *qg = q + (int64_t)g * hd;
+            float *ag = att + (int64_t)g * n_kv;
+            int j = j0;
+            for (; j + 4 <= j1; j += 4) {
+                const float *k = kc + (int64_t)j * kv_stride;
+                const __m128 s = dot4(qg, k, k + kv_stride, k + 2 * kv_stride, k + 3 * kv_stride, hd);
+                _mm_storeu_ps(ag + j, _mm_mul_ps(s, _mm_set1_ps(scale)));
+            }
+            for (; j < j1; j++) ag[j] = dot1(qg, kc + (int64_t)j * kv_stride, hd) * scale;
+        }
+    }
+    for (int g = 0; g < G; g++) {
+        float *ag = att + (int64_t)g * n_kv;
+        __m256 mv = _mm256_set1_ps(-INFINITY);
+        int j = 0;
+        for (; j + 8 <= n_kv; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(ag + j));
+        float mx = hmax_ps(mv);
+        for (; j < n_kv; j++) mx = fmaxf(mx, ag[j]);
+        const __m256 mxv = _mm256_set1_ps(mx);
+        __m256 sv = _mm256_setzero_ps();
+        for (j = 0; j + 8 <= n_kv; j += 8) {
+            const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(ag + j), mxv));
+            _mm256_storeu_ps(ag + j, e);
+            sv = _mm256_add_ps(sv, e);
+        }
+        double sum = hsum_ps(sv);
+        for (; j < n_kv; j++) {
+            ag[j] = expf(ag[j] - mx);
+            sum += ag[j];
+        }
+        /* fold 1/sum into the weights: out = sum_j (p_j / sum) v_j */
+        const __m256 iv = _mm256_set1_ps((float)(1.0 / sum));
+        for (j = 0; j + 8 <= n_kv; j += 8) _mm256_storeu_ps(ag + j, _mm256_mul_ps(_mm256_loadu_ps(ag + j), iv));
+        const float inv = (float)(1.0 / sum);
+        for (; j < n_kv; j++) ag[j] *= inv;
+    }
+    for (int64_t i = 0; i < (int64_t)G * hd; i++) out[i] = 0.0f;
+    for (int j0 = 0; j0 < n_kv; j0 += ATTN_CHUNK) {
+        const int j1 = j0 + ATTN_CHUNK < n_kv ? j0 + ATTN_CHUNK : n_kv;
+        for (int g = 0; g < G; g++) {
+            const float *ag = att + (int64_t)g * n_kv;
+            float *og = out + (int64_t)g * hd;
+            int i0 = 0;
+            for (; i0 + 32 <= hd; i0 += 32) {
+                __m256 o0 = _mm256_loadu_ps(og + i0), o1 = _mm256_loadu_ps(og + i0 + 8),
+                       o2 = _mm256_loadu_ps(og + i0 + 16), o3 = _mm256_loadu_ps(og + i0 + 24);
+                for (int j = j0; j < j1; j++) {
+                    const __m256 p = _mm256_set1_ps(ag[j]);
+                    const float *v = vc + (int64_t)j * kv_stride + i0;
+                    o0 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v), o0);
+                    o1 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8), o1);
+                    o2 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 16), o2);
+                    o3 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 24), o3);
+                }
+                _mm256_storeu_ps(og + i0, o0);
+                _mm256_storeu_ps(og + i0 + 8, o1);
+                _mm256_storeu_ps(og + i0 + 16, o2);
+                _mm256_storeu_ps(og + i0 + 24, o3);
+            }
+            for (; i0 < hd; i0++) {
+                float o = og[i0];
+                for (int j = j0; j < j1; j++) o += ag[j] * vc[(int64_t)j * kv_stride + i0];
+                og[i0] = o;
+            }
+        }
+    }
+}

@@ -22,6 +22,10 @@
  * between ops of a decode step (the caller runs small ops alone), short enough
  * that an idle server does not burn cores. */
 #define SPIN_S 0.002
+/* After this many pause-spins (about 0.5-2 ms) a waiting thread also yields
+ * every 256 spins: on a machine shared with other processes, the thread we wait
+ * for may have been preempted, and burning a core does not bring it back. */
+#define SPIN_YIELD_AFTER 16384u
 
 typedef struct worker {
     cpu_pool *p;
@@ -154,7 +158,7 @@ void cpu_pool_run(cpu_pool *p, cpu_task_fn fn, void *ctx, int nth_max) {
     const int want = p->n - 1;
     for (unsigned spins = 0; atomic_load_explicit(&p->done, memory_order_acquire) != want; spins++) {
         cpu_relax();
-        if ((spins & 255) == 255 && p->oversub) sched_yield();
+        if ((spins & 255) == 255 && (p->oversub || spins > SPIN_YIELD_AFTER)) sched_yield();
     }
 }
 
@@ -168,6 +172,6 @@ void cpu_pool_barrier(cpu_pool *p, int nth) {
     }
     for (unsigned spins = 0; atomic_load_explicit(&p->bar_phase, memory_order_acquire) == phase; spins++) {
         cpu_relax();
-        if ((spins & 255) == 255 && p->oversub) sched_yield();
+        if ((spins & 255) == 255 && (p->oversub || spins > SPIN_YIELD_AFTER)) sched_yield();
     }
 }

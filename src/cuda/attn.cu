@@ -265,13 +265,39 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int sl = lane % LPP, pr = lane / LPP;
     const int q_ld = a.n_head * HD;
-    for (int e = tid; e < hc * HD; e += ATT_THREADS)
-        qs[e / HD][e % HD] = q[(int64_t)t * q_ld + (int64_t)h0 * HD + e] * scale;
+    const int64_t base = ((int64_t)seq * a.n_kv + kvh) * a.n_ctx * HD;
+    if (a.kin) {
+        /* fused store (one token): rotate q heads in shared memory; the block
+         * whose chunk holds pos also rotates k and writes k, v at pos (every head
+         * group of that kv head writes the same bits, then reads its own write) */
+        for (int e = tid; e < hc * HD; e += ATT_THREADS) qs[e / HD][e % HD] = q[(int64_t)t * q_ld + (int64_t)h0 * HD + e];
+        const bool owner = pos / chunk == c;
+        if (owner)
+            for (int d = tid; d < HD; d += ATT_THREADS) ob[0][0][d] = a.kin[(int64_t)t * a.n_kv * HD + kvh * HD + d];
+        __syncthreads();
+        if (a.rope) {
+            const int half = a.rope_dim / 2;
+            for (int e = tid; e < (hc + 1) * half; e += ATT_THREADS) {
+                const int h = e / half, i = e % half;
+                if (h < hc) rope_pair(qs[h], i, rope_cs(a.rope_cs, i, pos, a.rope_dim, a.rope_base), a.rope_dim, a.rope_mode);
+                else if (owner) rope_pair(ob[0][0], i, rope_cs(a.rope_cs, i, pos, a.rope_dim, a.rope_base), a.rope_dim, a.rope_mode);
+            }
+            __syncthreads();
+        }
+        for (int e = tid; e < hc * HD; e += ATT_THREADS) qs[e / HD][e % HD] *= scale;
+        if (owner)
+            for (int d = tid; d < HD; d += ATT_THREADS) {
+                a.kc[base + (int64_t)pos * HD + d] = __float2half_rn(ob[0][0][d]);
+                a.vc[base + (int64_t)pos * HD + d] = __float2half_rn(a.vin[(int64_t)t * a.n_kv * HD + kvh * HD + d]);
+            }
+    } else {
+        for (int e = tid; e < hc * HD; e += ATT_THREADS)
+            qs[e / HD][e % HD] = q[(int64_t)t * q_ld + (int64_t)h0 * HD + e] * scale;
+    }
     if (tid < ATT_MAXG) {
         mh[tid] = -INFINITY;
         lh[tid] = 0.0f;
     }
-    const int64_t base = ((int64_t)seq * a.n_kv + kvh) * a.n_ctx * HD;
     const __half *kb = a.kc + base + sl * 8, *vb = a.vc + base + sl * 8;
     float acc[ATT_MAXG][8];
 #pragma unroll

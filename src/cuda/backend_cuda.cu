@@ -24,7 +24,15 @@
  * memory and are copied out after the replay.
  *
  * PDL (MINFER_CUDA_PDL=0 turns it off): kernels are launched with programmatic
- * stream serialization; see common.cuh for the rule every kernel follows. */
+ * stream serialization; see common.cuh for the rule every kernel follows.
+ *
+ * Other switches: MINFER_CUDA_DP4A=0 (GEMV on f32 activations, no q8),
+ * MINFER_CUDA_FLASH=0 (prefill attention through the split kernel),
+ * MINFER_CUDA_MMA=0 (prefill matmuls through the GEMV, 8 tokens at a time),
+ * MINFER_CUDA_GEMV_PP=1 (opt-in persistent ping-pong GEMV, mmv.cuh; unmeasured),
+ * MINFER_CUDA_SYNC=1 (synchronise and check after every launch, for debugging),
+ * MINFER_CUDA_VERBOSE=1 (scratch breakdown). The one-line notice at the first step
+ * names the paths in use and the device memory (weights, KV, scratch). */
 #include "common.cuh"
 #include "backend_cuda.h"
 
@@ -93,6 +101,7 @@ struct cu_state {
     int n_ctx, n_seq, n_batch;
     /* switches */
     int f_graph, f_pdl, f_fuse, f_dp4a, f_flash, f_mma, f_sync, verbose;
+    int f_gemv_pp;   /* opt-in persistent ping-pong GEMV (mmv.cuh), unmeasured */
     int any_quant;
     /* memory */
     void *wbuf;
@@ -150,6 +159,8 @@ struct cu_state {
 /* ------------------------------------------------------------------------- */
 cudaStream_t cu_stream(const cu_state *S) { return S->stream; }
 int cu_pdl(const cu_state *S) { return S->f_pdl; }
+int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->prop.multiProcessorCount : 1; }
+int cu_gemv_pp(const cu_state *S) { return S->f_gemv_pp; }
 
 void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, int line) {
     if (S->err) return;
@@ -370,7 +381,9 @@ static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weigh
         cu_record(S, cudaErrorInvalidValue, "matmul: batch wider than n_batch, input wider than the model's, or weight not on the device", __FILE__, __LINE__);
         return;
     }
-    if (n <= CU_MAX_GEMV_COLS || !S->f_mma) {
+    /* f32 weights stay f32 in prefill too (the f16 GEMM would round them; f32
+     * models are the tiny ones) */
+    if (n <= CU_MAX_GEMV_COLS || !S->f_mma || w->type == QTYPE_F32) {
         const int q8 = S->f_dp4a && cu_mmv_q8_supported(w->type) && (int64_t)n * K <= S->q8_cap;
         cu_pend *p = &S->pend;
         if (n > CU_MAX_GEMV_COLS) {
@@ -474,7 +487,21 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
     a.seq = meta_seq(S, b);
     a.kc = S->kc[layer];
     a.vc = S->vc[layer];
-    cu_kv_store(S, &a, (float *)q, (float *)k, v, rope, rdim, rbase, rmode, rope ? rope_table(S, rdim, rbase) : NULL);
+    a.kin = a.vin = NULL;
+    a.rope = 0;
+    a.rope_dim = rdim;
+    a.rope_mode = rmode;
+    a.rope_base = rbase;
+    a.rope_cs = rope ? rope_table(S, rdim, rbase) : NULL;
+    if (n == 1 && S->f_fuse && cu_attn_dec_supported(hd)) {
+        /* one token: RoPE and the cache store happen inside the attention kernel
+         * (q and k in memory stay unrotated; nothing reads them after) */
+        a.kin = k;
+        a.vin = v;
+        a.rope = rope;
+    } else {
+        cu_kv_store(S, &a, (float *)q, (float *)k, v, rope, rdim, rbase, rmode, a.rope_cs);
+    }
     const int64_t qd = (int64_t)hp->n_head * hd;
     if (n > CU_MAX_GEMV_COLS && S->f_flash && cu_attn_flash_supported(hd) && !S->capturing) {
         /* tiles of <= 64 consecutive tokens of one sequence */
@@ -811,6 +838,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_mma = mf_env_int("MINFER_CUDA_MMA", 1);
     S->f_sync = mf_env_int("MINFER_CUDA_SYNC", 0);
     S->verbose = mf_env_int("MINFER_CUDA_VERBOSE", 0);
+    S->f_gemv_pp = mf_env_int("MINFER_CUDA_GEMV_PP", 0);
     int rc = check_model(S, m, err);
     if (rc) return rc;
     rc = upload_weights(S, m, err);
@@ -853,10 +881,11 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     SCRATCH(S->q8.qs, int8_t, S->q8_cap + 16);
     SCRATCH(S->q8.d, float, S->q8_cap / 32 + 1);
     SCRATCH(S->q8.s, float, S->q8_cap / 16 + 1);
-    /* attention chunks: multiples of 64 positions, at most 64 per head (short
-     * contexts spread over more blocks; partials stay small at long ones) */
+    /* attention chunks: multiples of 64 positions, at most 16 per head: the grid
+     * covers the whole context, and every early-exit block still costs a slot
+     * (64 chunks x 32 heads measured 10 us for one position; ncu, H200) */
     const int tiles = (S->n_ctx + 63) / 64;
-    S->att_chunk = 64 * ((tiles + 63) / 64);
+    S->att_chunk = 64 * ((tiles + 15) / 16);
     S->att_nchunks = (S->n_ctx + S->att_chunk - 1) / S->att_chunk;
     {
         const int G = hp->n_head / hp->n_head_kv, nsub = (G + 7) / 8;
@@ -903,6 +932,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
             mf_log("minfer/cuda: no pinned memory for the decode graph; graphs off");
         }
     }
+    if (S->f_gemv_pp) cu_mmv_pp_prepare();
     /* every upload copy and memset complete (all on S->stream; device-wide to be sure) */
     if ((e = cudaDeviceSynchronize()) != cudaSuccess)
         return mf_fail(err, MF_ERR_DEVICE, "cuda: init: %s", cudaGetErrorString(e));
@@ -945,7 +975,7 @@ static void print_notice(cu_state *S) {
             "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s prefill=%s attn=%s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%)\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
-            S->f_dp4a ? "q8-dp4a" : "f32", S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
+            S->f_dp4a ? (S->f_gemv_pp ? "q8-dp4a-pp" : "q8-dp4a") : "f32", S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
             S->f_fuse ? "on" : "off", S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split", S->wbytes / gib,
             S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0);

@@ -241,6 +241,7 @@ struct cu_mmv_args {
 /* Returns 1 when a dp4a kernel exists for the type. */
 int cu_mmv_q8_supported(uint32_t type);
 void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a);      /* mmv_kquant.cu / mmv_q.cu */
+void cu_mmv_pp_prepare(void);  /* MINFER_CUDA_GEMV_PP=1: occupancy lookups, at init */
 void cu_mmv_f(cu_state *S, uint32_t type, const cu_mmv_args *a);       /* mmv_float.cu: f32 activations, any type */
 
 /* mm.cu: prefill GEMM out[M][N] = A[M][Kp] . B[N][Kp]^T (+ bias), f16 in, f32 accumulate. */
@@ -253,6 +254,12 @@ struct cu_attn_args {
     int n_head, n_kv, hd, n_ctx;
     const int32_t *pos, *seq;     /* device [n] */
     __half *kc, *vc;              /* layer cache [n_seq][n_kv][n_ctx][hd] */
+    /* fused store (kernel_attn_dec, n == 1): RoPE q (in shared memory only) and k,
+     * and write k, v [n_kv*hd] of the token into the cache itself */
+    const float *kin, *vin;       /* NULL: the cache already holds them */
+    int rope, rope_dim, rope_mode;
+    float rope_base;
+    const float2 *rope_cs;
 };
 /* Stores k, v rows into the cache; with rope jobs, rotates q and k first (k in place). */
 void cu_kv_store(cu_state *S, const cu_attn_args *a, float *q, float *k, const float *v, int rope, int rope_dim,

@@ -141,3 +141,9 @@ void cu_mmv_q8_kquant(cu_state *S, uint32_t type, const cu_mmv_args *a) {
     default: break;
     }
 }
+
+void cu_mmv_pp_prepare_kquant(void) {
+    mmv_pp_prepare<unit_k45<false>>();
+    mmv_pp_prepare<unit_k45<true>>();
+    mmv_pp_prepare<unit_q6k>();
+}

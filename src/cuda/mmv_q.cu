@@ -5,6 +5,7 @@
 #include "mmv.cuh"
 
 void cu_mmv_q8_kquant(cu_state *S, uint32_t type, const cu_mmv_args *a);
+void cu_mmv_pp_prepare_kquant(void);
 
 /* 4 high bits (one per value) -> bit 4 of 4 bytes. */
 static __device__ __forceinline__ uint32_t spread4(uint32_t b4) { return ((b4 * 0x00204081u) & 0x01010101u) << 4; }
@@ -101,4 +102,13 @@ void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a) {
     case QTYPE_Q8_0: mmv_q8_launch<unit_q8_0>(S, a, "mmv_q8_0"); break;
     default: cu_mmv_q8_kquant(S, type, a); break;
     }
+}
+
+void cu_mmv_pp_prepare(void) {
+    mmv_pp_prepare<unit_q4<QTYPE_Q4_0>>();
+    mmv_pp_prepare<unit_q4<QTYPE_Q4_1>>();
+    mmv_pp_prepare<unit_q4<QTYPE_Q5_0>>();
+    mmv_pp_prepare<unit_q4<QTYPE_Q5_1>>();
+    mmv_pp_prepare<unit_q8_0>();
+    cu_mmv_pp_prepare_kquant();
 }

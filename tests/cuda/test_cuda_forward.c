@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     const char *path = argv[1];
-    const int n_prompt = argc > 2 ? atoi(argv[2]) : 13;
+    int n_prompt = argc > 2 ? atoi(argv[2]) : 13;
     const int n_gen = argc > 3 ? atoi(argv[3]) : 32;
     const double max_err = argc > 4 ? atof(argv[4]) : 2e-2;
     if (!cuda_available()) {
@@ -71,6 +71,17 @@ int main(int argc, char **argv) {
     if (model_load(&m, path, &err)) {
         CHECK(0, "load %s: %s", path, err.msg);
         return test_summary("cuda_forward");
+    }
+    /* MINFER_TEST_PROMPT: a text prompt (BOS + its tokens) instead of random ids */
+    const char *prompt = getenv("MINFER_TEST_PROMPT");
+    int32_t *ptoks = NULL;
+    if (prompt && m.vocab) {
+        int np = tok_encode(m.vocab, prompt, strlen(prompt), 1, 0, &ptoks, &err);
+        if (np <= 0) {
+            CHECK(0, "tokenize: %s", err.msg);
+            return test_summary("cuda_forward");
+        }
+        n_prompt = np;
     }
     const int n_ctx = n_prompt + n_gen + 1, n_batch = n_prompt > 1 ? n_prompt : 1;
     const int nv = m.hp.n_vocab;
@@ -90,6 +101,8 @@ int main(int argc, char **argv) {
         pos[i] = i;
     }
     if (bos >= 0) tok[0] = bos;
+    if (ptoks) memcpy(tok, ptoks, sizeof(int32_t) * n_prompt);
+    free(ptoks);
     float *lc = malloc(sizeof(float) * nv), *lg = malloc(sizeof(float) * nv);
     double worst = 0, sum = 0;
     int all_finite = 1, first_div = -1, agree = 0, steps = 0;

@@ -292,7 +292,7 @@ static void test_get_rows(env *e, int rows, int width, int n_idx) {
 /* Attention: fills the cache of each sequence with `start[s]` positions of random
  * k/v (prefill chunks through the op), then runs a batch of n[s] tokens per
  * sequence (sequence 0's tokens first) and compares the outputs. */
-static void test_attention(int n_head, int n_kv, int hd, int n_seq, const int *start, const int *cnt) {
+static void test_attention(int n_head, int n_kv, int hd, int n_seq, const int *start, const int *cnt, int with_rope) {
     env e;
     const int n_ctx = 4096, n_batch = 512;
     if (env_init(&e, 256, 256, n_head, n_kv, hd, n_ctx, n_seq, n_batch)) {
@@ -348,6 +348,13 @@ static void test_attention(int n_head, int n_kv, int hd, int n_seq, const int *s
             for (int i = 0; i < n * qd; i++) poison[i] = NAN;
             cuda_backend_h2d(e.gpu, od, poison, sizeof(float) * n * qd);
             free(poison);
+            if (with_rope && phase == 1) {
+                /* forward.c's sequence: rope(q), rope(k), attention (fused on the GPU) */
+                e.cpu->ops->rope(e.cpu, q, &b, n_head, hd, hd, 10000.0f, MF_ROPE_NORM);
+                e.cpu->ops->rope(e.cpu, k, &b, n_kv, hd, hd, 10000.0f, MF_ROPE_NORM);
+                e.gpu->ops->rope(e.gpu, qd_, &b, n_head, hd, hd, 10000.0f, MF_ROPE_NORM);
+                e.gpu->ops->rope(e.gpu, kd, &b, n_kv, hd, hd, 10000.0f, MF_ROPE_NORM);
+            }
             e.cpu->ops->attention(e.cpu, ref, q, k, v, 0, &b);
             e.gpu->ops->attention(e.gpu, od, qd_, kd, vd, 0, &b);
             float *got = host_of(&e, od, (size_t)n * qd);
@@ -356,8 +363,8 @@ static void test_attention(int n_head, int n_kv, int hd, int n_seq, const int *s
             free(got);
         }
     }
-    CHECK(worst < 4e-3, "attention heads %d/%d hd %d seqs %d start %d n %d%s: err %.3g", n_head, n_kv, hd, n_seq,
-          start[0], cnt[0], n_seq > 1 ? " (+seq 1)" : "", worst);
+    CHECK(worst < 4e-3, "attention heads %d/%d hd %d seqs %d start %d n %d%s%s: err %.3g", n_head, n_kv, hd, n_seq,
+          start[0], cnt[0], n_seq > 1 ? " (+seq 1)" : "", with_rope ? " rope" : "", worst);
     gpu_ok(&e, "attention");
     free(q); free(k); free(v); free(ref); free(tok); free(pos); free(seq);
     env_free(&e);
@@ -426,18 +433,21 @@ int main(void) {
     struct { int nh, nkv, hd; } cfg[] = {{8, 4, 8}, {32, 8, 64}, {32, 32, 128}, {14, 2, 64}, {32, 2, 128}, {12, 4, 96}};
     for (size_t ci = 0; ci < MF_ARRAY_LEN(cfg); ci++) {
         const int s0[] = {0}, c1[] = {1}, c5[] = {5}, c13[] = {13}, c100[] = {100};
-        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s0, c1);
-        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s0, c13);
-        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s0, c100);
-        const int s3000[] = {3000};
-        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s3000, c1);
-        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s3000, c5);
+        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s0, c1, 0);
+        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s0, c13, 0);
+        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s0, c100, 0);
+        const int s3000[] = {3000}, s700[] = {700};
+        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s3000, c1, 0);
+        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s3000, c5, 0);
+        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s700, c1, 1);
+        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s700, c5, 1);
         if (ci == 1 || ci == 2) {
-            test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s3000, c100);
+            test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s3000, c100, 0);
+            test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s700, c13, 1);
             const int s2[] = {700, 129}, n2[] = {3, 70};
-            test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 2, s2, n2);
+            test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 2, s2, n2, 0);
             const int s3[] = {10, 1000}, n3[] = {1, 1};
-            test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 2, s3, n3);
+            test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 2, s3, n3, 1);
         }
         (void)c5;
     }
