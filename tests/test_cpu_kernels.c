@@ -653,7 +653,17 @@ static mf_backend *make_backend(fake_model *f, int threads, const char *simd, co
     return be;
 }
 
+/* FNV-1a over the bytes of a float array: results must not depend on threads. */
+static uint64_t fnv(const float *p, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    const uint8_t *b = (const uint8_t *)p;
+    for (size_t i = 0; i < n * sizeof(float); i++) h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
 static void test_backend_matmul(int simd) {
+    static uint64_t hash1[16][4][16];   /* [type][rows][n] with 1 thread */
+    int same_as_1 = 1;
     const uint32_t types[] = { QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_Q8_0, QTYPE_Q4_1, QTYPE_Q4_0, QTYPE_Q5_0, QTYPE_Q5_1,
                                QTYPE_Q5_K, QTYPE_F16, QTYPE_F32, QTYPE_BF16 };
     const int cols = 512;
@@ -662,7 +672,9 @@ static void test_backend_matmul(int simd) {
      * the weight's address (weights are immutable while a backend lives). */
     uint8_t *keep[64];
     int n_keep = 0;
+    const mf_rng start = rng;   /* the same weights and inputs for every thread count */
     for (int threads = 1; threads <= 3; threads++) {
+        rng = start;
         fake_model f;
         fake_init(&f, cols, cols, 8, 4, 64);
         mf_backend *bp = make_backend(&f, threads, simd ? "1" : "0", "1");
@@ -696,6 +708,9 @@ static void test_backend_matmul(int simd) {
                     const mf_weight *bptr = (n & 1) ? &bw : NULL;
                     bp->ops->matmul(bp, op, x, &w, bptr, n);
                     br->ops->matmul(br, orr, x, &w, bptr, n);
+                    const uint64_t hv = fnv(op, (size_t)rows * n) ^ (fnv(orr, (size_t)rows * n) * 3);
+                    if (threads == 1) hash1[ti][ri][n] = hv;
+                    else same_as_1 &= hash1[ti][ri][n] == hv;
                     cpu_ref_matmul(ref, rows, x, &w, bptr, n, 0, rows, wrow);
                     for (int t = 0; t < n; t++)
                         for (int r = 0; r < rows; r++) {
@@ -738,6 +753,7 @@ static void test_backend_matmul(int simd) {
         br->destroy(br);
         while (n_keep > 0) free(keep[--n_keep]);
     }
+    CHECK(same_as_1, "backend %s matmul: bit-identical results with 1, 2 and 3 threads", simd ? "avx2" : "scalar");
 }
 
 static void test_backend_ops(int simd) {

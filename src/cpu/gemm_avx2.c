@@ -11,10 +11,14 @@
  *   6-bit: 2*63*127 = 16002, 2 units summed = 32004;
  *   8-bit (sign trick): 2*127*127 = 32258, widened after every unit.
  * Widening (vpmaddwd) multiplies by the sub-block scale where the format has an
- * integer one (K-quants), else by 1; block scales are applied in f32.
+ * integer one (K-quants), else by 1; block scales are applied in f32. (The
+ * expanded prefill kernel widens 4-bit sums every 4 units, not 8: faster, see
+ * below.)
  *
  * NT is a compile-time constant in each instance (1..4) so the per-token loops
- * unroll and the accumulators stay in registers. */
+ * unroll and the accumulators stay in registers; `#pragma GCC unroll` is needed
+ * for that at -O2 (without it the NT = 3, 4 instances kept their accumulators on
+ * the stack and ran at half speed). */
 #include "kernels.h"
 #include "simd_avx2.h"
 
@@ -394,7 +398,10 @@ void cpu_unpack_group_avx2(uint32_t type, const uint8_t *group, int64_t cols, ui
 
 INLINE __m256i ld(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
-/* kind 0 = q4_K, 1 = q5_K (widen every 4 units), 2 = q6_K (widen every 2). */
+/* kind 0 = q4_K, 1 = q5_K (widen every 4 units), 2 = q6_K (widen every 2).
+ * q4_K could sum 8 units in s16, but widening every 4 measured faster (lab micro,
+ * 3 tokens: 86 -> 111 GMAC/s), probably because the dependent chain of vpaddw
+ * per accumulator is shorter. */
 INLINE void gemm_unpacked_K(const int kind, const int NT, const uint8_t *u, int64_t cols, const void *act, size_t as,
                             float out[][8]) {
     /* The f32 accumulators live in out[][] (touched once per 256 values), which

@@ -135,8 +135,8 @@ int cpu_gemm_nt(uint32_t type);   /* tokens per call of the AVX2 kernel that run
 
 /* Prefill variant for K-quants: a group expanded once into int8 values and ready
  * scale vectors (cpu_unpack_bytes(type, cols) bytes, layout in gemm_avx2.c), then
- * read by cpu_gemm_unpacked_avx2(type) for every 4 tokens of a block. 0 / NULL
- * for types without it. */
+ * read by cpu_gemm_unpacked_avx2(type) for every cpu_gemm_unpacked_nt(type)
+ * tokens of a block ("expanded" path). 0 / NULL for types without it. */
 size_t cpu_unpack_bytes(uint32_t type, int64_t cols);
 void cpu_unpack_group_avx2(uint32_t type, const uint8_t *group, int64_t cols, uint8_t *dst);
 cpu_gemm_fn cpu_gemm_unpacked_avx2(uint32_t type);

@@ -169,19 +169,25 @@ static void pack_block(uint32_t type, uint8_t *dst, const uint8_t *const src[8])
                 dst[16 + 16 * p + 2 * r] = (uint8_t)x->scales[2 * p];
                 dst[16 + 16 * p + 2 * r + 1] = (uint8_t)x->scales[2 * p + 1];
             }
-            for (int v = 0; v < 256; v++) {
-                /* GGUF position of value v (see qdot.c q6k_at). */
-                const int h = v / 128, k4 = (v % 128) / 32, l = v % 32;
-                const uint8_t qlb = x->ql[64 * h + l + 32 * (k4 & 1)];
-                const int lo = k4 < 2 ? qlb & 15 : qlb >> 4;
-                const int hi = (x->qh[32 * h + l] >> (2 * k4)) & 3;
-                /* Packed position: sub-block s, unit k, byte b. */
-                const int s = v / 32, k = (v % 32) / 4, b = v % 4, s2 = s / 2;
-                uint8_t *ql = dst + 144 + 256 * s2 + 32 * k + 4 * r + b;
-                *ql |= (uint8_t)(lo << (4 * (s & 1)));
-                uint8_t *qh = dst + 1168 + 128 * s2 + 32 * (k / 2) + 4 * r + b;
-                *qh |= (uint8_t)(hi << (2 * (2 * (k & 1) + (s & 1))));
-            }
+            /* The 256 values in order (see qdot.c q6k_at), low 4 and high 2 bits. */
+            uint8_t lo[256], hi[256];
+            for (int h = 0; h < 2; h++)
+                for (int l = 0; l < 32; l++) {
+                    const uint8_t a = x->ql[64 * h + l], b = x->ql[64 * h + l + 32], q = x->qh[32 * h + l];
+                    const int v = 128 * h + l;
+                    lo[v] = a & 15, lo[v + 32] = b & 15, lo[v + 64] = a >> 4, lo[v + 96] = b >> 4;
+                    hi[v] = q & 3, hi[v + 32] = (q >> 2) & 3, hi[v + 64] = (q >> 4) & 3, hi[v + 96] = q >> 6;
+                }
+            /* Packed position of value v = 32s + 4k + b: ql unit (s/2, k) nibble s&1;
+             * qh unit (s/2, k/2) field 2*(k&1) + (s&1). */
+            for (int s2 = 0; s2 < 4; s2++)
+                for (int k = 0; k < 8; k++)
+                    for (int b = 0; b < 4; b++) {
+                        const int va = 64 * s2 + 4 * k + b, vb = va + 32;
+                        dst[144 + 256 * s2 + 32 * k + 4 * r + b] = (uint8_t)(lo[va] | (lo[vb] << 4));
+                        dst[1168 + 128 * s2 + 32 * (k / 2) + 4 * r + b] |=
+                            (uint8_t)((hi[va] | (hi[vb] << 2)) << (4 * (k & 1)));
+                    }
         }
         break;
     default:
