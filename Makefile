@@ -141,6 +141,17 @@ bench-cuda: $(BUILD)/bench/cuda_gemv
 .PHONY: bench/cuda-gemv
 endif
 
+# CPU kernel lab: bench/cpu_gemm.c (packed vs row kernels, decode and prefill) and
+# bench/cpu_bw.c (the read-bandwidth ceiling of decode). `make bench-cpu-lab`.
+$(BUILD)/bench/cpu_gemm: bench/cpu_gemm.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+$(BUILD)/bench/cpu_bw: bench/cpu_bw.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(AVX2FLAGS) -o $@ $<
+bench-cpu-lab: $(BUILD)/bench/cpu_gemm $(BUILD)/bench/cpu_bw
+.PHONY: bench-cpu-lab
+
 clean:
 	rm -rf $(BUILD)
 

@@ -1,7 +1,7 @@
 /* cpu_bw.c - read-bandwidth ceiling for CPU decode: threads stream disjoint
  * halves of a 1 GiB buffer with 32-byte AVX2 loads (no compute), best of 3.
  *
- *   gcc -O2 -mavx2 -pthread bench/cpu_bw.c -o build/cpu_bw && build/cpu_bw [max_threads]
+ *   make bench-cpu-lab && build/bench/cpu_bw [max_threads]
  *
  * Decode of a model reading B bytes of weights per token cannot beat
  * (this figure) / B tokens per second. */

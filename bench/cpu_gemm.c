@@ -1,14 +1,16 @@
 /* cpu_gemm.c - kernel lab for the CPU matmul paths: packed x8 micro-kernels vs
  * row dots, decode (1 token) and prefill (many tokens), one thread and all.
  *
- *   make CUDA=0 && gcc -O2 -std=c11 -D_GNU_SOURCE -Isrc -pthread bench/cpu_gemm.c \
- *       build/libminfer.a -lpcre2-8 -lm -o build/cpu_gemm && build/cpu_gemm [threads]
+ *   make bench-cpu-lab && build/bench/cpu_gemm [threads | micro]
+ *   (env: ONLY=q4_K one type; DOWN=1 also the 2048 x 5632 shape; NO_UNPACK=1,
+ *   TBLOCK=n, NO_OUT=1 prefill variants)
  *
  * Reports, per weight type and shape:
  *   gemv-cold  GB/s of weight bytes, matrix larger than the caches (decode speed)
  *   gemv-hot   GB/s with the matrix in L2 (the kernel's own ceiling)
  *   gemm       GMAC/s with 128 tokens (prefill speed), i.e. rows*cols*tokens/s
- * Each row of the output is the best of a few repetitions. */
+ * Each row of the output is the best of a few repetitions. `micro`: one group of
+ * 8 rows x 2048 hot in cache, ns per x8 block and GMAC/s per tokens-per-call. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
