@@ -72,8 +72,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "-n")) bad = arg_int_list(argc, argv, &i, 0, 1 << 20, tg, 16, &n_tg);
         else if (!strcmp(a, "-r")) bad = arg_int(argc, argv, &i, 1, 1000, &reps);
         else if (!strcmp(a, "-b")) bad = arg_int(argc, argv, &i, 1, 1 << 16, &cp.n_batch);
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) bad = arg_int(argc, argv, &i, 1, 1024, &cp.n_threads);
-        else if (!strcmp(a, "--device")) bad = arg_value(argc, argv, &i, &cp.device);
+        else if (cli_context_opt(argc, argv, &i, &cp, &bad)) {}
         else if (!strcmp(a, "-o")) bad = arg_value(argc, argv, &i, &fmt);
         else return cli_error(1, "bench: unknown option '%s' (see minfer bench --help)", a);
         if (bad) return 1;
@@ -83,7 +82,7 @@ int cmd_bench(int argc, char **argv) {
     int max_len = 1;
     for (int i = 0; i < n_pp; i++) max_len = MF_MAX(max_len, pp[i]);
     for (int i = 0; i < n_tg; i++) max_len = MF_MAX(max_len, tg[i]);
-    cp.n_ctx = max_len;
+    if (cp.n_ctx < max_len) cp.n_ctx = max_len;
 
     mf_model m;
     mf_context c;

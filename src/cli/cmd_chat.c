@@ -65,15 +65,7 @@ int cmd_chat(int argc, char **argv) {
         else if (!strcmp(a, "--chat-template")) bad = arg_value(argc, argv, &i, &tmpl_name);
         else if (!strcmp(a, "--system")) bad = arg_value(argc, argv, &i, &system);
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) bad = arg_int(argc, argv, &i, 1, 1 << 24, &n_predict);
-        else if (!strcmp(a, "--temp")) bad = arg_float(argc, argv, &i, 0.0f, 100.0f, &sp.temp);
-        else if (!strcmp(a, "--top-k")) bad = arg_int(argc, argv, &i, 0, 1 << 30, &sp.top_k);
-        else if (!strcmp(a, "--top-p")) bad = arg_float(argc, argv, &i, 0.0f, 1.0f, &sp.top_p);
-        else if (!strcmp(a, "--min-p")) bad = arg_float(argc, argv, &i, 0.0f, 1.0f, &sp.min_p);
-        else if (!strcmp(a, "--repeat-penalty")) bad = arg_float(argc, argv, &i, 0.0f, 10.0f, &sp.repeat_penalty);
-        else if (!strcmp(a, "--seed")) bad = arg_u64(argc, argv, &i, &sp.seed);
-        else if (!strcmp(a, "--ctx")) bad = arg_int(argc, argv, &i, 1, 1 << 24, &cp.n_ctx);
-        else if (!strcmp(a, "--device")) bad = arg_value(argc, argv, &i, &cp.device);
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) bad = arg_int(argc, argv, &i, 1, 1024, &cp.n_threads);
+        else if (cli_context_opt(argc, argv, &i, &cp, &bad) || cli_sampler_opt(argc, argv, &i, &sp, &bad)) {}
         else return cli_error(1, "chat: unknown option '%s' (see minfer chat --help)", a);
         if (bad) return 1;
     }

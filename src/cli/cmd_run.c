@@ -45,15 +45,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) bad = arg_value(argc, argv, &i, &prompt);
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) bad = arg_value(argc, argv, &i, &file);
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) bad = arg_int(argc, argv, &i, 0, 1 << 24, &n_predict);
-        else if (!strcmp(a, "--temp")) bad = arg_float(argc, argv, &i, 0.0f, 100.0f, &sp.temp);
-        else if (!strcmp(a, "--top-k")) bad = arg_int(argc, argv, &i, 0, 1 << 30, &sp.top_k);
-        else if (!strcmp(a, "--top-p")) bad = arg_float(argc, argv, &i, 0.0f, 1.0f, &sp.top_p);
-        else if (!strcmp(a, "--min-p")) bad = arg_float(argc, argv, &i, 0.0f, 1.0f, &sp.min_p);
-        else if (!strcmp(a, "--repeat-penalty")) bad = arg_float(argc, argv, &i, 0.0f, 10.0f, &sp.repeat_penalty);
-        else if (!strcmp(a, "--seed")) bad = arg_u64(argc, argv, &i, &sp.seed);
-        else if (!strcmp(a, "--ctx")) bad = arg_int(argc, argv, &i, 1, 1 << 24, &cp.n_ctx);
-        else if (!strcmp(a, "--device")) bad = arg_value(argc, argv, &i, &cp.device);
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) bad = arg_int(argc, argv, &i, 1, 1024, &cp.n_threads);
+        else if (cli_context_opt(argc, argv, &i, &cp, &bad) || cli_sampler_opt(argc, argv, &i, &sp, &bad)) {}
         else if (!strcmp(a, "--special")) special = 1;
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = 1;

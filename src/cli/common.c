@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <string.h>
+
+#include "args.h"
 #include "cli.h"
 
 int cli_load(const char *path, const mf_context_params *cp, mf_model *m, mf_context *c, int verbose) {
@@ -49,4 +52,25 @@ char *cli_read_file(const char *path, size_t *len) {
     buf[n] = 0;
     *len = n;
     return buf;
+}
+
+int cli_context_opt(int argc, char **argv, int *i, mf_context_params *cp, int *bad) {
+    const char *a = argv[*i];
+    if (!strcmp(a, "--ctx")) *bad = arg_int(argc, argv, i, 1, 1 << 24, &cp->n_ctx);
+    else if (!strcmp(a, "--device")) *bad = arg_value(argc, argv, i, &cp->device);
+    else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) *bad = arg_int(argc, argv, i, 1, 1024, &cp->n_threads);
+    else return 0;
+    return 1;
+}
+
+int cli_sampler_opt(int argc, char **argv, int *i, mf_sampler_params *sp, int *bad) {
+    const char *a = argv[*i];
+    if (!strcmp(a, "--temp")) *bad = arg_float(argc, argv, i, 0.0f, 100.0f, &sp->temp);
+    else if (!strcmp(a, "--top-k")) *bad = arg_int(argc, argv, i, 0, 1 << 30, &sp->top_k);
+    else if (!strcmp(a, "--top-p")) *bad = arg_float(argc, argv, i, 0.0f, 1.0f, &sp->top_p);
+    else if (!strcmp(a, "--min-p")) *bad = arg_float(argc, argv, i, 0.0f, 1.0f, &sp->min_p);
+    else if (!strcmp(a, "--repeat-penalty")) *bad = arg_float(argc, argv, i, 0.0f, 10.0f, &sp->repeat_penalty);
+    else if (!strcmp(a, "--seed")) *bad = arg_u64(argc, argv, i, &sp->seed);
+    else return 0;
+    return 1;
 }
