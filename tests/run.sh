@@ -13,7 +13,8 @@ run_one() { # name, command...
     local name=$1; shift
     local out rc
     echo "== $name"
-    out=$("$@" 2> >(tee /dev/stderr >&2) ) ; rc=$?
+    # stdout is captured for the RESULT line; stderr (failure details) passes through.
+    out=$("$@"); rc=$?
     local line
     line=$(printf '%s\n' "$out" | grep '^RESULT ' | tail -n 1)
     printf '%s\n' "$out" | grep -v '^RESULT ' | tail -n 20
