@@ -96,6 +96,11 @@ int cmd_run(int argc, char **argv) {
     smp = sampler_new(&sp, m.hp.n_vocab, &err);
     if (!smp) { exit_code = cli_error(1, "sampler: %s", err.msg); goto out; }
     for (int i = 0; i < n_ids; i++) sampler_accept(smp, ids[i]);
+    if (verbose) {
+        if (sp.temp <= 0) mf_log("sampling: greedy");
+        else mf_log("sampling: temp %.2f, top-k %d, top-p %.2f, min-p %.2f, seed %llu (--seed to repeat)", sp.temp,
+                    sp.top_k, sp.top_p, sp.min_p, (unsigned long long)sampler_seed(smp));
+    }
 
     double t0 = mf_time_s();
     const float *logits;
@@ -121,6 +126,7 @@ int cmd_run(int argc, char **argv) {
     int len = tok_stream_flush(&ts, out, sizeof out);
     fwrite(out, 1, (size_t)len, stdout);
     fputc('\n', stdout);
+    fflush(stdout); /* the text line ends before the timing line on a shared terminal */
     double t_gen = mf_time_s() - t1;
     if (verbose)
         mf_log("prompt %d tokens in %.3f s (%.1f tok/s), generated %d tokens in %.3f s (%.1f tok/s)", n_ids, t_prompt,
