@@ -1,5 +1,5 @@
 /* bench/cuda_gemv.cu - kernel lab for the decode GEMV (one column, q8 activations):
- * version 1 (src/cuda/mmv.cuh) and version 2 (src/cuda/mmv2.cu) side by side on the
+ * version 1 (src/cuda/mmv.cuh) and version 2 (bench/cuda_gemv_v2.cuh) side by side on the
  * llama-2-7B shapes with random valid blocks.
  *
  * Per shape: v2 vs v1 on every row and both vs a CPU scalar reference (quant.c
@@ -15,7 +15,7 @@
  * files) with a stub of the backend state: stream, PDL flag, GEMV version. */
 #include "../src/cuda/mmv_q.cu"
 #include "../src/cuda/mmv_kquant.cu"
-#include "../src/cuda/mmv2.cu"
+#include "cuda_gemv_v2.cuh"
 
 #include <math.h>
 #include <stdlib.h>
@@ -25,7 +25,6 @@
 struct cu_state {
     cudaStream_t st;
     int pdl;
-    int ver;
     int sms;
 };
 cudaStream_t cu_stream(const cu_state *S) { return S->st; }
@@ -37,7 +36,11 @@ void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, i
 }
 int cu_num_sms(const cu_state *S) { return S->sms; }
 int cu_gemv_pp(const cu_state *S) { return 0; }
-int cu_gemv_version(const cu_state *S) { return S->ver; }
+/* Version v of the GEMV (v2 falls back to v1 for the shapes it does not take). */
+static void gemv(cu_state *S, int v, uint32_t type, const cu_mmv_args *a) {
+    if (v == 2 && cu_mmv2_q8(S, type, a)) return;
+    cu_mmv_q8(S, type, a);
+}
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
     fprintf(stderr, "cuda_gemv: %s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
@@ -189,11 +192,9 @@ int main(int argc, char **argv) {
         std::vector<float> o1(total), o2(total), o3(total);
         CK(cudaMemset(dout, 0xff, (size_t)total * 4 * 3));
         cu_mmv_args a1 = args(0, dout), a2 = args(0, dout + total), a3 = args(0, dout + 2 * total);
-        S.ver = 1;
-        cu_mmv_q8(&S, sh.type, &a1);
-        S.ver = 2;
-        cu_mmv_q8(&S, sh.type, &a2);
-        cu_mmv_q8(&S, sh.type, &a3);
+        gemv(&S, 1, sh.type, &a1);
+        gemv(&S, 2, sh.type, &a2);
+        gemv(&S, 2, sh.type, &a3);
         CK(cudaStreamSynchronize(S.st));
         CK(cudaGetLastError());
         CK(cudaMemcpy(o1.data(), dout, (size_t)total * 4, cudaMemcpyDeviceToHost));
@@ -223,12 +224,11 @@ int main(int argc, char **argv) {
         CK(cudaEventCreate(&t0));
         CK(cudaEventCreate(&t1));
         for (int v = 1; v <= 2; v++) {
-            S.ver = v;
             std::vector<cu_mmv_args> A(NITER);
             for (int i = 0; i < NITER; i++) A[i] = args(i % ncopy, dout);
-            for (int i = 0; i < 10; i++) cu_mmv_q8(&S, sh.type, &A[i]);  /* warm up */
+            for (int i = 0; i < 10; i++) gemv(&S, v, sh.type, &A[i]);  /* warm up */
             CK(cudaEventRecord(t0, S.st));
-            for (int i = 0; i < NITER; i++) cu_mmv_q8(&S, sh.type, &A[i]);
+            for (int i = 0; i < NITER; i++) gemv(&S, v, sh.type, &A[i]);
             CK(cudaEventRecord(t1, S.st));
             CK(cudaEventSynchronize(t1));
             float ms;
@@ -237,7 +237,7 @@ int main(int argc, char **argv) {
             cudaGraph_t g;
             cudaGraphExec_t ge;
             CK(cudaStreamBeginCapture(S.st, cudaStreamCaptureModeThreadLocal));
-            for (int i = 0; i < NITER; i++) cu_mmv_q8(&S, sh.type, &A[i]);
+            for (int i = 0; i < NITER; i++) gemv(&S, v, sh.type, &A[i]);
             CK(cudaStreamEndCapture(S.st, &g));
             CK(cudaGraphInstantiate(&ge, g, 0));
             CK(cudaGraphLaunch(ge, S.st));  /* warm up */

@@ -30,8 +30,6 @@
  * MINFER_CUDA_FLASH=0 (prefill attention through the split kernel),
  * MINFER_CUDA_MMA=0 (prefill matmuls through the GEMV, 8 tokens at a time),
  * MINFER_CUDA_GEMV_PP=1 (opt-in persistent ping-pong GEMV, mmv.cuh; unmeasured),
- * MINFER_CUDA_GEMV=2 (opt-in GEMV version 2, mmv2.cu: q4_K/q6_K, activations in
- * shared memory, 2 rows per warp; other types stay on version 1),
  * MINFER_CUDA_SYNC=1 (synchronise and check after every launch, for debugging),
  * MINFER_CUDA_VERBOSE=1 (scratch breakdown). The one-line notice at the first step
  * names the paths in use and the device memory (weights, KV, scratch). */
@@ -104,7 +102,6 @@ struct cu_state {
     /* switches */
     int f_graph, f_pdl, f_fuse, f_dp4a, f_flash, f_mma, f_sync, verbose;
     int f_gemv_pp;   /* opt-in persistent ping-pong GEMV (mmv.cuh), unmeasured */
-    int f_gemv;      /* GEMV version: 1 (mmv.cuh, default) or 2 (mmv2.cu) */
     int any_quant;
     /* memory */
     void *wbuf;
@@ -164,7 +161,6 @@ cudaStream_t cu_stream(const cu_state *S) { return S->stream; }
 int cu_pdl(const cu_state *S) { return S->f_pdl; }
 int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->prop.multiProcessorCount : 1; }
 int cu_gemv_pp(const cu_state *S) { return S->f_gemv_pp; }
-int cu_gemv_version(const cu_state *S) { return S->f_gemv; }
 
 void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, int line) {
     if (S->err) return;
@@ -843,7 +839,6 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_sync = mf_env_int("MINFER_CUDA_SYNC", 0);
     S->verbose = mf_env_int("MINFER_CUDA_VERBOSE", 0);
     S->f_gemv_pp = mf_env_int("MINFER_CUDA_GEMV_PP", 0);
-    S->f_gemv = mf_env_int("MINFER_CUDA_GEMV", 1) == 2 ? 2 : 1;
     int rc = check_model(S, m, err);
     if (rc) return rc;
     rc = upload_weights(S, m, err);
@@ -980,7 +975,7 @@ static void print_notice(cu_state *S) {
             "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s prefill=%s attn=%s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%)\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
-            S->f_dp4a ? (S->f_gemv == 2 ? "q8-dp4a-v2(q4_K,q6_K;else v1)" : S->f_gemv_pp ? "q8-dp4a-pp" : "q8-dp4a-v1") : "f32", S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
+            S->f_dp4a ? (S->f_gemv_pp ? "q8-dp4a-pp" : "q8-dp4a-v1") : "f32", S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
             S->f_fuse ? "on" : "off", S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split", S->wbytes / gib,
             S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0);

@@ -242,9 +242,6 @@ struct cu_mmv_args {
 int cu_mmv_q8_supported(uint32_t type);
 void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a);      /* mmv_kquant.cu / mmv_q.cu */
 void cu_mmv_pp_prepare(void);  /* MINFER_CUDA_GEMV_PP=1: occupancy lookups, at init */
-/* mmv2.cu (MINFER_CUDA_GEMV=2): 1 when version 2 ran it, 0 = run version 1. */
-int cu_mmv2_q8(cu_state *S, uint32_t type, const cu_mmv_args *a);
-int cu_gemv_version(const cu_state *S);  /* 1 (default) or 2 */
 void cu_mmv_f(cu_state *S, uint32_t type, const cu_mmv_args *a);       /* mmv_float.cu: f32 activations, any type */
 
 /* mm.cu: prefill GEMM out[M][N] = A[M][Kp] . B[N][Kp]^T (+ bias), f16 in, f32 accumulate. */

@@ -94,7 +94,6 @@ int cu_mmv_q8_supported(uint32_t type) {
 }
 
 void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a) {
-    if (cu_gemv_version(S) == 2 && cu_mmv2_q8(S, type, a)) return;
     switch (type) {
     case QTYPE_Q4_0: mmv_q8_launch<unit_q4<QTYPE_Q4_0>>(S, a, "mmv_q4_0"); break;
     case QTYPE_Q4_1: mmv_q8_launch<unit_q4<QTYPE_Q4_1>>(S, a, "mmv_q4_1"); break;

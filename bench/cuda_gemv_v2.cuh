@@ -1,5 +1,6 @@
-/* mmv2.cu - decode GEMV, version 2 (MINFER_CUDA_GEMV=2; default stays mmv.cuh's
- * version 1): q4_K and q6_K on q8 activations with dp4a; other types, and column
+/* cuda_gemv_v2.cuh - decode GEMV, version 2, kept in the kernel lab (bench/cuda_gemv.cu)
+ * after it lost to the main tree's version 1 (src/cuda/mmv.cuh) by 14-20% on every
+ * q4_K shape of the 7B and tied on q6_K (bench/RESULTS.md, 2026-11-29): q4_K and q6_K on q8 activations with dp4a; other types, and column
  * counts whose activations do not fit in 48 KB of shared memory, fall back to v1.
  *
  * Same maths and outputs as v1 (out[c][r] = sum_k W[r][k] x[c][k] (+ bias)), same
@@ -22,7 +23,7 @@
  * Deterministic: a fixed lane -> unit map and a fixed shuffle tree. The sum order
  * differs from v1 (a q4_K group's two halves are summed in float, v1 sums them in
  * int), so v1 and v2 agree to float rounding, not bit for bit. */
-#include "mmv.cuh"
+#include "../src/cuda/mmv.cuh"
 
 #define MMV2_WARPS 8
 #define MMV2_RPW 2
