@@ -25,7 +25,7 @@ static int parse_long(const char *opt, const char *s, long lo, long hi, long *ou
 }
 
 int arg_int(int argc, char **argv, int *i, long lo, long hi, int *out) {
-    const char *opt = argv[*i], *s;
+    const char *opt = argv[*i], *s = NULL;
     long v;
     if (arg_value(argc, argv, i, &s) || parse_long(opt, s, lo, hi, &v)) return 1;
     *out = (int)v;
@@ -33,7 +33,7 @@ int arg_int(int argc, char **argv, int *i, long lo, long hi, int *out) {
 }
 
 int arg_u64(int argc, char **argv, int *i, uint64_t *out) {
-    const char *opt = argv[*i], *s;
+    const char *opt = argv[*i], *s = NULL;
     if (arg_value(argc, argv, i, &s)) return 1;
     char *end;
     errno = 0;
@@ -44,7 +44,7 @@ int arg_u64(int argc, char **argv, int *i, uint64_t *out) {
 }
 
 int arg_float(int argc, char **argv, int *i, float lo, float hi, float *out) {
-    const char *opt = argv[*i], *s;
+    const char *opt = argv[*i], *s = NULL;
     if (arg_value(argc, argv, i, &s)) return 1;
     char *end;
     errno = 0;
@@ -56,7 +56,7 @@ int arg_float(int argc, char **argv, int *i, float lo, float hi, float *out) {
 }
 
 int arg_int_list(int argc, char **argv, int *i, long lo, long hi, int *out, int cap, int *n) {
-    const char *opt = argv[*i], *s;
+    const char *opt = argv[*i], *s = NULL;
     if (arg_value(argc, argv, i, &s)) return 1;
     *n = 0;
     char buf[256];
