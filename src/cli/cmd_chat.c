@@ -105,8 +105,6 @@ int cmd_chat(int argc, char **argv) {
     }
     int interactive = isatty(0);
     char line[65536];
-    char *answer = NULL;
-    size_t ans_len = 0, ans_cap = 0;
     for (;;) {
         if (interactive) { fputs("> ", stderr); fflush(stderr); }
         if (!fgets(line, sizeof line, stdin)) break;
@@ -147,43 +145,26 @@ int cmd_chat(int argc, char **argv) {
         if ((rc = context_eval(&c, 0, s.cached, s.n_cached, &logits, &err))) { rc = cli_error(cli_status_exit(rc), "%s", err.msg); break; }
         mf_log("turn %d: prefilled %d new tokens, %d reused from the cache", (s.n + 1) / 2, c.last_evaluated,
                c.last_reused);
-        tok_stream ts;
-        tok_stream_init(&ts);
-        ans_len = 0;
-        char out[1024];
-        for (int k = 0; k < n_predict && s.n_cached < c.n_ctx; k++) {
-            int32_t tok = sampler_sample(smp, logits);
-            sampler_accept(smp, tok);
-            if (tok_is_eog(m.vocab, tok)) break;
-            int len = tok_stream_push(&ts, m.vocab, tok, out, sizeof out);
-            fwrite(out, 1, (size_t)len, stdout);
-            fflush(stdout);
-            if (ans_len + (size_t)len + 1 > ans_cap) answer = mf_xrealloc(answer, ans_cap = 2 * (ans_len + (size_t)len + 64));
-            memcpy(answer + ans_len, out, (size_t)len);
-            ans_len += (size_t)len;
-            s.cached[s.n_cached++] = tok;
-            if ((rc = context_decode1(&c, 0, tok, &logits, &err))) break;
+        cli_gen g = { .n_max = n_predict, .decode_last = 1, .keep_text = 1, .toks = s.cached,
+                      .n_toks = s.n_cached };
+        int n_gen = cli_generate(&c, smp, 0, logits, &g, &err);
+        s.n_cached = g.n_toks;
+        if (n_gen < 0) {
+            free(g.text);
+            rc = cli_error(cli_status_exit(n_gen), "%s", err.msg);
+            break;
         }
-        if (rc) { rc = cli_error(cli_status_exit(rc), "%s", err.msg); break; }
-        int len = tok_stream_flush(&ts, out, sizeof out);
-        fwrite(out, 1, (size_t)len, stdout);
-        fputc('\n', stdout);
-        fflush(stdout);
-        if (ans_len + (size_t)len + 1 > ans_cap) answer = mf_xrealloc(answer, ans_cap = ans_len + (size_t)len + 64);
-        memcpy(answer + ans_len, out, (size_t)len);
-        ans_len += (size_t)len;
-        answer[ans_len] = 0;
         /* The cache now holds the prompt plus the generated tokens: extend the text. */
         size_t tl = strlen(s.cached_text);
-        s.cached_text = mf_xrealloc(s.cached_text, tl + ans_len + 1);
-        memcpy(s.cached_text + tl, answer, ans_len + 1);
-        push_msg(&s, "assistant", answer);
+        s.cached_text = mf_xrealloc(s.cached_text, tl + g.len + 1);
+        memcpy(s.cached_text + tl, g.text, g.len + 1);
+        push_msg(&s, "assistant", g.text);
+        free(g.text);
     }
     reset_msgs(&s, NULL);
     free(s.msgs);
     free(s.cached_text);
     free(s.cached);
-    free(answer);
     sampler_free(smp);
     context_free(&c);
     model_free(&m);

@@ -107,26 +107,11 @@ int cmd_run(int argc, char **argv) {
     if ((rc = context_eval(&c, 0, ids, n_ids, &logits, &err))) { exit_code = cli_error(cli_status_exit(rc), "%s", err.msg); goto out; }
     double t_prompt = mf_time_s() - t0;
 
-    tok_stream ts;
-    tok_stream_init(&ts);
-    ts.first = n_ids == 1 && ids[0] == tok_bos(m.vocab);
-    char out[1024];
-    int n_gen = 0;
+    cli_gen g = { .n_max = n_predict, .ignore_eog = ignore_eos,
+                  .strip_first = n_ids == 1 && ids[0] == tok_bos(m.vocab) };
     double t1 = mf_time_s();
-    for (; n_gen < n_predict; n_gen++) {
-        int32_t tok = sampler_sample(smp, logits);
-        sampler_accept(smp, tok);
-        if (!ignore_eos && tok_is_eog(m.vocab, tok)) break;
-        int len = tok_stream_push(&ts, m.vocab, tok, out, sizeof out);
-        fwrite(out, 1, (size_t)MF_MIN(len, (int)sizeof out), stdout);
-        fflush(stdout);
-        if (n_gen + 1 == n_predict) { n_gen++; break; }
-        if ((rc = context_decode1(&c, 0, tok, &logits, &err))) { exit_code = cli_error(cli_status_exit(rc), "%s", err.msg); goto out; }
-    }
-    int len = tok_stream_flush(&ts, out, sizeof out);
-    fwrite(out, 1, (size_t)len, stdout);
-    fputc('\n', stdout);
-    fflush(stdout); /* the text line ends before the timing line on a shared terminal */
+    int n_gen = cli_generate(&c, smp, 0, logits, &g, &err);
+    if (n_gen < 0) { exit_code = cli_error(cli_status_exit(n_gen), "%s", err.msg); goto out; }
     double t_gen = mf_time_s() - t1;
     if (verbose)
         mf_log("prompt %d tokens in %.3f s (%.1f tok/s), generated %d tokens in %.3f s (%.1f tok/s)", n_ids, t_prompt,

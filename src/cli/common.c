@@ -8,6 +8,7 @@
 
 #include "args.h"
 #include "cli.h"
+#include "tokenizer.h"
 
 int cli_load(const char *path, const mf_context_params *cp, mf_model *m, mf_context *c, int verbose) {
     mf_err err = { { 0 } };
@@ -73,4 +74,42 @@ int cli_sampler_opt(int argc, char **argv, int *i, mf_sampler_params *sp, int *b
     else if (!strcmp(a, "--seed")) *bad = arg_u64(argc, argv, i, &sp->seed);
     else return 0;
     return 1;
+}
+
+static void gen_keep(cli_gen *g, const char *s, int len) {
+    if (!g->keep_text) return;
+    if (g->len + (size_t)len + 1 > g->cap) g->text = mf_xrealloc(g->text, g->cap = 2 * (g->len + (size_t)len) + 64);
+    memcpy(g->text + g->len, s, (size_t)len);
+    g->len += (size_t)len;
+    g->text[g->len] = 0;
+}
+
+int cli_generate(mf_context *c, mf_sampler *smp, int seq, const float *logits, cli_gen *g, mf_err *err) {
+    const mf_vocab *v = c->m->vocab;
+    tok_stream ts;
+    tok_stream_init(&ts);
+    ts.first = g->strip_first;
+    char out[1024];
+    int n = 0, rc = MF_OK;
+    gen_keep(g, "", 0);
+    while (n < g->n_max) {
+        if (g->decode_last && c->kv.seqs[seq].n >= c->n_ctx) break;
+        int32_t tok = sampler_sample(smp, logits);
+        sampler_accept(smp, tok);
+        if (!g->ignore_eog && tok_is_eog(v, tok)) break;
+        n++;
+        int len = tok_stream_push(&ts, v, tok, out, sizeof out);
+        fwrite(out, 1, (size_t)len, stdout);
+        fflush(stdout);
+        gen_keep(g, out, len);
+        if (n == g->n_max && !g->decode_last) break;
+        if ((rc = context_decode1(c, seq, tok, &logits, err))) break;
+        if (g->toks) g->toks[g->n_toks++] = tok;
+    }
+    int len = tok_stream_flush(&ts, out, sizeof out);
+    fwrite(out, 1, (size_t)len, stdout);
+    fputc('\n', stdout);
+    fflush(stdout); /* the text line ends before any timing line on a shared terminal */
+    gen_keep(g, out, len);
+    return rc ? rc : n;
 }
