@@ -43,7 +43,9 @@ int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err 
     if ((rc = forward_init(&c->fw, c->be, m, c->n_ctx, c->n_seq, c->n_batch, err))) goto fail;
     kv_init(&c->kv, c->n_ctx, c->n_seq);
     c->logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
-    if (!c->logits) { rc = mf_fail(err, MF_ERR_NOMEM, "out of memory for logits"); goto fail; }
+    c->pos = malloc(sizeof(int32_t) * (size_t)c->n_batch);
+    c->seq = malloc(sizeof(int32_t) * (size_t)c->n_batch);
+    if (!c->logits || !c->pos || !c->seq) { rc = mf_fail(err, MF_ERR_NOMEM, "out of memory for the context's host buffers"); goto fail; }
     return MF_OK;
 fail:
     context_free(c);
@@ -55,28 +57,26 @@ void context_free(mf_context *c) {
     if (c->kv.seqs) kv_free(&c->kv);
     if (c->be) c->be->destroy(c->be);
     free(c->logits);
+    free(c->pos);
+    free(c->seq);
     memset(c, 0, sizeof *c);
 }
 
 /* Evaluates toks[0..n) at positions start.. of seq; logits of the last token. */
 static int eval_chunks(mf_context *c, int seq, const int32_t *toks, int n, int start, mf_err *err) {
-    int32_t *pos = mf_xmalloc(sizeof(int32_t) * (size_t)c->n_batch);
-    int32_t *sq = mf_xmalloc(sizeof(int32_t) * (size_t)c->n_batch);
     int rc = MF_OK;
     for (int i = 0; i < n; i += c->n_batch) {
         int nb = MF_MIN(c->n_batch, n - i);
         for (int j = 0; j < nb; j++) {
-            pos[j] = start + i + j;
-            sq[j] = seq;
+            c->pos[j] = start + i + j;
+            c->seq[j] = seq;
         }
-        mf_batch b = { .n = nb, .tok = toks + i, .pos = pos, .seq = sq, .logits = NULL };
+        mf_batch b = { .n = nb, .tok = toks + i, .pos = c->pos, .seq = c->seq, .logits = NULL };
         rc = forward_step(&c->fw, &b, c->logits, err);
         if (rc < 0) break;
         kv_append(&c->kv, seq, toks + i, nb);
         rc = MF_OK;
     }
-    free(pos);
-    free(sq);
     return rc;
 }
 
