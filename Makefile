@@ -129,11 +129,11 @@ test-cuda: $(BIN) $(CUDA_TEST_BIN)
 bench-cuda: $(BIN)
 	@bash bench/bench_cuda.sh $(BIN)
 
-# GPU kernel lab: decode GEMV v1 vs v2 (bench/cuda_gemv.cu includes the kernels'
+# GPU kernel lab: decode GEMV variants side by side (bench/cuda_gemv.cu includes the kernels'
 # .cu files; quant.c from the library is the CPU reference). Run on the GPU machine.
 ifeq ($(CUDA),1)
 CUDA_LAB_BIN := $(BUILD)/bench/cuda_gemv
-$(BUILD)/bench/cuda_gemv: bench/cuda_gemv.cu bench/cuda_gemv_v2.cuh $(wildcard src/cuda/mmv*.cu src/cuda/*.cuh) $(LIB)
+$(BUILD)/bench/cuda_gemv: bench/cuda_gemv.cu $(wildcard src/cuda/mmv*.cu src/cuda/*.cuh) $(LIB)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) -lm -lpthread
 bench/cuda-gemv: $(BUILD)/bench/cuda_gemv

@@ -2,8 +2,8 @@
 # bench/bench_cuda.sh [BIN] - GPU benchmark (make bench-cuda), on a machine with a GPU.
 #   synthesises a llama-2-7B-shaped q4_k_m model (random weights, llama.cpp's mix) unless
 #   $MINFER_BENCH_MODEL exists, then `minfer bench -p 512,3314 -n 128 --device cuda`, then
-#   tg128 again with each optional decode path off (and the opt-in persistent GEMV on),
-#   then the GEMV kernel lab (build/bench/cuda_gemv, v1 vs v2 per 7B shape) when built,
+#   tg128 again with each optional decode path off and with the other GEMV variants,
+#   then the GEMV kernel lab (build/bench/cuda_gemv, the variants per 7B shape) when built,
 #   and prints decode bandwidth
 #   (weight bytes per token x tokens per second).
 # Env: MINFER_BENCH_MODEL (path), PP (512,3314), TG (128), REPS (3), BENCH_VARIANTS (1).
@@ -31,7 +31,7 @@ for r in res:
     print("| %s | %.2f | %.2f | %s |" % (r["test"], r["avg_ts"], r["stddev_ts"], note))
 EOF
 if [ "${BENCH_VARIANTS:-1}" = 1 ]; then
-    for v in MINFER_CUDA_GEMV_PP=1 MINFER_CUDA_GRAPH=0 MINFER_CUDA_PDL=0 MINFER_CUDA_FUSE=0 MINFER_CUDA_DP4A=0; do
+    for v in MINFER_CUDA_GEMV=1 MINFER_CUDA_GEMV=2 MINFER_CUDA_GRAPH=0 MINFER_CUDA_PDL=0 MINFER_CUDA_FUSE=0 MINFER_CUDA_DP4A=0; do
         r=$(env $v "$BIN" bench -m "$MODEL" -p 0 -n "${TG:-128}" -r "${REPS:-3}" --device cuda -o json 2>/dev/null |
             python3 -c 'import json,sys; r=json.load(sys.stdin)[0]; print("%.2f +/- %.2f" % (r["avg_ts"], r["stddev_ts"]))')
         echo "tg${TG:-128} with $v: $r tok/s"

@@ -1,12 +1,14 @@
 /* bench/cuda_gemv.cu - kernel lab for the decode GEMV (one column, q8 activations):
- * version 1 (src/cuda/mmv.cuh) and version 2 (bench/cuda_gemv_v2.cuh) side by side on the
- * llama-2-7B shapes with random valid blocks.
+ * the variants of src/cuda/mmv.cuh (v1: one row per warp; pp: persistent
+ * ping-pong; tma: shared-memory ring filled by cp.async.bulk, at several ring
+ * budgets) side by side on the llama-2-7B shapes with random valid blocks. The
+ * losing v2 of 2026-11-29 (bench/cuda_gemv_v2.cuh) is in git history.
  *
- * Per shape: v2 vs v1 on every row and both vs a CPU scalar reference (quant.c
- * dequantization, double dot with the same q8 activations) on a few rows, as
- * normalised error sqrt(sum (a-b)^2 / sum b^2); v2 run twice must be bit-identical;
- * then each version timed with CUDA events over NITER eager launches and one CUDA
- * graph of NITER launches. The launches cycle over copies of the weights (> 256 MB
+ * Per shape and variant: every row vs v1 and a few rows vs a CPU scalar reference
+ * (quant.c dequantization, double dot with the same q8 activations), as normalised
+ * error sqrt(sum (a-b)^2 / sum b^2); a second run must be bit-identical; then the
+ * variant timed with CUDA events over NITER eager launches and one CUDA graph of
+ * NITER launches. The launches cycle over copies of the weights (> 256 MB
  * in all) so the 50 MB L2 does not serve repeats. GB/s = weight bytes / time.
  *
  *   make bench/cuda-gemv && build/bench/cuda_gemv        (on the GPU machine)
@@ -15,7 +17,6 @@
  * files) with a stub of the backend state: stream, PDL flag, GEMV version. */
 #include "../src/cuda/mmv_q.cu"
 #include "../src/cuda/mmv_kquant.cu"
-#include "cuda_gemv_v2.cuh"
 
 #include <math.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@ struct cu_state {
     cudaStream_t st;
     int pdl;
     int sms;
+    int variant, budget, per_sm;  /* the GEMV variant under test */
 };
 cudaStream_t cu_stream(const cu_state *S) { return S->st; }
 int cu_pdl(const cu_state *S) { return S->pdl; }
@@ -35,10 +37,19 @@ void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, i
     exit(1);
 }
 int cu_num_sms(const cu_state *S) { return S->sms; }
-int cu_gemv_pp(const cu_state *S) { return 0; }
-/* Version v of the GEMV (v2 falls back to v1 for the shapes it does not take). */
-static void gemv(cu_state *S, int v, uint32_t type, const cu_mmv_args *a) {
-    if (v == 2 && cu_mmv2_q8(S, type, a)) return;
+int cu_gemv_variant(const cu_state *S, int *budget, int *per_sm) {
+    *budget = S->budget;
+    *per_sm = S->per_sm;
+    return S->variant;
+}
+struct variant {
+    const char *name;
+    int v, kb, per_sm;
+};
+static void gemv(cu_state *S, const variant &v, uint32_t type, const cu_mmv_args *a) {
+    S->variant = v.v;
+    S->budget = v.kb * 1024;
+    S->per_sm = v.per_sm;
     cu_mmv_q8(S, type, a);
 }
 
@@ -128,8 +139,11 @@ int main(int argc, char **argv) {
     S.pdl = prop.major >= 9;
     printf("cuda_gemv: %s, %d SMs, L2 %d MB; %d launches per timing, PDL %s\n", prop.name, S.sms,
            prop.l2CacheSize >> 20, NITER, S.pdl ? "on" : "off");
-    printf("| shape | type | MB | v2-v1 err | v1-cpu | v2-cpu | v1 us | v1 GB/s | v2 us | v2 GB/s | v1 graph us | "
-           "v1 graph GB/s | v2 graph us | v2 graph GB/s |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    std::vector<variant> vars = {{"v1", 1, 0, 1}, {"pp", 2, 0, 1}, {"tma96", 3, 96, 1}, {"tma64", 3, 64, 1},
+                                 {"tma160", 3, 160, 1}, {"tma48x2", 3, 48, 2}, {"tma96x2", 3, 96, 2}};
+    if (prop.major < 9) vars.resize(2);
+    printf("| shape | type | MB | variant | err vs v1 | err vs cpu | us | GB/s | graph us | graph GB/s |\n"
+           "|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     int fails = 0;
     for (const shape &sh : shapes) {
         const int K = sh.K, nb = K / 256, total = sh.nmat * sh.rows;
@@ -188,42 +202,38 @@ int main(int argc, char **argv) {
             a.q = q;
             return a;
         };
-        /* parity: poison, v1, v2, v2 again */
-        std::vector<float> o1(total), o2(total), o3(total);
-        CK(cudaMemset(dout, 0xff, (size_t)total * 4 * 3));
-        cu_mmv_args a1 = args(0, dout), a2 = args(0, dout + total), a3 = args(0, dout + 2 * total);
-        gemv(&S, 1, sh.type, &a1);
-        gemv(&S, 2, sh.type, &a2);
-        gemv(&S, 2, sh.type, &a3);
-        CK(cudaStreamSynchronize(S.st));
-        CK(cudaGetLastError());
-        CK(cudaMemcpy(o1.data(), dout, (size_t)total * 4, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(o2.data(), dout + total, (size_t)total * 4, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(o3.data(), dout + 2 * total, (size_t)total * 4, cudaMemcpyDeviceToHost));
-        const double e21 = nerr(o2.data(), o1.data(), total);
-        const bool det = memcmp(o2.data(), o3.data(), (size_t)total * 4) == 0;
-        /* CPU reference on a few rows: dequantized weights . dequantized q8 x, in double */
         const int ref_rows[] = {0, 1, 17, total / 2, total / 2 + 5, total - 2, total - 1};
         const int nref = (int)(sizeof ref_rows / sizeof ref_rows[0]);
-        std::vector<float> wr(K), rc(nref), r1(nref), r2(nref);
+        std::vector<float> wr(K), rc(nref), rv(nref);
         for (int i = 0; i < nref; i++) {
             const int r = ref_rows[i];
             quant_dequantize_row(sh.type, hf.data() + (int64_t)r * fbytes, wr.data(), K);
-            double s = 0;
-            for (int k = 0; k < K; k++) s += (double)wr[k] * ((double)hq[k] * hdd[k / 32]);
-            rc[i] = (float)s;
-            r1[i] = o1[r];
-            r2[i] = o2[r];
+            double sum = 0;
+            for (int k = 0; k < K; k++) sum += (double)wr[k] * ((double)hq[k] * hdd[k / 32]);
+            rc[i] = (float)sum;
         }
-        const double e1c = nerr(r1.data(), rc.data(), nref), e2c = nerr(r2.data(), rc.data(), nref);
-        const bool ok = e21 < 1e-5 && e1c < 1e-5 && e2c < 1e-5 && det;
-        if (!ok) fails++;
-        /* timing: eager and graph, each version */
-        double us[2][2];
+        std::vector<float> o1(total), ov(total), ov2(total);
         cudaEvent_t t0, t1;
         CK(cudaEventCreate(&t0));
         CK(cudaEventCreate(&t1));
-        for (int v = 1; v <= 2; v++) {
+        for (const variant &v : vars) {
+            /* parity: poison, run twice */
+            CK(cudaMemset(dout, 0xff, (size_t)total * 4 * 3));
+            cu_mmv_args a1 = args(0, dout), a2 = args(0, dout + total);
+            gemv(&S, v, sh.type, &a1);
+            gemv(&S, v, sh.type, &a2);
+            CK(cudaStreamSynchronize(S.st));
+            CK(cudaGetLastError());
+            CK(cudaMemcpy(ov.data(), dout, (size_t)total * 4, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(ov2.data(), dout + total, (size_t)total * 4, cudaMemcpyDeviceToHost));
+            if (v.v == 1) o1 = ov;
+            const double ev1 = nerr(ov.data(), o1.data(), total);
+            const bool det = memcmp(ov.data(), ov2.data(), (size_t)total * 4) == 0;
+            for (int i = 0; i < nref; i++) rv[i] = ov[ref_rows[i]];
+            const double ec = nerr(rv.data(), rc.data(), nref);
+            const bool ok = ev1 < 1e-5 && ec < 1e-5 && det;
+            if (!ok) fails++;
+            /* timing: eager, then one graph */
             std::vector<cu_mmv_args> A(NITER);
             for (int i = 0; i < NITER; i++) A[i] = args(i % ncopy, dout);
             for (int i = 0; i < 10; i++) gemv(&S, v, sh.type, &A[i]);  /* warm up */
@@ -233,7 +243,7 @@ int main(int argc, char **argv) {
             CK(cudaEventSynchronize(t1));
             float ms;
             CK(cudaEventElapsedTime(&ms, t0, t1));
-            us[v - 1][0] = 1000.0 * ms / NITER;
+            const double us_e = 1000.0 * ms / NITER;
             cudaGraph_t g;
             cudaGraphExec_t ge;
             CK(cudaStreamBeginCapture(S.st, cudaStreamCaptureModeThreadLocal));
@@ -246,16 +256,15 @@ int main(int argc, char **argv) {
             CK(cudaEventRecord(t1, S.st));
             CK(cudaEventSynchronize(t1));
             CK(cudaEventElapsedTime(&ms, t0, t1));
-            us[v - 1][1] = 1000.0 * ms / NITER;
+            const double us_g = 1000.0 * ms / NITER;
             CK(cudaGraphExecDestroy(ge));
             CK(cudaGraphDestroy(g));
+            const double gb = (double)lbytes / 1e3;  /* bytes / us / 1e3 = GB/s */
+            printf("| %s | %s | %.1f | %s | %.1e%s | %.1e%s | %.2f | %.0f | %.2f | %.0f |\n", sh.name,
+                   sh.type == QTYPE_Q4_K ? "q4_K" : "q6_K", lbytes / 1e6, v.name, ev1, det ? "" : " NONDET", ec,
+                   ok ? "" : " FAIL", us_e, gb / us_e, us_g, gb / us_g);
+            fflush(stdout);
         }
-        const double gb = (double)lbytes / 1e3;  /* bytes / us / 1e3 = GB/s */
-        printf("| %s | %s | %.1f | %.1e | %.1e | %.1e%s | %.2f | %.0f | %.2f | %.0f | %.2f | %.0f | %.2f | %.0f |\n",
-               sh.name, sh.type == QTYPE_Q4_K ? "q4_K" : "q6_K", lbytes / 1e6, e21, e1c, e2c,
-               det ? "" : " NONDET", us[0][0], gb / us[0][0], us[1][0], gb / us[1][0], us[0][1], gb / us[0][1],
-               us[1][1], gb / us[1][1]);
-        fflush(stdout);
         CK(cudaEventDestroy(t0));
         CK(cudaEventDestroy(t1));
         for (int c = 0; c < ncopy; c++) CK(cudaFree(dw[c]));
@@ -264,7 +273,7 @@ int main(int argc, char **argv) {
         CK(cudaFree(q.d));
         CK(cudaFree(q.s));
     }
-    printf("cuda_gemv: %s (%d shape(s) failed parity: v2-v1, v1-cpu, v2-cpu < 1e-5 and v2 deterministic)\n",
+    printf("cuda_gemv: %s (%d shape x variant(s) failed parity: vs v1 and vs cpu < 1e-5, deterministic)\n",
            fails ? "FAIL" : "ok", fails);
     return fails ? 1 : 0;
 }

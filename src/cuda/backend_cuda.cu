@@ -29,7 +29,10 @@
  * Other switches: MINFER_CUDA_DP4A=0 (GEMV on f32 activations, no q8),
  * MINFER_CUDA_FLASH=0 (prefill attention through the split kernel),
  * MINFER_CUDA_MMA=0 (prefill matmuls through the GEMV, 8 tokens at a time),
- * MINFER_CUDA_GEMV_PP=1 (opt-in persistent ping-pong GEMV, mmv.cuh; unmeasured),
+ * MINFER_CUDA_GEMV=1|2|3 (the decode GEMV: 1 = v1, one row per warp; 2 = pp, persistent
+ * ping-pong; 3 = tma, the shared-memory ring, default where the device and the
+ * binary's code are sm_90+; mmv.cuh), MINFER_CUDA_TMA_KB (ring budget per block,
+ * default 96) and MINFER_CUDA_TMA_PERSM (blocks per SM, default 1),
  * MINFER_CUDA_SYNC=1 (synchronise and check after every launch, for debugging),
  * MINFER_CUDA_VERBOSE=1 (scratch breakdown). The one-line notice at the first step
  * names the paths in use and the device memory (weights, KV, scratch). */
@@ -101,7 +104,10 @@ struct cu_state {
     int n_ctx, n_seq, n_batch;
     /* switches */
     int f_graph, f_pdl, f_fuse, f_dp4a, f_flash, f_mma, f_sync, verbose;
-    int f_gemv_pp;   /* opt-in persistent ping-pong GEMV (mmv.cuh), unmeasured */
+    int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 tma (mmv.cuh) */
+    int tma_budget, tma_per_sm;
+    int tma_v1_mats;       /* matrices whose rows are too long for the ring: v1 */
+    int code_arch;         /* __CUDA_ARCH__ of the code the device runs */
     int any_quant;
     /* memory */
     void *wbuf;
@@ -160,7 +166,11 @@ struct cu_state {
 cudaStream_t cu_stream(const cu_state *S) { return S->stream; }
 int cu_pdl(const cu_state *S) { return S->f_pdl; }
 int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->prop.multiProcessorCount : 1; }
-int cu_gemv_pp(const cu_state *S) { return S->f_gemv_pp; }
+int cu_gemv_variant(const cu_state *S, int *tma_budget, int *tma_per_sm) {
+    *tma_budget = S->tma_budget;
+    *tma_per_sm = S->tma_per_sm;
+    return S->f_gemv;
+}
 
 void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, int line) {
     if (S->err) return;
@@ -702,6 +712,45 @@ static int collect_weights(mf_model *m, mf_weight **list, int cap) {
     return n;
 }
 
+/* __CUDA_ARCH__ of the code this device runs (the binary's SASS, or PTX JIT-compiled
+ * from an older target): the sm_90 paths need the former to be >= 900. */
+static __global__ void kernel_code_arch(int *out) {
+#if defined(__CUDA_ARCH__)
+    *out = __CUDA_ARCH__;
+#endif
+}
+static int cu_code_arch(void) {
+    int *d = NULL, h = 0;
+    if (cudaMalloc((void **)&d, sizeof(int)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    kernel_code_arch<<<1, 1>>>(d);
+    if (cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        (void)cudaGetLastError();
+        h = 0;
+    }
+    cudaFree(d);
+    return h;
+}
+
+/* Quantized matrices with a device row longer than `limit` bytes (the GEMV
+ * variant 3 runs those through v1; the notice says how many). */
+static int count_long_rows(const mf_model *m, int64_t limit) {
+    int n = 0;
+    const mf_weight *top[] = {&m->output};
+    for (size_t i = 0; i < MF_ARRAY_LEN(top); i++)
+        if (top[i]->host && cu_type_is_quant(top[i]->type) && cu_row_stride(top[i]->type, top[i]->cols) > limit) n++;
+    for (int l = 0; l < m->hp.n_layer && m->layers; l++) {
+        const mf_layer *L = &m->layers[l];
+        const mf_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++)
+            if (ws[i]->host && cu_type_is_quant(ws[i]->type) && cu_row_stride(ws[i]->type, ws[i]->cols) > limit)
+                n++;
+    }
+    return n;
+}
+
 static int upload_weights(cu_state *S, mf_model *m, mf_err *err) {
     const int cap = 3 + 12 * m->hp.n_layer;
     mf_weight **list = (mf_weight **)mf_xmalloc(sizeof(mf_weight *) * cap);
@@ -838,7 +887,20 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_mma = mf_env_int("MINFER_CUDA_MMA", 1);
     S->f_sync = mf_env_int("MINFER_CUDA_SYNC", 0);
     S->verbose = mf_env_int("MINFER_CUDA_VERBOSE", 0);
-    S->f_gemv_pp = mf_env_int("MINFER_CUDA_GEMV_PP", 0);
+    S->code_arch = cu_code_arch();
+    S->f_gemv = mf_env_int("MINFER_CUDA_GEMV", S->code_arch >= 900 ? 3 : 1);
+    if (S->f_gemv < 1 || S->f_gemv > 3) S->f_gemv = 1;
+    if (S->f_gemv == 3 && S->code_arch < 900) {
+        mf_log("minfer/cuda: MINFER_CUDA_GEMV=3 needs sm_90+ code (this device runs sm_%d code); using 1",
+               S->code_arch / 10);
+        S->f_gemv = 1;
+    }
+    S->tma_budget = mf_env_int("MINFER_CUDA_TMA_KB", 96) * 1024;
+    if (S->tma_budget < 8192) S->tma_budget = 8192;
+    if (S->tma_budget > 200 * 1024) S->tma_budget = 200 * 1024;
+    S->tma_per_sm = mf_env_int("MINFER_CUDA_TMA_PERSM", 1);
+    if (S->tma_per_sm < 1) S->tma_per_sm = 1;
+    if (S->tma_per_sm > 4) S->tma_per_sm = 4;
     int rc = check_model(S, m, err);
     if (rc) return rc;
     rc = upload_weights(S, m, err);
@@ -932,7 +994,8 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
             mf_log("minfer/cuda: no pinned memory for the decode graph; graphs off");
         }
     }
-    if (S->f_gemv_pp) cu_mmv_pp_prepare();
+    cu_mmv_prepare(S->f_gemv, S->tma_budget);
+    if (S->f_gemv == 3) S->tma_v1_mats = count_long_rows(m, S->tma_budget / 2);
     /* every upload copy and memset complete (all on S->stream; device-wide to be sure) */
     if ((e = cudaDeviceSynchronize()) != cudaSuccess)
         return mf_fail(err, MF_ERR_DEVICE, "cuda: init: %s", cudaGetErrorString(e));
@@ -971,11 +1034,19 @@ static void print_notice(cu_state *S) {
     const double gib = 1073741824.0;
     const size_t scratch = S->own_scratch + S->fw_scratch;
     const double base = (double)S->wbytes + (double)S->kvbytes;
+    char gemv_name[96];
+    if (!S->f_dp4a) snprintf(gemv_name, sizeof gemv_name, "f32");
+    else if (S->f_gemv == 2) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-pp");
+    else if (S->f_gemv == 3 && S->tma_v1_mats)
+        snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-tma%dk(v1 for %d matrices with rows > %d B)",
+                 S->tma_budget / 1024, S->tma_v1_mats, S->tma_budget / 2);
+    else if (S->f_gemv == 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-tma%dk", S->tma_budget / 1024);
+    else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
             "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s prefill=%s attn=%s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%)\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
-            S->f_dp4a ? (S->f_gemv_pp ? "q8-dp4a-pp" : "q8-dp4a-v1") : "f32", S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
+            gemv_name, S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
             S->f_fuse ? "on" : "off", S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split", S->wbytes / gib,
             S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0);

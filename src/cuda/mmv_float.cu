@@ -10,20 +10,10 @@ template <int T, bool VEC, int NC>
 static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_f(cu_mmv_args a) {
     pdl_trigger();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int r = blockIdx.x * MMV_WARPS + warp;
-    int m = 0;
-    if (a.nmat > 1 && r >= a.rows[0]) {
-        r -= a.rows[0];
-        m = 1;
-        if (a.nmat > 2 && r >= a.rows[1]) {
-            r -= a.rows[1];
-            m = 2;
-        }
-    }
-    const int rows_m = m == 0 ? a.rows[0] : m == 1 ? a.rows[1] : a.rows[2];
-    if (r >= rows_m) return;
-    const uint8_t *wm = m == 0 ? a.w[0] : m == 1 ? a.w[1] : a.w[2];
-    const uint8_t *row = wm + (int64_t)r * a.stride;
+    const int g = blockIdx.x * MMV_WARPS + warp;
+    if (g >= mmv_total(a)) return;
+    int m, r;
+    const uint8_t *row = mmv_row(a, g, &m, &r);
     const int K = a.K;
     float acc[NC];
 #pragma unroll
@@ -43,7 +33,7 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_f(cu_mmv_arg
     } else if (VEC) {
         const int n8 = K / 8;
         for (int i = lane; i < n8; i += 32) {
-            const uint4 w = ldg16(row + (int64_t)i * 16);
+            const uint4 w = ld_g::u128(row + (int64_t)i * 16);
             const uint32_t W[4] = {w.x, w.y, w.z, w.w};
             float f[8];
 #pragma unroll
@@ -85,14 +75,7 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_f(cu_mmv_arg
     }
 #pragma unroll
     for (int c = 0; c < NC; c++) acc[c] = warp_sum(acc[c]);
-    if (lane == 0) {
-        const float *bias = m == 0 ? a.bias[0] : m == 1 ? a.bias[1] : a.bias[2];
-        float *o = m == 0 ? a.out[0] : m == 1 ? a.out[1] : a.out[2];
-        const float bv = bias ? bias[r] : 0.0f;
-#pragma unroll
-        for (int c = 0; c < NC; c++)
-            if (c < a.ncols) o[(int64_t)c * rows_m + r] = acc[c] + bv;
-    }
+    if (lane == 0) mmv_store<NC>(a, m, r, acc);
 }
 
 template <int T, bool VEC>

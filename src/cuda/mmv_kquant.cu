@@ -29,16 +29,17 @@ struct unit_k45 {
         uint4 h, q0, q1;
         uint4 h0, h1;  /* q5_K high bits */
     };
+    template <class L>
     static __device__ __forceinline__ void load(const uint8_t *row, int nb, int u, W &w) {
         const int b = u >> 2, g = u & 3;
         const uint8_t *blk = row + (int64_t)b * (Q5 ? 176 : 144);
-        w.h = ldg16(blk);
+        w.h = L::u128(blk);
         const uint8_t *qs = blk + (Q5 ? 48 : 16) + 32 * g;
-        w.q0 = ldg16(qs);
-        w.q1 = ldg16(qs + 16);
+        w.q0 = L::u128(qs);
+        w.q1 = L::u128(qs + 16);
         if (Q5) {
-            w.h0 = ldg16(blk + 16);
-            w.h1 = ldg16(blk + 32);
+            w.h0 = L::u128(blk + 16);
+            w.h1 = L::u128(blk + 32);
         }
     }
     static __device__ __forceinline__ float dot(const W &w, const uint8_t *, int, int u, const cu_q8 &q,
@@ -85,14 +86,15 @@ struct unit_q6k {
         uint2 sc;
         uint16_t d;
     };
+    template <class L>
     static __device__ __forceinline__ void load(const uint8_t *row, int nb, int u, W &w) {
         const int b = u >> 2, hh = (u >> 1) & 1, l0 = (u & 1) * 16;
         const uint8_t *ql = row + (int64_t)b * 128 + 64 * hh + l0;
-        w.a = ldg16(ql);
-        w.b = ldg16(ql + 32);
-        w.h = ldg16(row + (int64_t)nb * 128 + (int64_t)b * 64 + 32 * hh + l0);
-        w.sc = __ldg((const uint2 *)(row + (int64_t)nb * 192 + (int64_t)b * 16 + 8 * hh));
-        w.d = __ldg((const unsigned short *)(row + (int64_t)nb * 208 + (int64_t)b * 2));
+        w.a = L::u128(ql);
+        w.b = L::u128(ql + 32);
+        w.h = L::u128(row + (int64_t)nb * 128 + (int64_t)b * 64 + 32 * hh + l0);
+        w.sc = L::u64(row + (int64_t)nb * 192 + (int64_t)b * 16 + 8 * hh);
+        w.d = L::u16(row + (int64_t)nb * 208 + (int64_t)b * 2);
     }
     static __device__ __forceinline__ float dot(const W &w, const uint8_t *, int, int u, const cu_q8 &q,
                                                 int64_t xoff) {
@@ -142,8 +144,14 @@ void cu_mmv_q8_kquant(cu_state *S, uint32_t type, const cu_mmv_args *a) {
     }
 }
 
-void cu_mmv_pp_prepare_kquant(void) {
-    mmv_pp_prepare<unit_k45<false>>();
-    mmv_pp_prepare<unit_k45<true>>();
-    mmv_pp_prepare<unit_q6k>();
+void cu_mmv_prepare_kquant(int variant, int budget) {
+    if (variant == 2) {
+        mmv_pp_prepare<unit_k45<false>>();
+        mmv_pp_prepare<unit_k45<true>>();
+        mmv_pp_prepare<unit_q6k>();
+    } else if (variant == 3) {
+        mmv_tma_prepare<unit_k45<false>>(budget);
+        mmv_tma_prepare<unit_k45<true>>(budget);
+        mmv_tma_prepare<unit_q6k>(budget);
+    }
 }

@@ -5,7 +5,7 @@
 #include "mmv.cuh"
 
 void cu_mmv_q8_kquant(cu_state *S, uint32_t type, const cu_mmv_args *a);
-void cu_mmv_pp_prepare_kquant(void);
+void cu_mmv_prepare_kquant(int variant, int budget);
 
 /* 4 high bits (one per value) -> bit 4 of 4 bytes. */
 static __device__ __forceinline__ uint32_t spread4(uint32_t b4) { return ((b4 * 0x00204081u) & 0x01010101u) << 4; }
@@ -19,15 +19,16 @@ struct unit_q4 {
         uint32_t qh;
         uint16_t d, m;
     };
+    template <class L>
     static __device__ __forceinline__ void load(const uint8_t *row, int nb, int b, W &w) {
-        w.qs = ldg16(row + (int64_t)b * 16);
+        w.qs = L::u128(row + (int64_t)b * 16);
         int64_t off = (int64_t)nb * 16;
         if (HAS_H) {
-            w.qh = __ldg((const uint32_t *)(row + off + (int64_t)b * 4));
+            w.qh = L::u32(row + off + (int64_t)b * 4);
             off += (int64_t)nb * 4;
         }
-        w.d = __ldg((const unsigned short *)(row + off + (int64_t)b * 2));
-        if (HAS_M) w.m = __ldg((const unsigned short *)(row + off + (int64_t)nb * 2 + (int64_t)b * 2));
+        w.d = L::u16(row + off + (int64_t)b * 2);
+        if (HAS_M) w.m = L::u16(row + off + (int64_t)nb * 2 + (int64_t)b * 2);
     }
     static __device__ __forceinline__ float dot(const W &w, const uint8_t *, int, int b, const cu_q8 &q,
                                                 int64_t xoff) {
@@ -61,10 +62,11 @@ struct unit_q8_0 {
         uint4 a, b;
         uint16_t d;
     };
+    template <class L>
     static __device__ __forceinline__ void load(const uint8_t *row, int nb, int b, W &w) {
-        w.a = ldg16(row + (int64_t)b * 32);
-        w.b = ldg16(row + (int64_t)b * 32 + 16);
-        w.d = __ldg((const unsigned short *)(row + (int64_t)nb * 32 + (int64_t)b * 2));
+        w.a = L::u128(row + (int64_t)b * 32);
+        w.b = L::u128(row + (int64_t)b * 32 + 16);
+        w.d = L::u16(row + (int64_t)nb * 32 + (int64_t)b * 2);
     }
     static __device__ __forceinline__ float dot(const W &w, const uint8_t *, int, int b, const cu_q8 &q,
                                                 int64_t xoff) {
@@ -104,11 +106,19 @@ void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a) {
     }
 }
 
-void cu_mmv_pp_prepare(void) {
-    mmv_pp_prepare<unit_q4<QTYPE_Q4_0>>();
-    mmv_pp_prepare<unit_q4<QTYPE_Q4_1>>();
-    mmv_pp_prepare<unit_q4<QTYPE_Q5_0>>();
-    mmv_pp_prepare<unit_q4<QTYPE_Q5_1>>();
-    mmv_pp_prepare<unit_q8_0>();
-    cu_mmv_pp_prepare_kquant();
+void cu_mmv_prepare(int variant, int budget) {
+    if (variant == 2) {
+        mmv_pp_prepare<unit_q4<QTYPE_Q4_0>>();
+        mmv_pp_prepare<unit_q4<QTYPE_Q4_1>>();
+        mmv_pp_prepare<unit_q4<QTYPE_Q5_0>>();
+        mmv_pp_prepare<unit_q4<QTYPE_Q5_1>>();
+        mmv_pp_prepare<unit_q8_0>();
+    } else if (variant == 3) {
+        mmv_tma_prepare<unit_q4<QTYPE_Q4_0>>(budget);
+        mmv_tma_prepare<unit_q4<QTYPE_Q4_1>>(budget);
+        mmv_tma_prepare<unit_q4<QTYPE_Q5_0>>(budget);
+        mmv_tma_prepare<unit_q4<QTYPE_Q5_1>>(budget);
+        mmv_tma_prepare<unit_q8_0>(budget);
+    }
+    cu_mmv_prepare_kquant(variant, budget);
 }
