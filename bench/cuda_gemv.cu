@@ -1,15 +1,16 @@
 /* bench/cuda_gemv.cu - kernel lab for the decode GEMV (one column, q8 activations):
  * the variants of src/cuda/mmv.cuh (v1: one row per warp; pp: persistent
- * ping-pong; tma: shared-memory ring filled by cp.async.bulk, at several ring
- * budgets) side by side on the llama-2-7B shapes with random valid blocks. The
- * losing v2 of 2026-11-29 (bench/cuda_gemv_v2.cuh) is in git history.
+ * ping-pong; xs: x-stationary persistent warps, with its grid capped at 4 and 6
+ * blocks per SM too) side by side on the llama-2-7B shapes with random valid
+ * blocks. The losing v2 (bench/cuda_gemv_v2.cuh) and the TMA ring of 2026-11-29
+ * are in git history (RESULTS.md has their figures).
  *
  * Per shape and variant: every row vs v1 and a few rows vs a CPU scalar reference
  * (quant.c dequantization, double dot with the same q8 activations), as normalised
  * error sqrt(sum (a-b)^2 / sum b^2); a second run must be bit-identical; then the
  * variant timed with CUDA events over NITER eager launches and one CUDA graph of
  * NITER launches. The launches cycle over copies of the weights (> 256 MB
- * in all) so the 50 MB L2 does not serve repeats. GB/s = weight bytes / time.
+ * in all) so the 60 MB L2 does not serve repeats. GB/s = weight bytes / time.
  *
  *   make bench/cuda-gemv && build/bench/cuda_gemv        (on the GPU machine)
  *
@@ -27,7 +28,7 @@ struct cu_state {
     cudaStream_t st;
     int pdl;
     int sms;
-    int variant, budget, per_sm;  /* the GEMV variant under test */
+    int variant, per_sm;  /* the GEMV variant under test, its blocks-per-SM cap */
 };
 cudaStream_t cu_stream(const cu_state *S) { return S->st; }
 int cu_pdl(const cu_state *S) { return S->pdl; }
@@ -37,18 +38,16 @@ void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, i
     exit(1);
 }
 int cu_num_sms(const cu_state *S) { return S->sms; }
-int cu_gemv_variant(const cu_state *S, int *budget, int *per_sm) {
-    *budget = S->budget;
+int cu_gemv_variant(const cu_state *S, int *per_sm) {
     *per_sm = S->per_sm;
     return S->variant;
 }
 struct variant {
     const char *name;
-    int v, kb, per_sm;
+    int v, per_sm;
 };
 static void gemv(cu_state *S, const variant &v, uint32_t type, const cu_mmv_args *a) {
     S->variant = v.v;
-    S->budget = v.kb * 1024;
     S->per_sm = v.per_sm;
     cu_mmv_q8(S, type, a);
 }
@@ -139,9 +138,7 @@ int main(int argc, char **argv) {
     S.pdl = prop.major >= 9;
     printf("cuda_gemv: %s, %d SMs, L2 %d MB; %d launches per timing, PDL %s\n", prop.name, S.sms,
            prop.l2CacheSize >> 20, NITER, S.pdl ? "on" : "off");
-    std::vector<variant> vars = {{"v1", 1, 0, 1}, {"pp", 2, 0, 1}, {"tma96", 3, 96, 1}, {"tma64", 3, 64, 1},
-                                 {"tma160", 3, 160, 1}, {"tma48x2", 3, 48, 2}, {"tma96x2", 3, 96, 2}};
-    if (prop.major < 9) vars.resize(2);
+    std::vector<variant> vars = {{"v1", 1, 0}, {"pp", 2, 0}, {"xs", 3, 0}, {"xs/4", 3, 4}, {"xs/6", 3, 6}};
     printf("| shape | type | MB | variant | err vs v1 | err vs cpu | us | GB/s | graph us | graph GB/s |\n"
            "|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     int fails = 0;

@@ -30,9 +30,8 @@
  * MINFER_CUDA_FLASH=0 (prefill attention through the split kernel),
  * MINFER_CUDA_MMA=0 (prefill matmuls through the GEMV, 8 tokens at a time),
  * MINFER_CUDA_GEMV=1|2|3 (the decode GEMV: 1 = v1, one row per warp; 2 = pp, persistent
- * ping-pong; 3 = tma, the shared-memory ring, default where the device and the
- * binary's code are sm_90+; mmv.cuh), MINFER_CUDA_TMA_KB (ring budget per block,
- * default 96) and MINFER_CUDA_TMA_PERSM (blocks per SM, default 1),
+ * ping-pong; 3 = xs, x-stationary persistent warps, the default; mmv.cuh) and
+ * MINFER_CUDA_GEMV_PERSM=N (cap on the persistent grids' blocks per SM),
  * MINFER_CUDA_SYNC=1 (synchronise and check after every launch, for debugging),
  * MINFER_CUDA_VERBOSE=1 (scratch breakdown). The one-line notice at the first step
  * names the paths in use and the device memory (weights, KV, scratch). */
@@ -104,10 +103,9 @@ struct cu_state {
     int n_ctx, n_seq, n_batch;
     /* switches */
     int f_graph, f_pdl, f_fuse, f_dp4a, f_flash, f_mma, f_sync, verbose;
-    int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 tma (mmv.cuh) */
-    int tma_budget, tma_per_sm;
-    int tma_v1_mats;       /* matrices whose rows are too long for the ring: v1 */
-    int code_arch;         /* __CUDA_ARCH__ of the code the device runs */
+    int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
+    int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
+    int xs_v1_mats;        /* quantized matrices the xs variant leaves to v1 */
     int any_quant;
     /* memory */
     void *wbuf;
@@ -166,9 +164,8 @@ struct cu_state {
 cudaStream_t cu_stream(const cu_state *S) { return S->stream; }
 int cu_pdl(const cu_state *S) { return S->f_pdl; }
 int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->prop.multiProcessorCount : 1; }
-int cu_gemv_variant(const cu_state *S, int *tma_budget, int *tma_per_sm) {
-    *tma_budget = S->tma_budget;
-    *tma_per_sm = S->tma_per_sm;
+int cu_gemv_variant(const cu_state *S, int *per_sm_cap) {
+    *per_sm_cap = S->gemv_per_sm;
     return S->f_gemv;
 }
 
@@ -712,40 +709,17 @@ static int collect_weights(mf_model *m, mf_weight **list, int cap) {
     return n;
 }
 
-/* __CUDA_ARCH__ of the code this device runs (the binary's SASS, or PTX JIT-compiled
- * from an older target): the sm_90 paths need the former to be >= 900. */
-static __global__ void kernel_code_arch(int *out) {
-#if defined(__CUDA_ARCH__)
-    *out = __CUDA_ARCH__;
-#endif
-}
-static int cu_code_arch(void) {
-    int *d = NULL, h = 0;
-    if (cudaMalloc((void **)&d, sizeof(int)) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    kernel_code_arch<<<1, 1>>>(d);
-    if (cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost) != cudaSuccess) {
-        (void)cudaGetLastError();
-        h = 0;
-    }
-    cudaFree(d);
-    return h;
-}
-
-/* Quantized matrices with a device row longer than `limit` bytes (the GEMV
- * variant 3 runs those through v1; the notice says how many). */
-static int count_long_rows(const mf_model *m, int64_t limit) {
+/* Quantized matrices the xs GEMV (variant 3) leaves to v1 (rows too wide for its
+ * register-held activations); the notice says how many. */
+static int count_xs_v1(const mf_model *m) {
     int n = 0;
-    const mf_weight *top[] = {&m->output};
-    for (size_t i = 0; i < MF_ARRAY_LEN(top); i++)
-        if (top[i]->host && cu_type_is_quant(top[i]->type) && cu_row_stride(top[i]->type, top[i]->cols) > limit) n++;
+    const mf_weight *top = &m->output;
+    if (top->host && cu_mmv_q8_supported(top->type) && !cu_mmv_xs_takes(top->type, (int)top->cols)) n++;
     for (int l = 0; l < m->hp.n_layer && m->layers; l++) {
         const mf_layer *L = &m->layers[l];
         const mf_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++)
-            if (ws[i]->host && cu_type_is_quant(ws[i]->type) && cu_row_stride(ws[i]->type, ws[i]->cols) > limit)
+            if (ws[i]->host && cu_mmv_q8_supported(ws[i]->type) && !cu_mmv_xs_takes(ws[i]->type, (int)ws[i]->cols))
                 n++;
     }
     return n;
@@ -887,20 +861,10 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_mma = mf_env_int("MINFER_CUDA_MMA", 1);
     S->f_sync = mf_env_int("MINFER_CUDA_SYNC", 0);
     S->verbose = mf_env_int("MINFER_CUDA_VERBOSE", 0);
-    S->code_arch = cu_code_arch();
-    S->f_gemv = mf_env_int("MINFER_CUDA_GEMV", S->code_arch >= 900 ? 3 : 1);
-    if (S->f_gemv < 1 || S->f_gemv > 3) S->f_gemv = 1;
-    if (S->f_gemv == 3 && S->code_arch < 900) {
-        mf_log("minfer/cuda: MINFER_CUDA_GEMV=3 needs sm_90+ code (this device runs sm_%d code); using 1",
-               S->code_arch / 10);
-        S->f_gemv = 1;
-    }
-    S->tma_budget = mf_env_int("MINFER_CUDA_TMA_KB", 96) * 1024;
-    if (S->tma_budget < 8192) S->tma_budget = 8192;
-    if (S->tma_budget > 200 * 1024) S->tma_budget = 200 * 1024;
-    S->tma_per_sm = mf_env_int("MINFER_CUDA_TMA_PERSM", 1);
-    if (S->tma_per_sm < 1) S->tma_per_sm = 1;
-    if (S->tma_per_sm > 4) S->tma_per_sm = 4;
+    S->f_gemv = mf_env_int("MINFER_CUDA_GEMV", 3);
+    if (S->f_gemv < 1 || S->f_gemv > 3) S->f_gemv = 3;
+    S->gemv_per_sm = mf_env_int("MINFER_CUDA_GEMV_PERSM", 0);
+    if (S->gemv_per_sm < 0) S->gemv_per_sm = 0;
     int rc = check_model(S, m, err);
     if (rc) return rc;
     rc = upload_weights(S, m, err);
@@ -994,8 +958,8 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
             mf_log("minfer/cuda: no pinned memory for the decode graph; graphs off");
         }
     }
-    cu_mmv_prepare(S->f_gemv, S->tma_budget);
-    if (S->f_gemv == 3) S->tma_v1_mats = count_long_rows(m, S->tma_budget / 2);
+    cu_mmv_prepare(S->f_gemv);
+    if (S->f_gemv == 3) S->xs_v1_mats = count_xs_v1(m);
     /* every upload copy and memset complete (all on S->stream; device-wide to be sure) */
     if ((e = cudaDeviceSynchronize()) != cudaSuccess)
         return mf_fail(err, MF_ERR_DEVICE, "cuda: init: %s", cudaGetErrorString(e));
@@ -1037,10 +1001,9 @@ static void print_notice(cu_state *S) {
     char gemv_name[96];
     if (!S->f_dp4a) snprintf(gemv_name, sizeof gemv_name, "f32");
     else if (S->f_gemv == 2) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-pp");
-    else if (S->f_gemv == 3 && S->tma_v1_mats)
-        snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-tma%dk(v1 for %d matrices with rows > %d B)",
-                 S->tma_budget / 1024, S->tma_v1_mats, S->tma_budget / 2);
-    else if (S->f_gemv == 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-tma%dk", S->tma_budget / 1024);
+    else if (S->f_gemv == 3 && S->xs_v1_mats)
+        snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-xs(v1 for %d wide matrices and batches)", S->xs_v1_mats);
+    else if (S->f_gemv == 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-xs(v1 for batches)");
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
             "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s prefill=%s attn=%s; "

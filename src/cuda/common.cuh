@@ -241,9 +241,11 @@ struct cu_mmv_args {
 /* Returns 1 when a dp4a kernel exists for the type. */
 int cu_mmv_q8_supported(uint32_t type);
 void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a);      /* mmv_kquant.cu / mmv_q.cu */
-/* Host-side set-up of a GEMV variant (2 = pp: occupancy lookups; 3 = tma: shared
- * memory attributes for a ring of `budget` bytes), at init, before any capture. */
-void cu_mmv_prepare(int variant, int budget);
+/* Host-side set-up of a GEMV variant (2 = pp, 3 = xs: occupancy lookups), at init,
+ * before any capture. */
+void cu_mmv_prepare(int variant);
+/* 1 when the xs GEMV (variant 3) takes one-column launches of this type and width. */
+int cu_mmv_xs_takes(uint32_t type, int K);
 void cu_mmv_f(cu_state *S, uint32_t type, const cu_mmv_args *a);       /* mmv_float.cu: f32 activations, any type */
 
 /* mm.cu: prefill GEMM out[M][N] = A[M][Kp] . B[N][Kp]^T (+ bias), f16 in, f32 accumulate. */

@@ -20,8 +20,11 @@
  *                                        ld_s (a row already in shared memory)
  *   dot(W, row, nb, u, q, xoff) -> float one column, xoff = c * K
  *
- * Two kernels use the units: kernel_mmv_q8 (v1, below) and kernel_mmv_tma (the
- * TMA ring, sm_90+, further down). */
+ * The kernels that use the units: kernel_mmv_q8 (v1, below), kernel_mmv_q8_pp
+ * (pp) and kernel_mmv_xs (xs, the default; it needs the split dot of a unit:
+ *   struct X                              the activations of one unit
+ *   loadx(q, xoff, u, X&)                 read them (after pdl_wait)
+ *   dotx(W, X, u) -> float                and dot = dotx(W, loadx(..)) ). */
 #ifndef MINFER_CUDA_MMV_CUH
 #define MINFER_CUDA_MMV_CUH
 
@@ -207,172 +210,116 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_q8_pp(cu_mmv
     }
 }
 
-/* ---- Variant "tma" (sm_90+): weights streamed through a shared-memory ring ----
- * v1 keeps at most one row per warp in flight in registers, and a warp that
- * finishes leaves its slot idle until the next block is scheduled: the small
- * matrices run at 1.2-2.0 TB/s. Here the grid is persistent (one block per SM)
- * and every warp owns `depth` row slots in shared memory, filled by the Tensor
- * Memory Accelerator (cp.async.bulk: one instruction per row, completion counted
- * in bytes on the slot's mbarrier). Warp w of block b takes rows g, g+W, g+2W, ...
- * (g = b*nw + w, W = all warps), so at any moment the machine reads one contiguous
- * band of rows. The first `depth` rows of every warp are requested before
- * pdl_wait(): under PDL the whole first band (nw*depth rows per SM, up to the ring
- * budget) streams in while the previous kernel drains. A slot is refilled as soon
- * as its row is reduced, so each warp keeps depth-1 rows in flight while it
- * computes. The arithmetic per row is v1's (same units, same order), so the
- * results are bit-identical to v1. */
-static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
+/* ---- Variant "xs" (x-stationary persistent warps) ----
+ * Counting the L1 traffic of v1 per q4_K row of 4096: 2.3 KB of weights, but each
+ * lane also reads its 64 activations as four 16-byte loads 64 bytes apart (25% of
+ * every 128-byte line used), about 190 L1 wavefronts per row in all, which caps
+ * the SM at ~3.2 TB/s before anything else. Here the grid is persistent (what fits
+ * at once) and lane l of a warp always takes the same units l, l+32, ... of every
+ * row it visits, so it loads its activations (U::X) once per kernel into registers
+ * and then only streams weights: warp g takes rows g, g+W, g+2W, ... (W = all
+ * warps; the machine reads one contiguous band of rows at a time) and keeps the
+ * next row's weights in flight in a second register set while it reduces the
+ * current one. UPL = units per lane (a row has at most 32*UPL units); the sums are
+ * v1's in v1's order, so the results are bit-identical. One column only. */
+template <typename U, int UPL>
+static __device__ __forceinline__ void mmv_xs_load(const cu_mmv_args &a, int g, int nb, int nu, int lane,
+                                                   typename U::W *w) {
+    int m, r;
+    const uint8_t *row = mmv_row(a, g, &m, &r);
+#pragma unroll
+    for (int k = 0; k < UPL; k++) {
+        const int u = lane + 32 * k;
+        if (u < nu) U::template load<ld_g>(row, nb, u, w[k]);
+    }
 }
-static __device__ __forceinline__ void tma_row(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
-                 : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     smem_u32(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
-                 : "memory");
-#endif
-}
-static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t phase) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     " selp.u32 %0, 1, 0, p;\n}"
-                     : "=r"(done)
-                     : "r"(smem_u32(bar)), "r"(phase)
-                     : "memory");
-#endif
-}
-
-#define MMV_TMA_MAXW 8
-
-/* Shared memory of one block: nw*depth barriers, then the slots (128-aligned). */
-static inline size_t mmv_tma_smem(int nw, int depth, int64_t stride) {
-    return (((size_t)nw * depth * 8 + 127) & ~(size_t)127) + (size_t)nw * depth * (size_t)stride;
-}
-
-template <typename U, int NC>
-static __global__ void __launch_bounds__(MMV_TMA_MAXW * 32) kernel_mmv_tma(cu_mmv_args a, int depth) {
-    pdl_trigger();
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    extern __shared__ __align__(128) uint8_t tma_smem[];
-    const int nw = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int total = mmv_total(a);
-    const int W = gridDim.x * nw, gw = blockIdx.x * nw + warp;
-    if (gw >= total) return;
-    const int n = (total - gw + W - 1) / W;  /* rows of this warp */
-    const int64_t stride = a.stride;
-    uint64_t *bar = (uint64_t *)tma_smem + warp * depth;
-    uint8_t *slot0 = tma_smem + (((size_t)nw * depth * 8 + 127) & ~(size_t)127) + (size_t)warp * depth * stride;
+template <typename U, int UPL>
+static __device__ __forceinline__ void mmv_xs_row(const cu_mmv_args &a, int g, int nu, int lane,
+                                                  const typename U::W *w, const typename U::X *x) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < UPL; k++) {
+        const int u = lane + 32 * k;
+        if (u < nu) acc += U::dotx(w[k], x[k], u);
+    }
+    acc = warp_sum(acc);
     if (lane == 0) {
-        for (int s = 0; s < depth; s++)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(bar + s)) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        for (int i = 0; i < depth && i < n; i++) {
-            int m, r;
-            tma_row(slot0 + (size_t)i * stride, mmv_row(a, gw + i * W, &m, &r), (uint32_t)stride, bar + i);
-        }
+        int m, r;
+        mmv_row(a, g, &m, &r);
+        mmv_store<1>(a, m, r, &acc);
     }
-    __syncwarp();
-    pdl_wait();
-    const int K = a.K;
-    const int nb = K / U::QK;
+}
+
+template <typename U, int UPL>
+static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs(cu_mmv_args a) {
+    pdl_trigger();
+    const int lane = threadIdx.x & 31;
+    const int gw = blockIdx.x * MMV_WARPS + (threadIdx.x >> 5);
+    const int W = gridDim.x * MMV_WARPS;
+    const int total = mmv_total(a);
+    if (gw >= total) return;
+    const int n = (total - gw + W - 1) / W;
+    const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
-    for (int i = 0; i < n; i++) {
-        const int s = i % depth;
-        mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
-        const uint8_t *row = slot0 + (size_t)s * stride;
-        float acc[NC];
+    typename U::W A[UPL], B[UPL];
+    mmv_xs_load<U, UPL>(a, gw, nb, nu, lane, A);  /* weights: before the wait */
+    pdl_wait();
+    typename U::X x[UPL];
 #pragma unroll
-        for (int c = 0; c < NC; c++) acc[c] = 0.0f;
-        for (int u0 = 0; u0 < nu; u0 += 32 * U::UNR) {
-            typename U::W wr[U::UNR];
-#pragma unroll
-            for (int k = 0; k < U::UNR; k++) {
-                const int u = u0 + lane + 32 * k;
-                if (u < nu) U::template load<ld_s>(row, nb, u, wr[k]);
-            }
-#pragma unroll
-            for (int k = 0; k < U::UNR; k++) {
-                const int u = u0 + lane + 32 * k;
-                if (u < nu) {
-#pragma unroll
-                    for (int c = 0; c < NC; c++)
-                        if (c < a.ncols) acc[c] += U::dot(wr[k], row, nb, u, a.q, (int64_t)c * K);
-                }
-            }
-        }
-#pragma unroll
-        for (int c = 0; c < NC; c++) acc[c] = warp_sum(acc[c]);  /* every lane's slot reads are done */
-        if (lane == 0) {
-            int m, r;
-            if (i + depth < n) {
-                /* the slot was read through the generic proxy; order that before the
-                 * async-proxy write that refills it */
-                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                tma_row(slot0 + (size_t)s * stride, mmv_row(a, gw + (i + depth) * W, &m, &r), (uint32_t)stride,
-                        bar + s);
-            }
-            mmv_row(a, gw + i * W, &m, &r);
-            mmv_store<NC>(a, m, r, acc);
-        }
-        __syncwarp();
+    for (int k = 0; k < UPL; k++) {
+        const int u = lane + 32 * k;
+        if (u < nu) U::loadx(a.q, 0, u, x[k]);
     }
-#endif
+    for (int i = 0; i < n; i += 2) {
+        if (i + 1 < n) mmv_xs_load<U, UPL>(a, gw + (i + 1) * W, nb, nu, lane, B);
+        mmv_xs_row<U, UPL>(a, gw + i * W, nu, lane, A, x);
+        if (i + 1 >= n) break;
+        if (i + 2 < n) mmv_xs_load<U, UPL>(a, gw + (i + 2) * W, nb, nu, lane, A);
+        mmv_xs_row<U, UPL>(a, gw + (i + 1) * W, nu, lane, B, x);
+    }
 }
 
-/* Ring shape for a row stride and a budget of shared memory per block: up to 8
- * warps with at least 2 slots each. 0 when a row does not fit twice. */
-static inline int mmv_tma_shape(int64_t stride, int budget, int *nw, int *depth) {
-    if (stride <= 0 || stride > budget / 2) return 0;
-    int w = (int)(budget / (2 * stride));
-    if (w > MMV_TMA_MAXW) w = MMV_TMA_MAXW;
-    int d = (int)(budget / ((int64_t)w * stride));
-    if (d > 16) d = 16;
-    *nw = w;
-    *depth = d;
-    return 1;
+template <typename U, int UPL>
+static int mmv_xs_occupancy() {
+    static int per_sm;
+    if (!per_sm) {
+        int nb = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kernel_mmv_xs<U, UPL>, MMV_WARPS * 32, 0) !=
+                cudaSuccess ||
+            nb <= 0) {
+            (void)cudaGetLastError();
+            nb = 4;
+        }
+        per_sm = nb;
+    }
+    return per_sm;
 }
-
-template <typename U, int NC>
-static void mmv_tma_attr(int budget) {
-    static int done;
-    if (done >= budget) return;
-    if (cudaFuncSetAttribute(kernel_mmv_tma<U, NC>, cudaFuncAttributeMaxDynamicSharedMemorySize, budget + 1024) ==
-        cudaSuccess)
-        done = budget;
-    else
-        (void)cudaGetLastError();
-}
-/* The attribute calls ahead of any graph capture (at init, when the variant is on). */
 template <typename U>
-static void mmv_tma_prepare(int budget) {
-    mmv_tma_attr<U, 1>(budget);
-    mmv_tma_attr<U, 2>(budget);
-    mmv_tma_attr<U, 4>(budget);
-    mmv_tma_attr<U, 8>(budget);
+static void mmv_xs_prepare() {
+    mmv_xs_occupancy<U, 1>();
+    mmv_xs_occupancy<U, 2>();
+    mmv_xs_occupancy<U, 4>();
 }
-
-template <typename U, int NC>
-static int mmv_tma_launch(cu_state *S, const cu_mmv_args *a, const char *name, int budget, int per_sm) {
-    int nw, depth;
-    if (!mmv_tma_shape(a->stride, budget, &nw, &depth)) return 0;
-    mmv_tma_attr<U, NC>(budget);
+/* Units per lane the xs kernel is built for (0: v1 takes the launch). */
+static inline int mmv_xs_upl(int nu, int ncols) {
+    if (ncols != 1) return 0;
+    return nu <= 32 ? 1 : nu <= 64 ? 2 : nu <= 128 ? 4 : 0;
+}
+template <typename U, int UPL>
+static void mmv_xs_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
     const int total = a->rows[0] + (a->nmat > 1 ? a->rows[1] : 0) + (a->nmat > 2 ? a->rows[2] : 0);
-    int blocks = (total + nw - 1) / nw;
-    const int cap = cu_num_sms(S) * per_sm;
+    int blocks = (total + MMV_WARPS - 1) / MMV_WARPS;
+    int per_sm = mmv_xs_occupancy<U, UPL>();
+    if (per_sm_cap > 0 && per_sm > per_sm_cap) per_sm = per_sm_cap;
+    const int cap = per_sm * cu_num_sms(S);
     if (blocks > cap) blocks = cap;
-    cu_launch(S, name, kernel_mmv_tma<U, NC>, dim3(blocks), dim3(nw * 32), mmv_tma_smem(nw, depth, a->stride), *a,
-              depth);
-    return 1;
+    cu_launch(S, name, kernel_mmv_xs<U, UPL>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
 }
 
 /* The GEMV variant: 1 = v1 (one row per warp), 2 = pp (persistent ping-pong),
- * 3 = tma (shared-memory ring; needs sm_90+); with the ring's budget in bytes of
- * shared memory per block and blocks per SM. */
-int cu_gemv_variant(const cu_state *S, int *tma_budget, int *tma_per_sm);
+ * 3 = xs (x-stationary persistent warps); per_sm_cap caps the persistent grids'
+ * blocks per SM (0 = what fits). */
+int cu_gemv_variant(const cu_state *S, int *per_sm_cap);
 
 template <typename U, int NC>
 static int mmv_pp_occupancy() {
@@ -411,16 +358,15 @@ static void mmv_pp_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
 
 template <typename U>
 static void mmv_q8_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
-    int budget = 0, per_sm = 1;
-    const int v = cu_gemv_variant(S, &budget, &per_sm);
+    int per_sm_cap = 0;
+    const int v = cu_gemv_variant(S, &per_sm_cap);
     if (v == 3) {
-        int ok;
-        if (a->ncols <= 1) ok = mmv_tma_launch<U, 1>(S, a, name, budget, per_sm);
-        else if (a->ncols <= 2) ok = mmv_tma_launch<U, 2>(S, a, name, budget, per_sm);
-        else if (a->ncols <= 4) ok = mmv_tma_launch<U, 4>(S, a, name, budget, per_sm);
-        else ok = mmv_tma_launch<U, 8>(S, a, name, budget, per_sm);
-        if (ok) return;
-        /* a row longer than half the ring: v1 (counted by the caller's notice) */
+        const int upl = mmv_xs_upl(a->K / U::QK * U::UPB, a->ncols);
+        if (upl == 1) return mmv_xs_launch<U, 1>(S, a, name, per_sm_cap);
+        if (upl == 2) return mmv_xs_launch<U, 2>(S, a, name, per_sm_cap);
+        if (upl == 4) return mmv_xs_launch<U, 4>(S, a, name, per_sm_cap);
+        /* more than 128 units per row or several columns: v1 (the notice counts
+         * the matrices this happens to) */
     }
     if (v == 2) {
         if (a->ncols <= 1) mmv_pp_launch<U, 1>(S, a, name);

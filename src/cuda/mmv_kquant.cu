@@ -42,18 +42,33 @@ struct unit_k45 {
             w.h1 = L::u128(blk + 32);
         }
     }
-    static __device__ __forceinline__ float dot(const W &w, const uint8_t *, int, int u, const cu_q8 &q,
-                                                int64_t xoff) {
+    /* the activations one unit needs (64 values, their two 32-block scales and
+     * the two 32-value sums) */
+    struct X {
+        int4 a0, a1, b0, b1;
+        float d0, d1, s0, s1;
+    };
+    static __device__ __forceinline__ void loadx(const cu_q8 &q, int64_t xoff, int u, X &x) {
         const int b = u >> 2, g = u & 3;
+        const int64_t xb = xoff + (int64_t)b * 256 + 64 * g;
+        x.a0 = ldx16(q.qs + xb);
+        x.a1 = ldx16(q.qs + xb + 16);
+        x.b0 = ldx16(q.qs + xb + 32);
+        x.b1 = ldx16(q.qs + xb + 48);
+        const int64_t i32 = xb >> 5, i16 = xb >> 4;
+        x.d0 = q.d[i32];
+        x.d1 = q.d[i32 + 1];
+        x.s0 = q.s[i16] + q.s[i16 + 1];
+        x.s1 = q.s[i16 + 2] + q.s[i16 + 3];
+    }
+    static __device__ __forceinline__ float dotx(const W &w, const X &x, int u) {
+        const int g = u & 3;
         int sc0, m0, sc1, m1;
         k4_sm(w.h.y, w.h.z, w.h.w, 2 * g, &sc0, &m0);
         k4_sm(w.h.y, w.h.z, w.h.w, 2 * g + 1, &sc1, &m1);
-        const int64_t xb = xoff + (int64_t)b * 256 + 64 * g;
-        const int4 xa0 = ldx16(q.qs + xb), xa1 = ldx16(q.qs + xb + 16);
-        const int4 xb0 = ldx16(q.qs + xb + 32), xb1 = ldx16(q.qs + xb + 48);
         const uint32_t qa[8] = {w.q0.x, w.q0.y, w.q0.z, w.q0.w, w.q1.x, w.q1.y, w.q1.z, w.q1.w};
-        const int xl[8] = {xa0.x, xa0.y, xa0.z, xa0.w, xa1.x, xa1.y, xa1.z, xa1.w};
-        const int xh[8] = {xb0.x, xb0.y, xb0.z, xb0.w, xb1.x, xb1.y, xb1.z, xb1.w};
+        const int xl[8] = {x.a0.x, x.a0.y, x.a0.z, x.a0.w, x.a1.x, x.a1.y, x.a1.z, x.a1.w};
+        const int xh[8] = {x.b0.x, x.b0.y, x.b0.z, x.b0.w, x.b1.x, x.b1.y, x.b1.z, x.b1.w};
         uint32_t hb[8];
         if (Q5) {
             const uint32_t hh[8] = {w.h0.x, w.h0.y, w.h0.z, w.h0.w, w.h1.x, w.h1.y, w.h1.z, w.h1.w};
@@ -72,10 +87,14 @@ struct unit_k45 {
             dhi = dp4a((int)hi, xh[k], dhi);
         }
         const float d = h2f((uint16_t)(w.h.x & 0xffff)), dmin = h2f((uint16_t)(w.h.x >> 16));
-        const int64_t i32 = xb >> 5, i16 = xb >> 4;
-        const float s0 = q.s[i16] + q.s[i16 + 1], s1 = q.s[i16 + 2] + q.s[i16 + 3];
-        return d * ((float)sc0 * q.d[i32] * (float)dlo + (float)sc1 * q.d[i32 + 1] * (float)dhi) -
-               dmin * ((float)m0 * s0 + (float)m1 * s1);
+        return d * ((float)sc0 * x.d0 * (float)dlo + (float)sc1 * x.d1 * (float)dhi) -
+               dmin * ((float)m0 * x.s0 + (float)m1 * x.s1);
+    }
+    static __device__ __forceinline__ float dot(const W &w, const uint8_t *, int, int u, const cu_q8 &q,
+                                                int64_t xoff) {
+        X x;
+        loadx(q, xoff, u, x);
+        return dotx(w, x, u);
     }
 };
 
@@ -96,16 +115,24 @@ struct unit_q6k {
         w.sc = L::u64(row + (int64_t)nb * 192 + (int64_t)b * 16 + 8 * hh);
         w.d = L::u16(row + (int64_t)nb * 208 + (int64_t)b * 2);
     }
-    static __device__ __forceinline__ float dot(const W &w, const uint8_t *, int, int u, const cu_q8 &q,
-                                                int64_t xoff) {
+    struct X {
+        int4 x[4];
+        float d[4];
+    };
+    static __device__ __forceinline__ void loadx(const cu_q8 &q, int64_t xoff, int u, X &x) {
         const int b = u >> 2, hh = (u >> 1) & 1, l0 = (u & 1) * 16;
         const int64_t xb = xoff + (int64_t)b * 256 + 128 * hh + l0;
+#pragma unroll
+        for (int qq = 0; qq < 4; qq++) x.x[qq] = ldx16(q.qs + xb + 32 * qq);
+        const int64_t i32 = xb >> 5;
+#pragma unroll
+        for (int qq = 0; qq < 4; qq++) x.d[qq] = q.d[i32 + qq];
+    }
+    static __device__ __forceinline__ float dotx(const W &w, const X &xr, int u) {
+        const int l0 = (u & 1) * 16;
         const uint32_t A[4] = {w.a.x, w.a.y, w.a.z, w.a.w};
         const uint32_t B[4] = {w.b.x, w.b.y, w.b.z, w.b.w};
         const uint32_t H[4] = {w.h.x, w.h.y, w.h.z, w.h.w};
-        int4 x[4];
-#pragma unroll
-        for (int qq = 0; qq < 4; qq++) x[qq] = ldx16(q.qs + xb + 32 * qq);
         int dd[4] = {0, 0, 0, 0};
 #pragma unroll
         for (int k = 0; k < 4; k++) {
@@ -113,10 +140,10 @@ struct unit_q6k {
             const uint32_t q2 = (B[k] & M4) | (((H[k] >> 2) & 0x03030303u) << 4);
             const uint32_t q3 = ((A[k] >> 4) & M4) | (((H[k] >> 4) & 0x03030303u) << 4);
             const uint32_t q4 = ((B[k] >> 4) & M4) | (((H[k] >> 6) & 0x03030303u) << 4);
-            const int x0 = k == 0 ? x[0].x : k == 1 ? x[0].y : k == 2 ? x[0].z : x[0].w;
-            const int x1 = k == 0 ? x[1].x : k == 1 ? x[1].y : k == 2 ? x[1].z : x[1].w;
-            const int x2 = k == 0 ? x[2].x : k == 1 ? x[2].y : k == 2 ? x[2].z : x[2].w;
-            const int x3 = k == 0 ? x[3].x : k == 1 ? x[3].y : k == 2 ? x[3].z : x[3].w;
+            const int x0 = k == 0 ? xr.x[0].x : k == 1 ? xr.x[0].y : k == 2 ? xr.x[0].z : xr.x[0].w;
+            const int x1 = k == 0 ? xr.x[1].x : k == 1 ? xr.x[1].y : k == 2 ? xr.x[1].z : xr.x[1].w;
+            const int x2 = k == 0 ? xr.x[2].x : k == 1 ? xr.x[2].y : k == 2 ? xr.x[2].z : xr.x[2].w;
+            const int x3 = k == 0 ? xr.x[3].x : k == 1 ? xr.x[3].y : k == 2 ? xr.x[3].z : xr.x[3].w;
             dd[0] = dp4a((int)__vsub4(q1, 0x20202020u), x0, dd[0]);
             dd[1] = dp4a((int)__vsub4(q2, 0x20202020u), x1, dd[1]);
             dd[2] = dp4a((int)__vsub4(q3, 0x20202020u), x2, dd[2]);
@@ -128,10 +155,15 @@ struct unit_q6k {
         const int8_t s1 = (int8_t)((w.sc.x >> (8 * (so + 2))) & 0xff);
         const int8_t s2 = (int8_t)((w.sc.y >> (8 * so)) & 0xff);
         const int8_t s3 = (int8_t)((w.sc.y >> (8 * (so + 2))) & 0xff);
-        const int64_t i32 = xb >> 5;
-        const float r = (float)s0 * q.d[i32] * (float)dd[0] + (float)s1 * q.d[i32 + 1] * (float)dd[1] +
-                        (float)s2 * q.d[i32 + 2] * (float)dd[2] + (float)s3 * q.d[i32 + 3] * (float)dd[3];
+        const float r = (float)s0 * xr.d[0] * (float)dd[0] + (float)s1 * xr.d[1] * (float)dd[1] +
+                        (float)s2 * xr.d[2] * (float)dd[2] + (float)s3 * xr.d[3] * (float)dd[3];
         return h2f(w.d) * r;
+    }
+    static __device__ __forceinline__ float dot(const W &w, const uint8_t *, int, int u, const cu_q8 &q,
+                                                int64_t xoff) {
+        X x;
+        loadx(q, xoff, u, x);
+        return dotx(w, x, u);
     }
 };
 
@@ -144,14 +176,14 @@ void cu_mmv_q8_kquant(cu_state *S, uint32_t type, const cu_mmv_args *a) {
     }
 }
 
-void cu_mmv_prepare_kquant(int variant, int budget) {
+void cu_mmv_prepare_kquant(int variant) {
     if (variant == 2) {
         mmv_pp_prepare<unit_k45<false>>();
         mmv_pp_prepare<unit_k45<true>>();
         mmv_pp_prepare<unit_q6k>();
     } else if (variant == 3) {
-        mmv_tma_prepare<unit_k45<false>>(budget);
-        mmv_tma_prepare<unit_k45<true>>(budget);
-        mmv_tma_prepare<unit_q6k>(budget);
+        mmv_xs_prepare<unit_k45<false>>();
+        mmv_xs_prepare<unit_k45<true>>();
+        mmv_xs_prepare<unit_q6k>();
     }
 }

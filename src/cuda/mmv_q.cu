@@ -5,7 +5,7 @@
 #include "mmv.cuh"
 
 void cu_mmv_q8_kquant(cu_state *S, uint32_t type, const cu_mmv_args *a);
-void cu_mmv_prepare_kquant(int variant, int budget);
+void cu_mmv_prepare_kquant(int variant);
 
 /* 4 high bits (one per value) -> bit 4 of 4 bytes. */
 static __device__ __forceinline__ uint32_t spread4(uint32_t b4) { return ((b4 * 0x00204081u) & 0x01010101u) << 4; }
@@ -30,12 +30,20 @@ struct unit_q4 {
         w.d = L::u16(row + off + (int64_t)b * 2);
         if (HAS_M) w.m = L::u16(row + off + (int64_t)nb * 2 + (int64_t)b * 2);
     }
-    static __device__ __forceinline__ float dot(const W &w, const uint8_t *, int, int b, const cu_q8 &q,
-                                                int64_t xoff) {
+    struct X {
+        int4 x0, x1;
+        float d, s;
+    };
+    static __device__ __forceinline__ void loadx(const cu_q8 &q, int64_t xoff, int b, X &x) {
         const int64_t xb = xoff + (int64_t)b * 32;
-        const int4 x0 = ldx16(q.qs + xb), x1 = ldx16(q.qs + xb + 16);
+        x.x0 = ldx16(q.qs + xb);
+        x.x1 = ldx16(q.qs + xb + 16);
+        x.d = q.d[xb >> 5];
+        x.s = q.s[xb >> 4] + q.s[(xb >> 4) + 1];
+    }
+    static __device__ __forceinline__ float dotx(const W &w, const X &x, int) {
         const uint32_t Q[4] = {w.qs.x, w.qs.y, w.qs.z, w.qs.w};
-        const int X0[4] = {x0.x, x0.y, x0.z, x0.w}, X1[4] = {x1.x, x1.y, x1.z, x1.w};
+        const int X0[4] = {x.x0.x, x.x0.y, x.x0.z, x.x0.w}, X1[4] = {x.x1.x, x.x1.y, x.x1.z, x.x1.w};
         int s = 0;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
@@ -48,11 +56,16 @@ struct unit_q4 {
             s = dp4a((int)hi, X1[k], s);
         }
         const float d = h2f(w.d);
-        const float xs = q.s[xb >> 4] + q.s[(xb >> 4) + 1];
-        const float dot = q.d[xb >> 5] * (float)s;
-        if (T == QTYPE_Q4_0) return d * (dot - 8.0f * xs);
-        if (T == QTYPE_Q5_0) return d * (dot - 16.0f * xs);
-        return d * dot + h2f(w.m) * xs;
+        const float dot = x.d * (float)s;
+        if (T == QTYPE_Q4_0) return d * (dot - 8.0f * x.s);
+        if (T == QTYPE_Q5_0) return d * (dot - 16.0f * x.s);
+        return d * dot + h2f(w.m) * x.s;
+    }
+    static __device__ __forceinline__ float dot(const W &w, const uint8_t *, int, int b, const cu_q8 &q,
+                                                int64_t xoff) {
+        X x;
+        loadx(q, xoff, b, x);
+        return dotx(w, x, b);
     }
 };
 
@@ -68,20 +81,33 @@ struct unit_q8_0 {
         w.b = L::u128(row + (int64_t)b * 32 + 16);
         w.d = L::u16(row + (int64_t)nb * 32 + (int64_t)b * 2);
     }
+    struct X {
+        int4 x0, x1;
+        float d;
+    };
+    static __device__ __forceinline__ void loadx(const cu_q8 &q, int64_t xoff, int b, X &x) {
+        const int64_t xb = xoff + (int64_t)b * 32;
+        x.x0 = ldx16(q.qs + xb);
+        x.x1 = ldx16(q.qs + xb + 16);
+        x.d = q.d[xb >> 5];
+    }
+    static __device__ __forceinline__ float dotx(const W &w, const X &x, int) {
+        int s = 0;
+        s = dp4a((int)w.a.x, x.x0.x, s);
+        s = dp4a((int)w.a.y, x.x0.y, s);
+        s = dp4a((int)w.a.z, x.x0.z, s);
+        s = dp4a((int)w.a.w, x.x0.w, s);
+        s = dp4a((int)w.b.x, x.x1.x, s);
+        s = dp4a((int)w.b.y, x.x1.y, s);
+        s = dp4a((int)w.b.z, x.x1.z, s);
+        s = dp4a((int)w.b.w, x.x1.w, s);
+        return h2f(w.d) * x.d * (float)s;
+    }
     static __device__ __forceinline__ float dot(const W &w, const uint8_t *, int, int b, const cu_q8 &q,
                                                 int64_t xoff) {
-        const int64_t xb = xoff + (int64_t)b * 32;
-        const int4 x0 = ldx16(q.qs + xb), x1 = ldx16(q.qs + xb + 16);
-        int s = 0;
-        s = dp4a((int)w.a.x, x0.x, s);
-        s = dp4a((int)w.a.y, x0.y, s);
-        s = dp4a((int)w.a.z, x0.z, s);
-        s = dp4a((int)w.a.w, x0.w, s);
-        s = dp4a((int)w.b.x, x1.x, s);
-        s = dp4a((int)w.b.y, x1.y, s);
-        s = dp4a((int)w.b.z, x1.z, s);
-        s = dp4a((int)w.b.w, x1.w, s);
-        return h2f(w.d) * q.d[xb >> 5] * (float)s;
+        X x;
+        loadx(q, xoff, b, x);
+        return dotx(w, x, b);
     }
 };
 
@@ -106,7 +132,7 @@ void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a) {
     }
 }
 
-void cu_mmv_prepare(int variant, int budget) {
+void cu_mmv_prepare(int variant) {
     if (variant == 2) {
         mmv_pp_prepare<unit_q4<QTYPE_Q4_0>>();
         mmv_pp_prepare<unit_q4<QTYPE_Q4_1>>();
@@ -114,11 +140,16 @@ void cu_mmv_prepare(int variant, int budget) {
         mmv_pp_prepare<unit_q4<QTYPE_Q5_1>>();
         mmv_pp_prepare<unit_q8_0>();
     } else if (variant == 3) {
-        mmv_tma_prepare<unit_q4<QTYPE_Q4_0>>(budget);
-        mmv_tma_prepare<unit_q4<QTYPE_Q4_1>>(budget);
-        mmv_tma_prepare<unit_q4<QTYPE_Q5_0>>(budget);
-        mmv_tma_prepare<unit_q4<QTYPE_Q5_1>>(budget);
-        mmv_tma_prepare<unit_q8_0>(budget);
+        mmv_xs_prepare<unit_q4<QTYPE_Q4_0>>();
+        mmv_xs_prepare<unit_q4<QTYPE_Q4_1>>();
+        mmv_xs_prepare<unit_q4<QTYPE_Q5_0>>();
+        mmv_xs_prepare<unit_q4<QTYPE_Q5_1>>();
+        mmv_xs_prepare<unit_q8_0>();
     }
-    cu_mmv_prepare_kquant(variant, budget);
+    cu_mmv_prepare_kquant(variant);
+}
+
+int cu_mmv_xs_takes(uint32_t type, int K) {
+    const int units = type == QTYPE_Q4_K || type == QTYPE_Q5_K || type == QTYPE_Q6_K ? K / 64 : K / 32;
+    return cu_mmv_q8_supported(type) && mmv_xs_upl(units, 1) > 0;
 }
