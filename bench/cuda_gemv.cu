@@ -1,7 +1,7 @@
 /* bench/cuda_gemv.cu - kernel lab for the decode GEMV (one column, q8 activations):
  * the variants of src/cuda/mmv.cuh (v1: one row per warp; pp: persistent
- * ping-pong; xs: x-stationary persistent warps, with its grid capped at 4 and 6
- * blocks per SM too) side by side on the llama-2-7B shapes with random valid
+ * ping-pong; xs: x-stationary persistent warps; each also with q4_K through the
+ * coalesced unit_k4h) side by side on the llama-2-7B shapes with random valid
  * blocks. The losing v2 (bench/cuda_gemv_v2.cuh) and the TMA ring of 2026-11-29
  * are in git history (RESULTS.md has their figures).
  *
@@ -13,6 +13,7 @@
  * in all) so the 60 MB L2 does not serve repeats. GB/s = weight bytes / time.
  *
  *   make bench/cuda-gemv && build/bench/cuda_gemv        (on the GPU machine)
+ *   build/bench/cuda_gemv SHAPE VARIANT N                 (one shape substring and variant, N launches)
  *
  * The kernels are the main tree's, compiled into this file (#include of the .cu
  * files) with a stub of the backend state: stream, PDL flag, GEMV version. */
@@ -29,6 +30,7 @@ struct cu_state {
     int pdl;
     int sms;
     int variant, per_sm;  /* the GEMV variant under test, its blocks-per-SM cap */
+    int k4h;              /* q4_K through unit_k4h */
 };
 cudaStream_t cu_stream(const cu_state *S) { return S->st; }
 int cu_pdl(const cu_state *S) { return S->pdl; }
@@ -38,17 +40,19 @@ void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, i
     exit(1);
 }
 int cu_num_sms(const cu_state *S) { return S->sms; }
+int cu_gemv_k4h(const cu_state *S) { return S->k4h; }
 int cu_gemv_variant(const cu_state *S, int *per_sm) {
     *per_sm = S->per_sm;
     return S->variant;
 }
 struct variant {
     const char *name;
-    int v, per_sm;
+    int v, per_sm, k4h;
 };
 static void gemv(cu_state *S, const variant &v, uint32_t type, const cu_mmv_args *a) {
     S->variant = v.v;
     S->per_sm = v.per_sm;
+    S->k4h = v.k4h;
     cu_mmv_q8(S, type, a);
 }
 
@@ -121,7 +125,9 @@ static double nerr(const float *a, const float *b, int64_t n) {
 }
 
 int main(int argc, char **argv) {
-    const int NITER = 200;
+    /* optional filters (for profiling one kernel): shape name substring, variant name, launches */
+    const char *only_shape = argc > 1 ? argv[1] : NULL, *only_var = argc > 2 ? argv[2] : NULL;
+    const int NITER = argc > 3 ? atoi(argv[3]) : 200;
     const shape shapes[] = {
         {"wo 4096x4096", QTYPE_Q4_K, 1, 4096, 4096},
         {"qkv 3x4096x4096", QTYPE_Q4_K, 3, 4096, 4096},
@@ -138,11 +144,13 @@ int main(int argc, char **argv) {
     S.pdl = prop.major >= 9;
     printf("cuda_gemv: %s, %d SMs, L2 %d MB; %d launches per timing, PDL %s\n", prop.name, S.sms,
            prop.l2CacheSize >> 20, NITER, S.pdl ? "on" : "off");
-    std::vector<variant> vars = {{"v1", 1, 0}, {"pp", 2, 0}, {"xs", 3, 0}, {"xs/4", 3, 4}, {"xs/6", 3, 6}};
+    std::vector<variant> vars = {{"v1", 1, 0, 0},     {"pp", 2, 0, 0},     {"xs", 3, 0, 0},
+                                 {"v1 k4h", 1, 0, 1}, {"pp k4h", 2, 0, 1}, {"xs k4h", 3, 0, 1}};
     printf("| shape | type | MB | variant | err vs v1 | err vs cpu | us | GB/s | graph us | graph GB/s |\n"
            "|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     int fails = 0;
     for (const shape &sh : shapes) {
+        if (only_shape && !strstr(sh.name, only_shape)) continue;
         const int K = sh.K, nb = K / 256, total = sh.nmat * sh.rows;
         const int64_t stride = cu_row_stride(sh.type, K);
         const int64_t fbytes = (int64_t)nb * (sh.type == QTYPE_Q4_K ? 144 : 210);
@@ -214,6 +222,7 @@ int main(int argc, char **argv) {
         CK(cudaEventCreate(&t0));
         CK(cudaEventCreate(&t1));
         for (const variant &v : vars) {
+            if (only_var && strcmp(v.name, only_var)) continue;
             /* parity: poison, run twice */
             CK(cudaMemset(dout, 0xff, (size_t)total * 4 * 3));
             cu_mmv_args a1 = args(0, dout), a2 = args(0, dout + total);
@@ -223,7 +232,7 @@ int main(int argc, char **argv) {
             CK(cudaGetLastError());
             CK(cudaMemcpy(ov.data(), dout, (size_t)total * 4, cudaMemcpyDeviceToHost));
             CK(cudaMemcpy(ov2.data(), dout + total, (size_t)total * 4, cudaMemcpyDeviceToHost));
-            if (v.v == 1) o1 = ov;
+            if (&v == &vars[0] || (only_var && !strcmp(v.name, only_var))) o1 = ov;  /* parity base: v1 */
             const double ev1 = nerr(ov.data(), o1.data(), total);
             const bool det = memcmp(ov.data(), ov2.data(), (size_t)total * 4) == 0;
             for (int i = 0; i < nref; i++) rv[i] = ov[ref_rows[i]];

@@ -105,6 +105,7 @@ struct cu_state {
     int f_graph, f_pdl, f_fuse, f_dp4a, f_flash, f_mma, f_sync, verbose;
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
+    int gemv_k4h;          /* q4_K/q5_K unit: 1 coalesced 16-byte chunks, 0 64-value groups */
     int xs_v1_mats;        /* quantized matrices the xs variant leaves to v1 */
     int any_quant;
     /* memory */
@@ -164,6 +165,7 @@ struct cu_state {
 cudaStream_t cu_stream(const cu_state *S) { return S->stream; }
 int cu_pdl(const cu_state *S) { return S->f_pdl; }
 int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->prop.multiProcessorCount : 1; }
+int cu_gemv_k4h(const cu_state *S) { return S->gemv_k4h; }
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap) {
     *per_sm_cap = S->gemv_per_sm;
     return S->f_gemv;
@@ -864,6 +866,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_gemv = mf_env_int("MINFER_CUDA_GEMV", 3);
     if (S->f_gemv < 1 || S->f_gemv > 3) S->f_gemv = 3;
     S->gemv_per_sm = mf_env_int("MINFER_CUDA_GEMV_PERSM", 0);
+    S->gemv_k4h = mf_env_int("MINFER_CUDA_GEMV_K4H", 0);
     if (S->gemv_per_sm < 0) S->gemv_per_sm = 0;
     int rc = check_model(S, m, err);
     if (rc) return rc;

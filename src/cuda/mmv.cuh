@@ -320,6 +320,8 @@ static void mmv_xs_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
  * 3 = xs (x-stationary persistent warps); per_sm_cap caps the persistent grids'
  * blocks per SM (0 = what fits). */
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap);
+/* 1: q4_K/q5_K through the coalesced unit (unit_k4h), 0: unit_k45 (mmv_kquant.cu). */
+int cu_gemv_k4h(const cu_state *S);
 
 template <typename U, int NC>
 static int mmv_pp_occupancy() {
