@@ -1,7 +1,7 @@
 /* bench/cuda_gemv.cu - kernel lab for the decode GEMV (one column, q8 activations):
  * the variants of src/cuda/mmv.cuh (v1: one row per warp; pp: persistent
- * ping-pong; xs: x-stationary persistent warps; each also with q4_K through the
- * coalesced unit_k4h) side by side on the llama-2-7B shapes with random valid
+ * ping-pong; xs: x-stationary persistent warps; xst: xs fed by a TMA ring, with
+ * 1, 2 and 3 blocks per SM, and with q4_K through the coalesced unit_k4h) side by side on the llama-2-7B shapes with random valid
  * blocks. The losing v2 (bench/cuda_gemv_v2.cuh) and the TMA ring of 2026-11-29
  * are in git history (RESULTS.md has their figures).
  *
@@ -144,8 +144,8 @@ int main(int argc, char **argv) {
     S.pdl = prop.major >= 9;
     printf("cuda_gemv: %s, %d SMs, L2 %d MB; %d launches per timing, PDL %s\n", prop.name, S.sms,
            prop.l2CacheSize >> 20, NITER, S.pdl ? "on" : "off");
-    std::vector<variant> vars = {{"v1", 1, 0, 0},     {"pp", 2, 0, 0},     {"xs", 3, 0, 0},
-                                 {"v1 k4h", 1, 0, 1}, {"pp k4h", 2, 0, 1}, {"xs k4h", 3, 0, 1}};
+    std::vector<variant> vars = {{"v1", 1, 0, 0}, {"pp", 2, 0, 0}, {"xs", 3, 0, 0}, {"xst", 4, 0, 0},
+                                 {"xst/1", 4, 1, 0}, {"xst/3", 4, 3, 0}, {"xst k4h", 4, 0, 1}};
     printf("| shape | type | MB | variant | err vs v1 | err vs cpu | us | GB/s | graph us | graph GB/s |\n"
            "|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     int fails = 0;

@@ -30,7 +30,8 @@
  * MINFER_CUDA_FLASH=0 (prefill attention through the split kernel),
  * MINFER_CUDA_MMA=0 (prefill matmuls through the GEMV, 8 tokens at a time),
  * MINFER_CUDA_GEMV=1|2|3 (the decode GEMV: 1 = v1, one row per warp; 2 = pp, persistent
- * ping-pong; 3 = xs, x-stationary persistent warps, the default; mmv.cuh) and
+ * ping-pong; 3 = xs, x-stationary persistent warps, the default; 4 = xst, xs fed by
+ * a TMA ring, sm_90+, experimental; mmv.cuh) and
  * MINFER_CUDA_GEMV_PERSM=N (cap on the persistent grids' blocks per SM),
  * MINFER_CUDA_SYNC=1 (synchronise and check after every launch, for debugging),
  * MINFER_CUDA_VERBOSE=1 (scratch breakdown). The one-line notice at the first step
@@ -864,7 +865,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_sync = mf_env_int("MINFER_CUDA_SYNC", 0);
     S->verbose = mf_env_int("MINFER_CUDA_VERBOSE", 0);
     S->f_gemv = mf_env_int("MINFER_CUDA_GEMV", 3);
-    if (S->f_gemv < 1 || S->f_gemv > 3) S->f_gemv = 3;
+    if (S->f_gemv < 1 || S->f_gemv > 4) S->f_gemv = 3;
     S->gemv_per_sm = mf_env_int("MINFER_CUDA_GEMV_PERSM", 0);
     S->gemv_k4h = mf_env_int("MINFER_CUDA_GEMV_K4H", 0);
     if (S->gemv_per_sm < 0) S->gemv_per_sm = 0;
@@ -962,7 +963,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         }
     }
     cu_mmv_prepare(S->f_gemv);
-    if (S->f_gemv == 3) S->xs_v1_mats = count_xs_v1(m);
+    if (S->f_gemv >= 3) S->xs_v1_mats = count_xs_v1(m);
     /* every upload copy and memset complete (all on S->stream; device-wide to be sure) */
     if ((e = cudaDeviceSynchronize()) != cudaSuccess)
         return mf_fail(err, MF_ERR_DEVICE, "cuda: init: %s", cudaGetErrorString(e));
@@ -1005,8 +1006,10 @@ static void print_notice(cu_state *S) {
     if (!S->f_dp4a) snprintf(gemv_name, sizeof gemv_name, "f32");
     else if (S->f_gemv == 2) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-pp");
     else if (S->f_gemv == 3 && S->xs_v1_mats)
-        snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-xs(v1 for %d wide matrices and batches)", S->xs_v1_mats);
-    else if (S->f_gemv == 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-xs(v1 for batches)");
+        snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-xs%s(pp for %d wide matrices, v1 for batches)",
+                 S->f_gemv == 4 ? "t" : "", S->xs_v1_mats);
+    else if (S->f_gemv >= 3)
+        snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-xs%s(v1 for batches)", S->f_gemv == 4 ? "t" : "");
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
             "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s prefill=%s attn=%s; "

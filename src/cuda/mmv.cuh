@@ -316,6 +316,148 @@ static void mmv_xs_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
     cu_launch(S, name, kernel_mmv_xs<U, UPL>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
 }
 
+/* ---- Variant "xst" (sm_90+, experimental: MINFER_CUDA_GEMV=4) ----
+ * xs with the weights streamed through a per-warp ring of row slots in shared
+ * memory, filled by the Tensor Memory Accelerator (cp.async.bulk, completion
+ * counted in bytes on the slot's mbarrier), so the bytes in flight per SM are
+ * bounded by shared memory instead of registers. Rows as in xs (g, g+W, ...); the
+ * first `depth` rows of every warp are requested before pdl_wait(); a slot is
+ * refilled as soon as its row is reduced. */
+static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+static __device__ __forceinline__ void tma_row(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
+                 : "memory");
+#endif
+}
+static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t phase) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done)
+                     : "r"(smem_u32(bar)), "r"(phase)
+                     : "memory");
+#endif
+}
+
+#define MMV_XST_WARPS 8
+
+/* Shared memory of one block: nw*depth barriers, then the slots (128-aligned). */
+static inline size_t mmv_xst_smem(int depth, int64_t stride) {
+    return (((size_t)MMV_XST_WARPS * depth * 8 + 127) & ~(size_t)127) +
+           (size_t)MMV_XST_WARPS * depth * (size_t)stride;
+}
+
+template <typename U, int UPL>
+static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_mmv_args a, int depth) {
+    pdl_trigger();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(128) uint8_t xst_smem[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int total = mmv_total(a);
+    const int W = gridDim.x * MMV_XST_WARPS, gw = blockIdx.x * MMV_XST_WARPS + warp;
+    if (gw >= total) return;
+    const int n = (total - gw + W - 1) / W;
+    const int64_t stride = a.stride;
+    uint64_t *bar = (uint64_t *)xst_smem + warp * depth;
+    uint8_t *slot0 = xst_smem + (((size_t)MMV_XST_WARPS * depth * 8 + 127) & ~(size_t)127) +
+                     (size_t)warp * depth * stride;
+    if (lane == 0) {
+        for (int s = 0; s < depth; s++)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(bar + s)) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (int i = 0; i < depth && i < n; i++) {
+            int m, r;
+            tma_row(slot0 + (size_t)i * stride, mmv_row(a, gw + i * W, &m, &r), (uint32_t)stride, bar + i);
+        }
+    }
+    __syncwarp();
+    pdl_wait();
+    const int nb = a.K / U::QK;
+    const int nu = nb * U::UPB;
+    typename U::X x[UPL];
+#pragma unroll
+    for (int k = 0; k < UPL; k++) {
+        const int u = lane + 32 * k;
+        if (u < nu) U::loadx(a.q, 0, u, x[k]);
+    }
+    for (int i = 0; i < n; i++) {
+        const int s = i % depth;
+        mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
+        const uint8_t *row = slot0 + (size_t)s * stride;
+        typename U::W w[UPL];
+#pragma unroll
+        for (int k = 0; k < UPL; k++) {
+            const int u = lane + 32 * k;
+            if (u < nu) U::template load<ld_s>(row, nb, u, w[k]);
+        }
+        float acc = 0.0f;
+#pragma unroll
+        for (int k = 0; k < UPL; k++) {
+            const int u = lane + 32 * k;
+            if (u < nu) acc += U::dotx(w[k], x[k], u);
+        }
+        acc = warp_sum(acc);  /* every lane's reads of the slot are done */
+        if (lane == 0) {
+            int m, r;
+            if (i + depth < n) {
+                /* the slot was read through the generic proxy; order that before the
+                 * async-proxy write that refills it */
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                tma_row(slot0 + (size_t)s * stride, mmv_row(a, gw + (i + depth) * W, &m, &r), (uint32_t)stride,
+                        bar + s);
+            }
+            mmv_row(a, gw + i * W, &m, &r);
+            mmv_store<1>(a, m, r, &acc);
+        }
+        __syncwarp();
+    }
+#endif
+}
+
+template <typename U, int UPL>
+static void mmv_xst_attr(int bytes) {
+    static int done;
+    if (done >= bytes) return;
+    if (cudaFuncSetAttribute(kernel_mmv_xst<U, UPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) ==
+        cudaSuccess)
+        done = bytes;
+    else
+        (void)cudaGetLastError();
+}
+/* ring budget per block (bytes) and blocks per SM: 2 x 96 KB (the TMA lab runs of
+ * 2026-11-29: one block of 8 warps per SM left the SM short of compute) */
+#define MMV_XST_BUDGET (96 * 1024)
+#define MMV_XST_PERSM 2
+template <typename U>
+static void mmv_xst_prepare() {
+    mmv_xst_attr<U, 1>(MMV_XST_BUDGET + 1024);
+    mmv_xst_attr<U, 2>(MMV_XST_BUDGET + 1024);
+    mmv_xst_attr<U, 4>(MMV_XST_BUDGET + 1024);
+}
+template <typename U, int UPL>
+static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+    const int depth = (int)(MMV_XST_BUDGET / ((int64_t)MMV_XST_WARPS * a->stride));
+    if (depth < 2) return 0;
+    const size_t smem = mmv_xst_smem(depth > 16 ? 16 : depth, a->stride);
+    mmv_xst_attr<U, UPL>(MMV_XST_BUDGET + 1024);
+    const int total = a->rows[0] + (a->nmat > 1 ? a->rows[1] : 0) + (a->nmat > 2 ? a->rows[2] : 0);
+    int blocks = (total + MMV_XST_WARPS - 1) / MMV_XST_WARPS;
+    const int cap = (per_sm_cap > 0 ? per_sm_cap : MMV_XST_PERSM) * cu_num_sms(S);
+    if (blocks > cap) blocks = cap;
+    cu_launch(S, name, kernel_mmv_xst<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a,
+              depth > 16 ? 16 : depth);
+    return 1;
+}
+
 /* The GEMV variant: 1 = v1 (one row per warp), 2 = pp (persistent ping-pong),
  * 3 = xs (x-stationary persistent warps); per_sm_cap caps the persistent grids'
  * blocks per SM (0 = what fits). */
@@ -367,10 +509,18 @@ static void mmv_q8_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
         if (upl == 1) return mmv_xs_launch<U, 1>(S, a, name, per_sm_cap);
         if (upl == 2) return mmv_xs_launch<U, 2>(S, a, name, per_sm_cap);
         if (upl == 4) return mmv_xs_launch<U, 4>(S, a, name, per_sm_cap);
-        /* more than 128 units per row or several columns: v1 (the notice counts
-         * the matrices this happens to) */
     }
-    if (v == 2) {
+    if (v == 4) {
+        const int upl = mmv_xs_upl(a->K / U::QK * U::UPB, a->ncols);
+        if (upl == 1 && mmv_xst_launch<U, 1>(S, a, name, per_sm_cap)) return;
+        if (upl == 2 && mmv_xst_launch<U, 2>(S, a, name, per_sm_cap)) return;
+        if (upl == 4 && mmv_xst_launch<U, 4>(S, a, name, per_sm_cap)) return;
+    }
+    /* xs/xst do not take rows of more than 128 units (the activations would not fit
+     * in registers) or several columns: one column goes to pp, which measured
+     * 12-18% faster than v1 on the 11008-wide ffn_down (lab, 2026-11-29), several
+     * columns to v1. The notice counts the matrices that leave xs. */
+    if (v == 2 || (v >= 3 && a->ncols == 1)) {
         if (a->ncols <= 1) mmv_pp_launch<U, 1>(S, a, name);
         else if (a->ncols <= 2) mmv_pp_launch<U, 2>(S, a, name);
         else if (a->ncols <= 4) mmv_pp_launch<U, 4>(S, a, name);

@@ -255,11 +255,16 @@ void cu_mmv_prepare_kquant(int variant) {
         mmv_pp_prepare<unit_k4h<false>>();
         mmv_pp_prepare<unit_k4h<true>>();
         mmv_pp_prepare<unit_q6k>();
-    } else if (variant == 3) {
+    } else if (variant >= 3) {
         mmv_xs_prepare<unit_k45<false>>();
+        mmv_xst_prepare<unit_k45<false>>();
         mmv_xs_prepare<unit_k45<true>>();
+        mmv_xst_prepare<unit_k45<true>>();
         mmv_xs_prepare<unit_k4h<false>>();
+        mmv_xst_prepare<unit_k4h<false>>();
         mmv_xs_prepare<unit_k4h<true>>();
+        mmv_xst_prepare<unit_k4h<true>>();
         mmv_xs_prepare<unit_q6k>();
+        mmv_xst_prepare<unit_q6k>();
     }
 }

@@ -139,12 +139,17 @@ void cu_mmv_prepare(int variant) {
         mmv_pp_prepare<unit_q4<QTYPE_Q5_0>>();
         mmv_pp_prepare<unit_q4<QTYPE_Q5_1>>();
         mmv_pp_prepare<unit_q8_0>();
-    } else if (variant == 3) {
+    } else if (variant >= 3) {
         mmv_xs_prepare<unit_q4<QTYPE_Q4_0>>();
+        mmv_xst_prepare<unit_q4<QTYPE_Q4_0>>();
         mmv_xs_prepare<unit_q4<QTYPE_Q4_1>>();
+        mmv_xst_prepare<unit_q4<QTYPE_Q4_1>>();
         mmv_xs_prepare<unit_q4<QTYPE_Q5_0>>();
+        mmv_xst_prepare<unit_q4<QTYPE_Q5_0>>();
         mmv_xs_prepare<unit_q4<QTYPE_Q5_1>>();
+        mmv_xst_prepare<unit_q4<QTYPE_Q5_1>>();
         mmv_xs_prepare<unit_q8_0>();
+        mmv_xst_prepare<unit_q8_0>();
     }
     cu_mmv_prepare_kquant(variant);
 }
