@@ -1,7 +1,8 @@
 /* bench/cuda_gemv.cu - kernel lab for the decode GEMV (one column, q8 activations):
  * the variants of src/cuda/mmv.cuh (v1: one row per warp; pp: persistent
- * ping-pong; xs: x-stationary persistent warps; xst: xs fed by a TMA ring, with
- * 1, 2 and 3 blocks per SM, and with q4_K through the coalesced unit_k4h) side by side on the llama-2-7B shapes with random valid
+ * ping-pong; auto: the default, x-stationary persistent warps (xs) below 32 MB per
+ * launch, xs fed by a TMA ring (xst) above, pp for rows too wide for xs; xst:
+ * xst wherever it applies) side by side on the llama-2-7B shapes with random valid
  * blocks. The losing v2 (bench/cuda_gemv_v2.cuh) and the TMA ring of 2026-11-29
  * are in git history (RESULTS.md has their figures).
  *
@@ -30,7 +31,6 @@ struct cu_state {
     int pdl;
     int sms;
     int variant, per_sm;  /* the GEMV variant under test, its blocks-per-SM cap */
-    int k4h;              /* q4_K through unit_k4h */
 };
 cudaStream_t cu_stream(const cu_state *S) { return S->st; }
 int cu_pdl(const cu_state *S) { return S->pdl; }
@@ -40,19 +40,18 @@ void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, i
     exit(1);
 }
 int cu_num_sms(const cu_state *S) { return S->sms; }
-int cu_gemv_k4h(const cu_state *S) { return S->k4h; }
-int cu_gemv_variant(const cu_state *S, int *per_sm) {
+int cu_gemv_variant(const cu_state *S, int *per_sm, int64_t *xst_bytes) {
     *per_sm = S->per_sm;
+    *xst_bytes = 32ll << 20;
     return S->variant;
 }
 struct variant {
     const char *name;
-    int v, per_sm, k4h;
+    int v, per_sm;
 };
 static void gemv(cu_state *S, const variant &v, uint32_t type, const cu_mmv_args *a) {
     S->variant = v.v;
     S->per_sm = v.per_sm;
-    S->k4h = v.k4h;
     cu_mmv_q8(S, type, a);
 }
 
@@ -144,8 +143,7 @@ int main(int argc, char **argv) {
     S.pdl = prop.major >= 9;
     printf("cuda_gemv: %s, %d SMs, L2 %d MB; %d launches per timing, PDL %s\n", prop.name, S.sms,
            prop.l2CacheSize >> 20, NITER, S.pdl ? "on" : "off");
-    std::vector<variant> vars = {{"v1", 1, 0, 0}, {"pp", 2, 0, 0}, {"xs", 3, 0, 0}, {"xst", 4, 0, 0},
-                                 {"xst/1", 4, 1, 0}, {"xst/3", 4, 3, 0}, {"xst k4h", 4, 0, 1}};
+    std::vector<variant> vars = {{"v1", 1, 0}, {"pp", 2, 0}, {"auto", 3, 0}, {"xst", 4, 0}};
     printf("| shape | type | MB | variant | err vs v1 | err vs cpu | us | GB/s | graph us | graph GB/s |\n"
            "|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     int fails = 0;

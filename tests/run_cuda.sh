@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/run_cuda.sh [BIN] - the CUDA test suite (make test-cuda), on a machine with a GPU:
 #   1. op parity: every CUDA op against the CPU reference backend (tests/cuda/test_cuda_ops),
-#      with every fast path on (GEMV variant 3, the TMA ring, on sm_90+), with every
-#      optional path off, and with the other GEMV variants (MINFER_CUDA_GEMV=1 and 2);
+#      with every fast path on (GEMV variant 3: xs, xst for large launches on sm_90+),
+#      with every optional path off, and (matmuls only) with the other GEMV variants
+#      (MINFER_CUDA_GEMV=1, 2, 4) and with the persistent grids capped at 1 block per SM;
 #   2. end to end: stories260K greedy 200 tokens from BOS on the GPU must print
 #      models/stories260K.greedy200.txt exactly, with each optional path switched off in turn;
 #      a prompted run must print the same text on the GPU as on the CPU;
@@ -89,8 +90,10 @@ fi
 if [ -x "$TESTS/test_cuda_ops" ]; then
     run_one cuda_ops "$TESTS/test_cuda_ops"
     run_one cuda_ops_paths_off env $OFF "$TESTS/test_cuda_ops"
-    run_one cuda_ops_gemv_v1 env MINFER_CUDA_GEMV=1 "$TESTS/test_cuda_ops"
-    run_one cuda_ops_gemv_pp env MINFER_CUDA_GEMV=2 "$TESTS/test_cuda_ops"
+    for g in 1 2 4; do  # the other GEMV variants: matmul checks only
+        run_one cuda_ops_gemv_$g env MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV=$g "$TESTS/test_cuda_ops"
+    done
+    run_one cuda_ops_gemv_persm1 env MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_PERSM=1 "$TESTS/test_cuda_ops"
 else
     echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))
 fi
@@ -105,7 +108,7 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
         "$BIN" synth --shape tiny --quant $1 -o "$TMP/tiny-$1.gguf" >/dev/null 2>&1
         run_one "forward tiny $1" "$TESTS/test_cuda_forward" "$TMP/tiny-$1.gguf" 70 40 $2
     done
-    for g in 1 2; do
+    for g in 1 2 4; do
         run_one "forward tiny q4_k_m, gemv variant $g" env MINFER_CUDA_GEMV=$g \
             "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     done

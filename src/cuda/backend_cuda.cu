@@ -30,8 +30,9 @@
  * MINFER_CUDA_FLASH=0 (prefill attention through the split kernel),
  * MINFER_CUDA_MMA=0 (prefill matmuls through the GEMV, 8 tokens at a time),
  * MINFER_CUDA_GEMV=1|2|3 (the decode GEMV: 1 = v1, one row per warp; 2 = pp, persistent
- * ping-pong; 3 = xs, x-stationary persistent warps, the default; 4 = xst, xs fed by
- * a TMA ring, sm_90+, experimental; mmv.cuh) and
+ * ping-pong; 3 = xs, x-stationary persistent warps, switching to xst, xs fed by a
+ * TMA ring (sm_90+ code), for launches of MINFER_CUDA_XST_MB (32) MB or more: the
+ * default; 4 = xst wherever it applies; mmv.cuh) and
  * MINFER_CUDA_GEMV_PERSM=N (cap on the persistent grids' blocks per SM),
  * MINFER_CUDA_SYNC=1 (synchronise and check after every launch, for debugging),
  * MINFER_CUDA_VERBOSE=1 (scratch breakdown). The one-line notice at the first step
@@ -106,8 +107,9 @@ struct cu_state {
     int f_graph, f_pdl, f_fuse, f_dp4a, f_flash, f_mma, f_sync, verbose;
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
-    int gemv_k4h;          /* q4_K/q5_K unit: 1 coalesced 16-byte chunks, 0 64-value groups */
     int xs_v1_mats;        /* quantized matrices the xs variant leaves to v1 */
+    int64_t xst_bytes;     /* variant 3: xst for launches of at least this many bytes */
+    int code_arch;         /* __CUDA_ARCH__ of the code the device runs */
     int any_quant;
     /* memory */
     void *wbuf;
@@ -166,9 +168,9 @@ struct cu_state {
 cudaStream_t cu_stream(const cu_state *S) { return S->stream; }
 int cu_pdl(const cu_state *S) { return S->f_pdl; }
 int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->prop.multiProcessorCount : 1; }
-int cu_gemv_k4h(const cu_state *S) { return S->gemv_k4h; }
-int cu_gemv_variant(const cu_state *S, int *per_sm_cap) {
+int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes) {
     *per_sm_cap = S->gemv_per_sm;
+    *xst_bytes = S->code_arch >= 900 ? S->xst_bytes : -1;
     return S->f_gemv;
 }
 
@@ -712,6 +714,28 @@ static int collect_weights(mf_model *m, mf_weight **list, int cap) {
     return n;
 }
 
+/* __CUDA_ARCH__ of the code this device runs (the binary's SASS, or PTX JIT-compiled
+ * from an older target): the TMA kernels need the former to be >= 900. */
+static __global__ void kernel_code_arch(int *out) {
+#if defined(__CUDA_ARCH__)
+    *out = __CUDA_ARCH__;
+#endif
+}
+static int cu_code_arch(void) {
+    int *d = NULL, h = 0;
+    if (cudaMalloc((void **)&d, sizeof(int)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    kernel_code_arch<<<1, 1>>>(d);
+    if (cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        (void)cudaGetLastError();
+        h = 0;
+    }
+    cudaFree(d);
+    return h;
+}
+
 /* Quantized matrices the xs GEMV (variant 3) leaves to v1 (rows too wide for its
  * register-held activations); the notice says how many. */
 static int count_xs_v1(const mf_model *m) {
@@ -864,10 +888,22 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_mma = mf_env_int("MINFER_CUDA_MMA", 1);
     S->f_sync = mf_env_int("MINFER_CUDA_SYNC", 0);
     S->verbose = mf_env_int("MINFER_CUDA_VERBOSE", 0);
+    S->code_arch = cu_code_arch();
     S->f_gemv = mf_env_int("MINFER_CUDA_GEMV", 3);
     if (S->f_gemv < 1 || S->f_gemv > 4) S->f_gemv = 3;
+    if (S->f_gemv == 4 && S->code_arch < 900) {
+        mf_log("minfer/cuda: MINFER_CUDA_GEMV=4 needs sm_90+ code (this device runs sm_%d code); using 3",
+               S->code_arch / 10);
+        S->f_gemv = 3;
+    }
+    S->xst_bytes = (int64_t)mf_env_int("MINFER_CUDA_XST_MB", 32) << 20;  /* negative: never */
+    if (S->code_arch < 900) S->xst_bytes = -1;
+    if (S->prop.sharedMemPerBlockOptin < (size_t)cu_mmv_xst_smem_need()) {
+        /* the ring does not fit (e.g. 99 KB parts); xs everywhere */
+        S->xst_bytes = -1;
+        if (S->f_gemv == 4) S->f_gemv = 3;
+    }
     S->gemv_per_sm = mf_env_int("MINFER_CUDA_GEMV_PERSM", 0);
-    S->gemv_k4h = mf_env_int("MINFER_CUDA_GEMV_K4H", 0);
     if (S->gemv_per_sm < 0) S->gemv_per_sm = 0;
     int rc = check_model(S, m, err);
     if (rc) return rc;
@@ -1002,14 +1038,17 @@ static void print_notice(cu_state *S) {
     const double gib = 1073741824.0;
     const size_t scratch = S->own_scratch + S->fw_scratch;
     const double base = (double)S->wbytes + (double)S->kvbytes;
-    char gemv_name[96];
+    char gemv_name[128], xs_name[48];
+    if (S->f_gemv == 4) snprintf(xs_name, sizeof xs_name, "xst");
+    else if (S->code_arch >= 900 && S->xst_bytes >= 0)
+        snprintf(xs_name, sizeof xs_name, "xs+xst>=%lldMB", (long long)(S->xst_bytes >> 20));
+    else snprintf(xs_name, sizeof xs_name, "xs");
     if (!S->f_dp4a) snprintf(gemv_name, sizeof gemv_name, "f32");
     else if (S->f_gemv == 2) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-pp");
     else if (S->f_gemv == 3 && S->xs_v1_mats)
-        snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-xs%s(pp for %d wide matrices, v1 for batches)",
-                 S->f_gemv == 4 ? "t" : "", S->xs_v1_mats);
-    else if (S->f_gemv >= 3)
-        snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-xs%s(v1 for batches)", S->f_gemv == 4 ? "t" : "");
+        snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(pp for %d wide matrices, v1 for batches)", xs_name,
+                 S->xs_v1_mats);
+    else if (S->f_gemv >= 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(v1 for batches)", xs_name);
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
             "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s prefill=%s attn=%s; "

@@ -246,6 +246,8 @@ void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a);      /* mmv_kq
 void cu_mmv_prepare(int variant);
 /* 1 when the xs GEMV (variant 3) takes one-column launches of this type and width. */
 int cu_mmv_xs_takes(uint32_t type, int K);
+/* Shared memory per block the xst GEMV asks for (bytes). */
+int cu_mmv_xst_smem_need(void);
 void cu_mmv_f(cu_state *S, uint32_t type, const cu_mmv_args *a);       /* mmv_float.cu: f32 activations, any type */
 
 /* mm.cu: prefill GEMM out[M][N] = A[M][Kp] . B[N][Kp]^T (+ bias), f16 in, f32 accumulate. */

@@ -316,7 +316,7 @@ static void mmv_xs_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
     cu_launch(S, name, kernel_mmv_xs<U, UPL>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
 }
 
-/* ---- Variant "xst" (sm_90+, experimental: MINFER_CUDA_GEMV=4) ----
+/* ---- Variant "xst" (sm_90+; variant 3 takes it for large launches, 4 always) ----
  * xs with the weights streamed through a per-warp ring of row slots in shared
  * memory, filled by the Tensor Memory Accelerator (cp.async.bulk, completion
  * counted in bytes on the slot's mbarrier), so the bytes in flight per SM are
@@ -459,11 +459,10 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
 }
 
 /* The GEMV variant: 1 = v1 (one row per warp), 2 = pp (persistent ping-pong),
- * 3 = xs (x-stationary persistent warps); per_sm_cap caps the persistent grids'
- * blocks per SM (0 = what fits). */
-int cu_gemv_variant(const cu_state *S, int *per_sm_cap);
-/* 1: q4_K/q5_K through the coalesced unit (unit_k4h), 0: unit_k45 (mmv_kquant.cu). */
-int cu_gemv_k4h(const cu_state *S);
+ * 3 = xs/xst by size (below), 4 = xst wherever it applies; per_sm_cap caps the
+ * persistent grids' blocks per SM (0 = default); xst_bytes: variant 3 takes xst
+ * for launches of at least this many weight bytes (-1: never, no sm_90 code). */
+int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes);
 
 template <typename U, int NC>
 static int mmv_pp_occupancy() {
@@ -503,18 +502,21 @@ static void mmv_pp_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
 template <typename U>
 static void mmv_q8_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
     int per_sm_cap = 0;
-    const int v = cu_gemv_variant(S, &per_sm_cap);
-    if (v == 3) {
-        const int upl = mmv_xs_upl(a->K / U::QK * U::UPB, a->ncols);
-        if (upl == 1) return mmv_xs_launch<U, 1>(S, a, name, per_sm_cap);
-        if (upl == 2) return mmv_xs_launch<U, 2>(S, a, name, per_sm_cap);
-        if (upl == 4) return mmv_xs_launch<U, 4>(S, a, name, per_sm_cap);
-    }
-    if (v == 4) {
+    int64_t xst_bytes = -1;
+    const int v = cu_gemv_variant(S, &per_sm_cap, &xst_bytes);
+    const int64_t launch_bytes =
+        (int64_t)(a->rows[0] + (a->nmat > 1 ? a->rows[1] : 0) + (a->nmat > 2 ? a->rows[2] : 0)) * a->stride;
+    if (v == 4 || (v == 3 && xst_bytes >= 0 && launch_bytes >= xst_bytes)) {
         const int upl = mmv_xs_upl(a->K / U::QK * U::UPB, a->ncols);
         if (upl == 1 && mmv_xst_launch<U, 1>(S, a, name, per_sm_cap)) return;
         if (upl == 2 && mmv_xst_launch<U, 2>(S, a, name, per_sm_cap)) return;
         if (upl == 4 && mmv_xst_launch<U, 4>(S, a, name, per_sm_cap)) return;
+    }
+    if (v == 3 || v == 4) {
+        const int upl = mmv_xs_upl(a->K / U::QK * U::UPB, a->ncols);
+        if (upl == 1) return mmv_xs_launch<U, 1>(S, a, name, per_sm_cap);
+        if (upl == 2) return mmv_xs_launch<U, 2>(S, a, name, per_sm_cap);
+        if (upl == 4) return mmv_xs_launch<U, 4>(S, a, name, per_sm_cap);
     }
     /* xs/xst do not take rows of more than 128 units (the activations would not fit
      * in registers) or several columns: one column goes to pp, which measured

@@ -98,72 +98,6 @@ struct unit_k45 {
     }
 };
 
-/* q4_K / q5_K, the coalesced form: unit = one 16-byte chunk c of a block's qs
- * (g = c/2, half h = c%2): 16 values of sub-block 2g (low nibbles) and 16 of 2g+1
- * (high nibbles). The 8 lanes of a block read its 128 bytes of qs with one
- * instruction, so every 32-byte sector is requested once (unit_k45's two 16-byte
- * loads per lane, 32 bytes apart in the warp, make two requests per sector). */
-template <bool Q5>
-struct unit_k4h {
-    enum { QK = 256, UPB = 8, UNR = 4 };
-    struct W {
-        uint4 h, q;
-        uint4 qh;  /* q5_K high bits of the chunk's 16 positions */
-    };
-    template <class L>
-    static __device__ __forceinline__ void load(const uint8_t *row, int nb, int u, W &w) {
-        const int b = u >> 3, c = u & 7;
-        const uint8_t *blk = row + (int64_t)b * (Q5 ? 176 : 144);
-        w.h = L::u128(blk);
-        w.q = L::u128(blk + (Q5 ? 48 : 16) + 16 * c);
-        if (Q5) w.qh = L::u128(blk + 16 + 16 * (c & 1));
-    }
-    struct X {
-        int4 lo, hi;
-        float d0, d1, s0, s1;
-    };
-    static __device__ __forceinline__ void loadx(const cu_q8 &q, int64_t xoff, int u, X &x) {
-        const int b = u >> 3, c = u & 7;
-        const int64_t xb = xoff + (int64_t)b * 256 + 64 * (c >> 1) + 16 * (c & 1);
-        x.lo = ldx16(q.qs + xb);
-        x.hi = ldx16(q.qs + xb + 32);
-        x.d0 = q.d[xb >> 5];
-        x.d1 = q.d[(xb + 32) >> 5];
-        x.s0 = q.s[xb >> 4];
-        x.s1 = q.s[(xb + 32) >> 4];
-    }
-    static __device__ __forceinline__ float dotx(const W &w, const X &x, int u) {
-        const int g = (u & 7) >> 1;
-        int sc0, m0, sc1, m1;
-        k4_sm(w.h.y, w.h.z, w.h.w, 2 * g, &sc0, &m0);
-        k4_sm(w.h.y, w.h.z, w.h.w, 2 * g + 1, &sc1, &m1);
-        const uint32_t qa[4] = {w.q.x, w.q.y, w.q.z, w.q.w};
-        const uint32_t hb[4] = {w.qh.x, w.qh.y, w.qh.z, w.qh.w};
-        const int xl[4] = {x.lo.x, x.lo.y, x.lo.z, x.lo.w};
-        const int xh[4] = {x.hi.x, x.hi.y, x.hi.z, x.hi.w};
-        int dlo = 0, dhi = 0;
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            uint32_t lo = qa[k] & M4, hi = (qa[k] >> 4) & M4;
-            if (Q5) {
-                lo |= ((hb[k] >> (2 * g)) & 0x01010101u) << 4;
-                hi |= ((hb[k] >> (2 * g + 1)) & 0x01010101u) << 4;
-            }
-            dlo = dp4a((int)lo, xl[k], dlo);
-            dhi = dp4a((int)hi, xh[k], dhi);
-        }
-        const float d = h2f((uint16_t)(w.h.x & 0xffff)), dmin = h2f((uint16_t)(w.h.x >> 16));
-        return d * ((float)sc0 * x.d0 * (float)dlo + (float)sc1 * x.d1 * (float)dhi) -
-               dmin * ((float)m0 * x.s0 + (float)m1 * x.s1);
-    }
-    static __device__ __forceinline__ float dot(const W &w, const uint8_t *, int, int u, const cu_q8 &q,
-                                                int64_t xoff) {
-        X x;
-        loadx(q, xoff, u, x);
-        return dotx(w, x, u);
-    }
-};
-
 struct unit_q6k {
     enum { QK = 256, UPB = 4, UNR = 2 };
     struct W {
@@ -235,14 +169,8 @@ struct unit_q6k {
 
 void cu_mmv_q8_kquant(cu_state *S, uint32_t type, const cu_mmv_args *a) {
     switch (type) {
-    case QTYPE_Q4_K:
-        if (cu_gemv_k4h(S)) mmv_q8_launch<unit_k4h<false>>(S, a, "mmv_q4_K");
-        else mmv_q8_launch<unit_k45<false>>(S, a, "mmv_q4_K");
-        break;
-    case QTYPE_Q5_K:
-        if (cu_gemv_k4h(S)) mmv_q8_launch<unit_k4h<true>>(S, a, "mmv_q5_K");
-        else mmv_q8_launch<unit_k45<true>>(S, a, "mmv_q5_K");
-        break;
+    case QTYPE_Q4_K: mmv_q8_launch<unit_k45<false>>(S, a, "mmv_q4_K"); break;
+    case QTYPE_Q5_K: mmv_q8_launch<unit_k45<true>>(S, a, "mmv_q5_K"); break;
     case QTYPE_Q6_K: mmv_q8_launch<unit_q6k>(S, a, "mmv_q6_K"); break;
     default: break;
     }
@@ -252,18 +180,12 @@ void cu_mmv_prepare_kquant(int variant) {
     if (variant == 2) {
         mmv_pp_prepare<unit_k45<false>>();
         mmv_pp_prepare<unit_k45<true>>();
-        mmv_pp_prepare<unit_k4h<false>>();
-        mmv_pp_prepare<unit_k4h<true>>();
         mmv_pp_prepare<unit_q6k>();
     } else if (variant >= 3) {
         mmv_xs_prepare<unit_k45<false>>();
         mmv_xst_prepare<unit_k45<false>>();
         mmv_xs_prepare<unit_k45<true>>();
         mmv_xst_prepare<unit_k45<true>>();
-        mmv_xs_prepare<unit_k4h<false>>();
-        mmv_xst_prepare<unit_k4h<false>>();
-        mmv_xs_prepare<unit_k4h<true>>();
-        mmv_xst_prepare<unit_k4h<true>>();
         mmv_xs_prepare<unit_q6k>();
         mmv_xst_prepare<unit_q6k>();
     }

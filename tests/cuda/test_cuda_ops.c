@@ -374,6 +374,9 @@ int main(void) {
     setenv("MINFER_CPU_SIMD", "0", 1);  /* the CPU reference: scalar, double accumulation */
     mf_rng_seed(&rng, (uint64_t)mf_env_int("MINFER_TEST_SEED", 20261129));
     dp4a_on = mf_env_int("MINFER_CUDA_DP4A", 1);
+    /* MINFER_TEST_OPS=matmul: the matmul checks only (the GEMV variants' runs) */
+    const char *only = getenv("MINFER_TEST_OPS");
+    const int only_matmul = only && !strcmp(only, "matmul");
     if (!cuda_available()) {
         SKIP("no CUDA device");
         return test_summary("cuda_ops");
@@ -396,6 +399,14 @@ int main(void) {
         test_matmul(&e, t, 300, 11008, n1, 2, 0);
         test_matmul(&e, t, 129, kq ? 2816 : 544, ng, 2, 1); /* stacked q/k/v-style group */
         test_matmul(&e, t, 257, 4096, nm, 1, 0);            /* GEMM with M and N tails */
+        /* one column over many rows: the persistent GEMVs (xs, xst, pp) give each
+         * warp several rows, and xst refills its ring slots (16 slots per warp at
+         * these widths, ~1056 warps) */
+        if (t != QTYPE_F32 && t != QTYPE_F16 && t != QTYPE_BF16) test_matmul(&e, t, 17000, kq ? 256 : 96, n1, 1, 0);
+    }
+    if (only_matmul) {
+        env_free(&e);
+        return test_summary("cuda_ops");
     }
     const int n172[] = {1, 11}, n3[] = {3};
     test_matmul(&e, QTYPE_F32, 77, 172, n172, 2, 0); /* stories260K's ffn_down width */
