@@ -23,7 +23,7 @@ typedef struct mf_context {
     mf_forward fw;
     mf_kv kv;
     int n_ctx, n_seq, n_batch;
-    float *logits;       /* [n_batch][n_vocab] host: last step's logit rows */
+    float *logits;       /* [n_vocab] host: the last token's logits of the last step */
     int32_t *pos, *seq;  /* [n_batch] batch positions / sequence ids (scratch) */
     int last_reused;     /* tokens the last context_eval took from the cache */
     int last_evaluated;  /* tokens the last context_eval ran through the model */

@@ -27,12 +27,17 @@ int forward_init(mf_forward *fw, mf_backend *be, const mf_model *m, int n_ctx, i
     fw->n_ctx = n_ctx;
     fw->n_seq = n_seq;
     const mf_hparams *hp = &m->hp;
+    /* logits are computed FORWARD_LOGIT_ROWS rows at a time: a batch of 512 would
+     * otherwise hold 512 x n_vocab floats (65 MB at 32k) for the rare caller that
+     * wants every row's logits */
+    fw->n_logit = n_batch < FORWARD_LOGIT_ROWS ? n_batch : FORWARD_LOGIT_ROWS;
+    size_t nl = (size_t)fw->n_logit;
     size_t nb = (size_t)n_batch, q_dim = (size_t)hp->n_head * hp->head_dim, kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
     struct { float **p; size_t n; } want[] = {
         { &fw->x, nb * hp->n_embd }, { &fw->xb, nb * hp->n_embd }, { &fw->q, nb * q_dim },
         { &fw->k, nb * kv_dim },     { &fw->v, nb * kv_dim },      { &fw->att, nb * q_dim },
-        { &fw->hb, nb * hp->n_ff },  { &fw->hb2, nb * hp->n_ff },  { &fw->xo, nb * hp->n_embd },
-        { &fw->logits, nb * hp->n_vocab },
+        { &fw->hb, nb * hp->n_ff },  { &fw->hb2, nb * hp->n_ff },  { &fw->xo, nl * hp->n_embd },
+        { &fw->logits, nl * hp->n_vocab },
     };
     size_t total = 0;
     for (size_t i = 0; i < MF_ARRAY_LEN(want); i++) {
@@ -91,11 +96,12 @@ int forward_generic(mf_forward *fw, const mf_batch *b, float *logits, mf_err *er
     int32_t idx_small[64];
     int32_t *idx = n <= 64 ? idx_small : mf_xmalloc(sizeof(int32_t) * (size_t)n);
     int n_out = logit_rows(b, idx);
-    if (n_out > 0) {
-        op->get_rows(be, fw->xo, fw->x, idx, n_out, dim);
-        op->rmsnorm(be, fw->xo, fw->xo, &m->output_norm, n_out, dim, hp->norm_eps);
-        op->matmul(be, fw->logits, fw->xo, &m->output, NULL, n_out);
-        be->download(be, logits, fw->logits, sizeof(float) * (size_t)n_out * hp->n_vocab);
+    for (int c0 = 0; c0 < n_out; c0 += fw->n_logit) {
+        const int nc = n_out - c0 < fw->n_logit ? n_out - c0 : fw->n_logit;
+        op->get_rows(be, fw->xo, fw->x, idx + c0, nc, dim);
+        op->rmsnorm(be, fw->xo, fw->xo, &m->output_norm, nc, dim, hp->norm_eps);
+        op->matmul(be, fw->logits, fw->xo, &m->output, NULL, nc);
+        be->download(be, logits + (size_t)c0 * hp->n_vocab, fw->logits, sizeof(float) * (size_t)nc * hp->n_vocab);
     }
     if (idx != idx_small) free(idx);
     (void)err; /* ops report device failures through the backend's own checks */

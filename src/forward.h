@@ -5,6 +5,9 @@
 #include "backend.h"
 #include "model.h"
 
+/* Rows of logits one output pass computes (forward_generic loops for more). */
+#define FORWARD_LOGIT_ROWS 64
+
 /* Activation scratch for batches of up to n_batch tokens, in backend memory. */
 typedef struct mf_forward {
     mf_backend *be;
@@ -19,8 +22,9 @@ typedef struct mf_forward {
     float *att;     /* [n_batch][n_head*hd] attention output */
     float *hb;      /* [n_batch][n_ff] gate, then silu(gate)*up */
     float *hb2;     /* [n_batch][n_ff] up */
-    float *xo;      /* [n_batch][dim] final-normed rows that want logits */
-    float *logits;  /* [n_batch][n_vocab] backend memory */
+    float *xo;      /* [n_logit][dim] final-normed rows that want logits */
+    float *logits;  /* [n_logit][n_vocab] backend memory */
+    int n_logit;    /* rows of logits computed at a time: min(n_batch, FORWARD_LOGIT_ROWS) */
 } mf_forward;
 
 /* Allocates scratch in backend memory; be->init must have run with the same

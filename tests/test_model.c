@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "context.h"
+#include "forward.h"
 #include "gguf.h"
 #include "model.h"
 #include "quant.h"
@@ -159,6 +160,37 @@ int main(void) {
             CHECK(context_eval(&c, 0, bad, 2, &lg, &err) == MF_ERR_INPUT, "token id out of range rejected");
             context_free(&c);
         }
+        /* Logits of every row of a 100-token batch (computed FORWARD_LOGIT_ROWS = 64
+         * rows at a time) equal the last-token logits of each prefix. */
+        cp.n_batch = 128;
+        mf_context c2;
+        rc = context_init(&c, &m, &cp, &err);
+        int rc2 = context_init(&c2, &m, &cp, &err);
+        CHECK(rc == MF_OK && rc2 == MF_OK, "contexts for all-rows logits: %s", err.msg);
+        if (rc == MF_OK && rc2 == MF_OK) {
+            enum { NT = 100 };
+            int32_t tk[NT], ps[NT], sq[NT];
+            int8_t want[NT];
+            for (int i = 0; i < NT; i++) tk[i] = (int32_t)((i * 37 + 11) % NV), ps[i] = i, sq[i] = 0, want[i] = 1;
+            mf_batch b = { NT, tk, ps, sq, want };
+            float *all = malloc(sizeof(float) * NT * NV);
+            CHECK(all && forward_step(&c.fw, &b, all, &err) == NT, "all-rows forward: %s", err.msg);
+            const int rows[] = { 0, 63, 64, 99 };
+            for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+                const int i = rows[r];
+                CHECK(context_eval(&c2, 0, tk, i + 1, &lg, &err) == MF_OK, "prefix %d: %s", i + 1, err.msg);
+                double maxd = 0, maxa = 0;
+                for (int v = 0; v < NV; v++) {
+                    maxd = fmax(maxd, fabs(all[(size_t)i * NV + v] - lg[v]));
+                    maxa = fmax(maxa, fabs(lg[v]));
+                }
+                CHECK(maxa > 0 && maxd <= 1e-4 * maxa, "row %d of the all-rows batch vs its prefix: %g of %g", i, maxd,
+                      maxa);
+            }
+            free(all);
+        }
+        if (rc == MF_OK) context_free(&c);
+        if (rc2 == MF_OK) context_free(&c2);
         model_free(&m);
     }
     unlink(path);

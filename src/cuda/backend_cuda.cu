@@ -31,7 +31,7 @@
  * MINFER_CUDA_MMA=0 (prefill matmuls through the GEMV, 8 tokens at a time),
  * MINFER_CUDA_GEMV=1|2|3 (the decode GEMV: 1 = v1, one row per warp; 2 = pp, persistent
  * ping-pong; 3 = xs, x-stationary persistent warps, switching to xst, xs fed by a
- * TMA ring (sm_90+ code), for launches of MINFER_CUDA_XST_MB (32) MB or more: the
+ * TMA ring (sm_90+ code), for launches of MINFER_CUDA_XST_MB (16) MB or more: the
  * default; 4 = xst wherever it applies; mmv.cuh) and
  * MINFER_CUDA_GEMV_PERSM=N (cap on the persistent grids' blocks per SM),
  * MINFER_CUDA_SYNC=1 (synchronise and check after every launch, for debugging),
@@ -313,10 +313,14 @@ static void run_mmv(cu_state *S) {
     for (int i = 0; i < p->mnmat; i++) q8_touch(S, p->mout[i], (size_t)p->mn * a.rows[i] * 4);
 }
 
-/* The precomputed table when the op's parameters are the model's (positions are
- * < n_ctx by forward_step's check), else NULL: computed in the kernel. */
-static const float2 *rope_table(cu_state *S, int rope_dim, float base) {
-    return S->rope_cs && rope_dim == S->hp.rope_dim && base == S->hp.rope_base ? S->rope_cs : NULL;
+/* The precomputed table when the op's parameters are the model's and every
+ * position of the batch is inside it (forward_step guarantees < n_ctx; a direct
+ * op call need not), else NULL: computed in the kernel, rounded the same way. */
+static const float2 *rope_table(cu_state *S, int rope_dim, float base, const mf_batch *b) {
+    if (!S->rope_cs || rope_dim != S->hp.rope_dim || base != S->hp.rope_base) return NULL;
+    for (int i = 0; i < b->n; i++)
+        if (b->pos[i] < 0 || b->pos[i] >= S->n_ctx) return NULL;
+    return S->rope_cs;
 }
 
 static void flush(cu_state *S) {
@@ -330,7 +334,7 @@ static void flush(cu_state *S) {
         break;
     case PEND_ROPE:
         cu_rope(S, p->rj, p->rnj, meta_pos(S, p->rb), p->rb->n, p->rhd, p->rdim, p->rbase, p->rmode,
-                rope_table(S, p->rdim, p->rbase));
+                rope_table(S, p->rdim, p->rbase, p->rb));
         break;
     default:
         break;
@@ -504,7 +508,7 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
     a.rope_dim = rdim;
     a.rope_mode = rmode;
     a.rope_base = rbase;
-    a.rope_cs = rope ? rope_table(S, rdim, rbase) : NULL;
+    a.rope_cs = rope ? rope_table(S, rdim, rbase, b) : NULL;
     if (n == 1 && S->f_fuse && cu_attn_dec_supported(hd)) {
         /* one token: RoPE and the cache store happen inside the attention kernel
          * (q and k in memory stay unrotated; nothing reads them after) */
@@ -896,7 +900,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
                S->code_arch / 10);
         S->f_gemv = 3;
     }
-    S->xst_bytes = (int64_t)mf_env_int("MINFER_CUDA_XST_MB", 32) << 20;  /* negative: never */
+    S->xst_bytes = (int64_t)mf_env_int("MINFER_CUDA_XST_MB", 16) << 20;  /* negative: never */
     if (S->code_arch < 900) S->xst_bytes = -1;
     if (S->prop.sharedMemPerBlockOptin < (size_t)cu_mmv_xst_smem_need()) {
         /* the ring does not fit (e.g. 99 KB parts); xs everywhere */
