@@ -9,9 +9,7 @@
  * Fusion (MINFER_CUDA_FUSE=0 turns it off; the arithmetic is the same either way,
  * so the tokens are too). Ops are issued in order, but three kinds are held back
  * one op so they can merge with the next:
- *   add(x, y) + rmsnorm(., x)       -> one add+norm kernel (+ q8 of the output);
- *                                      with MINFER_CUDA_TAIL=1 and y from a one-
- *                                      column GEMV, the tail of that GEMV
+ *   add(x, y) + rmsnorm(., x)       -> one add+norm kernel (+ q8 of the output)
  *   matmul x3 on one input (GEMV)   -> one launch over the stacked rows (q/k/v, gate/up)
  *   rope(q) + rope(k) + attention   -> RoPE inside the KV-store kernel
  * and every producer of a GEMV input (norm, swiglu, attention) also writes its q8
@@ -36,8 +34,6 @@
  * TMA ring (sm_90+ code), for launches of MINFER_CUDA_XST_MB (16) MB or more: the
  * default; 4 = xst wherever it applies; mmv.cuh) and
  * MINFER_CUDA_GEMV_PERSM=N (cap on the persistent grids' blocks per SM),
- * MINFER_CUDA_TAIL=1 (add + rmsnorm + q8 after a one-column GEMV run as the GEMV's
- * tail by its last block instead of a kernel of their own),
  * MINFER_CUDA_SYNC=1 (synchronise and check after every launch, for debugging),
  * MINFER_CUDA_VERBOSE=1 (scratch breakdown). The one-line notice at the first step
  * names the paths in use and the device memory (weights, KV, scratch). */
@@ -69,7 +65,6 @@ struct cu_pend {
     float *mout[CU_MMV_MAXMAT];
     const mf_weight *mw[CU_MMV_MAXMAT];
     const float *mbias[CU_MMV_MAXMAT];
-    float *madd_x;          /* a held add(madd_x, mout[0]) behind the GEMV (tail candidate) */
     /* rope */
     cu_rope_job rj[2];
     int rnj;
@@ -111,9 +106,6 @@ struct cu_state {
     /* switches */
     int f_graph, f_pdl, f_fuse, f_dp4a, f_flash, f_mma, f_sync, verbose;
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
-    int f_tail;            /* add + rmsnorm as the tail of the GEMV before them (mmv.cuh) */
-    int *tail_count;       /* the tails' arrival counter (zero between launches) */
-    int tails;             /* tail launches (census) */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
     int xs_v1_mats;        /* quantized matrices the xs variant leaves to v1 */
     int64_t xst_bytes;     /* variant 3: xst for launches of at least this many bytes */
@@ -292,27 +284,10 @@ static void upload_small(cu_state *S, void *dst, const void *src, size_t n) {
 /* ------------------------------------------------------------------------- */
 /* Held-back ops                                                             */
 /* ------------------------------------------------------------------------- */
-/* tail: add(p->madd_x, out) + rmsnorm(tout, .., tw) + q8 (tq may be NULL) run by
- * the GEMV itself; NULL: none. */
-struct cu_tail_req {
-    float *tout;
-    const float *tw;
-    float eps;
-    const cu_q8 *tq;
-};
-static void run_mmv_tail(cu_state *S, const cu_tail_req *t) {
+static void run_mmv(cu_state *S) {
     cu_pend *p = &S->pend;
     cu_mmv_args a;
     memset(&a, 0, sizeof a);
-    if (t) {
-        a.tx = p->madd_x;
-        a.tw = t->tw;
-        a.tout = t->tout;
-        a.teps = t->eps;
-        if (t->tq) a.tq = *t->tq;
-        a.tcount = S->tail_count;
-        S->tails++;
-    }
     for (int i = 0; i < p->mnmat; i++) {
         a.w[i] = (const uint8_t *)p->mw[i]->dev;
         a.out[i] = p->mout[i];
@@ -337,16 +312,6 @@ static void run_mmv_tail(cu_state *S, const cu_tail_req *t) {
     }
     for (int i = 0; i < p->mnmat; i++) q8_touch(S, p->mout[i], (size_t)p->mn * a.rows[i] * 4);
 }
-static void run_mmv(cu_state *S) { run_mmv_tail(S, NULL); }
-
-/* Whether the held GEMV + add can take `rmsnorm(out, x = madd_x)` as its tail:
- * one column, one matrix, a persistent GEMV variant (2..4 take every one-column
- * q8 launch), a width the tail handles. */
-static int tail_ok(const cu_state *S, int64_t total) {
-    const cu_pend *p = &S->pend;
-    return S->f_tail && p->kind == PEND_MMV && p->madd_x && p->mq8 && p->mn == 1 && p->mnmat == 1 &&
-           S->f_gemv >= 2 && total == p->mw[0]->rows && total % 32 == 0 && total <= MMV_TAIL_MAXDIM;
-}
 
 /* The precomputed table when the op's parameters are the model's and every
  * position of the batch is inside it (forward_step guarantees < n_ctx; a direct
@@ -366,8 +331,6 @@ static void flush(cu_state *S) {
         break;
     case PEND_MMV:
         run_mmv(S);
-        if (p->madd_x) cu_add(S, p->madd_x, p->mout[0], (int64_t)p->mn * p->mw[0]->rows);
-        p->madd_x = NULL;
         break;
     case PEND_ROPE:
         cu_rope(S, p->rj, p->rnj, meta_pos(S, p->rb), p->rb->n, p->rhd, p->rdim, p->rbase, p->rmode,
@@ -398,18 +361,6 @@ static void op_rmsnorm(mf_backend *be, float *out, const float *x, const mf_weig
     cu_state *S = ST(be);
     const float *y = NULL;
     const int64_t total = (int64_t)n * dim;
-    if (n == 1 && S->pend.madd_x == x && tail_ok(S, total)) {
-        /* GEMV + add + this norm in one launch (tail) */
-        const cu_q8 *q = q8_for(S, total);
-        cu_tail_req t = {out, (const float *)w->dev, eps, q};
-        run_mmv_tail(S, &t);
-        S->pend.madd_x = NULL;
-        S->pend.kind = PEND_NONE;
-        q8_touch(S, x, (size_t)total * 4);
-        if (q) q8_set(S, out, total);
-        else q8_touch(S, out, (size_t)total * 4);
-        return;
-    }
     if (S->pend.kind == PEND_ADD && S->pend.ax == x && S->pend.an == total) {
         y = S->pend.ay;
         S->pend.kind = PEND_NONE;
@@ -457,7 +408,6 @@ static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weigh
             for (int t0 = 0; t0 < n; t0 += CU_MAX_GEMV_COLS) {
                 const int nc = n - t0 < CU_MAX_GEMV_COLS ? n - t0 : CU_MAX_GEMV_COLS;
                 p->kind = PEND_MMV;
-                p->madd_x = NULL;
                 p->mtype = w->type;
                 p->mq8 = 0;
                 p->mn = nc;
@@ -472,7 +422,7 @@ static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weigh
             q8_touch(S, out, (size_t)n * R * 4);
             return;
         }
-        const int join = S->f_fuse && p->kind == PEND_MMV && !p->madd_x && p->mtype == w->type && p->mq8 == q8 && p->mn == n &&
+        const int join = S->f_fuse && p->kind == PEND_MMV && p->mtype == w->type && p->mq8 == q8 && p->mn == n &&
                          p->mK == K && p->mx == x && p->mnmat < CU_MMV_MAXMAT &&
                          !overlaps(out, (size_t)n * R * 4, x, (size_t)n * K * 4);
         int ok = join;
@@ -481,7 +431,6 @@ static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weigh
         if (!ok) {
             flush(S);
             p->kind = PEND_MMV;
-            p->madd_x = NULL;
             p->mtype = w->type;
             p->mq8 = q8;
             p->mn = n;
@@ -615,18 +564,6 @@ static void op_swiglu(mf_backend *be, float *out, const float *gate, const float
 
 static void op_add(mf_backend *be, float *x, const float *y, int64_t n) {
     cu_state *S = ST(be);
-    cu_pend *p = &S->pend;
-    if (S->f_fuse && p->kind == PEND_MMV && !p->madd_x && p->mnmat == 1 && p->mout[0] == y && p->mn == 1 &&
-        n == p->mw[0]->rows && !overlaps(x, (size_t)n * 4, p->mx, (size_t)p->mK * 4)) {
-        p->madd_x = x;  /* tentatively: tail_ok() checks the rest */
-        if (!tail_ok(S, n)) p->madd_x = NULL;
-    }
-    if (p->kind == PEND_MMV && p->madd_x == x) {
-        /* held behind the GEMV that produced y: a following rmsnorm of x makes it the
-         * GEMV's tail, anything else flushes both in order */
-        q8_touch(S, x, (size_t)n * 4);
-        return;
-    }
     flush(S);
     q8_touch(S, x, (size_t)n * 4);
     if (S->f_fuse) {
@@ -924,7 +861,7 @@ static void free_state(cu_state *S) {
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s,
-                   S->att_part, S->x16, S->w16, S->rope_cs, S->att_count, S->tail_count};
+                   S->att_part, S->x16, S->w16, S->rope_cs, S->att_count};
     for (size_t i = 0; i < MF_ARRAY_LEN(dev); i++)
         if (dev[i]) cudaFree(dev[i]);
     for (int i = 0; i < S->nallocs; i++) cudaFree(S->allocs[i].p);
@@ -970,7 +907,6 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         S->xst_bytes = -1;
         if (S->f_gemv == 4) S->f_gemv = 3;
     }
-    S->f_tail = mf_env_int("MINFER_CUDA_TAIL", 0);
     S->gemv_per_sm = mf_env_int("MINFER_CUDA_GEMV_PERSM", 0);
     if (S->gemv_per_sm < 0) S->gemv_per_sm = 0;
     int rc = check_model(S, m, err);
@@ -1024,9 +960,6 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     {
         const int G = hp->n_head / hp->n_head_kv, nsub = (G + 7) / 8;
         const size_t nc = (size_t)CU_MAX_GEMV_COLS * hp->n_head_kv * nsub;
-        SCRATCH(S->tail_count, int, 1);
-        if ((e = cudaMemsetAsync(S->tail_count, 0, sizeof(int), S->stream)) != cudaSuccess)
-            return mf_fail(err, MF_ERR_DEVICE, "cuda: memset: %s", cudaGetErrorString(e));
         SCRATCH(S->att_count, int, nc);
         if ((e = cudaMemsetAsync(S->att_count, 0, nc * sizeof(int), S->stream)) != cudaSuccess)
             return mf_fail(err, MF_ERR_DEVICE, "cuda: cudaMemsetAsync(counters): %s", cudaGetErrorString(e));
@@ -1122,12 +1055,11 @@ static void print_notice(cu_state *S) {
     else if (S->f_gemv >= 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(v1 for batches)", xs_name);
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
-            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s; "
+            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s prefill=%s attn=%s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%)\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
-            S->f_fuse ? "on" : "off", S->f_fuse && S->f_tail && S->f_gemv >= 2 ? "+gemv-tail" : "",
-            S->f_mma ? "mma-f16" : "gemv",
+            S->f_fuse ? "on" : "off", S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split", S->wbytes / gib,
             S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0);
     if (S->verbose)

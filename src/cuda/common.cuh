@@ -237,20 +237,7 @@ struct cu_mmv_args {
     int ncols;            /* tokens (<= 8) */
     const float *x;       /* f32 activations [ncols][K] (f32/f16/bf16 weights, generic path) */
     cu_q8 q;              /* q8 activations (quantized weights) */
-    /* Tail (persistent variants, nmat == ncols == 1, tcount != NULL): after every
-     * row is written, the last block to finish runs the residual add and RMSNorm
-     * that follow an attention-output or ffn_down GEMV:
-     *   tx += out[0];  tout = rmsnorm(tx) * tw;  q8 of tout into tq
-     * over rows[0] (<= MMV_TAIL_MAXDIM, % 32 == 0) values. tcount: an arrival
-     * counter, zero before the launch and left zero after it. */
-    float *tx;
-    const float *tw;
-    float *tout;
-    float teps;
-    cu_q8 tq;
-    int *tcount;
 };
-#define MMV_TAIL_MAXDIM 4096
 /* Returns 1 when a dp4a kernel exists for the type. */
 int cu_mmv_q8_supported(uint32_t type);
 void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a);      /* mmv_kquant.cu / mmv_q.cu */

@@ -138,66 +138,7 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_q8(cu_mmv_ar
     if (lane == 0) mmv_store<NC>(a, m, r, acc);
 }
 
-/* The tail of a persistent GEMV (cu_mmv_args; MINFER_CUDA_TAIL): called by every
- * thread of every block after its rows. The blocks count themselves in on
- * a.tcount (writes fenced first); the last one sees every row of out[0] and runs
- * the add + RMSNorm + q8 that a separate kernel would, with the same formulas
- * (only the order of the sum of squares differs). One launch and one kernel
- * boundary fewer per use. */
-static __device__ __noinline__ void mmv_tail(const cu_mmv_args &a) {
-    __shared__ float red[32];
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(a.tcount, 1) == (int)gridDim.x - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    enum { NPT = 8 };  /* float4 per thread: MMV_TAIL_MAXDIM / 4 / 128 */
-    const int n4 = a.rows[0] / 4, T = blockDim.x, tid = threadIdx.x;
-    float4 *x4 = (float4 *)a.tx;
-    const float4 *y4 = (const float4 *)a.out[0], *w4 = (const float4 *)a.tw;
-    float4 v[NPT], g[NPT];
-#pragma unroll
-    for (int k = 0; k < NPT; k++) {
-        const int i = tid + k * T;
-        v[k] = make_float4(0.f, 0.f, 0.f, 0.f);
-        g[k] = v[k];
-        if (i < n4) {
-            const float4 xv = __ldcg(x4 + i), yv = __ldcg(y4 + i);
-            v[k] = make_float4(xv.x + yv.x, xv.y + yv.y, xv.z + yv.z, xv.w + yv.w);
-            g[k] = __ldg(w4 + i);
-        }
-    }
-    float ss = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NPT; k++) {
-        const int i = tid + k * T;
-        if (i < n4) x4[i] = v[k];
-        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
-    }
-    ss = warp_sum(ss);
-    if ((tid & 31) == 0) red[tid >> 5] = ss;
-    __syncthreads();
-    ss = (tid & 31) < (T >> 5) ? red[tid & 31] : 0.0f;
-    ss = warp_sum(ss);
-    const float inv = 1.0f / sqrtf(ss / (float)a.rows[0] + a.teps);
-    float4 *o4 = (float4 *)a.tout;
-#pragma unroll
-    for (int k = 0; k < NPT; k++) {
-        const int i = tid + k * T;
-        const int valid = i < n4;
-        float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (valid) {
-            r = make_float4(v[k].x * inv * g[k].x, v[k].y * inv * g[k].y, v[k].z * inv * g[k].z, v[k].w * inv * g[k].w);
-            o4[i] = r;
-        }
-        if (a.tq.qs) q8_store4(a.tq, (int64_t)i * 4, r, valid);
-    }
-    if (tid == 0) *a.tcount = 0;  /* every block has counted in: ready for the next launch */
-}
-
-/* ---- Variant "pp" (MINFER_CUDA_GEMV=2; also what variants 3 and 4 use for rows too wide for xs) ----
+/* ---- Variant "pp" (MINFER_CUDA_GEMV_PP=1; not yet measured, so not the default) ----
  * Persistent grid (what fits on the device at once): each warp walks its rows
  * (g, g+W, ...) in chunks of 32*UNR units with two register sets used in turn:
  * chunk i+1 is loaded into the other set before chunk i is computed, so a warp
@@ -249,15 +190,16 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_q8_pp(cu_mmv
     const int gw = blockIdx.x * MMV_WARPS + (threadIdx.x >> 5);
     const int W = gridDim.x * MMV_WARPS;
     const int total = mmv_total(a);
+    if (gw >= total) return;
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     const int nch = (nu + 32 * U::UNR - 1) / (32 * U::UNR);
-    const int n = gw < total ? ((total - gw + W - 1) / W) * nch : 0;  /* no early return: the tail syncs */
+    const int n = ((total - gw + W - 1) / W) * nch;
     typename U::W A[U::UNR], B[U::UNR];
     float acc[NC];
 #pragma unroll
     for (int c = 0; c < NC; c++) acc[c] = 0.0f;
-    if (n > 0) mmv_pp_load<U>(a, gw, W, nch, nb, nu, 0, lane, A);  /* weights: before the wait */
+    mmv_pp_load<U>(a, gw, W, nch, nb, nu, 0, lane, A);  /* weights: before the wait */
     pdl_wait();
     for (int i = 0; i < n; i += 2) {
         if (i + 1 < n) mmv_pp_load<U>(a, gw, W, nch, nb, nu, i + 1, lane, B);
@@ -266,7 +208,6 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_q8_pp(cu_mmv
         if (i + 2 < n) mmv_pp_load<U>(a, gw, W, nch, nb, nu, i + 2, lane, A);
         mmv_pp_compute<U, NC>(a, gw, W, nch, nb, nu, i + 1, lane, B, acc);
     }
-    if (a.tcount) mmv_tail(a);
 }
 
 /* ---- Variant "xs" (x-stationary persistent warps) ----
@@ -316,11 +257,12 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs(cu_mmv_ar
     const int gw = blockIdx.x * MMV_WARPS + (threadIdx.x >> 5);
     const int W = gridDim.x * MMV_WARPS;
     const int total = mmv_total(a);
-    const int n = gw < total ? (total - gw + W - 1) / W : 0;  /* no early return: the tail syncs */
+    if (gw >= total) return;
+    const int n = (total - gw + W - 1) / W;
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     typename U::W A[UPL], B[UPL];
-    if (n > 0) mmv_xs_load<U, UPL>(a, gw, nb, nu, lane, A);  /* weights: before the wait */
+    mmv_xs_load<U, UPL>(a, gw, nb, nu, lane, A);  /* weights: before the wait */
     pdl_wait();
     typename U::X x[UPL];
 #pragma unroll
@@ -335,7 +277,6 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs(cu_mmv_ar
         if (i + 2 < n) mmv_xs_load<U, UPL>(a, gw + (i + 2) * W, nb, nu, lane, A);
         mmv_xs_row<U, UPL>(a, gw + (i + 1) * W, nu, lane, B, x);
     }
-    if (a.tcount) mmv_tail(a);
 }
 
 template <typename U, int UPL>
@@ -423,12 +364,13 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int total = mmv_total(a);
     const int W = gridDim.x * MMV_XST_WARPS, gw = blockIdx.x * MMV_XST_WARPS + warp;
-    const int n = gw < total ? (total - gw + W - 1) / W : 0;  /* no early return: the tail syncs */
+    if (gw >= total) return;
+    const int n = (total - gw + W - 1) / W;
     const int64_t stride = a.stride;
     uint64_t *bar = (uint64_t *)xst_smem + warp * depth;
     uint8_t *slot0 = xst_smem + (((size_t)MMV_XST_WARPS * depth * 8 + 127) & ~(size_t)127) +
                      (size_t)warp * depth * stride;
-    if (lane == 0 && n > 0) {
+    if (lane == 0) {
         for (int s = 0; s < depth; s++)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(bar + s)) : "memory");
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -478,7 +420,6 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
         }
         __syncwarp();
     }
-    if (a.tcount) mmv_tail(a);
 #endif
 }
 
