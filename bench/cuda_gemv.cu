@@ -1,6 +1,6 @@
 /* bench/cuda_gemv.cu - kernel lab for the decode GEMV (one column, q8 activations):
  * the variants of src/cuda/mmv.cuh (v1: one row per warp; pp: persistent
- * ping-pong; auto: the default, x-stationary persistent warps (xs) below 32 MB per
+ * ping-pong; auto: the default, x-stationary persistent warps (xs) below 16 MB per
  * launch, xs fed by a TMA ring (xst) above, pp for rows too wide for xs; xst:
  * xst wherever it applies) side by side on the llama-2-7B shapes with random valid
  * blocks. The losing v2 (bench/cuda_gemv_v2.cuh) and the TMA ring of 2026-11-29
@@ -42,7 +42,7 @@ void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, i
 int cu_num_sms(const cu_state *S) { return S->sms; }
 int cu_gemv_variant(const cu_state *S, int *per_sm, int64_t *xst_bytes) {
     *per_sm = S->per_sm;
-    *xst_bytes = 32ll << 20;
+    *xst_bytes = 16ll << 20;  /* the backend's default MINFER_CUDA_XST_MB */
     return S->variant;
 }
 struct variant {

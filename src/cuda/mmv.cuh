@@ -91,12 +91,9 @@ static __device__ __forceinline__ void mmv_store(const cu_mmv_args &a, int m, in
         if (c < a.ncols) o[(int64_t)c * rows_m + r] = acc[c] + bv;
 }
 
-/* Measured (tg128, 7B q4_k_m, H200, 2026-11-29): this one-row-per-warp form,
- * 400 tok/s for the whole step; a persistent grid-stride variant that prefetched
- * the next chunk into a second register set (cur = nxt at the end of each
- * iteration) ran 369 tok/s with the rest unchanged: the register copy waits for
- * the prefetch to land, so it only lost the warps it capped away. A real
- * ping-pong (two unrolled buffers, no copy) is the next thing to try. */
+/* v1 (MINFER_CUDA_GEMV=1; the default for 2..8 columns). Measured (tg128, 7B
+ * q4_k_m, H200, 2026-11-29, bench/RESULTS.md): 403 tok/s for the whole step with
+ * v1 everywhere, 455 with the default variant 3 (xs / xst / pp below). */
 template <typename U, int NC>
 static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_q8(cu_mmv_args a) {
     pdl_trigger();
@@ -138,13 +135,15 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_q8(cu_mmv_ar
     if (lane == 0) mmv_store<NC>(a, m, r, acc);
 }
 
-/* ---- Variant "pp" (MINFER_CUDA_GEMV_PP=1; not yet measured, so not the default) ----
+/* ---- Variant "pp" (MINFER_CUDA_GEMV=2; variants 3/4 use it for one-column
+ * launches whose rows are too wide for xs, e.g. the 11008-wide ffn_down) ----
  * Persistent grid (what fits on the device at once): each warp walks its rows
  * (g, g+W, ...) in chunks of 32*UNR units with two register sets used in turn:
  * chunk i+1 is loaded into the other set before chunk i is computed, so a warp
- * always has a chunk in flight and the blocks never drain between rows (the
- * waves of one-row warps leave the memory idle between them: 1.2-2.0 TB/s). No
- * register copy between the sets: a copy would wait for the prefetch to land. */
+ * always has a chunk in flight and the blocks never drain between rows. No
+ * register copy between the sets: a copy would wait for the prefetch to land.
+ * Lab (2026-11-29): 12-18% faster than v1 on ffn_down 4096x11008, 5-15% slower
+ * than v1 on the 4096-wide shapes. */
 /* Work item i of warp gw: row gw + (i / nch) * W, chunk i % nch. */
 template <typename U>
 static __device__ __forceinline__ void mmv_pp_load(const cu_mmv_args &a, int gw, int W, int nch, int nb, int nu,
