@@ -135,6 +135,18 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_q8(cu_mmv_ar
     if (lane == 0) mmv_store<NC>(a, m, r, acc);
 }
 
+/* Resident blocks per SM of a kernel at `threads` threads and no dynamic shared
+ * memory (the persistent grids' size); 4 when the runtime cannot say. */
+template <typename Kern>
+static int mmv_occupancy(Kern k, int threads) {
+    int nb = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, k, threads, 0) != cudaSuccess || nb <= 0) {
+        (void)cudaGetLastError();
+        nb = 4;
+    }
+    return nb;
+}
+
 /* ---- Variant "pp" (MINFER_CUDA_GEMV=2; variants 3/4 use it for one-column
  * launches whose rows are too wide for xs, e.g. the 11008-wide ffn_down) ----
  * Persistent grid (what fits on the device at once): each warp walks its rows
@@ -281,16 +293,7 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs(cu_mmv_ar
 template <typename U, int UPL>
 static int mmv_xs_occupancy() {
     static int per_sm;
-    if (!per_sm) {
-        int nb = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kernel_mmv_xs<U, UPL>, MMV_WARPS * 32, 0) !=
-                cudaSuccess ||
-            nb <= 0) {
-            (void)cudaGetLastError();
-            nb = 4;
-        }
-        per_sm = nb;
-    }
+    if (!per_sm) per_sm = mmv_occupancy(kernel_mmv_xs<U, UPL>, MMV_WARPS * 32);
     return per_sm;
 }
 template <typename U>
@@ -467,13 +470,7 @@ template <typename U, int NC>
 static int mmv_pp_occupancy() {
     static int per_sm;
     if (!per_sm) {
-        int nb = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kernel_mmv_q8_pp<U, NC>, MMV_WARPS * 32, 0) !=
-                cudaSuccess ||
-            nb <= 0) {
-            (void)cudaGetLastError();
-            nb = 4;
-        }
+        const int nb = mmv_occupancy(kernel_mmv_q8_pp<U, NC>, MMV_WARPS * 32);
         per_sm = nb > 8 ? 8 : nb;
     }
     return per_sm;
@@ -496,6 +493,17 @@ static void mmv_pp_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
     const int cap = mmv_pp_occupancy<U, NC>() * cu_num_sms(S);
     if (blocks > cap) blocks = cap;
     cu_launch(S, name, kernel_mmv_q8_pp<U, NC>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
+}
+
+/* Host-side set-up of one unit type for a variant (occupancy lookups, shared
+ * memory attributes), ahead of any graph capture. Variants 3 and 4 use pp too. */
+template <typename U>
+static void mmv_prepare_unit(int variant) {
+    if (variant >= 2) mmv_pp_prepare<U>();
+    if (variant >= 3) {
+        mmv_xs_prepare<U>();
+        mmv_xst_prepare<U>();
+    }
 }
 
 template <typename U>

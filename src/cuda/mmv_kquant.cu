@@ -177,16 +177,7 @@ void cu_mmv_q8_kquant(cu_state *S, uint32_t type, const cu_mmv_args *a) {
 }
 
 void cu_mmv_prepare_kquant(int variant) {
-    if (variant == 2) {
-        mmv_pp_prepare<unit_k45<false>>();
-        mmv_pp_prepare<unit_k45<true>>();
-        mmv_pp_prepare<unit_q6k>();
-    } else if (variant >= 3) {
-        mmv_xs_prepare<unit_k45<false>>();
-        mmv_xst_prepare<unit_k45<false>>();
-        mmv_xs_prepare<unit_k45<true>>();
-        mmv_xst_prepare<unit_k45<true>>();
-        mmv_xs_prepare<unit_q6k>();
-        mmv_xst_prepare<unit_q6k>();
-    }
+    mmv_prepare_unit<unit_k45<false>>(variant);
+    mmv_prepare_unit<unit_k45<true>>(variant);
+    mmv_prepare_unit<unit_q6k>(variant);
 }

@@ -133,24 +133,11 @@ void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a) {
 }
 
 void cu_mmv_prepare(int variant) {
-    if (variant == 2) {
-        mmv_pp_prepare<unit_q4<QTYPE_Q4_0>>();
-        mmv_pp_prepare<unit_q4<QTYPE_Q4_1>>();
-        mmv_pp_prepare<unit_q4<QTYPE_Q5_0>>();
-        mmv_pp_prepare<unit_q4<QTYPE_Q5_1>>();
-        mmv_pp_prepare<unit_q8_0>();
-    } else if (variant >= 3) {
-        mmv_xs_prepare<unit_q4<QTYPE_Q4_0>>();
-        mmv_xst_prepare<unit_q4<QTYPE_Q4_0>>();
-        mmv_xs_prepare<unit_q4<QTYPE_Q4_1>>();
-        mmv_xst_prepare<unit_q4<QTYPE_Q4_1>>();
-        mmv_xs_prepare<unit_q4<QTYPE_Q5_0>>();
-        mmv_xst_prepare<unit_q4<QTYPE_Q5_0>>();
-        mmv_xs_prepare<unit_q4<QTYPE_Q5_1>>();
-        mmv_xst_prepare<unit_q4<QTYPE_Q5_1>>();
-        mmv_xs_prepare<unit_q8_0>();
-        mmv_xst_prepare<unit_q8_0>();
-    }
+    mmv_prepare_unit<unit_q4<QTYPE_Q4_0>>(variant);
+    mmv_prepare_unit<unit_q4<QTYPE_Q4_1>>(variant);
+    mmv_prepare_unit<unit_q4<QTYPE_Q5_0>>(variant);
+    mmv_prepare_unit<unit_q4<QTYPE_Q5_1>>(variant);
+    mmv_prepare_unit<unit_q8_0>(variant);
     cu_mmv_prepare_kquant(variant);
 }
 
