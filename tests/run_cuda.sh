@@ -3,7 +3,8 @@
 #   1. op parity: every CUDA op against the CPU reference backend (tests/cuda/test_cuda_ops),
 #      with every fast path on (GEMV variant 3: xs, xst for large launches on sm_90+),
 #      with every optional path off, and (matmuls only) with the other GEMV variants
-#      (MINFER_CUDA_GEMV=1, 2, 4) and with the persistent grids capped at 1 block per SM;
+#      (MINFER_CUDA_GEMV=1, 2, 4), with the persistent grids capped at 1 block per SM
+#      and with the add/norm fusion into the GEMVs (MINFER_CUDA_NORMFUSE=1);
 #   2. end to end: stories260K greedy 200 tokens from BOS on the GPU must print
 #      models/stories260K.greedy200.txt exactly, with each optional path switched off in turn;
 #      a prompted run must print the same text on the GPU as on the CPU;
@@ -94,6 +95,10 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
         run_one cuda_ops_gemv_$g env MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV=$g "$TESTS/test_cuda_ops"
     done
     run_one cuda_ops_gemv_persm1 env MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_PERSM=1 "$TESTS/test_cuda_ops"
+    for g in 3 4; do  # the add/norm fusion into the GEMVs (matmuls and the chain test)
+        run_one cuda_ops_normfuse_$g env MINFER_TEST_OPS=matmul MINFER_CUDA_NORMFUSE=1 MINFER_CUDA_GEMV=$g \
+            "$TESTS/test_cuda_ops"
+    done
 else
     echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))
 fi
@@ -108,6 +113,8 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
         "$BIN" synth --shape tiny --quant $1 -o "$TMP/tiny-$1.gguf" >/dev/null 2>&1
         run_one "forward tiny $1" "$TESTS/test_cuda_forward" "$TMP/tiny-$1.gguf" 70 40 $2
     done
+    run_one "forward tiny q4_k_m, normfuse" env MINFER_CUDA_NORMFUSE=1 \
+        "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     for g in 1 2 4; do
         run_one "forward tiny q4_k_m, gemv variant $g" env MINFER_CUDA_GEMV=$g \
             "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
@@ -117,6 +124,8 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
     if [ "${MINFER_CUDA_TEST_1B:-1}" = 1 ]; then
         "$BIN" synth --shape 1b --quant q4_k_m -o "$TMP/1b.gguf" >/dev/null 2>&1
         run_one "forward 1b q4_k_m (greedy 64)" "$TESTS/test_cuda_forward" "$TMP/1b.gguf" 13 64 0.15
+        run_one "forward 1b q4_k_m, normfuse (greedy 64)" env MINFER_CUDA_NORMFUSE=1 \
+            "$TESTS/test_cuda_forward" "$TMP/1b.gguf" 13 64 0.15
         run_one "forward 1b q4_k_m, f32 activations both sides" env MINFER_CPU_SIMD=0 MINFER_CUDA_DP4A=0 \
             "$TESTS/test_cuda_forward" "$TMP/1b.gguf" 13 8 0.01
         "$BIN" run -m "$TMP/1b.gguf" -p "" -n 64 --temp 0 --device cuda >"$TMP/g1.txt" 2>"$TMP/g1.err"

@@ -34,6 +34,10 @@
  * TMA ring (sm_90+ code), for launches of MINFER_CUDA_XST_MB (16) MB or more: the
  * default; 4 = xst wherever it applies; mmv.cuh) and
  * MINFER_CUDA_GEMV_PERSM=N (cap on the persistent grids' blocks per SM),
+ * MINFER_CUDA_NORMFUSE=1 (experimental, unmeasured: for one token, the residual
+ * add after a GEMV runs in that GEMV as it writes each row, and the rmsnorm before
+ * a GEMV runs in every block of that GEMV, which quantizes the normalized row into
+ * shared memory; two kernels fewer per layer),
  * MINFER_CUDA_SYNC=1 (synchronise and check after every launch, for debugging),
  * MINFER_CUDA_VERBOSE=1 (scratch breakdown). The one-line notice at the first step
  * names the paths in use and the device memory (weights, KV, scratch). */
@@ -50,7 +54,7 @@ struct cu_alloc_rec {
     size_t n;
 };
 
-enum cu_pend_kind { PEND_NONE = 0, PEND_ADD, PEND_MMV, PEND_ROPE };
+enum cu_pend_kind { PEND_NONE = 0, PEND_ADD, PEND_MMV, PEND_ROPE, PEND_NORM };
 
 struct cu_pend {
     int kind;
@@ -65,6 +69,15 @@ struct cu_pend {
     float *mout[CU_MMV_MAXMAT];
     const mf_weight *mw[CU_MMV_MAXMAT];
     const float *mbias[CU_MMV_MAXMAT];
+    float *madd_x;                 /* residual epilogue: madd_x += mout[0] (a held add) */
+    const float *mnx, *mnw;        /* norm prologue: the input is rmsnorm(mnx) * mnw */
+    float *mnout;
+    float mneps;
+    /* rmsnorm of one row, held for the prologue of the GEMV that reads it */
+    float *nout;
+    const float *nx, *nw;
+    float neps;
+    int ndim;
     /* rope */
     cu_rope_job rj[2];
     int rnj;
@@ -106,6 +119,8 @@ struct cu_state {
     /* switches */
     int f_graph, f_pdl, f_fuse, f_dp4a, f_flash, f_mma, f_sync, verbose;
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
+    int f_normfuse;        /* residual add / rmsnorm inside the one-column GEMVs (mmv.cuh) */
+    uint64_t n_epi, n_normpro;  /* launches that used them (MINFER_CUDA_VERBOSE) */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
     int xs_v1_mats;        /* quantized matrices the xs variant leaves to v1 */
     int64_t xst_bytes;     /* variant 3: xst for launches of at least this many bytes */
@@ -299,8 +314,19 @@ static void run_mmv(cu_state *S) {
     a.K = p->mK;
     a.ncols = p->mn;
     a.x = p->mx;
+    a.radd = p->madd_x;
     const int64_t nx = (int64_t)p->mn * p->mK;
-    if (p->mq8) {
+    if (p->mnx) {
+        /* norm prologue: the kernel quantizes rmsnorm(mnx) * mnw itself and writes
+         * the normalized row to mnout; the q8 buffer is left as it is */
+        a.nx = p->mnx;
+        a.nw = p->mnw;
+        a.nout = p->mnout;
+        a.neps = p->mneps;
+        cu_mmv_q8(S, p->mtype, &a);
+        S->n_normpro++;
+        q8_touch(S, p->mnout, (size_t)p->mK * 4);
+    } else if (p->mq8) {
         if (!(S->q8_valid && S->q8_src == p->mx && S->q8_n == nx)) {
             cu_quantize_q8(S, p->mx, nx, &S->q8);
             q8_set(S, p->mx, nx);
@@ -311,6 +337,10 @@ static void run_mmv(cu_state *S) {
         cu_mmv_f(S, p->mtype, &a);
     }
     for (int i = 0; i < p->mnmat; i++) q8_touch(S, p->mout[i], (size_t)p->mn * a.rows[i] * 4);
+    if (p->madd_x) {
+        S->n_epi++;
+        q8_touch(S, p->madd_x, (size_t)a.rows[0] * 4);
+    }
 }
 
 /* The precomputed table when the op's parameters are the model's and every
@@ -331,7 +361,16 @@ static void flush(cu_state *S) {
         break;
     case PEND_MMV:
         run_mmv(S);
+        p->madd_x = NULL;
+        p->mnx = NULL;
         break;
+    case PEND_NORM: {
+        const cu_q8 *q = q8_for(S, p->ndim);
+        cu_rmsnorm(S, p->nout, (float *)p->nx, NULL, p->nw, 1, p->ndim, p->neps, q);
+        if (q) q8_set(S, p->nout, p->ndim);
+        else q8_touch(S, p->nout, (size_t)p->ndim * 4);
+        break;
+    }
     case PEND_ROPE:
         cu_rope(S, p->rj, p->rnj, meta_pos(S, p->rb), p->rb->n, p->rhd, p->rdim, p->rbase, p->rmode,
                 rope_table(S, p->rdim, p->rbase, p->rb));
@@ -361,6 +400,22 @@ static void op_rmsnorm(mf_backend *be, float *out, const float *x, const mf_weig
     cu_state *S = ST(be);
     const float *y = NULL;
     const int64_t total = (int64_t)n * dim;
+    if (S->f_normfuse && S->f_fuse && S->f_dp4a && S->f_gemv >= 3 && n == 1 && dim % 32 == 0 &&
+        dim <= MMV_NORM_MAXK && !overlaps(out, (size_t)dim * 4, x, (size_t)dim * 4)) {
+        /* (in place, as for the output norm, it would not do: block 0 writes out
+         * while the other blocks still read x) */
+        /* held for the prologue of the GEMV that reads out (op_matmul); a held add
+         * of x runs first (as the epilogue of its GEMV, or as a kernel) */
+        flush(S);
+        cu_pend *p = &S->pend;
+        p->kind = PEND_NORM;
+        p->nout = out;
+        p->nx = x;
+        p->nw = (const float *)w->dev;
+        p->neps = eps;
+        p->ndim = dim;
+        return;
+    }
     if (S->pend.kind == PEND_ADD && S->pend.ax == x && S->pend.an == total) {
         y = S->pend.ay;
         S->pend.kind = PEND_NONE;
@@ -408,6 +463,8 @@ static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weigh
             for (int t0 = 0; t0 < n; t0 += CU_MAX_GEMV_COLS) {
                 const int nc = n - t0 < CU_MAX_GEMV_COLS ? n - t0 : CU_MAX_GEMV_COLS;
                 p->kind = PEND_MMV;
+                p->madd_x = NULL;
+                p->mnx = NULL;
                 p->mtype = w->type;
                 p->mq8 = 0;
                 p->mn = nc;
@@ -422,7 +479,31 @@ static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weigh
             q8_touch(S, out, (size_t)n * R * 4);
             return;
         }
-        const int join = S->f_fuse && p->kind == PEND_MMV && p->mtype == w->type && p->mq8 == q8 && p->mn == n &&
+        if (p->kind == PEND_NORM && x == p->nout && n == 1 && q8 && K == p->ndim && S->f_gemv >= 3 &&
+            cu_mmv_xs_takes(w->type, K)) {
+            /* the held norm becomes this GEMV's prologue */
+            const float *nx = p->nx, *nw = p->nw;
+            float *nout = p->nout;
+            const float neps = p->neps;
+            p->kind = PEND_MMV;
+            p->madd_x = NULL;
+            p->mnx = nx;
+            p->mnw = nw;
+            p->mnout = nout;
+            p->mneps = neps;
+            p->mtype = w->type;
+            p->mq8 = q8;
+            p->mn = n;
+            p->mK = K;
+            p->mx = x;
+            p->mnmat = 0;
+            p->mout[0] = out;
+            p->mw[0] = w;
+            p->mbias[0] = bd;
+            p->mnmat = 1;
+            return;
+        }
+        const int join = S->f_fuse && p->kind == PEND_MMV && !p->madd_x && p->mtype == w->type && p->mq8 == q8 && p->mn == n &&
                          p->mK == K && p->mx == x && p->mnmat < CU_MMV_MAXMAT &&
                          !overlaps(out, (size_t)n * R * 4, x, (size_t)n * K * 4);
         int ok = join;
@@ -431,6 +512,8 @@ static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weigh
         if (!ok) {
             flush(S);
             p->kind = PEND_MMV;
+            p->madd_x = NULL;
+            p->mnx = NULL;
             p->mtype = w->type;
             p->mq8 = q8;
             p->mn = n;
@@ -564,6 +647,15 @@ static void op_swiglu(mf_backend *be, float *out, const float *gate, const float
 
 static void op_add(mf_backend *be, float *x, const float *y, int64_t n) {
     cu_state *S = ST(be);
+    cu_pend *p = &S->pend;
+    if (S->f_normfuse && S->f_fuse && S->f_gemv >= 2 && p->kind == PEND_MMV && !p->madd_x && !p->mnx && p->mq8 &&
+        p->mnmat == 1 && p->mn == 1 && p->mout[0] == y && n == p->mw[0]->rows &&
+        !overlaps(x, (size_t)n * 4, p->mx, (size_t)p->mK * 4) && !overlaps(x, (size_t)n * 4, y, (size_t)n * 4)) {
+        /* the GEMV that produced y adds it into x as it writes each row */
+        p->madd_x = x;
+        q8_touch(S, x, (size_t)n * 4);
+        return;
+    }
     flush(S);
     q8_touch(S, x, (size_t)n * 4);
     if (S->f_fuse) {
@@ -907,6 +999,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         S->xst_bytes = -1;
         if (S->f_gemv == 4) S->f_gemv = 3;
     }
+    S->f_normfuse = mf_env_int("MINFER_CUDA_NORMFUSE", 0);
     S->gemv_per_sm = mf_env_int("MINFER_CUDA_GEMV_PERSM", 0);
     if (S->gemv_per_sm < 0) S->gemv_per_sm = 0;
     int rc = check_model(S, m, err);
@@ -1059,7 +1152,8 @@ static void print_notice(cu_state *S) {
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%)\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
-            S->f_fuse ? "on" : "off", S->f_mma ? "mma-f16" : "gemv",
+            S->f_fuse ? (S->f_normfuse && S->f_dp4a && S->f_gemv >= 3 ? "on+norm-in-gemv" : "on") : "off",
+            S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split", S->wbytes / gib,
             S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0);
     if (S->verbose)

@@ -237,7 +237,20 @@ struct cu_mmv_args {
     int ncols;            /* tokens (<= 8) */
     const float *x;       /* f32 activations [ncols][K] (f32/f16/bf16 weights, generic path) */
     cu_q8 q;              /* q8 activations (quantized weights) */
+    /* Fusions of the one-column persistent GEMVs (MINFER_CUDA_NORMFUSE=1, mmv.cuh):
+     *   radd != NULL  residual epilogue: radd[r] += out[0][r] as each row is written
+     *                 (nmat == 1), in place of the add kernel after the GEMV;
+     *   nx != NULL    norm prologue: the activations are q8 of rmsnorm(nx) * nw over K
+     *                 values (eps neps), computed by every block into shared memory
+     *                 in place of the norm kernel before the GEMV (xs and xst only,
+     *                 K <= MMV_NORM_MAXK); nout != NULL gets the f32 normalized
+     *                 values (block 0 writes them). */
+    float *radd;
+    const float *nx, *nw;
+    float *nout;
+    float neps;
 };
+#define MMV_NORM_MAXK 8192
 /* Returns 1 when a dp4a kernel exists for the type. */
 int cu_mmv_q8_supported(uint32_t type);
 void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a);      /* mmv_kquant.cu / mmv_q.cu */

@@ -51,12 +51,14 @@ struct ld_g {
     static __device__ __forceinline__ uint2 u64(const uint8_t *p) { return __ldg((const uint2 *)p); }
     static __device__ __forceinline__ uint32_t u32(const uint8_t *p) { return __ldg((const unsigned int *)p); }
     static __device__ __forceinline__ uint16_t u16(const uint8_t *p) { return __ldg((const unsigned short *)p); }
+    static __device__ __forceinline__ int4 i128(const int8_t *p) { return __ldg((const int4 *)p); }
 };
 struct ld_s {
     static __device__ __forceinline__ uint4 u128(const uint8_t *p) { return *(const uint4 *)p; }
     static __device__ __forceinline__ uint2 u64(const uint8_t *p) { return *(const uint2 *)p; }
     static __device__ __forceinline__ uint32_t u32(const uint8_t *p) { return *(const uint32_t *)p; }
     static __device__ __forceinline__ uint16_t u16(const uint8_t *p) { return *(const uint16_t *)p; }
+    static __device__ __forceinline__ int4 i128(const int8_t *p) { return *(const int4 *)p; }
 };
 
 /* Global row g of a stacked launch -> (matrix m, row r) and its weights; selects,
@@ -79,6 +81,11 @@ static __device__ __forceinline__ const uint8_t *mmv_row(const cu_mmv_args &a, i
 static __device__ __forceinline__ int mmv_total(const cu_mmv_args &a) {
     return a.rows[0] + (a.nmat > 1 ? a.rows[1] : 0) + (a.nmat > 2 ? a.rows[2] : 0);
 }
+/* MODE of the persistent kernels: 0 plain, 1 norm prologue, 2 residual epilogue
+ * (cu_mmv_args; MINFER_CUDA_NORMFUSE=1). Mode 0 compiles to the code of before the
+ * fusions (cuobjdump -sass compared). */
+enum { MMV_PLAIN = 0, MMV_NORM = 1, MMV_EPI = 2 };
+
 /* Writes one finished row (lane 0): out[c][r] = acc[c] + bias[r]. */
 template <int NC>
 static __device__ __forceinline__ void mmv_store(const cu_mmv_args &a, int m, int r, const float *acc) {
@@ -89,6 +96,19 @@ static __device__ __forceinline__ void mmv_store(const cu_mmv_args &a, int m, in
 #pragma unroll
     for (int c = 0; c < NC; c++)
         if (c < a.ncols) o[(int64_t)c * rows_m + r] = acc[c] + bv;
+}
+
+/* mmv_store for one column, plus the residual epilogue in MMV_EPI mode:
+ * radd[r] += out[r] (the add kernel's x[i] += y[i], same rounding). */
+template <int MODE>
+static __device__ __forceinline__ void mmv_store1(const cu_mmv_args &a, int m, int r, float acc) {
+    if constexpr (MODE == MMV_EPI) {
+        const float v = acc + (a.bias[0] ? a.bias[0][r] : 0.0f);
+        a.out[0][r] = v;
+        a.radd[r] += v;
+    } else {
+        mmv_store<1>(a, m, r, &acc);
+    }
 }
 
 /* v1 (MINFER_CUDA_GEMV=1; the default for 2..8 columns). Measured (tg128, 7B
@@ -170,7 +190,7 @@ static __device__ __forceinline__ void mmv_pp_load(const cu_mmv_args &a, int gw,
     }
 }
 
-template <typename U, int NC>
+template <typename U, int NC, int MODE>
 static __device__ __forceinline__ void mmv_pp_compute(const cu_mmv_args &a, int gw, int W, int nch, int nb, int nu,
                                                       int i, int lane, const typename U::W *buf, float *acc) {
     int m, r;
@@ -188,13 +208,16 @@ static __device__ __forceinline__ void mmv_pp_compute(const cu_mmv_args &a, int 
     if (ch == nch - 1) {
 #pragma unroll
         for (int c = 0; c < NC; c++) acc[c] = warp_sum(acc[c]);
-        if (lane == 0) mmv_store<NC>(a, m, r, acc);
+        if (lane == 0) {
+            if constexpr (MODE == MMV_EPI) mmv_store1<MODE>(a, m, r, acc[0]);
+            else mmv_store<NC>(a, m, r, acc);
+        }
 #pragma unroll
         for (int c = 0; c < NC; c++) acc[c] = 0.0f;
     }
 }
 
-template <typename U, int NC>
+template <typename U, int NC, int MODE = MMV_PLAIN>
 static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_q8_pp(cu_mmv_args a) {
     pdl_trigger();
     const int lane = threadIdx.x & 31;
@@ -214,10 +237,10 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_q8_pp(cu_mmv
     pdl_wait();
     for (int i = 0; i < n; i += 2) {
         if (i + 1 < n) mmv_pp_load<U>(a, gw, W, nch, nb, nu, i + 1, lane, B);
-        mmv_pp_compute<U, NC>(a, gw, W, nch, nb, nu, i, lane, A, acc);
+        mmv_pp_compute<U, NC, MODE>(a, gw, W, nch, nb, nu, i, lane, A, acc);
         if (i + 1 >= n) break;
         if (i + 2 < n) mmv_pp_load<U>(a, gw, W, nch, nb, nu, i + 2, lane, A);
-        mmv_pp_compute<U, NC>(a, gw, W, nch, nb, nu, i + 1, lane, B, acc);
+        mmv_pp_compute<U, NC, MODE>(a, gw, W, nch, nb, nu, i + 1, lane, B, acc);
     }
 }
 
@@ -244,7 +267,7 @@ static __device__ __forceinline__ void mmv_xs_load(const cu_mmv_args &a, int g, 
         if (u < nu) U::template load<ld_g>(row, nb, u, w[k]);
     }
 }
-template <typename U, int UPL>
+template <typename U, int UPL, int MODE>
 static __device__ __forceinline__ void mmv_xs_row(const cu_mmv_args &a, int g, int nu, int lane,
                                                   const typename U::W *w, const typename U::X *x) {
     float acc = 0.0f;
@@ -257,65 +280,134 @@ static __device__ __forceinline__ void mmv_xs_row(const cu_mmv_args &a, int g, i
     if (lane == 0) {
         int m, r;
         mmv_row(a, g, &m, &r);
-        mmv_store<1>(a, m, r, &acc);
+        mmv_store1<MODE>(a, m, r, acc);
     }
 }
 
-template <typename U, int UPL>
+/* MMV_NORM prologue: every block computes q8(rmsnorm(nx) * nw) of the K inputs into
+ * shared memory, with the norm kernel's formulas (out = x * inv * w; q8 as
+ * q8_store4), the sum of squares in this block's order. Called by all threads. */
+struct mmv_norm_smem {
+    int8_t qs[MMV_NORM_MAXK];
+    float d[MMV_NORM_MAXK / 32];
+    float s[MMV_NORM_MAXK / 16];
+    float red[32];
+};
+static __device__ __forceinline__ cu_q8 mmv_norm_prologue(const cu_mmv_args &a, mmv_norm_smem &sm) {
+    const int K = a.K, n4 = K / 4, T = blockDim.x, tid = threadIdx.x;
+    const float4 *x4 = (const float4 *)a.nx, *w4 = (const float4 *)a.nw;
+    float ss = 0.0f;
+    for (int i = tid; i < n4; i += T) {
+        const float4 v = __ldcg(x4 + i);
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    ss = warp_sum(ss);
+    if ((tid & 31) == 0) sm.red[tid >> 5] = ss;
+    __syncthreads();
+    ss = (tid & 31) < (T >> 5) ? sm.red[tid & 31] : 0.0f;
+    ss = warp_sum(ss);
+    const float inv = 1.0f / sqrtf(ss / (float)K + a.neps);
+    cu_q8 q = {sm.qs, sm.d, sm.s};
+    for (int base = 0; base < n4; base += T) {  /* warp-uniform bound: q8_store4 shuffles */
+        const int i = base + tid, valid = i < n4;
+        float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (valid) {
+            const float4 v = __ldcg(x4 + i), g = __ldg(w4 + i);
+            r = make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
+            if (a.nout && blockIdx.x == 0) ((float4 *)a.nout)[i] = r;
+        }
+        q8_store4(q, (int64_t)i * 4, r, valid);
+    }
+    __syncthreads();
+    return q;
+}
+
+/* The activations of a lane's units: from the q8 buffer, or (MMV_NORM) from the
+ * block's own quantization of the normalized input. Called by all threads. */
+template <typename U, int UPL, int MODE>
+static __device__ __forceinline__ void mmv_xs_loadx(const cu_mmv_args &a, int nu, int lane, typename U::X *x) {
+    if constexpr (MODE == MMV_NORM) {
+        __shared__ mmv_norm_smem sm;
+        const cu_q8 q = mmv_norm_prologue(a, sm);
+#pragma unroll
+        for (int k = 0; k < UPL; k++) {
+            const int u = lane + 32 * k;
+            if (u < nu) U::template loadx<ld_s>(q, 0, u, x[k]);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < UPL; k++) {
+            const int u = lane + 32 * k;
+            if (u < nu) U::loadx(a.q, 0, u, x[k]);
+        }
+    }
+}
+
+template <typename U, int UPL, int MODE = MMV_PLAIN>
 static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs(cu_mmv_args a) {
     pdl_trigger();
     const int lane = threadIdx.x & 31;
     const int gw = blockIdx.x * MMV_WARPS + (threadIdx.x >> 5);
     const int W = gridDim.x * MMV_WARPS;
     const int total = mmv_total(a);
-    if (gw >= total) return;
-    const int n = (total - gw + W - 1) / W;
+    if constexpr (MODE != MMV_NORM) {  /* the norm prologue needs every thread */
+        if (gw >= total) return;
+    }
+    const int n = MODE == MMV_NORM && gw >= total ? 0 : (total - gw + W - 1) / W;
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     typename U::W A[UPL], B[UPL];
-    mmv_xs_load<U, UPL>(a, gw, nb, nu, lane, A);  /* weights: before the wait */
+    if (MODE != MMV_NORM || n > 0) mmv_xs_load<U, UPL>(a, gw, nb, nu, lane, A);  /* weights: before the wait */
     pdl_wait();
     typename U::X x[UPL];
-#pragma unroll
-    for (int k = 0; k < UPL; k++) {
-        const int u = lane + 32 * k;
-        if (u < nu) U::loadx(a.q, 0, u, x[k]);
-    }
+    mmv_xs_loadx<U, UPL, MODE>(a, nu, lane, x);
     for (int i = 0; i < n; i += 2) {
         if (i + 1 < n) mmv_xs_load<U, UPL>(a, gw + (i + 1) * W, nb, nu, lane, B);
-        mmv_xs_row<U, UPL>(a, gw + i * W, nu, lane, A, x);
+        mmv_xs_row<U, UPL, MODE>(a, gw + i * W, nu, lane, A, x);
         if (i + 1 >= n) break;
         if (i + 2 < n) mmv_xs_load<U, UPL>(a, gw + (i + 2) * W, nb, nu, lane, A);
-        mmv_xs_row<U, UPL>(a, gw + (i + 1) * W, nu, lane, B, x);
+        mmv_xs_row<U, UPL, MODE>(a, gw + (i + 1) * W, nu, lane, B, x);
     }
 }
 
-template <typename U, int UPL>
+template <typename U, int UPL, int MODE>
 static int mmv_xs_occupancy() {
     static int per_sm;
-    if (!per_sm) per_sm = mmv_occupancy(kernel_mmv_xs<U, UPL>, MMV_WARPS * 32);
+    if (!per_sm) per_sm = mmv_occupancy(kernel_mmv_xs<U, UPL, MODE>, MMV_WARPS * 32);
     return per_sm;
+}
+template <typename U, int MODE>
+static void mmv_xs_prepare_mode() {
+    mmv_xs_occupancy<U, 1, MODE>();
+    mmv_xs_occupancy<U, 2, MODE>();
+    mmv_xs_occupancy<U, 4, MODE>();
 }
 template <typename U>
 static void mmv_xs_prepare() {
-    mmv_xs_occupancy<U, 1>();
-    mmv_xs_occupancy<U, 2>();
-    mmv_xs_occupancy<U, 4>();
+    mmv_xs_prepare_mode<U, MMV_PLAIN>();
+    mmv_xs_prepare_mode<U, MMV_NORM>();
+    mmv_xs_prepare_mode<U, MMV_EPI>();
 }
 /* Units per lane the xs kernel is built for (0: v1 takes the launch). */
 static inline int mmv_xs_upl(int nu, int ncols) {
     if (ncols != 1) return 0;
     return nu <= 32 ? 1 : nu <= 64 ? 2 : nu <= 128 ? 4 : 0;
 }
-template <typename U, int UPL>
-static void mmv_xs_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+template <typename U, int UPL, int MODE>
+static void mmv_xs_launch_mode(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
     const int total = a->rows[0] + (a->nmat > 1 ? a->rows[1] : 0) + (a->nmat > 2 ? a->rows[2] : 0);
     int blocks = (total + MMV_WARPS - 1) / MMV_WARPS;
-    int per_sm = mmv_xs_occupancy<U, UPL>();
+    int per_sm = mmv_xs_occupancy<U, UPL, MODE>();
     if (per_sm_cap > 0 && per_sm > per_sm_cap) per_sm = per_sm_cap;
     const int cap = per_sm * cu_num_sms(S);
     if (blocks > cap) blocks = cap;
-    cu_launch(S, name, kernel_mmv_xs<U, UPL>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
+    cu_launch(S, name, kernel_mmv_xs<U, UPL, MODE>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
+}
+template <typename U, int UPL>
+static void mmv_xs_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+    if (a->nx) mmv_xs_launch_mode<U, UPL, MMV_NORM>(S, a, name, per_sm_cap);
+    else if (a->radd) mmv_xs_launch_mode<U, UPL, MMV_EPI>(S, a, name, per_sm_cap);
+    else mmv_xs_launch_mode<U, UPL, MMV_PLAIN>(S, a, name, per_sm_cap);
 }
 
 /* ---- Variant "xst" (sm_90+; variant 3 takes it for large launches, 4 always) ----
@@ -358,7 +450,7 @@ static inline size_t mmv_xst_smem(int depth, int64_t stride) {
            (size_t)MMV_XST_WARPS * depth * (size_t)stride;
 }
 
-template <typename U, int UPL>
+template <typename U, int UPL, int MODE = MMV_PLAIN>
 static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_mmv_args a, int depth) {
     pdl_trigger();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -366,13 +458,15 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int total = mmv_total(a);
     const int W = gridDim.x * MMV_XST_WARPS, gw = blockIdx.x * MMV_XST_WARPS + warp;
-    if (gw >= total) return;
-    const int n = (total - gw + W - 1) / W;
+    if constexpr (MODE != MMV_NORM) {  /* the norm prologue needs every thread */
+        if (gw >= total) return;
+    }
+    const int n = MODE == MMV_NORM && gw >= total ? 0 : (total - gw + W - 1) / W;
     const int64_t stride = a.stride;
     uint64_t *bar = (uint64_t *)xst_smem + warp * depth;
     uint8_t *slot0 = xst_smem + (((size_t)MMV_XST_WARPS * depth * 8 + 127) & ~(size_t)127) +
                      (size_t)warp * depth * stride;
-    if (lane == 0) {
+    if (lane == 0 && (MODE != MMV_NORM || n > 0)) {
         for (int s = 0; s < depth; s++)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(bar + s)) : "memory");
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -386,11 +480,7 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     typename U::X x[UPL];
-#pragma unroll
-    for (int k = 0; k < UPL; k++) {
-        const int u = lane + 32 * k;
-        if (u < nu) U::loadx(a.q, 0, u, x[k]);
-    }
+    mmv_xs_loadx<U, UPL, MODE>(a, nu, lane, x);
     for (int i = 0; i < n; i++) {
         const int s = i % depth;
         mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
@@ -418,18 +508,18 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
                         bar + s);
             }
             mmv_row(a, gw + i * W, &m, &r);
-            mmv_store<1>(a, m, r, &acc);
+            mmv_store1<MODE>(a, m, r, acc);
         }
         __syncwarp();
     }
 #endif
 }
 
-template <typename U, int UPL>
+template <typename U, int UPL, int MODE = MMV_PLAIN>
 static void mmv_xst_attr(int bytes) {
     static int done;
     if (done >= bytes) return;
-    if (cudaFuncSetAttribute(kernel_mmv_xst<U, UPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) ==
+    if (cudaFuncSetAttribute(kernel_mmv_xst<U, UPL, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) ==
         cudaSuccess)
         done = bytes;
     else
@@ -444,19 +534,31 @@ static void mmv_xst_prepare() {
     mmv_xst_attr<U, 1>(MMV_XST_BUDGET + 1024);
     mmv_xst_attr<U, 2>(MMV_XST_BUDGET + 1024);
     mmv_xst_attr<U, 4>(MMV_XST_BUDGET + 1024);
+    mmv_xst_attr<U, 1, MMV_NORM>(MMV_XST_BUDGET + 1024);
+    mmv_xst_attr<U, 2, MMV_NORM>(MMV_XST_BUDGET + 1024);
+    mmv_xst_attr<U, 4, MMV_NORM>(MMV_XST_BUDGET + 1024);
+    mmv_xst_attr<U, 1, MMV_EPI>(MMV_XST_BUDGET + 1024);
+    mmv_xst_attr<U, 2, MMV_EPI>(MMV_XST_BUDGET + 1024);
+    mmv_xst_attr<U, 4, MMV_EPI>(MMV_XST_BUDGET + 1024);
 }
-template <typename U, int UPL>
-static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    const int depth = (int)(MMV_XST_BUDGET / ((int64_t)MMV_XST_WARPS * a->stride));
-    if (depth < 2) return 0;
-    const size_t smem = mmv_xst_smem(depth > 16 ? 16 : depth, a->stride);
-    mmv_xst_attr<U, UPL>(MMV_XST_BUDGET + 1024);
+template <typename U, int UPL, int MODE>
+static void mmv_xst_launch_mode(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap, int depth) {
+    const size_t smem = mmv_xst_smem(depth, a->stride);
+    mmv_xst_attr<U, UPL, MODE>(MMV_XST_BUDGET + 1024);
     const int total = a->rows[0] + (a->nmat > 1 ? a->rows[1] : 0) + (a->nmat > 2 ? a->rows[2] : 0);
     int blocks = (total + MMV_XST_WARPS - 1) / MMV_XST_WARPS;
     const int cap = (per_sm_cap > 0 ? per_sm_cap : MMV_XST_PERSM) * cu_num_sms(S);
     if (blocks > cap) blocks = cap;
-    cu_launch(S, name, kernel_mmv_xst<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a,
-              depth > 16 ? 16 : depth);
+    cu_launch(S, name, kernel_mmv_xst<U, UPL, MODE>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
+}
+template <typename U, int UPL>
+static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+    int depth = (int)(MMV_XST_BUDGET / ((int64_t)MMV_XST_WARPS * a->stride));
+    if (depth < 2) return 0;
+    if (depth > 16) depth = 16;
+    if (a->nx) mmv_xst_launch_mode<U, UPL, MMV_NORM>(S, a, name, per_sm_cap, depth);
+    else if (a->radd) mmv_xst_launch_mode<U, UPL, MMV_EPI>(S, a, name, per_sm_cap, depth);
+    else mmv_xst_launch_mode<U, UPL, MMV_PLAIN>(S, a, name, per_sm_cap, depth);
     return 1;
 }
 
@@ -466,11 +568,11 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
  * for launches of at least this many weight bytes (-1: never, no sm_90 code). */
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes);
 
-template <typename U, int NC>
+template <typename U, int NC, int MODE = MMV_PLAIN>
 static int mmv_pp_occupancy() {
     static int per_sm;
     if (!per_sm) {
-        const int nb = mmv_occupancy(kernel_mmv_q8_pp<U, NC>, MMV_WARPS * 32);
+        const int nb = mmv_occupancy(kernel_mmv_q8_pp<U, NC, MODE>, MMV_WARPS * 32);
         per_sm = nb > 8 ? 8 : nb;
     }
     return per_sm;
@@ -483,16 +585,17 @@ static void mmv_pp_prepare() {
     mmv_pp_occupancy<U, 2>();
     mmv_pp_occupancy<U, 4>();
     mmv_pp_occupancy<U, 8>();
+    mmv_pp_occupancy<U, 1, MMV_EPI>();
 }
 
-template <typename U, int NC>
+template <typename U, int NC, int MODE = MMV_PLAIN>
 static void mmv_pp_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
     int total = 0;
     for (int i = 0; i < a->nmat; i++) total += a->rows[i];
     int blocks = (total + MMV_WARPS - 1) / MMV_WARPS;
-    const int cap = mmv_pp_occupancy<U, NC>() * cu_num_sms(S);
+    const int cap = mmv_pp_occupancy<U, NC, MODE>() * cu_num_sms(S);
     if (blocks > cap) blocks = cap;
-    cu_launch(S, name, kernel_mmv_q8_pp<U, NC>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
+    cu_launch(S, name, kernel_mmv_q8_pp<U, NC, MODE>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
 }
 
 /* Host-side set-up of one unit type for a variant (occupancy lookups, shared
@@ -529,7 +632,22 @@ static void mmv_q8_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
      * in registers) or several columns: one column goes to pp, which measured
      * 12-18% faster than v1 on the 11008-wide ffn_down (lab, 2026-11-29), several
      * columns to v1. The notice counts the matrices that leave xs. */
+    if (a->nx) {
+        /* the host asks for the norm prologue only where xs/xst take the launch */
+        cu_record(S, cudaErrorInvalidValue, "mmv: norm prologue on a launch xs/xst do not take", __FILE__,
+                  __LINE__);
+        return;
+    }
+    if (a->radd && !(a->ncols == 1 && a->nmat == 1 && v >= 2)) {
+        cu_record(S, cudaErrorInvalidValue, "mmv: residual epilogue on a non-persistent launch", __FILE__,
+                  __LINE__);
+        return;
+    }
     if (v == 2 || (v >= 3 && a->ncols == 1)) {
+        if (a->radd) {
+            mmv_pp_launch<U, 1, MMV_EPI>(S, a, name);
+            return;
+        }
         if (a->ncols <= 1) mmv_pp_launch<U, 1>(S, a, name);
         else if (a->ncols <= 2) mmv_pp_launch<U, 2>(S, a, name);
         else if (a->ncols <= 4) mmv_pp_launch<U, 4>(S, a, name);

@@ -48,13 +48,14 @@ struct unit_k45 {
         int4 a0, a1, b0, b1;
         float d0, d1, s0, s1;
     };
+    template <class L = ld_g>
     static __device__ __forceinline__ void loadx(const cu_q8 &q, int64_t xoff, int u, X &x) {
         const int b = u >> 2, g = u & 3;
         const int64_t xb = xoff + (int64_t)b * 256 + 64 * g;
-        x.a0 = ldx16(q.qs + xb);
-        x.a1 = ldx16(q.qs + xb + 16);
-        x.b0 = ldx16(q.qs + xb + 32);
-        x.b1 = ldx16(q.qs + xb + 48);
+        x.a0 = L::i128(q.qs + xb);
+        x.a1 = L::i128(q.qs + xb + 16);
+        x.b0 = L::i128(q.qs + xb + 32);
+        x.b1 = L::i128(q.qs + xb + 48);
         const int64_t i32 = xb >> 5, i16 = xb >> 4;
         x.d0 = q.d[i32];
         x.d1 = q.d[i32 + 1];
@@ -119,11 +120,12 @@ struct unit_q6k {
         int4 x[4];
         float d[4];
     };
+    template <class L = ld_g>
     static __device__ __forceinline__ void loadx(const cu_q8 &q, int64_t xoff, int u, X &x) {
         const int b = u >> 2, hh = (u >> 1) & 1, l0 = (u & 1) * 16;
         const int64_t xb = xoff + (int64_t)b * 256 + 128 * hh + l0;
 #pragma unroll
-        for (int qq = 0; qq < 4; qq++) x.x[qq] = ldx16(q.qs + xb + 32 * qq);
+        for (int qq = 0; qq < 4; qq++) x.x[qq] = L::i128(q.qs + xb + 32 * qq);
         const int64_t i32 = xb >> 5;
 #pragma unroll
         for (int qq = 0; qq < 4; qq++) x.d[qq] = q.d[i32 + qq];

@@ -34,10 +34,11 @@ struct unit_q4 {
         int4 x0, x1;
         float d, s;
     };
+    template <class L = ld_g>
     static __device__ __forceinline__ void loadx(const cu_q8 &q, int64_t xoff, int b, X &x) {
         const int64_t xb = xoff + (int64_t)b * 32;
-        x.x0 = ldx16(q.qs + xb);
-        x.x1 = ldx16(q.qs + xb + 16);
+        x.x0 = L::i128(q.qs + xb);
+        x.x1 = L::i128(q.qs + xb + 16);
         x.d = q.d[xb >> 5];
         x.s = q.s[xb >> 4] + q.s[(xb >> 4) + 1];
     }
@@ -85,10 +86,11 @@ struct unit_q8_0 {
         int4 x0, x1;
         float d;
     };
+    template <class L = ld_g>
     static __device__ __forceinline__ void loadx(const cu_q8 &q, int64_t xoff, int b, X &x) {
         const int64_t xb = xoff + (int64_t)b * 32;
-        x.x0 = ldx16(q.qs + xb);
-        x.x1 = ldx16(q.qs + xb + 16);
+        x.x0 = L::i128(q.qs + xb);
+        x.x1 = L::i128(q.qs + xb + 16);
         x.d = q.d[xb >> 5];
     }
     static __device__ __forceinline__ float dotx(const W &w, const X &x, int) {

@@ -173,6 +173,44 @@ static void test_matmul(env *e, uint32_t t, int rows, int K, const int *ns, int 
     free((void *)bias.host);
 }
 
+/* The one-token layer pattern the backend fuses (MINFER_CUDA_NORMFUSE=1: the add
+ * as the epilogue of the GEMV before it, the norm as the prologue of the GEMV after
+ * it): y = W1 a; x += y; xb = rmsnorm(x) * g; o = W2 xb, against the CPU. With the
+ * fusion off it checks the same ops unfused. */
+static void test_chain(env *e, uint32_t t, int dim, int k1, int r2) {
+    mf_err err = {{0}};
+    mf_weight w1 = make_weight(t, dim, k1, 0.05f), w2 = make_weight(t, r2, dim, 0.05f);
+    mf_weight g = make_weight(QTYPE_F32, 1, dim, 1.0f);
+    CHECK(cuda_backend_upload(e->gpu, &w1, &err) == 0 && cuda_backend_upload(e->gpu, &w2, &err) == 0 &&
+              cuda_backend_upload(e->gpu, &g, &err) == 0,
+          "upload chain weights: %s", err.msg);
+    float *a = rand_vec((size_t)k1, 1.0f), *x = rand_vec((size_t)dim, 1.0f);
+    float *y = malloc(sizeof(float) * dim), *xb = malloc(sizeof(float) * dim), *o = malloc(sizeof(float) * r2);
+    e->cpu->ops->matmul(e->cpu, y, a, &w1, NULL, 1);
+    float *xd = dev_from(e, x, (size_t)dim), *ad = dev_from(e, a, (size_t)k1);
+    e->cpu->ops->add(e->cpu, x, y, dim);
+    e->cpu->ops->rmsnorm(e->cpu, xb, x, &g, 1, dim, 1e-5f);
+    e->cpu->ops->matmul(e->cpu, o, xb, &w2, NULL, 1);
+    float *yd = dev_poison(e, (size_t)dim), *xbd = dev_poison(e, (size_t)dim), *od = dev_poison(e, (size_t)r2);
+    e->gpu->ops->matmul(e->gpu, yd, ad, &w1, NULL, 1);
+    e->gpu->ops->add(e->gpu, xd, yd, dim);
+    e->gpu->ops->rmsnorm(e->gpu, xbd, xd, &g, 1, dim, 1e-5f);
+    e->gpu->ops->matmul(e->gpu, od, xbd, &w2, NULL, 1);
+    float *go = host_of(e, od, (size_t)r2), *gx = host_of(e, xd, (size_t)dim), *gxb = host_of(e, xbd, (size_t)dim);
+    const double eo = nerr(go, o, (size_t)r2), ex = nerr(gx, x, (size_t)dim), exb = nerr(gxb, xb, (size_t)dim);
+    const double tol = dp4a_on ? 2e-2 : 2e-5;
+    CHECK(eo < tol && ex < tol && exb < tol, "chain %s dim %d k1 %d rows %d: err out %.3g x %.3g xb %.3g (tol %.1g)",
+          qtype_name(t), dim, k1, r2, eo, ex, exb, tol);
+    gpu_ok(e, "chain");
+    e->gpu->release(e->gpu, xd);
+    e->gpu->release(e->gpu, ad);
+    e->gpu->release(e->gpu, yd);
+    e->gpu->release(e->gpu, xbd);
+    e->gpu->release(e->gpu, od);
+    free(a); free(x); free(y); free(xb); free(o); free(go); free(gx); free(gxb);
+    free((void *)w1.host); free((void *)w2.host); free((void *)g.host);
+}
+
 static void test_embed(env *e, uint32_t t, int vocab, int dim, int n) {
     mf_err err = {{0}};
     mf_weight w = make_weight(t, vocab, dim, 1.0f);
@@ -404,6 +442,13 @@ int main(void) {
          * these widths, ~1056 warps) */
         if (t != QTYPE_F32 && t != QTYPE_F16 && t != QTYPE_BF16) test_matmul(&e, t, 17000, kq ? 256 : 96, n1, 1, 0);
     }
+    /* the one-token add/norm chain (fused with MINFER_CUDA_NORMFUSE=1); k1 11008 puts
+     * the first GEMV on pp, 4096 on xs */
+    test_chain(&e, QTYPE_Q4_K, 4096, 4096, 300);
+    test_chain(&e, QTYPE_Q4_K, 4096, 11008, 4096);
+    test_chain(&e, QTYPE_Q6_K, 4096, 4096, 257);
+    test_chain(&e, QTYPE_Q8_0, 4096, 4096, 33);
+    test_chain(&e, QTYPE_Q4_0, 2048, 2048, 1000);
     if (only_matmul) {
         env_free(&e);
         return test_summary("cuda_ops");
