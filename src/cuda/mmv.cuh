@@ -287,7 +287,7 @@ static __device__ __forceinline__ void mmv_xs_row(const cu_mmv_args &a, int g, i
 /* MMV_NORM prologue: every block computes q8(rmsnorm(nx) * nw) of the K inputs into
  * shared memory, with the norm kernel's formulas (out = x * inv * w; q8 as
  * q8_store4), the sum of squares in this block's order. Called by all threads. */
-struct mmv_norm_smem {
+struct __align__(16) mmv_norm_smem {  /* qs is read 16 bytes at a time */
     int8_t qs[MMV_NORM_MAXK];
     float d[MMV_NORM_MAXK / 32];
     float s[MMV_NORM_MAXK / 16];
