@@ -1133,7 +1133,10 @@ static void print_notice(cu_state *S) {
     if (S->notice_done) return;
     S->notice_done = 1;
     const double gib = 1073741824.0;
-    const size_t scratch = S->own_scratch + S->fw_scratch;
+    /* the prefill GEMM's f16 weight tile is a derived copy of weights (a plane):
+     * reported apart from the working scratch, which is held to 10% of weights + KV */
+    const size_t plane = (size_t)S->w16_cap * sizeof(__half);
+    const size_t scratch = S->own_scratch + S->fw_scratch - plane;
     const double base = (double)S->wbytes + (double)S->kvbytes;
     char gemv_name[128], xs_name[48];
     if (S->f_gemv == 4) snprintf(xs_name, sizeof xs_name, "xst");
@@ -1149,13 +1152,13 @@ static void print_notice(cu_state *S) {
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
             "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s prefill=%s attn=%s; "
-            "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%)\n",
+            "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
             S->f_fuse ? (S->f_normfuse && S->f_dp4a && S->f_gemv >= 3 ? "on+norm-in-gemv" : "on") : "off",
             S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split", S->wbytes / gib,
-            S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0);
+            S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0, plane / gib);
     if (S->verbose)
         fprintf(stderr, "minfer/cuda: scratch: backend %.1f MiB (q8 %lld values, attn %d chunks of %d, gemm f16 %lld+%lld), "
                 "forward %.1f MiB\n", S->own_scratch / 1048576.0, (long long)S->q8_cap, S->att_nchunks, S->att_chunk,
