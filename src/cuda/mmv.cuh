@@ -1,30 +1,33 @@
 /* mmv.cuh - decode GEMV framework: out[c][r] = sum_k W[r][k] * x[c][k] for
  * c < ncols <= 8, several matrices of one type and width per launch.
  *
- * One warp per output row. A row is cut into *units* (the bytes one lane decodes
- * at once: 16-48 bytes of weights read with 16-byte loads); lane l takes units
- * l, l+32, ... so a warp streams the row front to back with coalesced loads and
- * reads every weight byte once. Activations come pre-quantized to q8 (common.cuh)
- * and are read through L1 (every warp of an SM reads the same vector); the dots
- * are integer dp4a, scaled once per sub-block.
+ * A warp computes a row: the row is cut into *units* (the bytes one lane decodes at
+ * once: 16-48 bytes of weights read with 16-byte loads); lane l takes units l,
+ * l+32, ... so a warp streams the row front to back with coalesced loads and reads
+ * every weight byte once. Activations come pre-quantized to q8 (common.cuh); the
+ * dots are integer dp4a, scaled once per sub-block. Weights never depend on the
+ * previous kernel, so every variant requests its first weights before pdl_wait().
  *
- * Under programmatic dependent launch the first UNR units of weights are loaded
- * before pdl_wait(): weight fetch overlaps the previous kernel's tail.
+ * The variants (MINFER_CUDA_GEMV; lab figures in bench/RESULTS.md):
+ *   v1   one row per warp, one wave of short-lived blocks; 2..8 columns
+ *   pp   persistent grid, two register sets of weights in turn (wide rows)
+ *   xs   persistent grid, each lane's activations held in registers for every row
+ *        it visits, weights double-buffered in registers
+ *   xst  xs with the weights streamed through a per-warp TMA ring in shared memory
+ * Variant 3, the default, is xs/xst by launch size, pp for rows xs cannot hold, v1
+ * for several columns (mmv_q8_launch at the end). The persistent kernels also have
+ * fused modes (MMV_NORM prologue, MMV_EPI epilogue; MINFER_CUDA_NORMFUSE).
  *
  * A unit type U provides:
  *   QK, UPB        values per block, units per block
- *   UNR            units per lane in flight
- *   struct W       the registers of one unit
- *   load<L>(row, nb, u, W&)              weights only (may run before pdl_wait);
- *                                        L = ld_g (global, read-only path) or
- *                                        ld_s (a row already in shared memory)
- *   dot(W, row, nb, u, q, xoff) -> float one column, xoff = c * K
- *
- * The kernels that use the units: kernel_mmv_q8 (v1, below), kernel_mmv_q8_pp
- * (pp) and kernel_mmv_xs (xs, the default; it needs the split dot of a unit:
- *   struct X                              the activations of one unit
- *   loadx(q, xoff, u, X&)                 read them (after pdl_wait)
- *   dotx(W, X, u) -> float                and dot = dotx(W, loadx(..)) ). */
+ *   UNR            units per lane in flight (v1)
+ *   struct W       the registers of one unit's weights
+ *   load<L>(row, nb, u, W&)              weights only; L = ld_g (global, read-only
+ *                                        path) or ld_s (a row in shared memory)
+ *   struct X       the activations of one unit
+ *   loadx<L>(q, xoff, u, X&)             read them (after pdl_wait); xoff = c * K
+ *   dotx(W, X, u) -> float               the unit's contribution
+ *   dot(W, row, nb, u, q, xoff) -> float dotx(W, loadx(..)) */
 #ifndef MINFER_CUDA_MMV_CUH
 #define MINFER_CUDA_MMV_CUH
 
@@ -41,7 +44,6 @@ static __device__ __forceinline__ int dp4a(int a, int b, int c) {
     return c;
 #endif
 }
-static __device__ __forceinline__ int4 ldx16(const int8_t *p) { return __ldg((const int4 *)p); }
 
 /* Weight loaders of the units: global memory through the read-only path, or a
  * row staged in shared memory (plain loads; the compiler emits LDS because the
@@ -242,6 +244,36 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_q8_pp(cu_mmv
         if (i + 2 < n) mmv_pp_load<U>(a, gw, W, nch, nb, nu, i + 2, lane, A);
         mmv_pp_compute<U, NC, MODE>(a, gw, W, nch, nb, nu, i + 1, lane, B, acc);
     }
+}
+
+template <typename U, int NC, int MODE = MMV_PLAIN>
+static int mmv_pp_occupancy() {
+    static int per_sm;
+    if (!per_sm) {
+        const int nb = mmv_occupancy(kernel_mmv_q8_pp<U, NC, MODE>, MMV_WARPS * 32);
+        per_sm = nb > 8 ? 8 : nb;
+    }
+    return per_sm;
+}
+
+/* Occupancy lookups ahead of any graph capture (called at init when the variant is on). */
+template <typename U>
+static void mmv_pp_prepare() {
+    mmv_pp_occupancy<U, 1>();
+    mmv_pp_occupancy<U, 2>();
+    mmv_pp_occupancy<U, 4>();
+    mmv_pp_occupancy<U, 8>();
+    mmv_pp_occupancy<U, 1, MMV_EPI>();
+}
+
+template <typename U, int NC, int MODE = MMV_PLAIN>
+static void mmv_pp_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
+    int total = 0;
+    for (int i = 0; i < a->nmat; i++) total += a->rows[i];
+    int blocks = (total + MMV_WARPS - 1) / MMV_WARPS;
+    const int cap = mmv_pp_occupancy<U, NC, MODE>() * cu_num_sms(S);
+    if (blocks > cap) blocks = cap;
+    cu_launch(S, name, kernel_mmv_q8_pp<U, NC, MODE>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
 }
 
 /* ---- Variant "xs" (x-stationary persistent warps) ----
@@ -567,36 +599,6 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
  * persistent grids' blocks per SM (0 = default); xst_bytes: variant 3 takes xst
  * for launches of at least this many weight bytes (-1: never, no sm_90 code). */
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes);
-
-template <typename U, int NC, int MODE = MMV_PLAIN>
-static int mmv_pp_occupancy() {
-    static int per_sm;
-    if (!per_sm) {
-        const int nb = mmv_occupancy(kernel_mmv_q8_pp<U, NC, MODE>, MMV_WARPS * 32);
-        per_sm = nb > 8 ? 8 : nb;
-    }
-    return per_sm;
-}
-
-/* Occupancy lookups ahead of any graph capture (called at init when the variant is on). */
-template <typename U>
-static void mmv_pp_prepare() {
-    mmv_pp_occupancy<U, 1>();
-    mmv_pp_occupancy<U, 2>();
-    mmv_pp_occupancy<U, 4>();
-    mmv_pp_occupancy<U, 8>();
-    mmv_pp_occupancy<U, 1, MMV_EPI>();
-}
-
-template <typename U, int NC, int MODE = MMV_PLAIN>
-static void mmv_pp_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
-    int total = 0;
-    for (int i = 0; i < a->nmat; i++) total += a->rows[i];
-    int blocks = (total + MMV_WARPS - 1) / MMV_WARPS;
-    const int cap = mmv_pp_occupancy<U, NC, MODE>() * cu_num_sms(S);
-    if (blocks > cap) blocks = cap;
-    cu_launch(S, name, kernel_mmv_q8_pp<U, NC, MODE>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
-}
 
 /* Host-side set-up of one unit type for a variant (occupancy lookups, shared
  * memory attributes), ahead of any graph capture. Variants 3 and 4 use pp too. */
