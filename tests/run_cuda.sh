@@ -4,7 +4,8 @@
 #      with every fast path on (GEMV variant 3: xs, xst for large launches on sm_90+),
 #      with every optional path off, and (matmuls only) with the other GEMV variants
 #      (MINFER_CUDA_GEMV=1, 2, 4), with the persistent grids capped at 1 block per SM
-#      and with the add/norm fusion into the GEMVs (MINFER_CUDA_NORMFUSE=1);
+#      and with the add/norm fusion into the GEMVs (MINFER_CUDA_NORMFUSE=1); the
+#      end-to-end and model-parity runs also cover it and the L2 prefetch (MINFER_CUDA_L2PF=1);
 #   2. end to end: stories260K greedy 200 tokens from BOS on the GPU must print
 #      models/stories260K.greedy200.txt exactly, with each optional path switched off in turn;
 #      a prompted run must print the same text on the GPU as on the CPU;
@@ -63,7 +64,8 @@ if [ -n "$SHARED" ]; then
     M=$SHARED/models/stories260K.gguf
     EXP=$SHARED/models/stories260K.greedy200.txt
     echo "== e2e stories260K greedy 200 (cuda)"
-    for v in "" "MINFER_CUDA_GRAPH=0" "MINFER_CUDA_FUSE=0 MINFER_CUDA_PDL=0" "$OFF"; do
+    for v in "" "MINFER_CUDA_GRAPH=0" "MINFER_CUDA_FUSE=0 MINFER_CUDA_PDL=0" "$OFF" \
+             "MINFER_CUDA_NORMFUSE=1 MINFER_CUDA_L2PF=1"; do
         $TO env $v "$BIN" run -m "$M" -p "" -n 200 --temp 0 --device cuda >"$TMP/out.txt" 2>"$TMP/err.txt"
         rc=$?
         same "$TMP/out.txt" "$EXP" || rc=1
@@ -114,6 +116,8 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
         run_one "forward tiny $1" "$TESTS/test_cuda_forward" "$TMP/tiny-$1.gguf" 70 40 $2
     done
     run_one "forward tiny q4_k_m, normfuse" env MINFER_CUDA_NORMFUSE=1 \
+        "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
+    run_one "forward tiny q4_k_m, l2 prefetch" env MINFER_CUDA_L2PF=1 \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     for g in 1 2 4; do
         run_one "forward tiny q4_k_m, gemv variant $g" env MINFER_CUDA_GEMV=$g \

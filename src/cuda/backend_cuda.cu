@@ -34,6 +34,9 @@
  * TMA ring (sm_90+ code), for launches of MINFER_CUDA_XST_MB (16) MB or more: the
  * default; 4 = xst wherever it applies; mmv.cuh) and
  * MINFER_CUDA_GEMV_PERSM=N (cap on the persistent grids' blocks per SM),
+ * MINFER_CUDA_L2PF=1 (experimental, unmeasured: forward.c's hints name the weights
+ * of the next GEMVs; before each small kernel of a one-token step a side stream asks
+ * the L2 for them, so the memory works while the small kernels run),
  * MINFER_CUDA_NORMFUSE=1 (experimental, unmeasured: for one token, the residual
  * add after a GEMV runs in that GEMV as it writes each row, and the rmsnorm before
  * a GEMV runs in every block of that GEMV, which quantizes the normalized row into
@@ -120,6 +123,14 @@ struct cu_state {
     int f_graph, f_pdl, f_fuse, f_dp4a, f_flash, f_mma, f_sync, verbose;
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
     int f_normfuse;        /* residual add / rmsnorm inside the one-column GEMVs (mmv.cuh) */
+    /* L2 prefetch (MINFER_CUDA_L2PF): hinted weights, asked for on a side stream
+     * that forks before the next small kernel and joins at the next download */
+    int f_l2pf;
+    cudaStream_t side;
+    cudaEvent_t ev_fork, ev_side;
+    int side_pending;
+    const mf_weight *pf[4];
+    int npf;
     uint64_t n_epi, n_normpro;  /* launches that used them (MINFER_CUDA_VERBOSE) */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
     int xs_v1_mats;        /* quantized matrices the xs variant leaves to v1 */
@@ -353,6 +364,35 @@ static const float2 *rope_table(cu_state *S, int rope_dim, float base, const mf_
     return S->rope_cs;
 }
 
+/* L2 prefetch: called right before a small kernel is launched. The side stream
+ * waits for what the main stream has launched so far (the GEMV before the small
+ * kernel), then asks the L2 for the hinted weights (at most 24 MB each, 48 MB in
+ * all, of the 60 MB L2) while the small kernel runs. */
+static void l2pf_fork(cu_state *S) {
+    if (!S->npf) return;
+    CU_CHECK(S, cudaEventRecord(S->ev_fork, S->stream));
+    CU_CHECK(S, cudaStreamWaitEvent(S->side, S->ev_fork, 0));
+    size_t total = 0;
+    for (int i = 0; i < S->npf; i++) {
+        const mf_weight *w = S->pf[i];
+        size_t bytes = (size_t)w->rows * (size_t)cu_row_stride(w->type, w->cols);
+        if (bytes > ((size_t)24 << 20)) bytes = (size_t)24 << 20;
+        if (total + bytes > ((size_t)48 << 20)) break;
+        total += bytes;
+        cu_l2_prefetch(S, S->side, w->dev, bytes);
+    }
+    CU_CHECK(S, cudaEventRecord(S->ev_side, S->side));
+    S->side_pending = 1;
+    S->npf = 0;
+}
+/* The main stream waits for the side stream (before downloads and the end of a
+ * graph capture, which must join every forked stream). */
+static void l2pf_join(cu_state *S) {
+    S->npf = 0;
+    if (!S->side_pending) return;
+    CU_CHECK(S, cudaStreamWaitEvent(S->stream, S->ev_side, 0));
+    S->side_pending = 0;
+}
 static void flush(cu_state *S) {
     cu_pend *p = &S->pend;
     switch (p->kind) {
@@ -366,6 +406,7 @@ static void flush(cu_state *S) {
         break;
     case PEND_NORM: {
         const cu_q8 *q = q8_for(S, p->ndim);
+        l2pf_fork(S);
         cu_rmsnorm(S, p->nout, (float *)p->nx, NULL, p->nw, 1, p->ndim, p->neps, q);
         if (q) q8_set(S, p->nout, p->ndim);
         else q8_touch(S, p->nout, (size_t)p->ndim * 4);
@@ -396,6 +437,12 @@ static void op_embed(mf_backend *be, float *out, const mf_weight *w, const mf_ba
     q8_touch(S, out, (size_t)b->n * w->cols * 4);
 }
 
+static void op_prefetch(mf_backend *be, const mf_weight *w, int n) {
+    cu_state *S = ST(be);
+    if (!S->f_l2pf || n != 1 || !w || !w->dev || S->npf == (int)MF_ARRAY_LEN(S->pf)) return;
+    S->pf[S->npf++] = w;
+}
+
 static void op_rmsnorm(mf_backend *be, float *out, const float *x, const mf_weight *w, int n, int dim, float eps) {
     cu_state *S = ST(be);
     const float *y = NULL;
@@ -423,6 +470,7 @@ static void op_rmsnorm(mf_backend *be, float *out, const float *x, const mf_weig
         flush(S);
     }
     const cu_q8 *q = n <= CU_MAX_GEMV_COLS ? q8_for(S, total) : NULL;
+    l2pf_fork(S);
     cu_rmsnorm(S, out, (float *)x, y, (const float *)w->dev, n, dim, eps, q);
     if (y) q8_touch(S, x, (size_t)total * 4);
     if (q) q8_set(S, out, total);
@@ -592,6 +640,7 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
     a.rope_mode = rmode;
     a.rope_base = rbase;
     a.rope_cs = rope ? rope_table(S, rdim, rbase, b) : NULL;
+    l2pf_fork(S);
     if (n == 1 && S->f_fuse && cu_attn_dec_supported(hd)) {
         /* one token: RoPE and the cache store happen inside the attention kernel
          * (q and k in memory stay unrotated; nothing reads them after) */
@@ -640,6 +689,7 @@ static void op_swiglu(mf_backend *be, float *out, const float *gate, const float
     cu_state *S = ST(be);
     flush(S);
     const cu_q8 *q = q8_for(S, n);
+    l2pf_fork(S);
     cu_swiglu(S, out, gate, up, n, q);
     if (q) q8_set(S, out, n);
     else q8_touch(S, out, (size_t)n * 4);
@@ -682,7 +732,7 @@ static void op_get_rows(mf_backend *be, float *dst, const float *src, const int3
 }
 
 static const mf_ops cuda_ops = {
-    op_embed, op_rmsnorm, op_matmul, op_rope, op_attention, op_swiglu, op_add, op_get_rows,
+    op_embed, op_rmsnorm, op_matmul, op_rope, op_attention, op_swiglu, op_add, op_get_rows, op_prefetch,
 };
 
 /* ------------------------------------------------------------------------- */
@@ -729,6 +779,7 @@ static void be_release(mf_backend *be, void *p) {
 static void be_download(mf_backend *be, void *dst, const void *src, size_t nbytes) {
     cu_state *S = ST(be);
     flush(S);
+    l2pf_join(S);
     if (S->capturing) {
         cu_graph_rec *g = &S->graph;
         size_t off;
@@ -950,6 +1001,12 @@ static int check_model(cu_state *S, const mf_model *m, mf_err *err) {
 }
 
 static void free_state(cu_state *S) {
+    if (S->side) {
+        cudaStreamSynchronize(S->side);
+        cudaStreamDestroy(S->side);
+    }
+    if (S->ev_fork) cudaEventDestroy(S->ev_fork);
+    if (S->ev_side) cudaEventDestroy(S->ev_side);
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s,
@@ -1000,6 +1057,14 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         if (S->f_gemv == 4) S->f_gemv = 3;
     }
     S->f_normfuse = mf_env_int("MINFER_CUDA_NORMFUSE", 0);
+    S->f_l2pf = mf_env_int("MINFER_CUDA_L2PF", 0) && S->code_arch >= 900;
+    if (S->f_l2pf && (cudaStreamCreateWithFlags(&S->side, cudaStreamNonBlocking) != cudaSuccess ||
+                      cudaEventCreateWithFlags(&S->ev_fork, cudaEventDisableTiming) != cudaSuccess ||
+                      cudaEventCreateWithFlags(&S->ev_side, cudaEventDisableTiming) != cudaSuccess)) {
+        (void)cudaGetLastError();
+        S->f_l2pf = 0;
+        mf_log("minfer/cuda: no side stream for the L2 prefetch; MINFER_CUDA_L2PF off");
+    }
     S->gemv_per_sm = mf_env_int("MINFER_CUDA_GEMV_PERSM", 0);
     if (S->gemv_per_sm < 0) S->gemv_per_sm = 0;
     int rc = check_model(S, m, err);
@@ -1151,11 +1216,12 @@ static void print_notice(cu_state *S) {
     else if (S->f_gemv >= 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(v1 for batches)", xs_name);
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
-            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s prefill=%s attn=%s; "
+            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
             S->f_fuse ? (S->f_normfuse && S->f_dp4a && S->f_gemv >= 3 ? "on+norm-in-gemv" : "on") : "off",
+            S->f_l2pf ? " l2pf=on" : "",
             S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split", S->wbytes / gib,
             S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0, plane / gib);
@@ -1192,6 +1258,7 @@ static int graph_capture(cu_state *S, mf_forward *fw, const mf_batch *b, float *
     ferr.msg[0] = 0;
     const int rc = forward_generic(fw, b, logits, &ferr);
     flush(S);
+    l2pf_join(S);
     e = cudaStreamEndCapture(S->stream, &graph);
     S->capturing = 0;
     if (e != cudaSuccess && !S->err) cu_record(S, e, "cudaStreamEndCapture", __FILE__, __LINE__);

@@ -203,6 +203,8 @@ void cu_add(cu_state *S, float *x, const float *y, int64_t n);
 /* out = silu(g) * u; also writes q8 of out when q != NULL (n % 32 == 0). */
 void cu_swiglu(cu_state *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q);
 void cu_quantize_q8(cu_state *S, const float *x, int64_t n, const cu_q8 *q);
+/* Asks the L2 for bytes at p (16-byte multiple used), on stream st (sm_90+ code). */
+void cu_l2_prefetch(cu_state *S, cudaStream_t st, const void *p, size_t bytes);
 void cu_to_f16(cu_state *S, __half *dst, const float *x, int n, int K, int Kp);
 /* dst [rows][Kp] f16 = rows r0..r0+nr of w, zero-padded from K to Kp. */
 void cu_dequant_f16(cu_state *S, __half *dst, const mf_weight *w, int64_t r0, int64_t nr, int Kp);
