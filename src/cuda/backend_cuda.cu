@@ -454,6 +454,7 @@ static void op_rmsnorm(mf_backend *be, float *out, const float *x, const mf_weig
         /* held for the prologue of the GEMV that reads out (op_matmul); a held add
          * of x runs first (as the epilogue of its GEMV, or as a kernel) */
         flush(S);
+        S->npf = 0;  /* no small kernel follows to overlap a prefetch with */
         cu_pend *p = &S->pend;
         p->kind = PEND_NORM;
         p->nout = out;
