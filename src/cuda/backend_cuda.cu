@@ -131,7 +131,9 @@ struct cu_state {
     int side_pending;
     const mf_weight *pf[4];
     int npf;
-    uint64_t n_epi, n_normpro;  /* launches that used them (MINFER_CUDA_VERBOSE) */
+    uint64_t n_epi, n_normpro, n_l2pf;  /* launches issued with them (printed at exit
+                                          * with MINFER_CUDA_VERBOSE; a captured graph
+                                          * counts once) */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
     int xs_v1_mats;        /* quantized matrices the xs variant leaves to v1 */
     int64_t xst_bytes;     /* variant 3: xst for launches of at least this many bytes */
@@ -384,6 +386,7 @@ static void l2pf_fork(cu_state *S) {
     CU_CHECK(S, cudaEventRecord(S->ev_side, S->side));
     S->side_pending = 1;
     S->npf = 0;
+    S->n_l2pf++;
 }
 /* The main stream waits for the side stream (before downloads and the end of a
  * graph capture, which must join every forked stream). */
@@ -1175,6 +1178,10 @@ static void be_destroy(mf_backend *be) {
     cu_state *S = ST(be);
     if (S) {
         cudaStreamSynchronize(S->stream);
+        if (S->verbose && (S->f_normfuse || S->f_l2pf))
+            fprintf(stderr, "minfer/cuda: issued %llu GEMVs with the add epilogue, %llu with the norm prologue, "
+                    "%llu L2 prefetch forks\n", (unsigned long long)S->n_epi, (unsigned long long)S->n_normpro,
+                    (unsigned long long)S->n_l2pf);
         if (S->m) {
             mf_model *m = S->m;
             m->tok_embd.dev = m->output_norm.dev = m->output.dev = NULL;
