@@ -119,6 +119,12 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     run_one "forward tiny q4_k_m, l2 prefetch" env MINFER_CUDA_L2PF=1 \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
+    # the opt-in paths must really run where they apply (not fall back silently)
+    live=$(MINFER_CUDA_NORMFUSE=1 MINFER_CUDA_L2PF=1 MINFER_CUDA_VERBOSE=1 "$BIN" run -m "$TMP/tiny-q4_k_m.gguf" \
+        -p "" -n 8 --temp 0 --device cuda 2>&1 >/dev/null | grep 'minfer/cuda: issued')
+    echo "$live"
+    check "normfuse and l2pf taken (epilogues, prologues, forks > 0)" \
+        python3 -c 'import re,sys; n=[int(v) for v in re.findall(r"\b(\d+) (?=GEMVs|with|L2 prefetch)", sys.argv[1])]; sys.exit(not (len(n) == 3 and min(n) > 0))' "$live"
     for g in 1 2 4; do
         run_one "forward tiny q4_k_m, gemv variant $g" env MINFER_CUDA_GEMV=$g \
             "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
