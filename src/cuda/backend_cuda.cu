@@ -1061,7 +1061,12 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         if (S->f_gemv == 4) S->f_gemv = 3;
     }
     S->f_normfuse = mf_env_int("MINFER_CUDA_NORMFUSE", 0);
-    S->f_l2pf = mf_env_int("MINFER_CUDA_L2PF", 0) && S->code_arch >= 900;
+    S->f_l2pf = mf_env_int("MINFER_CUDA_L2PF", 0);
+    if (S->f_l2pf && S->code_arch < 900) {
+        mf_log("minfer/cuda: MINFER_CUDA_L2PF=1 needs sm_90+ code (this device runs sm_%d code); off",
+               S->code_arch / 10);
+        S->f_l2pf = 0;
+    }
     if (S->f_l2pf && (cudaStreamCreateWithFlags(&S->side, cudaStreamNonBlocking) != cudaSuccess ||
                       cudaEventCreateWithFlags(&S->ev_fork, cudaEventDisableTiming) != cudaSuccess ||
                       cudaEventCreateWithFlags(&S->ev_side, cudaEventDisableTiming) != cudaSuccess)) {
