@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# tools/stage_device.sh [DIR] - prepares a copy of the GPU binaries for a remote GPU
+# machine that gets only the working tree (no ../shared, no network, a size limit):
+# builds build/h200-stage for sm_90a only and without line info (21.9 MB of minfer
+# becomes 8.1 MB; the tree that travels is limited to 64 MiB; STAGE_LINEINFO=1 keeps
+# it, for ncu source views), then puts stripped binaries in DIR/b (minfer,
+# bench/cuda_gemv, tests/cuda/*), libpcre2-8 in DIR/lib and stories260K (+ its greedy
+# text) in DIR/models. DIR (default .device) is git-ignored. On the GPU machine:
+#   bash tools/device_session.sh DIR
+set -eu
+DIR=${1:-.device}
+ARCH=${CUDA_ARCHS:-'-gencode arch=compute_90a,code=sm_90a'}
+B=build/h200-stage
+LINE=
+[ "${STAGE_LINEINFO:-0}" = 1 ] && LINE="-lineinfo" && B=build/h200
+make -j"$(nproc)" BUILD=$B CUDA_ARCHS="$ARCH" \
+    NVCCFLAGS="-O3 $LINE -std=c++17 $ARCH -Isrc -Xcompiler -Wall,-Wextra,-Wno-unused-parameter --expt-relaxed-constexpr" \
+    $B/minfer $B/bench/cuda_gemv $B/tests/cuda/test_cuda_ops $B/tests/cuda/test_cuda_forward >/dev/null
+mkdir -p "$DIR/b/bench" "$DIR/b/tests/cuda" "$DIR/lib" "$DIR/models"
+cp $B/minfer "$DIR/b/minfer"
+cp $B/bench/cuda_gemv "$DIR/b/bench/"
+cp $B/tests/cuda/test_cuda_ops $B/tests/cuda/test_cuda_forward "$DIR/b/tests/cuda/"
+strip "$DIR/b/minfer" "$DIR/b/bench/cuda_gemv" "$DIR/b/tests/cuda/"*
+cp -L "$(ldconfig -p | sed -n 's/.*libpcre2-8.so.0 .*=> //p' | head -n 1)" "$DIR/lib/libpcre2-8.so.0"
+SHARED=${MINFER_SHARED:-../shared}
+for f in stories260K.gguf stories260K.greedy200.txt; do
+    if [ -f "$SHARED/models/$f" ]; then cp "$SHARED/models/$f" "$DIR/models/"; fi
+done
+du -sh "$DIR"
