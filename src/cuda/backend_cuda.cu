@@ -496,6 +496,19 @@ static void matmul_gemm(cu_state *S, float *out, const float *x, const mf_weight
     }
 }
 
+/* A new held GEMV group on input x (no matrices yet, no fusions). */
+static void pend_mmv_start(cu_pend *p, uint32_t type, int q8, int n, int K, const float *x) {
+    p->kind = PEND_MMV;
+    p->madd_x = NULL;
+    p->mnx = NULL;
+    p->mtype = type;
+    p->mq8 = q8;
+    p->mn = n;
+    p->mK = K;
+    p->mx = x;
+    p->mnmat = 0;
+}
+
 static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n) {
     cu_state *S = ST(be);
     const float *bd = bias && bias->host ? (const float *)bias->dev : NULL;
@@ -514,14 +527,7 @@ static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weigh
             flush(S);
             for (int t0 = 0; t0 < n; t0 += CU_MAX_GEMV_COLS) {
                 const int nc = n - t0 < CU_MAX_GEMV_COLS ? n - t0 : CU_MAX_GEMV_COLS;
-                p->kind = PEND_MMV;
-                p->madd_x = NULL;
-                p->mnx = NULL;
-                p->mtype = w->type;
-                p->mq8 = 0;
-                p->mn = nc;
-                p->mK = K;
-                p->mx = x + (int64_t)t0 * K;
+                pend_mmv_start(p, w->type, 0, nc, K, x + (int64_t)t0 * K);
                 p->mnmat = 1;
                 p->mout[0] = out + (int64_t)t0 * R;
                 p->mw[0] = w;
@@ -537,41 +543,22 @@ static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weigh
             const float *nx = p->nx, *nw = p->nw;
             float *nout = p->nout;
             const float neps = p->neps;
-            p->kind = PEND_MMV;
-            p->madd_x = NULL;
+            pend_mmv_start(p, w->type, q8, n, K, x);
             p->mnx = nx;
             p->mnw = nw;
             p->mnout = nout;
             p->mneps = neps;
-            p->mtype = w->type;
-            p->mq8 = q8;
-            p->mn = n;
-            p->mK = K;
-            p->mx = x;
-            p->mnmat = 0;
-            p->mout[0] = out;
-            p->mw[0] = w;
-            p->mbias[0] = bd;
-            p->mnmat = 1;
-            return;
-        }
-        const int join = S->f_fuse && p->kind == PEND_MMV && !p->madd_x && p->mtype == w->type && p->mq8 == q8 && p->mn == n &&
-                         p->mK == K && p->mx == x && p->mnmat < CU_MMV_MAXMAT &&
-                         !overlaps(out, (size_t)n * R * 4, x, (size_t)n * K * 4);
-        int ok = join;
-        for (int i = 0; ok && i < p->mnmat; i++)
-            if (overlaps(out, (size_t)n * R * 4, p->mout[i], (size_t)n * p->mw[i]->rows * 4)) ok = 0;
-        if (!ok) {
-            flush(S);
-            p->kind = PEND_MMV;
-            p->madd_x = NULL;
-            p->mnx = NULL;
-            p->mtype = w->type;
-            p->mq8 = q8;
-            p->mn = n;
-            p->mK = K;
-            p->mx = x;
-            p->mnmat = 0;
+        } else {
+            const int join = S->f_fuse && p->kind == PEND_MMV && !p->madd_x && p->mtype == w->type &&
+                             p->mq8 == q8 && p->mn == n && p->mK == K && p->mx == x && p->mnmat < CU_MMV_MAXMAT &&
+                             !overlaps(out, (size_t)n * R * 4, x, (size_t)n * K * 4);
+            int ok = join;
+            for (int i = 0; ok && i < p->mnmat; i++)
+                if (overlaps(out, (size_t)n * R * 4, p->mout[i], (size_t)n * p->mw[i]->rows * 4)) ok = 0;
+            if (!ok) {
+                flush(S);
+                pend_mmv_start(p, w->type, q8, n, K, x);
+            }
         }
         p->mout[p->mnmat] = out;
         p->mw[p->mnmat] = w;
