@@ -112,7 +112,11 @@ int cmd_bench(int argc, char **argv) {
             b->n_gen = ng;
             b->avg_ts = sum / reps;
             b->stddev_ts = reps > 1 ? sqrt(fmax(0.0, (sum2 - sum * sum / reps) / (reps - 1))) : 0.0;
-            mf_log("bench: %s %.2f +/- %.2f tok/s", b->test, b->avg_ts, b->stddev_ts);
+            if (ng)  /* decode reads every weight once per token: the bandwidth it achieves */
+                mf_log("bench: %s %.2f +/- %.2f tok/s (%.0f GB/s of weights)", b->test, b->avg_ts, b->stddev_ts,
+                       (double)m.weight_bytes * b->avg_ts / 1e9);
+            else
+                mf_log("bench: %s %.2f +/- %.2f tok/s", b->test, b->avg_ts, b->stddev_ts);
         }
     }
     if (!strcmp(fmt, "json")) {
