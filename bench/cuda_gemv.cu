@@ -3,7 +3,8 @@
  * ping-pong; auto: the default, x-stationary persistent warps (xs) below 16 MB per
  * launch, xs fed by a TMA ring (xst) above, pp for rows too wide for xs; xst:
  * xst wherever it applies; auto+norm / auto+epi: the default with the fused norm
- * prologue / residual epilogue of MINFER_CUDA_NORMFUSE) side by side on the llama-2-7B shapes with random valid
+ * prologue / residual epilogue of MINFER_CUDA_NORMFUSE; auto+xs2: wide rows on xs2,
+ * MINFER_CUDA_GEMV_WIDE) side by side on the llama-2-7B shapes with random valid
  * blocks. The losing v2 (bench/cuda_gemv_v2.cuh) and the TMA ring of 2026-11-29
  * are in git history (RESULTS.md has their figures).
  *
@@ -32,6 +33,7 @@ struct cu_state {
     int pdl;
     int sms;
     int variant, per_sm;  /* the GEMV variant under test, its blocks-per-SM cap */
+    int wide;             /* MINFER_CUDA_GEMV_WIDE */
 };
 cudaStream_t cu_stream(const cu_state *S) { return S->st; }
 int cu_pdl(const cu_state *S) { return S->pdl; }
@@ -41,6 +43,7 @@ void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, i
     exit(1);
 }
 int cu_num_sms(const cu_state *S) { return S->sms; }
+int cu_gemv_wide(const cu_state *S) { return S->wide; }
 int cu_gemv_variant(const cu_state *S, int *per_sm, int64_t *xst_bytes) {
     *per_sm = S->per_sm;
     *xst_bytes = 16ll << 20;  /* the backend's default MINFER_CUDA_XST_MB */
@@ -50,10 +53,12 @@ struct variant {
     const char *name;
     int v, per_sm;
     int fuse;  /* 1: norm prologue (MMV_NORM), 2: residual epilogue (MMV_EPI) */
+    int wide;  /* 1: rows too wide for xs go to xs2 */
 };
 static void gemv(cu_state *S, const variant &v, uint32_t type, const cu_mmv_args *a) {
     S->variant = v.v;
     S->per_sm = v.per_sm;
+    S->wide = v.wide;
     cu_mmv_q8(S, type, a);
 }
 
@@ -145,8 +150,9 @@ int main(int argc, char **argv) {
     S.pdl = prop.major >= 9;
     printf("cuda_gemv: %s, %d SMs, L2 %d MB; %d launches per timing, PDL %s\n", prop.name, S.sms,
            prop.l2CacheSize >> 20, NITER, S.pdl ? "on" : "off");
-    std::vector<variant> vars = {{"v1", 1, 0, 0},   {"pp", 2, 0, 0},        {"auto", 3, 0, 0},
-                                 {"xst", 4, 0, 0},  {"auto+norm", 3, 0, 1}, {"auto+epi", 3, 0, 2}};
+    std::vector<variant> vars = {{"v1", 1, 0, 0, 0},        {"pp", 2, 0, 0, 0},        {"auto", 3, 0, 0, 0},
+                                 {"xst", 4, 0, 0, 0},       {"auto+norm", 3, 0, 1, 0}, {"auto+epi", 3, 0, 2, 0},
+                                 {"auto+xs2", 3, 0, 0, 1},  {"auto+xs2+epi", 3, 0, 2, 1}};
     printf("| shape | type | MB | variant | err vs v1 | err vs cpu | us | GB/s | graph us | graph GB/s |\n"
            "|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     int fails = 0;

@@ -3,7 +3,7 @@
 #   1. op parity: every CUDA op against the CPU reference backend (tests/cuda/test_cuda_ops),
 #      with every fast path on (GEMV variant 3: xs, xst for large launches on sm_90+),
 #      with every optional path off, and (matmuls only) with the other GEMV variants
-#      (MINFER_CUDA_GEMV=1, 2, 4), with the persistent grids capped at 1 block per SM
+#      (MINFER_CUDA_GEMV=1, 2, 4; MINFER_CUDA_GEMV_WIDE=1), with the persistent grids capped at 1 block per SM
 #      and with the add/norm fusion into the GEMVs (MINFER_CUDA_NORMFUSE=1); the
 #      end-to-end and model-parity runs also cover it and the L2 prefetch (MINFER_CUDA_L2PF=1);
 #   2. end to end: stories260K greedy 200 tokens from BOS on the GPU must print
@@ -97,6 +97,9 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
         run_one cuda_ops_gemv_$g env MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV=$g "$TESTS/test_cuda_ops"
     done
     run_one cuda_ops_gemv_persm1 env MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_PERSM=1 "$TESTS/test_cuda_ops"
+    run_one cuda_ops_gemv_wide env MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_WIDE=1 "$TESTS/test_cuda_ops"
+    run_one cuda_ops_gemv_wide_normfuse env MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_WIDE=1 MINFER_CUDA_NORMFUSE=1 \
+        "$TESTS/test_cuda_ops"
     for g in 3 4; do  # the add/norm fusion into the GEMVs (matmuls and the chain test)
         run_one cuda_ops_normfuse_$g env MINFER_TEST_OPS=matmul MINFER_CUDA_NORMFUSE=1 MINFER_CUDA_GEMV=$g \
             "$TESTS/test_cuda_ops"

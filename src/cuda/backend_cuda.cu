@@ -34,6 +34,8 @@
  * TMA ring (sm_90+ code), for launches of MINFER_CUDA_XST_MB (16) MB or more: the
  * default; 4 = xst wherever it applies; mmv.cuh) and
  * MINFER_CUDA_GEMV_PERSM=N (cap on the persistent grids' blocks per SM),
+ * MINFER_CUDA_GEMV_WIDE=1 (experimental, unmeasured: one-column rows too wide for xs
+ * go to xs2, a row split between two warps, instead of pp),
  * MINFER_CUDA_L2PF=1 (experimental, unmeasured: forward.c's hints name the weights
  * of the next GEMVs; before each small kernel of a one-token step a side stream asks
  * the L2 for them, so the memory works while the small kernels run),
@@ -135,6 +137,7 @@ struct cu_state {
                                           * with MINFER_CUDA_VERBOSE; a captured graph
                                           * counts once) */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
+    int gemv_wide;         /* rows of 129..256 units: 1 xs2, 0 pp (mmv.cuh) */
     int xs_v1_mats;        /* quantized matrices the xs variant leaves to v1 */
     int64_t xst_bytes;     /* variant 3: xst for launches of at least this many bytes */
     int code_arch;         /* __CUDA_ARCH__ of the code the device runs */
@@ -196,6 +199,7 @@ struct cu_state {
 cudaStream_t cu_stream(const cu_state *S) { return S->stream; }
 int cu_pdl(const cu_state *S) { return S->f_pdl; }
 int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->prop.multiProcessorCount : 1; }
+int cu_gemv_wide(const cu_state *S) { return S->gemv_wide; }
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes) {
     *per_sm_cap = S->gemv_per_sm;
     *xst_bytes = S->code_arch >= 900 ? S->xst_bytes : -1;
@@ -1062,6 +1066,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         mf_log("minfer/cuda: no side stream for the L2 prefetch; MINFER_CUDA_L2PF off");
     }
     S->gemv_per_sm = mf_env_int("MINFER_CUDA_GEMV_PERSM", 0);
+    S->gemv_wide = mf_env_int("MINFER_CUDA_GEMV_WIDE", 0) == 1;
     if (S->gemv_per_sm < 0) S->gemv_per_sm = 0;
     int rc = check_model(S, m, err);
     if (rc) return rc;

@@ -14,6 +14,7 @@
  *   xs   persistent grid, each lane's activations held in registers for every row
  *        it visits, weights double-buffered in registers
  *   xst  xs with the weights streamed through a per-warp TMA ring in shared memory
+ *   xs2  xs with each row split between two warps (rows too wide for xs; opt-in)
  * Variant 3, the default, is xs/xst by launch size, pp for rows xs cannot hold, v1
  * for several columns (mmv_q8_launch at the end). The persistent kernels also have
  * fused modes (MMV_NORM prologue, MMV_EPI epilogue; MINFER_CUDA_NORMFUSE).
@@ -442,6 +443,112 @@ static void mmv_xs_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
     else mmv_xs_launch_mode<U, UPL, MMV_PLAIN>(S, a, name, per_sm_cap);
 }
 
+/* ---- Variant "xs2" (experimental, MINFER_CUDA_GEMV_WIDE=1: rows of 129..256 units,
+ * e.g. the 11008-wide ffn_down, which xs cannot hold and pp runs at 1.7-2.5 TB/s) ----
+ * xs with a row split between the two warps of a pair: warp h of the pair holds the
+ * activations of units [h*hu, h*hu + hu) (hu = half the row, rounded up) for every
+ * row it visits and streams those weights (double-buffered); the pair meets on a
+ * named barrier per row, where warp 0 adds warp 1's partial (through shared memory,
+ * two slots used in turn) and writes the row. Not bit-identical to v1 (two partial
+ * sums per row). One column; MMV_PLAIN and MMV_EPI. */
+template <typename U, int UPL>
+static __device__ __forceinline__ void mmv_xs2_load(const cu_mmv_args &a, int g, int nb, int u0, int nh, int lane,
+                                                    typename U::W *w) {
+    int m, r;
+    const uint8_t *row = mmv_row(a, g, &m, &r);
+#pragma unroll
+    for (int k = 0; k < UPL; k++) {
+        const int j = lane + 32 * k;
+        if (j < nh) U::template load<ld_g>(row, nb, u0 + j, w[k]);
+    }
+}
+template <typename U, int UPL, int MODE>
+static __device__ __forceinline__ void mmv_xs2_row(const cu_mmv_args &a, int g, int i, int u0, int nh, int lane,
+                                                   int half, int pair, float (*part)[2],
+                                                   const typename U::W *w, const typename U::X *x) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < UPL; k++) {
+        const int j = lane + 32 * k;
+        if (j < nh) acc += U::dotx(w[k], x[k], u0 + j);
+    }
+    acc = warp_sum(acc);
+    if (half == 1 && lane == 0) part[pair][i & 1] = acc;
+    asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory");
+    if (half == 0 && lane == 0) {
+        int m, r;
+        mmv_row(a, g, &m, &r);
+        mmv_store1<MODE>(a, m, r, acc + part[pair][i & 1]);
+    }
+}
+
+template <typename U, int UPL, int MODE = MMV_PLAIN>
+static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs2(cu_mmv_args a) {
+    __shared__ float part[MMV_WARPS / 2][2];
+    pdl_trigger();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int half = warp & 1, pair = warp >> 1;
+    const int gp = blockIdx.x * (MMV_WARPS / 2) + pair;
+    const int P = gridDim.x * (MMV_WARPS / 2);
+    const int total = mmv_total(a);
+    if (gp >= total) return;  /* both warps of the pair leave: no barrier is left waiting */
+    const int n = (total - gp + P - 1) / P;
+    const int nb = a.K / U::QK;
+    const int nu = nb * U::UPB;
+    const int hu = (nu + 1) / 2;
+    const int u0 = half * hu, nh = half ? nu - hu : hu;
+    typename U::W A[UPL], B[UPL];
+    mmv_xs2_load<U, UPL>(a, gp, nb, u0, nh, lane, A);  /* weights: before the wait */
+    pdl_wait();
+    typename U::X x[UPL];
+#pragma unroll
+    for (int k = 0; k < UPL; k++) {
+        const int j = lane + 32 * k;
+        if (j < nh) U::loadx(a.q, 0, u0 + j, x[k]);
+    }
+    for (int i = 0; i < n; i += 2) {
+        if (i + 1 < n) mmv_xs2_load<U, UPL>(a, gp + (i + 1) * P, nb, u0, nh, lane, B);
+        mmv_xs2_row<U, UPL, MODE>(a, gp + i * P, i, u0, nh, lane, half, pair, part, A, x);
+        if (i + 1 >= n) break;
+        if (i + 2 < n) mmv_xs2_load<U, UPL>(a, gp + (i + 2) * P, nb, u0, nh, lane, A);
+        mmv_xs2_row<U, UPL, MODE>(a, gp + (i + 1) * P, i + 1, u0, nh, lane, half, pair, part, B, x);
+    }
+}
+
+template <typename U, int UPL, int MODE>
+static int mmv_xs2_occupancy() {
+    static int per_sm;
+    if (!per_sm) per_sm = mmv_occupancy(kernel_mmv_xs2<U, UPL, MODE>, MMV_WARPS * 32);
+    return per_sm;
+}
+template <typename U>
+static void mmv_xs2_prepare() {
+    mmv_xs2_occupancy<U, 3, MMV_PLAIN>();
+    mmv_xs2_occupancy<U, 4, MMV_PLAIN>();
+    mmv_xs2_occupancy<U, 3, MMV_EPI>();
+    mmv_xs2_occupancy<U, 4, MMV_EPI>();
+}
+/* Units per lane of xs2 for a row of nu units (0: it does not take the row). */
+static inline int mmv_xs2_upl(int nu, int ncols) {
+    if (ncols != 1 || nu <= 128 || nu > 256) return 0;
+    return (nu + 1) / 2 <= 96 ? 3 : 4;
+}
+template <typename U, int UPL, int MODE>
+static void mmv_xs2_launch_mode(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+    const int total = a->rows[0] + (a->nmat > 1 ? a->rows[1] : 0) + (a->nmat > 2 ? a->rows[2] : 0);
+    int blocks = (total + MMV_WARPS / 2 - 1) / (MMV_WARPS / 2);
+    int per_sm = mmv_xs2_occupancy<U, UPL, MODE>();
+    if (per_sm_cap > 0 && per_sm > per_sm_cap) per_sm = per_sm_cap;
+    const int cap = per_sm * cu_num_sms(S);
+    if (blocks > cap) blocks = cap;
+    cu_launch(S, name, kernel_mmv_xs2<U, UPL, MODE>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
+}
+template <typename U, int UPL>
+static void mmv_xs2_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+    if (a->radd) mmv_xs2_launch_mode<U, UPL, MMV_EPI>(S, a, name, per_sm_cap);
+    else mmv_xs2_launch_mode<U, UPL, MMV_PLAIN>(S, a, name, per_sm_cap);
+}
+
 /* ---- Variant "xst" (sm_90+; variant 3 takes it for large launches, 4 always) ----
  * xs with the weights streamed through a per-warp ring of row slots in shared
  * memory, filled by the Tensor Memory Accelerator (cp.async.bulk, completion
@@ -599,6 +706,9 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
  * persistent grids' blocks per SM (0 = default); xst_bytes: variant 3 takes xst
  * for launches of at least this many weight bytes (-1: never, no sm_90 code). */
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes);
+/* 1: variants 3/4 send one-column rows of 129..256 units to xs2 instead of pp
+ * (MINFER_CUDA_GEMV_WIDE=1, experimental). */
+int cu_gemv_wide(const cu_state *S);
 
 /* Host-side set-up of one unit type for a variant (occupancy lookups, shared
  * memory attributes), ahead of any graph capture. Variants 3 and 4 use pp too. */
@@ -608,6 +718,7 @@ static void mmv_prepare_unit(int variant) {
     if (variant >= 3) {
         mmv_xs_prepare<U>();
         mmv_xst_prepare<U>();
+        mmv_xs2_prepare<U>();
     }
 }
 
@@ -629,6 +740,11 @@ static void mmv_q8_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
         if (upl == 1) return mmv_xs_launch<U, 1>(S, a, name, per_sm_cap);
         if (upl == 2) return mmv_xs_launch<U, 2>(S, a, name, per_sm_cap);
         if (upl == 4) return mmv_xs_launch<U, 4>(S, a, name, per_sm_cap);
+        if (cu_gemv_wide(S) && !a->nx) {
+            const int upl2 = mmv_xs2_upl(a->K / U::QK * U::UPB, a->ncols);
+            if (upl2 == 3) return mmv_xs2_launch<U, 3>(S, a, name, per_sm_cap);
+            if (upl2 == 4) return mmv_xs2_launch<U, 4>(S, a, name, per_sm_cap);
+        }
     }
     /* xs/xst do not take rows of more than 128 units (the activations would not fit
      * in registers) or several columns: one column goes to pp, which measured
