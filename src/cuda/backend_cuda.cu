@@ -1216,8 +1216,8 @@ static void print_notice(cu_state *S) {
     if (!S->f_dp4a) snprintf(gemv_name, sizeof gemv_name, "f32");
     else if (S->f_gemv == 2) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-pp");
     else if (S->f_gemv == 3 && S->xs_v1_mats)
-        snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(pp for %d wide matrices, v1 for batches)", xs_name,
-                 S->xs_v1_mats);
+        snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(%s for %d wide matrices, v1 for batches)", xs_name,
+                 S->gemv_wide ? "xs2 up to 256 units, else pp" : "pp", S->xs_v1_mats);
     else if (S->f_gemv >= 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(v1 for batches)", xs_name);
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
