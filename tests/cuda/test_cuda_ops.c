@@ -443,7 +443,7 @@ int main(void) {
         if (t != QTYPE_F32 && t != QTYPE_F16 && t != QTYPE_BF16) test_matmul(&e, t, 17000, kq ? 256 : 96, n1, 1, 0);
         /* 11008-wide rows (pp, or xs2 with MINFER_CUDA_GEMV_WIDE=1) over enough rows that
          * every warp pair takes several */
-        if (t == QTYPE_Q4_K || t == QTYPE_Q6_K) test_matmul(&e, t, 3000, 11008, n1, 1, 0);
+        if (t == QTYPE_Q4_K || t == QTYPE_Q6_K) test_matmul(&e, t, 1600, 11008, n1, 1, 0);
     }
     /* the one-token add/norm chain (fused with MINFER_CUDA_NORMFUSE=1); k1 11008 puts
      * the first GEMV on pp, 4096 on xs */
