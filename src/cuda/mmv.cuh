@@ -170,6 +170,17 @@ static int mmv_occupancy(Kern k, int threads) {
     return nb;
 }
 
+/* Blocks of a persistent grid: enough for every row (rows_per_block each), at most
+ * what fits at once (per_sm blocks per SM, capped by per_sm_cap when > 0). */
+static inline int mmv_persist_blocks(cu_state *S, const cu_mmv_args *a, int rows_per_block, int per_sm,
+                                     int per_sm_cap) {
+    const int total = a->rows[0] + (a->nmat > 1 ? a->rows[1] : 0) + (a->nmat > 2 ? a->rows[2] : 0);
+    const int blocks = (total + rows_per_block - 1) / rows_per_block;
+    if (per_sm_cap > 0 && per_sm > per_sm_cap) per_sm = per_sm_cap;
+    const int cap = per_sm * cu_num_sms(S);
+    return blocks > cap ? cap : blocks;
+}
+
 /* ---- Variant "pp" (MINFER_CUDA_GEMV=2; variants 3/4 use it for one-column
  * launches whose rows are too wide for xs, e.g. the 11008-wide ffn_down) ----
  * Persistent grid (what fits on the device at once): each warp walks its rows
@@ -269,11 +280,7 @@ static void mmv_pp_prepare() {
 
 template <typename U, int NC, int MODE = MMV_PLAIN>
 static void mmv_pp_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
-    int total = 0;
-    for (int i = 0; i < a->nmat; i++) total += a->rows[i];
-    int blocks = (total + MMV_WARPS - 1) / MMV_WARPS;
-    const int cap = mmv_pp_occupancy<U, NC, MODE>() * cu_num_sms(S);
-    if (blocks > cap) blocks = cap;
+    const int blocks = mmv_persist_blocks(S, a, MMV_WARPS, mmv_pp_occupancy<U, NC, MODE>(), 0);
     cu_launch(S, name, kernel_mmv_q8_pp<U, NC, MODE>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
 }
 
@@ -428,12 +435,7 @@ static inline int mmv_xs_upl(int nu, int ncols) {
 }
 template <typename U, int UPL, int MODE>
 static void mmv_xs_launch_mode(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    const int total = a->rows[0] + (a->nmat > 1 ? a->rows[1] : 0) + (a->nmat > 2 ? a->rows[2] : 0);
-    int blocks = (total + MMV_WARPS - 1) / MMV_WARPS;
-    int per_sm = mmv_xs_occupancy<U, UPL, MODE>();
-    if (per_sm_cap > 0 && per_sm > per_sm_cap) per_sm = per_sm_cap;
-    const int cap = per_sm * cu_num_sms(S);
-    if (blocks > cap) blocks = cap;
+    const int blocks = mmv_persist_blocks(S, a, MMV_WARPS, mmv_xs_occupancy<U, UPL, MODE>(), per_sm_cap);
     cu_launch(S, name, kernel_mmv_xs<U, UPL, MODE>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
 }
 template <typename U, int UPL>
@@ -535,12 +537,7 @@ static inline int mmv_xs2_upl(int nu, int ncols) {
 }
 template <typename U, int UPL, int MODE>
 static void mmv_xs2_launch_mode(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    const int total = a->rows[0] + (a->nmat > 1 ? a->rows[1] : 0) + (a->nmat > 2 ? a->rows[2] : 0);
-    int blocks = (total + MMV_WARPS / 2 - 1) / (MMV_WARPS / 2);
-    int per_sm = mmv_xs2_occupancy<U, UPL, MODE>();
-    if (per_sm_cap > 0 && per_sm > per_sm_cap) per_sm = per_sm_cap;
-    const int cap = per_sm * cu_num_sms(S);
-    if (blocks > cap) blocks = cap;
+    const int blocks = mmv_persist_blocks(S, a, MMV_WARPS / 2, mmv_xs2_occupancy<U, UPL, MODE>(), per_sm_cap);
     cu_launch(S, name, kernel_mmv_xs2<U, UPL, MODE>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
 }
 template <typename U, int UPL>
@@ -684,10 +681,8 @@ template <typename U, int UPL, int MODE>
 static void mmv_xst_launch_mode(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap, int depth) {
     const size_t smem = mmv_xst_smem(depth, a->stride);
     mmv_xst_attr<U, UPL, MODE>(MMV_XST_BUDGET + 1024);
-    const int total = a->rows[0] + (a->nmat > 1 ? a->rows[1] : 0) + (a->nmat > 2 ? a->rows[2] : 0);
-    int blocks = (total + MMV_XST_WARPS - 1) / MMV_XST_WARPS;
-    const int cap = (per_sm_cap > 0 ? per_sm_cap : MMV_XST_PERSM) * cu_num_sms(S);
-    if (blocks > cap) blocks = cap;
+    const int blocks =
+        mmv_persist_blocks(S, a, MMV_XST_WARPS, per_sm_cap > 0 ? per_sm_cap : MMV_XST_PERSM, 0);
     cu_launch(S, name, kernel_mmv_xst<U, UPL, MODE>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
 }
 template <typename U, int UPL>
