@@ -28,7 +28,8 @@
  *   struct X       the activations of one unit
  *   loadx<L>(q, xoff, u, X&)             read them (after pdl_wait); xoff = c * K
  *   dotx(W, X, u) -> float               the unit's contribution
- *   dot(W, row, nb, u, q, xoff) -> float dotx(W, loadx(..)) */
+ * (mmv_dot below puts loadx and dotx together for the kernels that read the
+ * activations afresh for every row: v1 and pp). */
 #ifndef MINFER_CUDA_MMV_CUH
 #define MINFER_CUDA_MMV_CUH
 
@@ -84,6 +85,14 @@ static __device__ __forceinline__ const uint8_t *mmv_row(const cu_mmv_args &a, i
 static __device__ __forceinline__ int mmv_total(const cu_mmv_args &a) {
     return a.rows[0] + (a.nmat > 1 ? a.rows[1] : 0) + (a.nmat > 2 ? a.rows[2] : 0);
 }
+/* One unit's contribution with its activations read from q (column offset xoff). */
+template <typename U>
+static __device__ __forceinline__ float mmv_dot(const typename U::W &w, int u, const cu_q8 &q, int64_t xoff) {
+    typename U::X x;
+    U::loadx(q, xoff, u, x);
+    return U::dotx(w, x, u);
+}
+
 /* MODE of the persistent kernels: 0 plain, 1 norm prologue, 2 residual epilogue
  * (cu_mmv_args; MINFER_CUDA_NORMFUSE=1). Mode 0 compiles to the code of before the
  * fusions (cuobjdump -sass compared). */
@@ -149,7 +158,7 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_q8(cu_mmv_ar
             if (u < nu) {
 #pragma unroll
                 for (int c = 0; c < NC; c++)
-                    if (c < a.ncols) acc[c] += U::dot(wr[k], row, nb, u, a.q, (int64_t)c * K);
+                    if (c < a.ncols) acc[c] += mmv_dot<U>(wr[k], u, a.q, (int64_t)c * K);
             }
         }
     }
@@ -216,7 +225,7 @@ static __device__ __forceinline__ void mmv_pp_compute(const cu_mmv_args &a, int 
         if (u < nu) {
 #pragma unroll
             for (int c = 0; c < NC; c++)
-                if (c < a.ncols) acc[c] += U::dot(buf[k], row, nb, u, a.q, (int64_t)c * a.K);
+                if (c < a.ncols) acc[c] += mmv_dot<U>(buf[k], u, a.q, (int64_t)c * a.K);
         }
     }
     if (ch == nch - 1) {

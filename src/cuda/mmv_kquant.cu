@@ -91,12 +91,6 @@ struct unit_k45 {
         return d * ((float)sc0 * x.d0 * (float)dlo + (float)sc1 * x.d1 * (float)dhi) -
                dmin * ((float)m0 * x.s0 + (float)m1 * x.s1);
     }
-    static __device__ __forceinline__ float dot(const W &w, const uint8_t *, int, int u, const cu_q8 &q,
-                                                int64_t xoff) {
-        X x;
-        loadx(q, xoff, u, x);
-        return dotx(w, x, u);
-    }
 };
 
 struct unit_q6k {
@@ -160,12 +154,6 @@ struct unit_q6k {
         const float r = (float)s0 * xr.d[0] * (float)dd[0] + (float)s1 * xr.d[1] * (float)dd[1] +
                         (float)s2 * xr.d[2] * (float)dd[2] + (float)s3 * xr.d[3] * (float)dd[3];
         return h2f(w.d) * r;
-    }
-    static __device__ __forceinline__ float dot(const W &w, const uint8_t *, int, int u, const cu_q8 &q,
-                                                int64_t xoff) {
-        X x;
-        loadx(q, xoff, u, x);
-        return dotx(w, x, u);
     }
 };
 

@@ -62,12 +62,6 @@ struct unit_q4 {
         if (T == QTYPE_Q5_0) return d * (dot - 16.0f * x.s);
         return d * dot + h2f(w.m) * x.s;
     }
-    static __device__ __forceinline__ float dot(const W &w, const uint8_t *, int, int b, const cu_q8 &q,
-                                                int64_t xoff) {
-        X x;
-        loadx(q, xoff, b, x);
-        return dotx(w, x, b);
-    }
 };
 
 struct unit_q8_0 {
@@ -104,12 +98,6 @@ struct unit_q8_0 {
         s = dp4a((int)w.b.z, x.x1.z, s);
         s = dp4a((int)w.b.w, x.x1.w, s);
         return h2f(w.d) * x.d * (float)s;
-    }
-    static __device__ __forceinline__ float dot(const W &w, const uint8_t *, int, int b, const cu_q8 &q,
-                                                int64_t xoff) {
-        X x;
-        loadx(q, xoff, b, x);
-        return dotx(w, x, b);
     }
 };
 
