@@ -674,17 +674,17 @@ static void mmv_xst_attr(int bytes) {
  * 2026-11-29: one block of 8 warps per SM left the SM short of compute) */
 #define MMV_XST_BUDGET (96 * 1024)
 #define MMV_XST_PERSM 2
+template <typename U, int MODE>
+static void mmv_xst_prepare_mode() {
+    mmv_xst_attr<U, 1, MODE>(MMV_XST_BUDGET + 1024);
+    mmv_xst_attr<U, 2, MODE>(MMV_XST_BUDGET + 1024);
+    mmv_xst_attr<U, 4, MODE>(MMV_XST_BUDGET + 1024);
+}
 template <typename U>
 static void mmv_xst_prepare() {
-    mmv_xst_attr<U, 1>(MMV_XST_BUDGET + 1024);
-    mmv_xst_attr<U, 2>(MMV_XST_BUDGET + 1024);
-    mmv_xst_attr<U, 4>(MMV_XST_BUDGET + 1024);
-    mmv_xst_attr<U, 1, MMV_NORM>(MMV_XST_BUDGET + 1024);
-    mmv_xst_attr<U, 2, MMV_NORM>(MMV_XST_BUDGET + 1024);
-    mmv_xst_attr<U, 4, MMV_NORM>(MMV_XST_BUDGET + 1024);
-    mmv_xst_attr<U, 1, MMV_EPI>(MMV_XST_BUDGET + 1024);
-    mmv_xst_attr<U, 2, MMV_EPI>(MMV_XST_BUDGET + 1024);
-    mmv_xst_attr<U, 4, MMV_EPI>(MMV_XST_BUDGET + 1024);
+    mmv_xst_prepare_mode<U, MMV_PLAIN>();
+    mmv_xst_prepare_mode<U, MMV_NORM>();
+    mmv_xst_prepare_mode<U, MMV_EPI>();
 }
 template <typename U, int UPL, int MODE>
 static void mmv_xst_launch_mode(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap, int depth) {
