@@ -2,7 +2,7 @@
 # tools/stage_device.sh [DIR] - prepares a copy of the GPU binaries for a remote GPU
 # machine that gets only the working tree (no ../shared, no network, a size limit):
 # builds build/h200-stage for sm_90a only and without line info (21.9 MB of minfer
-# becomes 8.1 MB; the tree that travels is limited to 64 MiB; STAGE_LINEINFO=1 keeps
+# becomes 8.4 MB, bench/RESULTS.md; the tree that travels is limited to 64 MiB; STAGE_LINEINFO=1 keeps
 # it, for ncu source views), then puts stripped binaries in DIR/b (minfer,
 # bench/cuda_gemv, tests/cuda/*), libpcre2-8 in DIR/lib and stories260K (+ its greedy
 # text) in DIR/models. DIR (default .device) is git-ignored. On the GPU machine:
