@@ -3,6 +3,7 @@
 #   synthesises a llama-2-7B-shaped q4_k_m model (random weights, llama.cpp's mix) unless
 #   $MINFER_BENCH_MODEL exists, then `minfer bench -p 512,3314 -n 128 --device cuda`, then
 #   tg128 again with each optional decode path off and with the other GEMV variants,
+#   and with kernels dropped (MINFER_CUDA_SKIP: prices each small kernel; output invalid),
 #   then the GEMV kernel lab (build/bench/cuda_gemv, the variants per 7B shape) when built,
 #   and prints decode bandwidth
 #   (weight bytes per token x tokens per second).
@@ -31,8 +32,9 @@ for r in res:
     print("| %s | %.2f | %.2f | %s |" % (r["test"], r["avg_ts"], r["stddev_ts"], note))
 EOF
 if [ "${BENCH_VARIANTS:-1}" = 1 ]; then
-    for v in MINFER_CUDA_NORMFUSE=1 MINFER_CUDA_L2PF=1 MINFER_CUDA_GEMV_WIDE=1 \
-             "MINFER_CUDA_NORMFUSE=1 MINFER_CUDA_L2PF=1 MINFER_CUDA_GEMV_WIDE=1" \
+    for v in MINFER_CUDA_TAIL=0 MINFER_CUDA_GEMV_WIDE=0 "MINFER_CUDA_TAIL=0 MINFER_CUDA_GEMV_WIDE=0" \
+             "MINFER_CUDA_TAIL=0 MINFER_CUDA_SKIP=swiglu_q8" MINFER_CUDA_SKIP=add_rmsnorm_q8 \
+             MINFER_CUDA_SKIP=attn_dec128 MINFER_CUDA_SKIP=add_rmsnorm_q8,attn_dec128 \
              MINFER_CUDA_GEMV=1 MINFER_CUDA_GEMV=2 MINFER_CUDA_GRAPH=0 MINFER_CUDA_PDL=0 MINFER_CUDA_FUSE=0 MINFER_CUDA_DP4A=0; do
         r=$(env $v "$BIN" bench -m "$MODEL" -p 0 -n "${TG:-128}" -r "${REPS:-3}" --device cuda -o json 2>/dev/null |
             python3 -c 'import json,sys; r=json.load(sys.stdin)[0]; print("%.2f +/- %.2f" % (r["avg_ts"], r["stddev_ts"]))')

@@ -52,9 +52,6 @@ typedef struct mf_ops {
     void (*add)(mf_backend *be, float *x, const float *y, int64_t n);
     /* dst[j][:] = src[idx[j]][:] for j < n_idx (rows of width w); idx is host memory. */
     void (*get_rows)(mf_backend *be, float *dst, const float *src, const int32_t *idx, int n_idx, int width);
-    /* Optional (NULL = none): a hint that w will be read soon by a step of n tokens,
-     * given a few ops ahead; no effect on results. */
-    void (*prefetch)(mf_backend *be, const mf_weight *w, int n);
 } mf_ops;
 
 struct mf_backend {

@@ -72,36 +72,26 @@ int forward_generic(mf_forward *fw, const mf_batch *b, float *logits, mf_err *er
     const mf_hparams *hp = &m->hp;
     const int n = b->n, dim = hp->n_embd;
 
-    /* prefetch hints name the weights of the matmuls that follow the next small op */
-#define HINT(w) do { if (op->prefetch) op->prefetch(be, (w), n); } while (0)
     op->embed(be, fw->x, &m->tok_embd, b);
     for (int l = 0; l < hp->n_layer; l++) {
         const mf_layer *L = &m->layers[l];
-        HINT(&L->wq);
-        HINT(&L->wk);
-        HINT(&L->wv);
         op->rmsnorm(be, fw->xb, fw->x, &L->attn_norm, n, dim, hp->norm_eps);
         op->matmul(be, fw->q, fw->xb, &L->wq, &L->bq, n);
         op->matmul(be, fw->k, fw->xb, &L->wk, &L->bk, n);
         op->matmul(be, fw->v, fw->xb, &L->wv, &L->bv, n);
         op->rope(be, fw->q, b, hp->n_head, hp->head_dim, hp->rope_dim, hp->rope_base, hp->rope_mode);
         op->rope(be, fw->k, b, hp->n_head_kv, hp->head_dim, hp->rope_dim, hp->rope_base, hp->rope_mode);
-        HINT(&L->wo);
         op->attention(be, fw->att, fw->q, fw->k, fw->v, l, b);
         op->matmul(be, fw->xb, fw->att, &L->wo, NULL, n);
         op->add(be, fw->x, fw->xb, (int64_t)n * dim);
 
-        HINT(&L->w_gate);
-        HINT(&L->w_up);
         op->rmsnorm(be, fw->xb, fw->x, &L->ffn_norm, n, dim, hp->norm_eps);
         op->matmul(be, fw->hb, fw->xb, &L->w_gate, NULL, n);
         op->matmul(be, fw->hb2, fw->xb, &L->w_up, NULL, n);
-        HINT(&L->w_down);
         op->swiglu(be, fw->hb, fw->hb, fw->hb2, (int64_t)n * hp->n_ff);
         op->matmul(be, fw->xb, fw->hb, &L->w_down, NULL, n);
         op->add(be, fw->x, fw->xb, (int64_t)n * dim);
     }
-#undef HINT
 
     int32_t idx_small[64];
     int32_t *idx = n <= 64 ? idx_small : mf_xmalloc(sizeof(int32_t) * (size_t)n);

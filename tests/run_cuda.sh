@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # tests/run_cuda.sh [BIN] - the CUDA test suite (make test-cuda), on a machine with a GPU:
 #   1. op parity: every CUDA op against the CPU reference backend (tests/cuda/test_cuda_ops),
-#      with every fast path on (GEMV variant 3: xs, xst for large launches on sm_90+),
-#      with every optional path off, and (matmuls only) with the other GEMV variants
-#      (MINFER_CUDA_GEMV=1, 2, 4; MINFER_CUDA_GEMV_WIDE=1), with the persistent grids capped at 1 block per SM
-#      and with the add/norm fusion into the GEMVs (MINFER_CUDA_NORMFUSE=1); the
-#      end-to-end and model-parity runs also cover it and the L2 prefetch (MINFER_CUDA_L2PF=1);
+#      with every fast path on (GEMV variant 3: xs, xst for large launches on sm_90+, xs2
+#      for wide rows, the SwiGLU tail), with every optional path off, and (matmuls and the
+#      one-token chains only) with the other GEMV variants (MINFER_CUDA_GEMV=1, 2, 4), with
+#      the persistent grids capped at 1 block per SM, and with the tail off and wide rows
+#      on pp (MINFER_CUDA_TAIL=0 MINFER_CUDA_GEMV_WIDE=0);
 #   2. end to end: stories260K greedy 200 tokens from BOS on the GPU must print
 #      models/stories260K.greedy200.txt exactly, with each optional path switched off in turn;
 #      a prompted run must print the same text on the GPU as on the CPU;
@@ -65,7 +65,7 @@ if [ -n "$SHARED" ]; then
     EXP=$SHARED/models/stories260K.greedy200.txt
     echo "== e2e stories260K greedy 200 (cuda)"
     for v in "" "MINFER_CUDA_GRAPH=0" "MINFER_CUDA_FUSE=0 MINFER_CUDA_PDL=0" "$OFF" \
-             "MINFER_CUDA_NORMFUSE=1 MINFER_CUDA_L2PF=1"; do
+             "MINFER_CUDA_TAIL=0 MINFER_CUDA_GEMV_WIDE=0"; do
         $TO env $v "$BIN" run -m "$M" -p "" -n 200 --temp 0 --device cuda >"$TMP/out.txt" 2>"$TMP/err.txt"
         rc=$?
         same "$TMP/out.txt" "$EXP" || rc=1
@@ -97,13 +97,8 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
         run_one cuda_ops_gemv_$g env MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV=$g "$TESTS/test_cuda_ops"
     done
     run_one cuda_ops_gemv_persm1 env MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_PERSM=1 "$TESTS/test_cuda_ops"
-    run_one cuda_ops_gemv_wide env MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_WIDE=1 "$TESTS/test_cuda_ops"
-    run_one cuda_ops_gemv_wide_normfuse env MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_WIDE=1 MINFER_CUDA_NORMFUSE=1 \
+    run_one cuda_ops_tail0_pp env MINFER_TEST_OPS=matmul MINFER_CUDA_TAIL=0 MINFER_CUDA_GEMV_WIDE=0 \
         "$TESTS/test_cuda_ops"
-    for g in 3 4; do  # the add/norm fusion into the GEMVs (matmuls and the chain test)
-        run_one cuda_ops_normfuse_$g env MINFER_TEST_OPS=matmul MINFER_CUDA_NORMFUSE=1 MINFER_CUDA_GEMV=$g \
-            "$TESTS/test_cuda_ops"
-    done
 else
     echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))
 fi
@@ -118,16 +113,14 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
         "$BIN" synth --shape tiny --quant $1 -o "$TMP/tiny-$1.gguf" >/dev/null 2>&1
         run_one "forward tiny $1" "$TESTS/test_cuda_forward" "$TMP/tiny-$1.gguf" 70 40 $2
     done
-    run_one "forward tiny q4_k_m, normfuse" env MINFER_CUDA_NORMFUSE=1 \
+    run_one "forward tiny q4_k_m, tail off, wide rows on pp" env MINFER_CUDA_TAIL=0 MINFER_CUDA_GEMV_WIDE=0 \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
-    run_one "forward tiny q4_k_m, l2 prefetch" env MINFER_CUDA_L2PF=1 \
-        "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
-    # the opt-in paths must really run where they apply (not fall back silently)
-    live=$(MINFER_CUDA_NORMFUSE=1 MINFER_CUDA_L2PF=1 MINFER_CUDA_VERBOSE=1 "$BIN" run -m "$TMP/tiny-q4_k_m.gguf" \
+    # the tail must really run where it applies (not fall back silently): tiny's ff is 768
+    live=$(MINFER_CUDA_VERBOSE=1 "$BIN" run -m "$TMP/tiny-q4_k_m.gguf" \
         -p "" -n 8 --temp 0 --device cuda 2>&1 >/dev/null | grep 'minfer/cuda: issued')
     echo "$live"
-    check "normfuse and l2pf taken (epilogues, prologues, forks > 0)" \
-        python3 -c 'import re,sys; n=[int(v) for v in re.findall(r"\b(\d+) (?=GEMVs|with|L2 prefetch)", sys.argv[1])]; sys.exit(not (len(n) == 3 and min(n) > 0))' "$live"
+    check "SwiGLU tail taken (GEMVs with the tail > 0)" \
+        python3 -c 'import re,sys; m=re.search(r"issued (\d+) GEMVs with the SwiGLU tail", sys.argv[1]); sys.exit(not (m and int(m.group(1)) > 0))' "$live"
     for g in 1 2 4; do
         run_one "forward tiny q4_k_m, gemv variant $g" env MINFER_CUDA_GEMV=$g \
             "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
@@ -137,8 +130,6 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
     if [ "${MINFER_CUDA_TEST_1B:-1}" = 1 ]; then
         "$BIN" synth --shape 1b --quant q4_k_m -o "$TMP/1b.gguf" >/dev/null 2>&1
         run_one "forward 1b q4_k_m (greedy 64)" "$TESTS/test_cuda_forward" "$TMP/1b.gguf" 13 64 0.15
-        run_one "forward 1b q4_k_m, normfuse (greedy 64)" env MINFER_CUDA_NORMFUSE=1 \
-            "$TESTS/test_cuda_forward" "$TMP/1b.gguf" 13 64 0.15
         run_one "forward 1b q4_k_m, f32 activations both sides" env MINFER_CPU_SIMD=0 MINFER_CUDA_DP4A=0 \
             "$TESTS/test_cuda_forward" "$TMP/1b.gguf" 13 8 0.01
         "$BIN" run -m "$TMP/1b.gguf" -p "" -n 64 --temp 0 --device cuda >"$TMP/g1.txt" 2>"$TMP/g1.err"

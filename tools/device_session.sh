@@ -12,6 +12,7 @@ OUT=${OUT:-/tmp}
 export LD_LIBRARY_PATH=$PWD/$DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 BIN=$DIR/b/minfer
 export MINFER_SHARED=${MINFER_SHARED:-$DIR}  # run_cuda.sh finds stories260K there
+export MINFER_TEST_THREADS=${MINFER_TEST_THREADS:-$(nproc)}  # the CPU reference of the op tests
 MODEL=${MINFER_BENCH_MODEL:-/tmp/minfer-7b-q4_k_m.gguf}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null || true
 if [ "$PART" != tests ] && [ ! -f "$MODEL" ]; then

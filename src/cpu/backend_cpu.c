@@ -638,7 +638,6 @@ static const mf_ops cpu_ops = {
     .swiglu = op_swiglu,
     .add = op_add,
     .get_rows = op_get_rows,
-    .prefetch = NULL, /* the CPU streams weights with its own hardware prefetchers */
 };
 
 /* ------------------------------------------------------------------------- */

@@ -12,6 +12,7 @@
  *   add(x, y) + rmsnorm(., x)       -> one add+norm kernel (+ q8 of the output)
  *   matmul x3 on one input (GEMV)   -> one launch over the stacked rows (q/k/v, gate/up)
  *   rope(q) + rope(k) + attention   -> RoPE inside the KV-store kernel
+ *   matmul gate, up (GEMV) + swiglu -> the SwiGLU tail of the GEMV (MINFER_CUDA_TAIL)
  * and every producer of a GEMV input (norm, swiglu, attention) also writes its q8
  * quantization, so no GEMV quantizes its own input. Any other op flushes what is
  * held back first, and download() flushes everything.
@@ -34,15 +35,12 @@
  * TMA ring (sm_90+ code), for launches of MINFER_CUDA_XST_MB (16) MB or more: the
  * default; 4 = xst wherever it applies; mmv.cuh) and
  * MINFER_CUDA_GEMV_PERSM=N (cap on the persistent grids' blocks per SM),
- * MINFER_CUDA_GEMV_WIDE=1 (experimental, unmeasured: one-column rows too wide for xs
- * go to xs2, a row split between two warps, instead of pp),
- * MINFER_CUDA_L2PF=1 (experimental, unmeasured: forward.c's hints name the weights
- * of the next GEMVs; before each small kernel of a one-token step a side stream asks
- * the L2 for them, so the memory works while the small kernels run),
- * MINFER_CUDA_NORMFUSE=1 (experimental, unmeasured: for one token, the residual
- * add after a GEMV runs in that GEMV as it writes each row, and the rmsnorm before
- * a GEMV runs in every block of that GEMV, which quantizes the normalized row into
- * shared memory; two kernels fewer per layer),
+ * MINFER_CUDA_GEMV_WIDE=0 (one-column rows too wide for xs go to pp instead of xs2),
+ * MINFER_CUDA_TAIL=0 (for one token, the swiglu after a gate/up GEMV runs as that
+ * GEMV's tail: each warp writes silu(gate) * up of the outputs it computed, the
+ * last warp of each 32-group writes its q8; one kernel fewer per layer),
+ * MINFER_CUDA_SKIP=name,... (timing experiments only: drops the launches of those
+ * kernels, so the output is wrong; the notice says so),
  * MINFER_CUDA_SYNC=1 (synchronise and check after every launch, for debugging),
  * MINFER_CUDA_VERBOSE=1 (scratch breakdown). The one-line notice at the first step
  * names the paths in use and the device memory (weights, KV, scratch). */
@@ -59,7 +57,7 @@ struct cu_alloc_rec {
     size_t n;
 };
 
-enum cu_pend_kind { PEND_NONE = 0, PEND_ADD, PEND_MMV, PEND_ROPE, PEND_NORM };
+enum cu_pend_kind { PEND_NONE = 0, PEND_ADD, PEND_MMV, PEND_ROPE };
 
 struct cu_pend {
     int kind;
@@ -74,15 +72,7 @@ struct cu_pend {
     float *mout[CU_MMV_MAXMAT];
     const mf_weight *mw[CU_MMV_MAXMAT];
     const float *mbias[CU_MMV_MAXMAT];
-    float *madd_x;                 /* residual epilogue: madd_x += mout[0] (a held add) */
-    const float *mnx, *mnw;        /* norm prologue: the input is rmsnorm(mnx) * mnw */
-    float *mnout;
-    float mneps;
-    /* rmsnorm of one row, held for the prologue of the GEMV that reads it */
-    float *nout;
-    const float *nx, *nw;
-    float neps;
-    int ndim;
+    float *mswi;                   /* SwiGLU tail: mswi = silu(mout[0]) * mout[1] (a held swiglu) */
     /* rope */
     cu_rope_job rj[2];
     int rnj;
@@ -124,18 +114,10 @@ struct cu_state {
     /* switches */
     int f_graph, f_pdl, f_fuse, f_dp4a, f_flash, f_mma, f_sync, verbose;
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
-    int f_normfuse;        /* residual add / rmsnorm inside the one-column GEMVs (mmv.cuh) */
-    /* L2 prefetch (MINFER_CUDA_L2PF): hinted weights, asked for on a side stream
-     * that forks before the next small kernel and joins at the next download */
-    int f_l2pf;
-    cudaStream_t side;
-    cudaEvent_t ev_fork, ev_side;
-    int side_pending;
-    const mf_weight *pf[4];
-    int npf;
-    uint64_t n_epi, n_normpro, n_l2pf;  /* launches issued with them (printed at exit
-                                          * with MINFER_CUDA_VERBOSE; a captured graph
-                                          * counts once) */
+    int f_tail;            /* SwiGLU tail of the gate/up GEMV (mmv.cuh) */
+    uint64_t n_tail;       /* launches issued with it (MINFER_CUDA_VERBOSE, at exit;
+                            * a captured graph counts once) */
+    char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
     int gemv_wide;         /* rows of 129..256 units: 1 xs2, 0 pp (mmv.cuh) */
     int xs_v1_mats;        /* quantized matrices the xs variant leaves to v1 */
@@ -156,8 +138,10 @@ struct cu_state {
     int4 *h_tiles;
     int in_forward, meta_valid;
     const mf_batch *meta_b;
-    /* q8 activations + what they hold */
-    cu_q8 q8;
+    /* q8 activations + what they hold; q8b: the other buffer, which a GEMV tail
+     * writes while the GEMV reads q8 (then they swap) */
+    cu_q8 q8, q8b;
+    int *tcnt;             /* the tails' arrival counters [kmax / 32 + 1], zero at rest */
     int64_t q8_cap;
     const float *q8_src;
     int64_t q8_n;
@@ -222,6 +206,13 @@ void cu_launch_check(cu_state *S, const char *what, const char *file, int line) 
         e = cudaStreamSynchronize(S->stream);
         if (e != cudaSuccess) cu_record(S, e, what, file, line);
     }
+}
+
+int cu_skipped(cu_state *S, const char *what) {
+    if (!S->skip[0]) return 0;
+    char key[80];
+    snprintf(key, sizeof key, ",%s,", what);
+    return strstr(S->skip, key) != NULL;
 }
 
 static cu_state *ST(mf_backend *be) { return (cu_state *)be->impl; }
@@ -331,32 +322,30 @@ static void run_mmv(cu_state *S) {
     a.K = p->mK;
     a.ncols = p->mn;
     a.x = p->mx;
-    a.radd = p->madd_x;
     const int64_t nx = (int64_t)p->mn * p->mK;
-    if (p->mnx) {
-        /* norm prologue: the kernel quantizes rmsnorm(mnx) * mnw itself and writes
-         * the normalized row to mnout; the q8 buffer is left as it is */
-        a.nx = p->mnx;
-        a.nw = p->mnw;
-        a.nout = p->mnout;
-        a.neps = p->mneps;
-        cu_mmv_q8(S, p->mtype, &a);
-        S->n_normpro++;
-        q8_touch(S, p->mnout, (size_t)p->mK * 4);
-    } else if (p->mq8) {
+    if (p->mq8) {
         if (!(S->q8_valid && S->q8_src == p->mx && S->q8_n == nx)) {
             cu_quantize_q8(S, p->mx, nx, &S->q8);
             q8_set(S, p->mx, nx);
         }
         a.q = S->q8;
+        if (p->mswi) {
+            a.tail = CU_TAIL_SWIGLU;
+            a.tout = p->mswi;
+            a.tq = S->q8b;
+            a.tcnt = S->tcnt;
+        }
         cu_mmv_q8(S, p->mtype, &a);
     } else {
         cu_mmv_f(S, p->mtype, &a);
     }
     for (int i = 0; i < p->mnmat; i++) q8_touch(S, p->mout[i], (size_t)p->mn * a.rows[i] * 4);
-    if (p->madd_x) {
-        S->n_epi++;
-        q8_touch(S, p->madd_x, (size_t)a.rows[0] * 4);
+    if (p->mswi) {
+        const cu_q8 t = S->q8;
+        S->q8 = S->q8b;
+        S->q8b = t;
+        q8_set(S, p->mswi, a.rows[0]);
+        S->n_tail++;
     }
 }
 
@@ -370,36 +359,6 @@ static const float2 *rope_table(cu_state *S, int rope_dim, float base, const mf_
     return S->rope_cs;
 }
 
-/* L2 prefetch: called right before a small kernel is launched. The side stream
- * waits for what the main stream has launched so far (the GEMV before the small
- * kernel), then asks the L2 for the hinted weights (at most 24 MB each, 48 MB in
- * all, of the 60 MB L2) while the small kernel runs. */
-static void l2pf_fork(cu_state *S) {
-    if (!S->npf) return;
-    CU_CHECK(S, cudaEventRecord(S->ev_fork, S->stream));
-    CU_CHECK(S, cudaStreamWaitEvent(S->side, S->ev_fork, 0));
-    size_t total = 0;
-    for (int i = 0; i < S->npf; i++) {
-        const mf_weight *w = S->pf[i];
-        size_t bytes = (size_t)w->rows * (size_t)cu_row_stride(w->type, w->cols);
-        if (bytes > ((size_t)24 << 20)) bytes = (size_t)24 << 20;
-        if (total + bytes > ((size_t)48 << 20)) break;
-        total += bytes;
-        cu_l2_prefetch(S, S->side, w->dev, bytes);
-    }
-    CU_CHECK(S, cudaEventRecord(S->ev_side, S->side));
-    S->side_pending = 1;
-    S->npf = 0;
-    S->n_l2pf++;
-}
-/* The main stream waits for the side stream (before downloads and the end of a
- * graph capture, which must join every forked stream). */
-static void l2pf_join(cu_state *S) {
-    S->npf = 0;
-    if (!S->side_pending) return;
-    CU_CHECK(S, cudaStreamWaitEvent(S->stream, S->ev_side, 0));
-    S->side_pending = 0;
-}
 static void flush(cu_state *S) {
     cu_pend *p = &S->pend;
     switch (p->kind) {
@@ -408,17 +367,8 @@ static void flush(cu_state *S) {
         break;
     case PEND_MMV:
         run_mmv(S);
-        p->madd_x = NULL;
-        p->mnx = NULL;
+        p->mswi = NULL;
         break;
-    case PEND_NORM: {
-        const cu_q8 *q = q8_for(S, p->ndim);
-        l2pf_fork(S);
-        cu_rmsnorm(S, p->nout, (float *)p->nx, NULL, p->nw, 1, p->ndim, p->neps, q);
-        if (q) q8_set(S, p->nout, p->ndim);
-        else q8_touch(S, p->nout, (size_t)p->ndim * 4);
-        break;
-    }
     case PEND_ROPE:
         cu_rope(S, p->rj, p->rnj, meta_pos(S, p->rb), p->rb->n, p->rhd, p->rdim, p->rbase, p->rmode,
                 rope_table(S, p->rdim, p->rbase, p->rb));
@@ -444,33 +394,10 @@ static void op_embed(mf_backend *be, float *out, const mf_weight *w, const mf_ba
     q8_touch(S, out, (size_t)b->n * w->cols * 4);
 }
 
-static void op_prefetch(mf_backend *be, const mf_weight *w, int n) {
-    cu_state *S = ST(be);
-    if (!S->f_l2pf || n != 1 || !w || !w->dev || S->npf == (int)MF_ARRAY_LEN(S->pf)) return;
-    S->pf[S->npf++] = w;
-}
-
 static void op_rmsnorm(mf_backend *be, float *out, const float *x, const mf_weight *w, int n, int dim, float eps) {
     cu_state *S = ST(be);
     const float *y = NULL;
     const int64_t total = (int64_t)n * dim;
-    if (S->f_normfuse && S->f_fuse && S->f_dp4a && S->f_gemv >= 3 && n == 1 && dim % 32 == 0 &&
-        dim <= MMV_NORM_MAXK && !overlaps(out, (size_t)dim * 4, x, (size_t)dim * 4)) {
-        /* (in place, as for the output norm, it would not do: block 0 writes out
-         * while the other blocks still read x) */
-        /* held for the prologue of the GEMV that reads out (op_matmul); a held add
-         * of x runs first (as the epilogue of its GEMV, or as a kernel) */
-        flush(S);
-        S->npf = 0;  /* no small kernel follows to overlap a prefetch with */
-        cu_pend *p = &S->pend;
-        p->kind = PEND_NORM;
-        p->nout = out;
-        p->nx = x;
-        p->nw = (const float *)w->dev;
-        p->neps = eps;
-        p->ndim = dim;
-        return;
-    }
     if (S->pend.kind == PEND_ADD && S->pend.ax == x && S->pend.an == total) {
         y = S->pend.ay;
         S->pend.kind = PEND_NONE;
@@ -478,7 +405,6 @@ static void op_rmsnorm(mf_backend *be, float *out, const float *x, const mf_weig
         flush(S);
     }
     const cu_q8 *q = n <= CU_MAX_GEMV_COLS ? q8_for(S, total) : NULL;
-    l2pf_fork(S);
     cu_rmsnorm(S, out, (float *)x, y, (const float *)w->dev, n, dim, eps, q);
     if (y) q8_touch(S, x, (size_t)total * 4);
     if (q) q8_set(S, out, total);
@@ -503,8 +429,7 @@ static void matmul_gemm(cu_state *S, float *out, const float *x, const mf_weight
 /* A new held GEMV group on input x (no matrices yet, no fusions). */
 static void pend_mmv_start(cu_pend *p, uint32_t type, int q8, int n, int K, const float *x) {
     p->kind = PEND_MMV;
-    p->madd_x = NULL;
-    p->mnx = NULL;
+    p->mswi = NULL;
     p->mtype = type;
     p->mq8 = q8;
     p->mn = n;
@@ -541,28 +466,15 @@ static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weigh
             q8_touch(S, out, (size_t)n * R * 4);
             return;
         }
-        if (p->kind == PEND_NORM && x == p->nout && n == 1 && q8 && K == p->ndim && S->f_gemv >= 3 &&
-            cu_mmv_xs_takes(w->type, K)) {
-            /* the held norm becomes this GEMV's prologue */
-            const float *nx = p->nx, *nw = p->nw;
-            float *nout = p->nout;
-            const float neps = p->neps;
+        const int join = S->f_fuse && p->kind == PEND_MMV && !p->mswi && p->mtype == w->type && p->mq8 == q8 &&
+                         p->mn == n && p->mK == K && p->mx == x && p->mnmat < CU_MMV_MAXMAT &&
+                         !overlaps(out, (size_t)n * R * 4, x, (size_t)n * K * 4);
+        int ok = join;
+        for (int i = 0; ok && i < p->mnmat; i++)
+            if (overlaps(out, (size_t)n * R * 4, p->mout[i], (size_t)n * p->mw[i]->rows * 4)) ok = 0;
+        if (!ok) {
+            flush(S);
             pend_mmv_start(p, w->type, q8, n, K, x);
-            p->mnx = nx;
-            p->mnw = nw;
-            p->mnout = nout;
-            p->mneps = neps;
-        } else {
-            const int join = S->f_fuse && p->kind == PEND_MMV && !p->madd_x && p->mtype == w->type &&
-                             p->mq8 == q8 && p->mn == n && p->mK == K && p->mx == x && p->mnmat < CU_MMV_MAXMAT &&
-                             !overlaps(out, (size_t)n * R * 4, x, (size_t)n * K * 4);
-            int ok = join;
-            for (int i = 0; ok && i < p->mnmat; i++)
-                if (overlaps(out, (size_t)n * R * 4, p->mout[i], (size_t)n * p->mw[i]->rows * 4)) ok = 0;
-            if (!ok) {
-                flush(S);
-                pend_mmv_start(p, w->type, q8, n, K, x);
-            }
         }
         p->mout[p->mnmat] = out;
         p->mw[p->mnmat] = w;
@@ -635,7 +547,6 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
     a.rope_mode = rmode;
     a.rope_base = rbase;
     a.rope_cs = rope ? rope_table(S, rdim, rbase, b) : NULL;
-    l2pf_fork(S);
     if (n == 1 && S->f_fuse && cu_attn_dec_supported(hd)) {
         /* one token: RoPE and the cache store happen inside the attention kernel
          * (q and k in memory stay unrotated; nothing reads them after) */
@@ -682,9 +593,18 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
 
 static void op_swiglu(mf_backend *be, float *out, const float *gate, const float *up, int64_t n) {
     cu_state *S = ST(be);
+    cu_pend *p = &S->pend;
+    if (S->f_tail && S->f_fuse && S->f_gemv >= 3 && p->kind == PEND_MMV && !p->mswi && p->mq8 && p->mn == 1 &&
+        p->mnmat == 2 && p->mout[0] == gate && p->mout[1] == up && p->mw[0]->rows == n && p->mw[1]->rows == n &&
+        n % 32 == 0 && n <= S->q8_cap && cu_mmv_xs_takes(p->mtype, p->mK) &&
+        !overlaps(out, (size_t)n * 4, p->mx, (size_t)p->mK * 4)) {
+        /* the gate/up GEMV writes out and its q8 itself (out may be gate or up:
+         * each output is written after both of its inputs, by the same warp) */
+        p->mswi = out;
+        return;
+    }
     flush(S);
     const cu_q8 *q = q8_for(S, n);
-    l2pf_fork(S);
     cu_swiglu(S, out, gate, up, n, q);
     if (q) q8_set(S, out, n);
     else q8_touch(S, out, (size_t)n * 4);
@@ -692,15 +612,6 @@ static void op_swiglu(mf_backend *be, float *out, const float *gate, const float
 
 static void op_add(mf_backend *be, float *x, const float *y, int64_t n) {
     cu_state *S = ST(be);
-    cu_pend *p = &S->pend;
-    if (S->f_normfuse && S->f_fuse && S->f_gemv >= 2 && p->kind == PEND_MMV && !p->madd_x && !p->mnx && p->mq8 &&
-        p->mnmat == 1 && p->mn == 1 && p->mout[0] == y && n == p->mw[0]->rows &&
-        !overlaps(x, (size_t)n * 4, p->mx, (size_t)p->mK * 4) && !overlaps(x, (size_t)n * 4, y, (size_t)n * 4)) {
-        /* the GEMV that produced y adds it into x as it writes each row */
-        p->madd_x = x;
-        q8_touch(S, x, (size_t)n * 4);
-        return;
-    }
     flush(S);
     q8_touch(S, x, (size_t)n * 4);
     if (S->f_fuse) {
@@ -727,7 +638,7 @@ static void op_get_rows(mf_backend *be, float *dst, const float *src, const int3
 }
 
 static const mf_ops cuda_ops = {
-    op_embed, op_rmsnorm, op_matmul, op_rope, op_attention, op_swiglu, op_add, op_get_rows, op_prefetch,
+    op_embed, op_rmsnorm, op_matmul, op_rope, op_attention, op_swiglu, op_add, op_get_rows,
 };
 
 /* ------------------------------------------------------------------------- */
@@ -774,7 +685,6 @@ static void be_release(mf_backend *be, void *p) {
 static void be_download(mf_backend *be, void *dst, const void *src, size_t nbytes) {
     cu_state *S = ST(be);
     flush(S);
-    l2pf_join(S);
     if (S->capturing) {
         cu_graph_rec *g = &S->graph;
         size_t off;
@@ -996,15 +906,10 @@ static int check_model(cu_state *S, const mf_model *m, mf_err *err) {
 }
 
 static void free_state(cu_state *S) {
-    if (S->side) {
-        cudaStreamSynchronize(S->side);
-        cudaStreamDestroy(S->side);
-    }
-    if (S->ev_fork) cudaEventDestroy(S->ev_fork);
-    if (S->ev_side) cudaEventDestroy(S->ev_side);
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s,
+                   S->q8b.qs, S->q8b.d, S->q8b.s, S->tcnt,
                    S->att_part, S->x16, S->w16, S->rope_cs, S->att_count};
     for (size_t i = 0; i < MF_ARRAY_LEN(dev); i++)
         if (dev[i]) cudaFree(dev[i]);
@@ -1051,22 +956,13 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         S->xst_bytes = -1;
         if (S->f_gemv == 4) S->f_gemv = 3;
     }
-    S->f_normfuse = mf_env_int("MINFER_CUDA_NORMFUSE", 0);
-    S->f_l2pf = mf_env_int("MINFER_CUDA_L2PF", 0);
-    if (S->f_l2pf && S->code_arch < 900) {
-        mf_log("minfer/cuda: MINFER_CUDA_L2PF=1 needs sm_90+ code (this device runs sm_%d code); off",
-               S->code_arch / 10);
-        S->f_l2pf = 0;
-    }
-    if (S->f_l2pf && (cudaStreamCreateWithFlags(&S->side, cudaStreamNonBlocking) != cudaSuccess ||
-                      cudaEventCreateWithFlags(&S->ev_fork, cudaEventDisableTiming) != cudaSuccess ||
-                      cudaEventCreateWithFlags(&S->ev_side, cudaEventDisableTiming) != cudaSuccess)) {
-        (void)cudaGetLastError();
-        S->f_l2pf = 0;
-        mf_log("minfer/cuda: no side stream for the L2 prefetch; MINFER_CUDA_L2PF off");
+    S->f_tail = mf_env_int("MINFER_CUDA_TAIL", 1) == 1;
+    {
+        const char *sk = getenv("MINFER_CUDA_SKIP");
+        if (sk && *sk) snprintf(S->skip, sizeof S->skip, ",%s,", sk);
     }
     S->gemv_per_sm = mf_env_int("MINFER_CUDA_GEMV_PERSM", 0);
-    S->gemv_wide = mf_env_int("MINFER_CUDA_GEMV_WIDE", 0) == 1;
+    S->gemv_wide = mf_env_int("MINFER_CUDA_GEMV_WIDE", 1) == 1;
     if (S->gemv_per_sm < 0) S->gemv_per_sm = 0;
     int rc = check_model(S, m, err);
     if (rc) return rc;
@@ -1110,6 +1006,13 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     SCRATCH(S->q8.qs, int8_t, S->q8_cap + 16);
     SCRATCH(S->q8.d, float, S->q8_cap / 32 + 1);
     SCRATCH(S->q8.s, float, S->q8_cap / 16 + 1);
+    /* the same size: after a tail the two swap */
+    SCRATCH(S->q8b.qs, int8_t, S->q8_cap + 16);
+    SCRATCH(S->q8b.d, float, S->q8_cap / 32 + 1);
+    SCRATCH(S->q8b.s, float, S->q8_cap / 16 + 1);
+    SCRATCH(S->tcnt, int, S->kmax / 32 + 1);
+    if ((e = cudaMemsetAsync(S->tcnt, 0, (S->kmax / 32 + 1) * sizeof(int), S->stream)) != cudaSuccess)
+        return mf_fail(err, MF_ERR_DEVICE, "cuda: cudaMemsetAsync(tail counters): %s", cudaGetErrorString(e));
     /* attention chunks: multiples of 64 positions, at most 16 per head: the grid
      * covers the whole context, and every early-exit block still costs a slot
      * (64 chunks x 32 heads measured 10 us for one position; ncu, H200) */
@@ -1175,10 +1078,8 @@ static void be_destroy(mf_backend *be) {
     cu_state *S = ST(be);
     if (S) {
         cudaStreamSynchronize(S->stream);
-        if (S->verbose && (S->f_normfuse || S->f_l2pf))
-            fprintf(stderr, "minfer/cuda: issued %llu GEMVs with the add epilogue, %llu with the norm prologue, "
-                    "%llu L2 prefetch forks\n", (unsigned long long)S->n_epi, (unsigned long long)S->n_normpro,
-                    (unsigned long long)S->n_l2pf);
+        if (S->verbose)
+            fprintf(stderr, "minfer/cuda: issued %llu GEMVs with the SwiGLU tail\n", (unsigned long long)S->n_tail);
         if (S->m) {
             mf_model *m = S->m;
             m->tok_embd.dev = m->output_norm.dev = m->output.dev = NULL;
@@ -1221,12 +1122,12 @@ static void print_notice(cu_state *S) {
     else if (S->f_gemv >= 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(v1 for batches)", xs_name);
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
-            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s; "
+            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s%s%s prefill=%s attn=%s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
-            S->f_fuse ? (S->f_normfuse && S->f_dp4a && S->f_gemv >= 3 ? "on+norm-in-gemv" : "on") : "off",
-            S->f_l2pf ? " l2pf=on" : "",
+            S->f_fuse ? "on" : "off", S->f_fuse && S->f_tail && S->f_dp4a && S->f_gemv >= 3 ? "+swiglu-tail" : "",
+            S->skip[0] ? " SKIPPING-KERNELS(output-invalid)" : "",
             S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split", S->wbytes / gib,
             S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0, plane / gib);
@@ -1263,7 +1164,6 @@ static int graph_capture(cu_state *S, mf_forward *fw, const mf_batch *b, float *
     ferr.msg[0] = 0;
     const int rc = forward_generic(fw, b, logits, &ferr);
     flush(S);
-    l2pf_join(S);
     e = cudaStreamEndCapture(S->stream, &graph);
     S->capturing = 0;
     if (e != cudaSuccess && !S->err) cu_record(S, e, "cudaStreamEndCapture", __FILE__, __LINE__);

@@ -85,10 +85,15 @@ void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, i
 #define CU_CHECK(S, x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) cu_record((S), e_, #x, __FILE__, __LINE__); } while (0)
 #define CU_LAUNCHED(S, what) cu_launch_check((S), (what), __FILE__, __LINE__)
 
+/* 1 when launches named `what` are to be dropped (MINFER_CUDA_SKIP: a timing
+ * experiment that prices a kernel; the output is wrong, and the notice says so). */
+int cu_skipped(cu_state *S, const char *what);
+
 /* Launch with the programmatic-stream-serialization attribute when enabled. */
 template <typename... KArgs, typename... Args>
 static inline void cu_launch(cu_state *S, const char *what, void (*k)(KArgs...), dim3 grid, dim3 block,
                              size_t smem, Args... args) {
+    if (cu_skipped(S, what)) return;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -128,6 +133,7 @@ static __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
+static __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 static __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 static __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
@@ -203,8 +209,6 @@ void cu_add(cu_state *S, float *x, const float *y, int64_t n);
 /* out = silu(g) * u; also writes q8 of out when q != NULL (n % 32 == 0). */
 void cu_swiglu(cu_state *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q);
 void cu_quantize_q8(cu_state *S, const float *x, int64_t n, const cu_q8 *q);
-/* Asks the L2 for bytes at p (16-byte multiple used), on stream st (sm_90+ code). */
-void cu_l2_prefetch(cu_state *S, cudaStream_t st, const void *p, size_t bytes);
 void cu_to_f16(cu_state *S, __half *dst, const float *x, int n, int K, int Kp);
 /* dst [rows][Kp] f16 = rows r0..r0+nr of w, zero-padded from K to Kp. */
 void cu_dequant_f16(cu_state *S, __half *dst, const mf_weight *w, int64_t r0, int64_t nr, int Kp);
@@ -239,20 +243,17 @@ struct cu_mmv_args {
     int ncols;            /* tokens (<= 8) */
     const float *x;       /* f32 activations [ncols][K] (f32/f16/bf16 weights, generic path) */
     cu_q8 q;              /* q8 activations (quantized weights) */
-    /* Fusions of the one-column persistent GEMVs (MINFER_CUDA_NORMFUSE=1, mmv.cuh):
-     *   radd != NULL  residual epilogue: radd[r] += out[0][r] as each row is written
-     *                 (nmat == 1), in place of the add kernel after the GEMV;
-     *   nx != NULL    norm prologue: the activations are q8 of rmsnorm(nx) * nw over K
-     *                 values (eps neps), computed by every block into shared memory
-     *                 in place of the norm kernel before the GEMV (xs and xst only,
-     *                 K <= MMV_NORM_MAXK); nout != NULL gets the f32 normalized
-     *                 values (block 0 writes them). */
-    float *radd;
-    const float *nx, *nw;
-    float *nout;
-    float neps;
+    /* Tail (MINFER_CUDA_TAIL, mmv.cuh), xs and xst only:
+     *   CU_TAIL_SWIGLU  nmat == 2 (gate, up), rows[0] == rows[1], rows % 32 == 0:
+     *                   also tout[r] = silu(gate[r]) * up[r] and tq = q8 of tout,
+     *                   the swiglu kernel's work; tcnt: rows / 32 arrival counters,
+     *                   zero between launches (the last arriver resets its own). */
+    int tail;
+    float *tout;
+    cu_q8 tq;
+    int *tcnt;
 };
-#define MMV_NORM_MAXK 8192
+enum { CU_TAIL_NONE = 0, CU_TAIL_SWIGLU = 1 };
 /* Returns 1 when a dp4a kernel exists for the type. */
 int cu_mmv_q8_supported(uint32_t type);
 void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a);      /* mmv_kquant.cu / mmv_q.cu */

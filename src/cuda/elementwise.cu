@@ -65,7 +65,6 @@ void cu_add(cu_state *S, float *x, const float *y, int64_t n) {
 }
 
 /* ---- out = silu(g) * u (+ q8 of out) ---- */
-static __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 static __global__ void kernel_swiglu(float *out, const float *g, const float *u, int64_t n) {
     pdl_trigger();
@@ -224,24 +223,4 @@ void cu_repack(cu_state *S, void *dst, const void *src, uint32_t type, int64_t c
     CU_DQ_DISPATCH(type, CALL)
 #undef CALL
     CU_LAUNCHED(S, "repack");
-}
-
-/* ---- L2 prefetch of a weight range (sm_90+: cp.async.bulk.prefetch.L2) ----
- * Fire and forget: each thread asks the L2 for 64 KB chunks and exits; the data
- * arrive while the small kernels of the main stream run (MINFER_CUDA_L2PF). */
-static __global__ void kernel_l2_prefetch(const uint8_t *p, uint64_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const uint64_t chunk = 64 * 1024;
-    for (uint64_t off = (uint64_t)(blockIdx.x * blockDim.x + threadIdx.x) * chunk; off < bytes;
-         off += (uint64_t)gridDim.x * blockDim.x * chunk) {
-        const uint32_t n = (uint32_t)((bytes - off < chunk ? bytes - off : chunk) & ~(uint64_t)15);
-        if (n) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(n) : "memory");
-    }
-#endif
-}
-
-void cu_l2_prefetch(cu_state *S, cudaStream_t st, const void *p, size_t bytes) {
-    if (!p || bytes < 16) return;
-    kernel_l2_prefetch<<<1, 128, 0, st>>>((const uint8_t *)p, (uint64_t)bytes);
-    CU_LAUNCHED(S, "l2_prefetch");
 }

@@ -14,10 +14,10 @@
  *   xs   persistent grid, each lane's activations held in registers for every row
  *        it visits, weights double-buffered in registers
  *   xst  xs with the weights streamed through a per-warp TMA ring in shared memory
- *   xs2  xs with each row split between two warps (rows too wide for xs; opt-in)
- * Variant 3, the default, is xs/xst by launch size, pp for rows xs cannot hold, v1
- * for several columns (mmv_q8_launch at the end). The persistent kernels also have
- * fused modes (MMV_NORM prologue, MMV_EPI epilogue; MINFER_CUDA_NORMFUSE).
+ *   xs2  xs with each row split between two warps (rows too wide for xs)
+ * Variant 3, the default, is xs/xst by launch size, xs2 (or pp) for rows xs cannot
+ * hold, v1 for several columns (mmv_q8_launch at the end). xs and xst also have a
+ * SwiGLU tail (MMV_SWIGLU below; MINFER_CUDA_TAIL).
  *
  * A unit type U provides:
  *   QK, UPB        values per block, units per block
@@ -93,10 +93,12 @@ static __device__ __forceinline__ float mmv_dot(const typename U::W &w, int u, c
     return U::dotx(w, x, u);
 }
 
-/* MODE of the persistent kernels: 0 plain, 1 norm prologue, 2 residual epilogue
- * (cu_mmv_args; MINFER_CUDA_NORMFUSE=1). Mode 0 compiles to the code of before the
- * fusions (cuobjdump -sass compared). */
-enum { MMV_PLAIN = 0, MMV_NORM = 1, MMV_EPI = 2 };
+/* MODE of xs and xst: MMV_PLAIN, or MMV_SWIGLU, the tail of a stacked (gate, up)
+ * launch (cu_mmv_args.tail): each warp takes a contiguous run of outputs p, gate p
+ * then up p, writes tout[p] = silu(gate) * up itself, and the last warp to finish
+ * a 32-group of outputs writes that group's q8 (mmv_tail_end); the swiglu kernel
+ * and its kernel boundary go away. */
+enum { MMV_PLAIN = 0, MMV_SWIGLU = 1 };
 
 /* Writes one finished row (lane 0): out[c][r] = acc[c] + bias[r]. */
 template <int NC>
@@ -110,16 +112,69 @@ static __device__ __forceinline__ void mmv_store(const cu_mmv_args &a, int m, in
         if (c < a.ncols) o[(int64_t)c * rows_m + r] = acc[c] + bv;
 }
 
-/* mmv_store for one column, plus the residual epilogue in MMV_EPI mode:
- * radd[r] += out[r] (the add kernel's x[i] += y[i], same rounding). */
+/* mmv_store for one column of xs/xst; in MMV_SWIGLU mode the gate value is held
+ * (lane 0's `gate`) until its up row, which also writes tout (after gate and up
+ * themselves, so tout may alias either: the swiglu kernel's out = silu(g) * u). */
 template <int MODE>
-static __device__ __forceinline__ void mmv_store1(const cu_mmv_args &a, int m, int r, float acc) {
-    if constexpr (MODE == MMV_EPI) {
-        const float v = acc + (a.bias[0] ? a.bias[0][r] : 0.0f);
-        a.out[0][r] = v;
-        a.radd[r] += v;
+static __device__ __forceinline__ void mmv_put(const cu_mmv_args &a, int m, int r, float acc, float &gate) {
+    if constexpr (MODE == MMV_SWIGLU) {
+        const float *bias = m == 0 ? a.bias[0] : a.bias[1];
+        const float v = acc + (bias ? bias[r] : 0.0f);
+        (m == 0 ? a.out[0] : a.out[1])[r] = v;
+        if (m == 0) gate = v;
+        else a.tout[r] = silu_mul(gate, v);
     } else {
         mmv_store<1>(a, m, r, &acc);
+    }
+}
+
+/* The rows of warp gw of W: gw, gw + W, gw + 2W, ... (the machine reads one band of
+ * the matrix at a time), or in MMV_SWIGLU mode the outputs [p0, p1) of a
+ * contiguous split, gate p then up p (stacked rows p and R + p). */
+struct mmv_sched {
+    int gw, W, p0, p1;
+};
+template <int MODE>
+static __device__ __forceinline__ mmv_sched mmv_sched_of(const cu_mmv_args &a, int gw, int W) {
+    mmv_sched s = {gw, W, 0, 0};
+    if constexpr (MODE == MMV_SWIGLU) {
+        s.p0 = (int)((int64_t)gw * a.rows[0] / W);
+        s.p1 = (int)((int64_t)(gw + 1) * a.rows[0] / W);
+    }
+    return s;
+}
+template <int MODE>
+static __device__ __forceinline__ int mmv_sched_rows(const mmv_sched &s, int total) {
+    if constexpr (MODE == MMV_SWIGLU) return 2 * (s.p1 - s.p0);
+    return s.gw < total ? (total - s.gw + s.W - 1) / s.W : 0;
+}
+template <int MODE>
+static __device__ __forceinline__ int mmv_sched_row(const cu_mmv_args &a, const mmv_sched &s, int i) {
+    if constexpr (MODE == MMV_SWIGLU) return s.p0 + (i >> 1) + (i & 1) * a.rows[0];
+    return s.gw + i * s.W;
+}
+
+/* After a warp's last row (all lanes; MMV_SWIGLU): one arrival per 32-group of
+ * outputs the warp wrote (at most a few: its outputs are contiguous), counted on
+ * a.tcnt[group]; the warp that completes a group quantizes it (tout is re-read
+ * from L2) and resets the counter for the next launch. */
+template <int MODE>
+static __device__ __forceinline__ void mmv_tail_end(const cu_mmv_args &a, const mmv_sched &s, int lane) {
+    if constexpr (MODE == MMV_SWIGLU) {
+        if (lane == 0) __threadfence();  /* this warp's tout, before its arrivals */
+        for (int g = s.p0 >> 5; g <= (s.p1 - 1) >> 5; g++) {
+            int last = 0;
+            if (lane == 0) {
+                const int c = min(s.p1, 32 * g + 32) - max(s.p0, 32 * g);
+                last = atomicAdd(a.tcnt + g, c) + c == 32;
+                if (last) a.tcnt[g] = 0;
+            }
+            if (__shfl_sync(0xffffffffu, last, 0)) {
+                __threadfence();
+                const int64_t i = (int64_t)g * 32 + lane;
+                q8_store1(a.tq, i, __ldcg(a.tout + i), 1);
+            }
+        }
     }
 }
 
@@ -213,7 +268,7 @@ static __device__ __forceinline__ void mmv_pp_load(const cu_mmv_args &a, int gw,
     }
 }
 
-template <typename U, int NC, int MODE>
+template <typename U, int NC>
 static __device__ __forceinline__ void mmv_pp_compute(const cu_mmv_args &a, int gw, int W, int nch, int nb, int nu,
                                                       int i, int lane, const typename U::W *buf, float *acc) {
     int m, r;
@@ -231,16 +286,13 @@ static __device__ __forceinline__ void mmv_pp_compute(const cu_mmv_args &a, int 
     if (ch == nch - 1) {
 #pragma unroll
         for (int c = 0; c < NC; c++) acc[c] = warp_sum(acc[c]);
-        if (lane == 0) {
-            if constexpr (MODE == MMV_EPI) mmv_store1<MODE>(a, m, r, acc[0]);
-            else mmv_store<NC>(a, m, r, acc);
-        }
+        if (lane == 0) mmv_store<NC>(a, m, r, acc);
 #pragma unroll
         for (int c = 0; c < NC; c++) acc[c] = 0.0f;
     }
 }
 
-template <typename U, int NC, int MODE = MMV_PLAIN>
+template <typename U, int NC>
 static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_q8_pp(cu_mmv_args a) {
     pdl_trigger();
     const int lane = threadIdx.x & 31;
@@ -260,18 +312,18 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_q8_pp(cu_mmv
     pdl_wait();
     for (int i = 0; i < n; i += 2) {
         if (i + 1 < n) mmv_pp_load<U>(a, gw, W, nch, nb, nu, i + 1, lane, B);
-        mmv_pp_compute<U, NC, MODE>(a, gw, W, nch, nb, nu, i, lane, A, acc);
+        mmv_pp_compute<U, NC>(a, gw, W, nch, nb, nu, i, lane, A, acc);
         if (i + 1 >= n) break;
         if (i + 2 < n) mmv_pp_load<U>(a, gw, W, nch, nb, nu, i + 2, lane, A);
-        mmv_pp_compute<U, NC, MODE>(a, gw, W, nch, nb, nu, i + 1, lane, B, acc);
+        mmv_pp_compute<U, NC>(a, gw, W, nch, nb, nu, i + 1, lane, B, acc);
     }
 }
 
-template <typename U, int NC, int MODE = MMV_PLAIN>
+template <typename U, int NC>
 static int mmv_pp_occupancy() {
     static int per_sm;
     if (!per_sm) {
-        const int nb = mmv_occupancy(kernel_mmv_q8_pp<U, NC, MODE>, MMV_WARPS * 32);
+        const int nb = mmv_occupancy(kernel_mmv_q8_pp<U, NC>, MMV_WARPS * 32);
         per_sm = nb > 8 ? 8 : nb;
     }
     return per_sm;
@@ -284,13 +336,12 @@ static void mmv_pp_prepare() {
     mmv_pp_occupancy<U, 2>();
     mmv_pp_occupancy<U, 4>();
     mmv_pp_occupancy<U, 8>();
-    mmv_pp_occupancy<U, 1, MMV_EPI>();
 }
 
-template <typename U, int NC, int MODE = MMV_PLAIN>
+template <typename U, int NC>
 static void mmv_pp_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
-    const int blocks = mmv_persist_blocks(S, a, MMV_WARPS, mmv_pp_occupancy<U, NC, MODE>(), 0);
-    cu_launch(S, name, kernel_mmv_q8_pp<U, NC, MODE>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
+    const int blocks = mmv_persist_blocks(S, a, MMV_WARPS, mmv_pp_occupancy<U, NC>(), 0);
+    cu_launch(S, name, kernel_mmv_q8_pp<U, NC>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
 }
 
 /* ---- Variant "xs" (x-stationary persistent warps) ----
@@ -318,7 +369,7 @@ static __device__ __forceinline__ void mmv_xs_load(const cu_mmv_args &a, int g, 
 }
 template <typename U, int UPL, int MODE>
 static __device__ __forceinline__ void mmv_xs_row(const cu_mmv_args &a, int g, int nu, int lane,
-                                                  const typename U::W *w, const typename U::X *x) {
+                                                  const typename U::W *w, const typename U::X *x, float &gate) {
     float acc = 0.0f;
 #pragma unroll
     for (int k = 0; k < UPL; k++) {
@@ -329,66 +380,17 @@ static __device__ __forceinline__ void mmv_xs_row(const cu_mmv_args &a, int g, i
     if (lane == 0) {
         int m, r;
         mmv_row(a, g, &m, &r);
-        mmv_store1<MODE>(a, m, r, acc);
+        mmv_put<MODE>(a, m, r, acc, gate);
     }
 }
 
-/* MMV_NORM prologue: every block computes q8(rmsnorm(nx) * nw) of the K inputs into
- * shared memory, with the norm kernel's formulas (out = x * inv * w; q8 as
- * q8_store4), the sum of squares in this block's order. Called by all threads. */
-struct __align__(16) mmv_norm_smem {  /* qs is read 16 bytes at a time */
-    int8_t qs[MMV_NORM_MAXK];
-    float d[MMV_NORM_MAXK / 32];
-    float s[MMV_NORM_MAXK / 16];
-    float red[32];
-};
-static __device__ __forceinline__ cu_q8 mmv_norm_prologue(const cu_mmv_args &a, mmv_norm_smem &sm) {
-    const int K = a.K, n4 = K / 4, T = blockDim.x, tid = threadIdx.x;
-    const float4 *x4 = (const float4 *)a.nx, *w4 = (const float4 *)a.nw;
-    float ss = 0.0f;
-    for (int i = tid; i < n4; i += T) {
-        const float4 v = __ldcg(x4 + i);
-        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    }
-    ss = warp_sum(ss);
-    if ((tid & 31) == 0) sm.red[tid >> 5] = ss;
-    __syncthreads();
-    ss = (tid & 31) < (T >> 5) ? sm.red[tid & 31] : 0.0f;
-    ss = warp_sum(ss);
-    const float inv = 1.0f / sqrtf(ss / (float)K + a.neps);
-    cu_q8 q = {sm.qs, sm.d, sm.s};
-    for (int base = 0; base < n4; base += T) {  /* warp-uniform bound: q8_store4 shuffles */
-        const int i = base + tid, valid = i < n4;
-        float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (valid) {
-            const float4 v = __ldcg(x4 + i), g = __ldg(w4 + i);
-            r = make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
-            if (a.nout && blockIdx.x == 0) ((float4 *)a.nout)[i] = r;
-        }
-        q8_store4(q, (int64_t)i * 4, r, valid);
-    }
-    __syncthreads();
-    return q;
-}
-
-/* The activations of a lane's units: from the q8 buffer, or (MMV_NORM) from the
- * block's own quantization of the normalized input. Called by all threads. */
-template <typename U, int UPL, int MODE>
+/* The activations of a lane's units, from the q8 buffer. */
+template <typename U, int UPL>
 static __device__ __forceinline__ void mmv_xs_loadx(const cu_mmv_args &a, int nu, int lane, typename U::X *x) {
-    if constexpr (MODE == MMV_NORM) {
-        __shared__ mmv_norm_smem sm;
-        const cu_q8 q = mmv_norm_prologue(a, sm);
 #pragma unroll
-        for (int k = 0; k < UPL; k++) {
-            const int u = lane + 32 * k;
-            if (u < nu) U::template loadx<ld_s>(q, 0, u, x[k]);
-        }
-    } else {
-#pragma unroll
-        for (int k = 0; k < UPL; k++) {
-            const int u = lane + 32 * k;
-            if (u < nu) U::loadx(a.q, 0, u, x[k]);
-        }
+    for (int k = 0; k < UPL; k++) {
+        const int u = lane + 32 * k;
+        if (u < nu) U::loadx(a.q, 0, u, x[k]);
     }
 }
 
@@ -396,27 +398,25 @@ template <typename U, int UPL, int MODE = MMV_PLAIN>
 static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs(cu_mmv_args a) {
     pdl_trigger();
     const int lane = threadIdx.x & 31;
-    const int gw = blockIdx.x * MMV_WARPS + (threadIdx.x >> 5);
-    const int W = gridDim.x * MMV_WARPS;
-    const int total = mmv_total(a);
-    if constexpr (MODE != MMV_NORM) {  /* the norm prologue needs every thread */
-        if (gw >= total) return;
-    }
-    const int n = MODE == MMV_NORM && gw >= total ? 0 : (total - gw + W - 1) / W;
+    const mmv_sched sc = mmv_sched_of<MODE>(a, blockIdx.x * MMV_WARPS + (threadIdx.x >> 5), gridDim.x * MMV_WARPS);
+    const int n = mmv_sched_rows<MODE>(sc, mmv_total(a));
+    if (n == 0) return;
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     typename U::W A[UPL], B[UPL];
-    if (MODE != MMV_NORM || n > 0) mmv_xs_load<U, UPL>(a, gw, nb, nu, lane, A);  /* weights: before the wait */
+    mmv_xs_load<U, UPL>(a, mmv_sched_row<MODE>(a, sc, 0), nb, nu, lane, A);  /* weights: before the wait */
     pdl_wait();
     typename U::X x[UPL];
-    mmv_xs_loadx<U, UPL, MODE>(a, nu, lane, x);
+    mmv_xs_loadx<U, UPL>(a, nu, lane, x);
+    float gate = 0.0f;
     for (int i = 0; i < n; i += 2) {
-        if (i + 1 < n) mmv_xs_load<U, UPL>(a, gw + (i + 1) * W, nb, nu, lane, B);
-        mmv_xs_row<U, UPL, MODE>(a, gw + i * W, nu, lane, A, x);
+        if (i + 1 < n) mmv_xs_load<U, UPL>(a, mmv_sched_row<MODE>(a, sc, i + 1), nb, nu, lane, B);
+        mmv_xs_row<U, UPL, MODE>(a, mmv_sched_row<MODE>(a, sc, i), nu, lane, A, x, gate);
         if (i + 1 >= n) break;
-        if (i + 2 < n) mmv_xs_load<U, UPL>(a, gw + (i + 2) * W, nb, nu, lane, A);
-        mmv_xs_row<U, UPL, MODE>(a, gw + (i + 1) * W, nu, lane, B, x);
+        if (i + 2 < n) mmv_xs_load<U, UPL>(a, mmv_sched_row<MODE>(a, sc, i + 2), nb, nu, lane, A);
+        mmv_xs_row<U, UPL, MODE>(a, mmv_sched_row<MODE>(a, sc, i + 1), nu, lane, B, x, gate);
     }
+    mmv_tail_end<MODE>(a, sc, lane);
 }
 
 template <typename U, int UPL, int MODE>
@@ -434,8 +434,7 @@ static void mmv_xs_prepare_mode() {
 template <typename U>
 static void mmv_xs_prepare() {
     mmv_xs_prepare_mode<U, MMV_PLAIN>();
-    mmv_xs_prepare_mode<U, MMV_NORM>();
-    mmv_xs_prepare_mode<U, MMV_EPI>();
+    mmv_xs_prepare_mode<U, MMV_SWIGLU>();
 }
 /* Units per lane the xs kernel is built for (0: v1 takes the launch). */
 static inline int mmv_xs_upl(int nu, int ncols) {
@@ -449,19 +448,18 @@ static void mmv_xs_launch_mode(cu_state *S, const cu_mmv_args *a, const char *na
 }
 template <typename U, int UPL>
 static void mmv_xs_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    if (a->nx) mmv_xs_launch_mode<U, UPL, MMV_NORM>(S, a, name, per_sm_cap);
-    else if (a->radd) mmv_xs_launch_mode<U, UPL, MMV_EPI>(S, a, name, per_sm_cap);
+    if (a->tail == CU_TAIL_SWIGLU) mmv_xs_launch_mode<U, UPL, MMV_SWIGLU>(S, a, name, per_sm_cap);
     else mmv_xs_launch_mode<U, UPL, MMV_PLAIN>(S, a, name, per_sm_cap);
 }
 
-/* ---- Variant "xs2" (experimental, MINFER_CUDA_GEMV_WIDE=1: rows of 129..256 units,
- * e.g. the 11008-wide ffn_down, which xs cannot hold and pp runs at 1.7-2.5 TB/s) ----
+/* ---- Variant "xs2" (variants 3/4 for rows of 129..256 units, e.g. the 11008-wide
+ * ffn_down, which xs cannot hold; MINFER_CUDA_GEMV_WIDE=0 sends them to pp) ----
  * xs with a row split between the two warps of a pair: warp h of the pair holds the
  * activations of units [h*hu, h*hu + hu) (hu = half the row, rounded up) for every
  * row it visits and streams those weights (double-buffered); the pair meets on a
  * named barrier per row, where warp 0 adds warp 1's partial (through shared memory,
  * two slots used in turn) and writes the row. Not bit-identical to v1 (two partial
- * sums per row). One column; MMV_PLAIN and MMV_EPI. */
+ * sums per row). One column. */
 template <typename U, int UPL>
 static __device__ __forceinline__ void mmv_xs2_load(const cu_mmv_args &a, int g, int nb, int u0, int nh, int lane,
                                                     typename U::W *w) {
@@ -473,7 +471,7 @@ static __device__ __forceinline__ void mmv_xs2_load(const cu_mmv_args &a, int g,
         if (j < nh) U::template load<ld_g>(row, nb, u0 + j, w[k]);
     }
 }
-template <typename U, int UPL, int MODE>
+template <typename U, int UPL>
 static __device__ __forceinline__ void mmv_xs2_row(const cu_mmv_args &a, int g, int i, int u0, int nh, int lane,
                                                    int half, int pair, float (*part)[2],
                                                    const typename U::W *w, const typename U::X *x) {
@@ -489,11 +487,12 @@ static __device__ __forceinline__ void mmv_xs2_row(const cu_mmv_args &a, int g, 
     if (half == 0 && lane == 0) {
         int m, r;
         mmv_row(a, g, &m, &r);
-        mmv_store1<MODE>(a, m, r, acc + part[pair][i & 1]);
+        const float v = acc + part[pair][i & 1];
+        mmv_store<1>(a, m, r, &v);
     }
 }
 
-template <typename U, int UPL, int MODE = MMV_PLAIN>
+template <typename U, int UPL>
 static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs2(cu_mmv_args a) {
     __shared__ float part[MMV_WARPS / 2][2];
     pdl_trigger();
@@ -519,40 +518,33 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs2(cu_mmv_a
     }
     for (int i = 0; i < n; i += 2) {
         if (i + 1 < n) mmv_xs2_load<U, UPL>(a, gp + (i + 1) * P, nb, u0, nh, lane, B);
-        mmv_xs2_row<U, UPL, MODE>(a, gp + i * P, i, u0, nh, lane, half, pair, part, A, x);
+        mmv_xs2_row<U, UPL>(a, gp + i * P, i, u0, nh, lane, half, pair, part, A, x);
         if (i + 1 >= n) break;
         if (i + 2 < n) mmv_xs2_load<U, UPL>(a, gp + (i + 2) * P, nb, u0, nh, lane, A);
-        mmv_xs2_row<U, UPL, MODE>(a, gp + (i + 1) * P, i + 1, u0, nh, lane, half, pair, part, B, x);
+        mmv_xs2_row<U, UPL>(a, gp + (i + 1) * P, i + 1, u0, nh, lane, half, pair, part, B, x);
     }
 }
 
-template <typename U, int UPL, int MODE>
+template <typename U, int UPL>
 static int mmv_xs2_occupancy() {
     static int per_sm;
-    if (!per_sm) per_sm = mmv_occupancy(kernel_mmv_xs2<U, UPL, MODE>, MMV_WARPS * 32);
+    if (!per_sm) per_sm = mmv_occupancy(kernel_mmv_xs2<U, UPL>, MMV_WARPS * 32);
     return per_sm;
 }
 template <typename U>
 static void mmv_xs2_prepare() {
-    mmv_xs2_occupancy<U, 3, MMV_PLAIN>();
-    mmv_xs2_occupancy<U, 4, MMV_PLAIN>();
-    mmv_xs2_occupancy<U, 3, MMV_EPI>();
-    mmv_xs2_occupancy<U, 4, MMV_EPI>();
+    mmv_xs2_occupancy<U, 3>();
+    mmv_xs2_occupancy<U, 4>();
 }
 /* Units per lane of xs2 for a row of nu units (0: it does not take the row). */
 static inline int mmv_xs2_upl(int nu, int ncols) {
     if (ncols != 1 || nu <= 128 || nu > 256) return 0;
     return (nu + 1) / 2 <= 96 ? 3 : 4;
 }
-template <typename U, int UPL, int MODE>
-static void mmv_xs2_launch_mode(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    const int blocks = mmv_persist_blocks(S, a, MMV_WARPS / 2, mmv_xs2_occupancy<U, UPL, MODE>(), per_sm_cap);
-    cu_launch(S, name, kernel_mmv_xs2<U, UPL, MODE>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
-}
 template <typename U, int UPL>
 static void mmv_xs2_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    if (a->radd) mmv_xs2_launch_mode<U, UPL, MMV_EPI>(S, a, name, per_sm_cap);
-    else mmv_xs2_launch_mode<U, UPL, MMV_PLAIN>(S, a, name, per_sm_cap);
+    const int blocks = mmv_persist_blocks(S, a, MMV_WARPS / 2, mmv_xs2_occupancy<U, UPL>(), per_sm_cap);
+    cu_launch(S, name, kernel_mmv_xs2<U, UPL>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
 }
 
 /* ---- Variant "xst" (sm_90+; variant 3 takes it for large launches, 4 always) ----
@@ -601,23 +593,21 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) uint8_t xst_smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int total = mmv_total(a);
-    const int W = gridDim.x * MMV_XST_WARPS, gw = blockIdx.x * MMV_XST_WARPS + warp;
-    if constexpr (MODE != MMV_NORM) {  /* the norm prologue needs every thread */
-        if (gw >= total) return;
-    }
-    const int n = MODE == MMV_NORM && gw >= total ? 0 : (total - gw + W - 1) / W;
+    const mmv_sched sc = mmv_sched_of<MODE>(a, blockIdx.x * MMV_XST_WARPS + warp, gridDim.x * MMV_XST_WARPS);
+    const int n = mmv_sched_rows<MODE>(sc, mmv_total(a));
+    if (n == 0) return;
     const int64_t stride = a.stride;
     uint64_t *bar = (uint64_t *)xst_smem + warp * depth;
     uint8_t *slot0 = xst_smem + (((size_t)MMV_XST_WARPS * depth * 8 + 127) & ~(size_t)127) +
                      (size_t)warp * depth * stride;
-    if (lane == 0 && (MODE != MMV_NORM || n > 0)) {
+    if (lane == 0) {
         for (int s = 0; s < depth; s++)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(bar + s)) : "memory");
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         for (int i = 0; i < depth && i < n; i++) {
             int m, r;
-            tma_row(slot0 + (size_t)i * stride, mmv_row(a, gw + i * W, &m, &r), (uint32_t)stride, bar + i);
+            tma_row(slot0 + (size_t)i * stride, mmv_row(a, mmv_sched_row<MODE>(a, sc, i), &m, &r), (uint32_t)stride,
+                    bar + i);
         }
     }
     __syncwarp();
@@ -625,7 +615,8 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     typename U::X x[UPL];
-    mmv_xs_loadx<U, UPL, MODE>(a, nu, lane, x);
+    mmv_xs_loadx<U, UPL>(a, nu, lane, x);
+    float gate = 0.0f;
     for (int i = 0; i < n; i++) {
         const int s = i % depth;
         mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
@@ -649,14 +640,15 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
                 /* the slot was read through the generic proxy; order that before the
                  * async-proxy write that refills it */
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                tma_row(slot0 + (size_t)s * stride, mmv_row(a, gw + (i + depth) * W, &m, &r), (uint32_t)stride,
-                        bar + s);
+                tma_row(slot0 + (size_t)s * stride, mmv_row(a, mmv_sched_row<MODE>(a, sc, i + depth), &m, &r),
+                        (uint32_t)stride, bar + s);
             }
-            mmv_row(a, gw + i * W, &m, &r);
-            mmv_store1<MODE>(a, m, r, acc);
+            mmv_row(a, mmv_sched_row<MODE>(a, sc, i), &m, &r);
+            mmv_put<MODE>(a, m, r, acc, gate);
         }
         __syncwarp();
     }
+    mmv_tail_end<MODE>(a, sc, lane);
 #endif
 }
 
@@ -683,8 +675,7 @@ static void mmv_xst_prepare_mode() {
 template <typename U>
 static void mmv_xst_prepare() {
     mmv_xst_prepare_mode<U, MMV_PLAIN>();
-    mmv_xst_prepare_mode<U, MMV_NORM>();
-    mmv_xst_prepare_mode<U, MMV_EPI>();
+    mmv_xst_prepare_mode<U, MMV_SWIGLU>();
 }
 template <typename U, int UPL, int MODE>
 static void mmv_xst_launch_mode(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap, int depth) {
@@ -699,8 +690,7 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
     int depth = (int)(MMV_XST_BUDGET / ((int64_t)MMV_XST_WARPS * a->stride));
     if (depth < 2) return 0;
     if (depth > 16) depth = 16;
-    if (a->nx) mmv_xst_launch_mode<U, UPL, MMV_NORM>(S, a, name, per_sm_cap, depth);
-    else if (a->radd) mmv_xst_launch_mode<U, UPL, MMV_EPI>(S, a, name, per_sm_cap, depth);
+    if (a->tail == CU_TAIL_SWIGLU) mmv_xst_launch_mode<U, UPL, MMV_SWIGLU>(S, a, name, per_sm_cap, depth);
     else mmv_xst_launch_mode<U, UPL, MMV_PLAIN>(S, a, name, per_sm_cap, depth);
     return 1;
 }
@@ -711,7 +701,7 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
  * for launches of at least this many weight bytes (-1: never, no sm_90 code). */
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes);
 /* 1: variants 3/4 send one-column rows of 129..256 units to xs2 instead of pp
- * (MINFER_CUDA_GEMV_WIDE=1, experimental). */
+ * (the default; MINFER_CUDA_GEMV_WIDE=0 turns it off). */
 int cu_gemv_wide(const cu_state *S);
 
 /* Host-side set-up of one unit type for a variant (occupancy lookups, shared
@@ -744,7 +734,7 @@ static void mmv_q8_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
         if (upl == 1) return mmv_xs_launch<U, 1>(S, a, name, per_sm_cap);
         if (upl == 2) return mmv_xs_launch<U, 2>(S, a, name, per_sm_cap);
         if (upl == 4) return mmv_xs_launch<U, 4>(S, a, name, per_sm_cap);
-        if (cu_gemv_wide(S) && !a->nx) {
+        if (cu_gemv_wide(S) && a->tail == CU_TAIL_NONE) {
             const int upl2 = mmv_xs2_upl(a->K / U::QK * U::UPB, a->ncols);
             if (upl2 == 3) return mmv_xs2_launch<U, 3>(S, a, name, per_sm_cap);
             if (upl2 == 4) return mmv_xs2_launch<U, 4>(S, a, name, per_sm_cap);
@@ -754,22 +744,12 @@ static void mmv_q8_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
      * in registers) or several columns: one column goes to pp, which measured
      * 12-18% faster than v1 on the 11008-wide ffn_down (lab, 2026-11-29), several
      * columns to v1. The notice counts the matrices that leave xs. */
-    if (a->nx) {
-        /* the host asks for the norm prologue only where xs/xst take the launch */
-        cu_record(S, cudaErrorInvalidValue, "mmv: norm prologue on a launch xs/xst do not take", __FILE__,
-                  __LINE__);
-        return;
-    }
-    if (a->radd && !(a->ncols == 1 && a->nmat == 1 && v >= 2)) {
-        cu_record(S, cudaErrorInvalidValue, "mmv: residual epilogue on a non-persistent launch", __FILE__,
-                  __LINE__);
+    if (a->tail != CU_TAIL_NONE) {
+        /* the host asks for a tail only where xs/xst take the launch (cu_mmv_xs_takes) */
+        cu_record(S, cudaErrorInvalidValue, "mmv: SwiGLU tail on a launch xs/xst do not take", __FILE__, __LINE__);
         return;
     }
     if (v == 2 || (v >= 3 && a->ncols == 1)) {
-        if (a->radd) {
-            mmv_pp_launch<U, 1, MMV_EPI>(S, a, name);
-            return;
-        }
         if (a->ncols <= 1) mmv_pp_launch<U, 1>(S, a, name);
         else if (a->ncols <= 2) mmv_pp_launch<U, 2>(S, a, name);
         else if (a->ncols <= 4) mmv_pp_launch<U, 4>(S, a, name);

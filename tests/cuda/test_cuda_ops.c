@@ -173,10 +173,8 @@ static void test_matmul(env *e, uint32_t t, int rows, int K, const int *ns, int 
     free((void *)bias.host);
 }
 
-/* The one-token layer pattern the backend fuses (MINFER_CUDA_NORMFUSE=1: the add
- * as the epilogue of the GEMV before it, the norm as the prologue of the GEMV after
- * it): y = W1 a; x += y; xb = rmsnorm(x) * g; o = W2 xb, against the CPU. With the
- * fusion off it checks the same ops unfused. */
+/* The one-token attention-output pattern: y = W1 a; x += y; xb = rmsnorm(x) * g;
+ * o = W2 xb (add and norm held back into one kernel), against the CPU. */
 static void test_chain(env *e, uint32_t t, int dim, int k1, int r2) {
     mf_err err = {{0}};
     mf_weight w1 = make_weight(t, dim, k1, 0.05f), w2 = make_weight(t, r2, dim, 0.05f);
@@ -209,6 +207,44 @@ static void test_chain(env *e, uint32_t t, int dim, int k1, int r2) {
     e->gpu->release(e->gpu, od);
     free(a); free(x); free(y); free(xb); free(o); free(go); free(gx); free(gxb);
     free((void *)w1.host); free((void *)w2.host); free((void *)g.host);
+}
+
+/* The one-token FFN as forward.c issues it: g = Wg xb (+ bias), u = Wu xb,
+ * g = silu(g) * u (in place), o = Wd g, against the CPU. With MINFER_CUDA_TAIL on
+ * (the default) the swiglu is the tail of the gate/up GEMV where ff % 32 == 0;
+ * g (holding the swiglu output) and o are compared. */
+static void test_ffn(env *e, uint32_t t, int dim, int ff, int with_bias) {
+    mf_err err = {{0}};
+    mf_weight wg = make_weight(t, ff, dim, 0.05f), wu = make_weight(t, ff, dim, 0.05f);
+    mf_weight wd = make_weight(t, dim, ff, 0.05f), bias = make_weight(QTYPE_F32, 1, ff, 0.5f);
+    CHECK(cuda_backend_upload(e->gpu, &wg, &err) == 0 && cuda_backend_upload(e->gpu, &wu, &err) == 0 &&
+              cuda_backend_upload(e->gpu, &wd, &err) == 0 && cuda_backend_upload(e->gpu, &bias, &err) == 0,
+          "upload ffn weights: %s", err.msg);
+    const mf_weight *bg = with_bias ? &bias : NULL;
+    float *xb = rand_vec((size_t)dim, 1.0f);
+    float *g = malloc(sizeof(float) * ff), *u = malloc(sizeof(float) * ff), *o = malloc(sizeof(float) * dim);
+    e->cpu->ops->matmul(e->cpu, g, xb, &wg, bg, 1);
+    e->cpu->ops->matmul(e->cpu, u, xb, &wu, NULL, 1);
+    e->cpu->ops->swiglu(e->cpu, g, g, u, ff);
+    e->cpu->ops->matmul(e->cpu, o, g, &wd, NULL, 1);
+    float *xbd = dev_from(e, xb, (size_t)dim);
+    float *gd = dev_poison(e, (size_t)ff), *ud = dev_poison(e, (size_t)ff), *od = dev_poison(e, (size_t)dim);
+    e->gpu->ops->matmul(e->gpu, gd, xbd, &wg, bg, 1);
+    e->gpu->ops->matmul(e->gpu, ud, xbd, &wu, NULL, 1);
+    e->gpu->ops->swiglu(e->gpu, gd, gd, ud, ff);
+    e->gpu->ops->matmul(e->gpu, od, gd, &wd, NULL, 1);
+    float *go = host_of(e, od, (size_t)dim), *gg = host_of(e, gd, (size_t)ff);
+    const double eo = nerr(go, o, (size_t)dim), eg = nerr(gg, g, (size_t)ff);
+    const double tol = dp4a_on ? 2e-2 : 2e-5;
+    CHECK(eo < tol && eg < tol, "ffn %s dim %d ff %d bias %d: err swiglu %.3g out %.3g (tol %.1g)", qtype_name(t),
+          dim, ff, with_bias, eg, eo, tol);
+    gpu_ok(e, "ffn");
+    e->gpu->release(e->gpu, xbd);
+    e->gpu->release(e->gpu, gd);
+    e->gpu->release(e->gpu, ud);
+    e->gpu->release(e->gpu, od);
+    free(xb); free(g); free(u); free(o); free(go); free(gg);
+    free((void *)wg.host); free((void *)wu.host); free((void *)wd.host); free((void *)bias.host);
 }
 
 static void test_embed(env *e, uint32_t t, int vocab, int dim, int n) {
@@ -441,17 +477,25 @@ int main(void) {
          * warp several rows, and xst refills its ring slots (16 slots per warp at
          * these widths, ~1056 warps) */
         if (t != QTYPE_F32 && t != QTYPE_F16 && t != QTYPE_BF16) test_matmul(&e, t, 17000, kq ? 256 : 96, n1, 1, 0);
-        /* 11008-wide rows (pp, or xs2 with MINFER_CUDA_GEMV_WIDE=1) over enough rows that
+        /* 11008-wide rows (xs2, or pp with MINFER_CUDA_GEMV_WIDE=0) over enough rows that
          * every warp pair takes several */
         if (t == QTYPE_Q4_K || t == QTYPE_Q6_K) test_matmul(&e, t, 1600, 11008, n1, 1, 0);
     }
-    /* the one-token add/norm chain (fused with MINFER_CUDA_NORMFUSE=1); k1 11008 puts
-     * the first GEMV on pp, 4096 on xs */
+    /* the one-token add/norm chain; k1 11008 puts the first GEMV on xs2 (or pp), 4096 on xs */
     test_chain(&e, QTYPE_Q4_K, 4096, 4096, 300);
     test_chain(&e, QTYPE_Q4_K, 4096, 11008, 4096);
     test_chain(&e, QTYPE_Q6_K, 4096, 4096, 257);
     test_chain(&e, QTYPE_Q8_0, 4096, 4096, 33);
     test_chain(&e, QTYPE_Q4_0, 2048, 2048, 1000);
+    /* the one-token FFN (SwiGLU tail): gate+up of 50 MB on xst (sm_90), 8.6 MB on
+     * xs; ff 1000 is no multiple of 32 (no tail); ff 96 over dim 256 leaves most
+     * warps without an output */
+    test_ffn(&e, QTYPE_Q4_K, 4096, 11008, 0);
+    test_ffn(&e, QTYPE_Q4_K, 4096, 1024, 0);
+    test_ffn(&e, QTYPE_Q6_K, 4096, 4096, 0);
+    test_ffn(&e, QTYPE_Q8_0, 2048, 5632, 1);
+    test_ffn(&e, QTYPE_Q4_0, 512, 1000, 0);
+    test_ffn(&e, QTYPE_Q4_K, 256, 96, 1);
     if (only_matmul) {
         env_free(&e);
         return test_summary("cuda_ops");
