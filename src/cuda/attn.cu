@@ -230,11 +230,23 @@ static __global__ void kernel_attn_combine(cu_attn_args a, const float *part, fl
 /* Decode attention for hd 64/128: latency-tolerant loads, fused combine     */
 /* ------------------------------------------------------------------------- */
 /* Same grid and partials as kernel_attn_split, but a K or V row is read by HD/8
- * lanes with 16-byte loads and every lane issues all of a 64-position tile's loads
- * before using any (one memory round trip per tile instead of one per position),
- * and the last block of a (token, kv head group) to finish merges the chunks
- * (arrival counted with an atomic; the counter is reset for the next launch), so
- * no separate combine launch. The merged rows are also quantized to q8. */
+ * lanes with 16-byte loads and every lane issues all of a 64-position tile's K and
+ * V loads before using any (one memory round trip per tile instead of one per
+ * position), and the last block of a (token, kv head group) to finish merges the
+ * chunks (arrival counted with an atomic; the counter is reset for the next
+ * launch), so no separate combine launch; a token whose position lies in the first
+ * chunk (nch == 1) is written directly. The merged rows are also quantized to q8.
+ *
+ * a.pre (the one-token fused store, MINFER_CUDA_ATTN_PRE=0 turns it off): pos, seq
+ * and the K/V rows of the block's first tile at positions < pos are read before
+ * pdl_wait(), so that round trip overlaps the GEMV before. That breaks the rule of
+ * common.cuh (only weights before the wait) for data no kernel of this step
+ * writes: the batch metadata is copied before the step's first kernel (a memcpy,
+ * which no later kernel starts before it ends), and the cache rows before pos were
+ * written by earlier steps, which ended before this step's copy; this step writes
+ * only row pos (below, after the wait), which is read again after its store.
+ * Measured (tg128, 7B q4_k_m, H200; bench/RESULTS.md): the attention kernel cost
+ * 11 us per layer before (MINFER_CUDA_SKIP=attn_dec128). */
 #define AD_TILE 64
 
 template <int HD>
@@ -257,14 +269,37 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     const int kvh = blockIdx.y / nsub, sub = blockIdx.y % nsub;
     const int h0 = kvh * G + sub * ATT_MAXG;
     const int hc = min(ATT_MAXG, G - sub * ATT_MAXG);
-    pdl_wait();
-    const int pos = a.pos[t], seq = a.seq[t];
-    const int p0 = c * chunk;
-    if (p0 > pos) return; /* uniform per block */
-    const int p1 = min(pos + 1, p0 + chunk);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int sl = lane % LPP, pr = lane / LPP;
     const int q_ld = a.n_head * HD;
+    const int p0 = c * chunk;
+    const bool pre = a.pre;
+    int pos = 0, seq = 0;
+    uint4 kr[SPT], vr[SPT];
+    /* rows p < np of the tile at ts, those at positions < lim (zeros elsewhere) */
+    auto load_tile = [&](int ts, int np, int lim) {
+        const int64_t base = ((int64_t)seq * a.n_kv + kvh) * a.n_ctx * HD + sl * 8;
+#pragma unroll
+        for (int j = 0; j < SPT; j++) {
+            const int p = j * PPB + warp * PPW + pr;
+            const bool ok = p < np && ts + p < lim;
+            kr[j] = ok ? *(const uint4 *)(a.kc + base + (int64_t)(ts + p) * HD) : make_uint4(0, 0, 0, 0);
+            vr[j] = ok ? *(const uint4 *)(a.vc + base + (int64_t)(ts + p) * HD) : make_uint4(0, 0, 0, 0);
+        }
+    };
+    if (pre) {
+        pos = a.pos[t];
+        seq = a.seq[t];
+        if (p0 > pos) return; /* uniform per block */
+        load_tile(p0, min(AD_TILE, pos + 1 - p0), pos);
+    }
+    pdl_wait();
+    if (!pre) {
+        pos = a.pos[t];
+        seq = a.seq[t];
+        if (p0 > pos) return;
+    }
+    const int p1 = min(pos + 1, p0 + chunk);
     const int64_t base = ((int64_t)seq * a.n_kv + kvh) * a.n_ctx * HD;
     if (a.kin) {
         /* fused store (one token): rotate q heads in shared memory; the block
@@ -307,11 +342,16 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     __syncthreads();
     for (int ts = p0; ts < p1; ts += AD_TILE) {
         const int np = min(AD_TILE, p1 - ts);
-        uint4 kr[SPT];
+        if (!pre || ts != p0) {
+            load_tile(ts, np, p1);
+        } else if (pos - ts < AD_TILE) {
+            /* the preloaded tile holds pos, stored above after the wait: that row again */
 #pragma unroll
-        for (int j = 0; j < SPT; j++) {
-            const int p = j * PPB + warp * PPW + pr;
-            kr[j] = p < np ? *(const uint4 *)(kb + (int64_t)(ts + p) * HD) : make_uint4(0, 0, 0, 0);
+            for (int j = 0; j < SPT; j++)
+                if (j * PPB + warp * PPW + pr == pos - ts) {
+                    kr[j] = *(const uint4 *)(kb + (int64_t)pos * HD);
+                    vr[j] = *(const uint4 *)(vb + (int64_t)pos * HD);
+                }
         }
 #pragma unroll
         for (int j = 0; j < SPT; j++) {
@@ -355,12 +395,6 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
             }
         }
         __syncthreads();
-        uint4 vr[SPT];
-#pragma unroll
-        for (int j = 0; j < SPT; j++) {
-            const int p = j * PPB + warp * PPW + pr;
-            vr[j] = p < np ? *(const uint4 *)(vb + (int64_t)(ts + p) * HD) : make_uint4(0, 0, 0, 0);
-        }
 #pragma unroll
         for (int h = 0; h < ATT_MAXG; h++) {
             if (h >= hc) break;
@@ -402,6 +436,20 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         }
     }
     __syncthreads();
+    const int nch = pos / chunk + 1;
+    if (nch == 1) {
+        /* the only chunk: the merge below would compute exactly this (weight 1) */
+        for (int b0 = 0; b0 < hc * HD; b0 += ATT_THREADS) {
+            const int e = b0 + tid;
+            const int valid = e < hc * HD;
+            const int h = valid ? e / HD : 0, d = e % HD;
+            const float r = (ob[0][h][d] + ob[1][h][d] + ob[2][h][d] + ob[3][h][d]) / lh[h];
+            const int64_t idx = (int64_t)t * q_ld + (int64_t)(h0 + h) * HD + d;
+            if (valid) out[idx] = r;
+            if (do_q8) q8_store1(q8, idx, r, valid);
+        }
+        return;
+    }
     for (int e = tid; e < hc * HD; e += ATT_THREADS) {
         const int h = e / HD, d = e % HD;
         const float o = ob[0][h][d] + ob[1][h][d] + ob[2][h][d] + ob[3][h][d];
@@ -415,7 +463,6 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     /* the last block of this (token, head group) merges all chunks */
     __threadfence();
     __syncthreads();
-    const int nch = pos / chunk + 1;
     if (tid == 0) {
         const int ci = t * gridDim.y + blockIdx.y;
         const int prev = atomicAdd(&counter[ci], 1);

@@ -12,7 +12,6 @@
  *   add(x, y) + rmsnorm(., x)       -> one add+norm kernel (+ q8 of the output)
  *   matmul x3 on one input (GEMV)   -> one launch over the stacked rows (q/k/v, gate/up)
  *   rope(q) + rope(k) + attention   -> RoPE inside the KV-store kernel
- *   matmul gate, up (GEMV) + swiglu -> the SwiGLU tail of the GEMV (MINFER_CUDA_TAIL)
  * and every producer of a GEMV input (norm, swiglu, attention) also writes its q8
  * quantization, so no GEMV quantizes its own input. Any other op flushes what is
  * held back first, and download() flushes everything.
@@ -36,9 +35,8 @@
  * default; 4 = xst wherever it applies; mmv.cuh) and
  * MINFER_CUDA_GEMV_PERSM=N (cap on the persistent grids' blocks per SM),
  * MINFER_CUDA_GEMV_WIDE=0 (one-column rows too wide for xs go to pp instead of xs2),
- * MINFER_CUDA_TAIL=0 (for one token, the swiglu after a gate/up GEMV runs as that
- * GEMV's tail: each warp writes silu(gate) * up of the outputs it computed, the
- * last warp of each 32-group writes its q8; one kernel fewer per layer),
+ * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
+ * it before reading anything; attn.cu),
  * MINFER_CUDA_SKIP=name,... (timing experiments only: drops the launches of those
  * kernels, so the output is wrong; the notice says so),
  * MINFER_CUDA_SYNC=1 (synchronise and check after every launch, for debugging),
@@ -72,7 +70,6 @@ struct cu_pend {
     float *mout[CU_MMV_MAXMAT];
     const mf_weight *mw[CU_MMV_MAXMAT];
     const float *mbias[CU_MMV_MAXMAT];
-    float *mswi;                   /* SwiGLU tail: mswi = silu(mout[0]) * mout[1] (a held swiglu) */
     /* rope */
     cu_rope_job rj[2];
     int rnj;
@@ -114,10 +111,8 @@ struct cu_state {
     /* switches */
     int f_graph, f_pdl, f_fuse, f_dp4a, f_flash, f_mma, f_sync, verbose;
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
-    int f_tail;            /* SwiGLU tail of the gate/up GEMV (mmv.cuh) */
-    uint64_t n_tail;       /* launches issued with it (MINFER_CUDA_VERBOSE, at exit;
-                            * a captured graph counts once) */
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
+    int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
     int gemv_wide;         /* rows of 129..256 units: 1 xs2, 0 pp (mmv.cuh) */
     int xs_v1_mats;        /* quantized matrices the xs variant leaves to v1 */
@@ -138,10 +133,8 @@ struct cu_state {
     int4 *h_tiles;
     int in_forward, meta_valid;
     const mf_batch *meta_b;
-    /* q8 activations + what they hold; q8b: the other buffer, which a GEMV tail
-     * writes while the GEMV reads q8 (then they swap) */
-    cu_q8 q8, q8b;
-    int *tcnt;             /* the tails' arrival counters [kmax / 32 + 1], zero at rest */
+    /* q8 activations + what they hold */
+    cu_q8 q8;
     int64_t q8_cap;
     const float *q8_src;
     int64_t q8_n;
@@ -329,24 +322,11 @@ static void run_mmv(cu_state *S) {
             q8_set(S, p->mx, nx);
         }
         a.q = S->q8;
-        if (p->mswi) {
-            a.tail = CU_TAIL_SWIGLU;
-            a.tout = p->mswi;
-            a.tq = S->q8b;
-            a.tcnt = S->tcnt;
-        }
         cu_mmv_q8(S, p->mtype, &a);
     } else {
         cu_mmv_f(S, p->mtype, &a);
     }
     for (int i = 0; i < p->mnmat; i++) q8_touch(S, p->mout[i], (size_t)p->mn * a.rows[i] * 4);
-    if (p->mswi) {
-        const cu_q8 t = S->q8;
-        S->q8 = S->q8b;
-        S->q8b = t;
-        q8_set(S, p->mswi, a.rows[0]);
-        S->n_tail++;
-    }
 }
 
 /* The precomputed table when the op's parameters are the model's and every
@@ -367,7 +347,6 @@ static void flush(cu_state *S) {
         break;
     case PEND_MMV:
         run_mmv(S);
-        p->mswi = NULL;
         break;
     case PEND_ROPE:
         cu_rope(S, p->rj, p->rnj, meta_pos(S, p->rb), p->rb->n, p->rhd, p->rdim, p->rbase, p->rmode,
@@ -429,7 +408,6 @@ static void matmul_gemm(cu_state *S, float *out, const float *x, const mf_weight
 /* A new held GEMV group on input x (no matrices yet, no fusions). */
 static void pend_mmv_start(cu_pend *p, uint32_t type, int q8, int n, int K, const float *x) {
     p->kind = PEND_MMV;
-    p->mswi = NULL;
     p->mtype = type;
     p->mq8 = q8;
     p->mn = n;
@@ -466,7 +444,7 @@ static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weigh
             q8_touch(S, out, (size_t)n * R * 4);
             return;
         }
-        const int join = S->f_fuse && p->kind == PEND_MMV && !p->mswi && p->mtype == w->type && p->mq8 == q8 &&
+        const int join = S->f_fuse && p->kind == PEND_MMV && p->mtype == w->type && p->mq8 == q8 &&
                          p->mn == n && p->mK == K && p->mx == x && p->mnmat < CU_MMV_MAXMAT &&
                          !overlaps(out, (size_t)n * R * 4, x, (size_t)n * K * 4);
         int ok = join;
@@ -542,6 +520,7 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
     a.kc = S->kc[layer];
     a.vc = S->vc[layer];
     a.kin = a.vin = NULL;
+    a.pre = 0;
     a.rope = 0;
     a.rope_dim = rdim;
     a.rope_mode = rmode;
@@ -553,6 +532,7 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
         a.kin = k;
         a.vin = v;
         a.rope = rope;
+        a.pre = S->f_attn_pre && S->f_pdl;
     } else {
         cu_kv_store(S, &a, (float *)q, (float *)k, v, rope, rdim, rbase, rmode, a.rope_cs);
     }
@@ -593,16 +573,6 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
 
 static void op_swiglu(mf_backend *be, float *out, const float *gate, const float *up, int64_t n) {
     cu_state *S = ST(be);
-    cu_pend *p = &S->pend;
-    if (S->f_tail && S->f_fuse && S->f_gemv >= 3 && p->kind == PEND_MMV && !p->mswi && p->mq8 && p->mn == 1 &&
-        p->mnmat == 2 && p->mout[0] == gate && p->mout[1] == up && p->mw[0]->rows == n && p->mw[1]->rows == n &&
-        n % 32 == 0 && n <= S->q8_cap && cu_mmv_xs_takes(p->mtype, p->mK) &&
-        !overlaps(out, (size_t)n * 4, p->mx, (size_t)p->mK * 4)) {
-        /* the gate/up GEMV writes out and its q8 itself (out may be gate or up:
-         * each output is written after both of its inputs, by the same warp) */
-        p->mswi = out;
-        return;
-    }
     flush(S);
     const cu_q8 *q = q8_for(S, n);
     cu_swiglu(S, out, gate, up, n, q);
@@ -909,7 +879,7 @@ static void free_state(cu_state *S) {
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s,
-                   S->q8b.qs, S->q8b.d, S->q8b.s, S->tcnt,
+
                    S->att_part, S->x16, S->w16, S->rope_cs, S->att_count};
     for (size_t i = 0; i < MF_ARRAY_LEN(dev); i++)
         if (dev[i]) cudaFree(dev[i]);
@@ -956,7 +926,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         S->xst_bytes = -1;
         if (S->f_gemv == 4) S->f_gemv = 3;
     }
-    S->f_tail = mf_env_int("MINFER_CUDA_TAIL", 1) == 1;
+    S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1;
     {
         const char *sk = getenv("MINFER_CUDA_SKIP");
         if (sk && *sk) snprintf(S->skip, sizeof S->skip, ",%s,", sk);
@@ -1006,13 +976,6 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     SCRATCH(S->q8.qs, int8_t, S->q8_cap + 16);
     SCRATCH(S->q8.d, float, S->q8_cap / 32 + 1);
     SCRATCH(S->q8.s, float, S->q8_cap / 16 + 1);
-    /* the same size: after a tail the two swap */
-    SCRATCH(S->q8b.qs, int8_t, S->q8_cap + 16);
-    SCRATCH(S->q8b.d, float, S->q8_cap / 32 + 1);
-    SCRATCH(S->q8b.s, float, S->q8_cap / 16 + 1);
-    SCRATCH(S->tcnt, int, S->kmax / 32 + 1);
-    if ((e = cudaMemsetAsync(S->tcnt, 0, (S->kmax / 32 + 1) * sizeof(int), S->stream)) != cudaSuccess)
-        return mf_fail(err, MF_ERR_DEVICE, "cuda: cudaMemsetAsync(tail counters): %s", cudaGetErrorString(e));
     /* attention chunks: multiples of 64 positions, at most 16 per head: the grid
      * covers the whole context, and every early-exit block still costs a slot
      * (64 chunks x 32 heads measured 10 us for one position; ncu, H200) */
@@ -1078,8 +1041,6 @@ static void be_destroy(mf_backend *be) {
     cu_state *S = ST(be);
     if (S) {
         cudaStreamSynchronize(S->stream);
-        if (S->verbose)
-            fprintf(stderr, "minfer/cuda: issued %llu GEMVs with the SwiGLU tail\n", (unsigned long long)S->n_tail);
         if (S->m) {
             mf_model *m = S->m;
             m->tok_embd.dev = m->output_norm.dev = m->output.dev = NULL;
@@ -1122,11 +1083,11 @@ static void print_notice(cu_state *S) {
     else if (S->f_gemv >= 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(v1 for batches)", xs_name);
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
-            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s%s%s prefill=%s attn=%s; "
+            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
-            S->f_fuse ? "on" : "off", S->f_fuse && S->f_tail && S->f_dp4a && S->f_gemv >= 3 ? "+swiglu-tail" : "",
+            S->f_fuse ? "on" : "off",
             S->skip[0] ? " SKIPPING-KERNELS(output-invalid)" : "",
             S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split", S->wbytes / gib,

@@ -243,17 +243,7 @@ struct cu_mmv_args {
     int ncols;            /* tokens (<= 8) */
     const float *x;       /* f32 activations [ncols][K] (f32/f16/bf16 weights, generic path) */
     cu_q8 q;              /* q8 activations (quantized weights) */
-    /* Tail (MINFER_CUDA_TAIL, mmv.cuh), xs and xst only:
-     *   CU_TAIL_SWIGLU  nmat == 2 (gate, up), rows[0] == rows[1], rows % 32 == 0:
-     *                   also tout[r] = silu(gate[r]) * up[r] and tq = q8 of tout,
-     *                   the swiglu kernel's work; tcnt: rows / 32 arrival counters,
-     *                   zero between launches (the last arriver resets its own). */
-    int tail;
-    float *tout;
-    cu_q8 tq;
-    int *tcnt;
 };
-enum { CU_TAIL_NONE = 0, CU_TAIL_SWIGLU = 1 };
 /* Returns 1 when a dp4a kernel exists for the type. */
 int cu_mmv_q8_supported(uint32_t type);
 void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a);      /* mmv_kquant.cu / mmv_q.cu */
@@ -282,6 +272,10 @@ struct cu_attn_args {
     int rope, rope_dim, rope_mode;
     float rope_base;
     const float2 *rope_cs;
+    /* kernel_attn_dec with the fused store: read pos, seq and the first tile's K/V
+     * rows before pos ahead of pdl_wait (MINFER_CUDA_ATTN_PRE; attn.cu says why
+     * that is safe) */
+    int pre;
 };
 /* Stores k, v rows into the cache; with rope jobs, rotates q and k first (k in place). */
 void cu_kv_store(cu_state *S, const cu_attn_args *a, float *q, float *k, const float *v, int rope, int rope_dim,

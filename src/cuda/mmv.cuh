@@ -16,8 +16,7 @@
  *   xst  xs with the weights streamed through a per-warp TMA ring in shared memory
  *   xs2  xs with each row split between two warps (rows too wide for xs)
  * Variant 3, the default, is xs/xst by launch size, xs2 (or pp) for rows xs cannot
- * hold, v1 for several columns (mmv_q8_launch at the end). xs and xst also have a
- * SwiGLU tail (MMV_SWIGLU below; MINFER_CUDA_TAIL).
+ * hold, v1 for several columns (mmv_q8_launch at the end).
  *
  * A unit type U provides:
  *   QK, UPB        values per block, units per block
@@ -93,13 +92,6 @@ static __device__ __forceinline__ float mmv_dot(const typename U::W &w, int u, c
     return U::dotx(w, x, u);
 }
 
-/* MODE of xs and xst: MMV_PLAIN, or MMV_SWIGLU, the tail of a stacked (gate, up)
- * launch (cu_mmv_args.tail): each warp takes a contiguous run of outputs p, gate p
- * then up p, writes tout[p] = silu(gate) * up itself, and the last warp to finish
- * a 32-group of outputs writes that group's q8 (mmv_tail_end); the swiglu kernel
- * and its kernel boundary go away. */
-enum { MMV_PLAIN = 0, MMV_SWIGLU = 1 };
-
 /* Writes one finished row (lane 0): out[c][r] = acc[c] + bias[r]. */
 template <int NC>
 static __device__ __forceinline__ void mmv_store(const cu_mmv_args &a, int m, int r, const float *acc) {
@@ -110,72 +102,6 @@ static __device__ __forceinline__ void mmv_store(const cu_mmv_args &a, int m, in
 #pragma unroll
     for (int c = 0; c < NC; c++)
         if (c < a.ncols) o[(int64_t)c * rows_m + r] = acc[c] + bv;
-}
-
-/* mmv_store for one column of xs/xst; in MMV_SWIGLU mode the gate value is held
- * (lane 0's `gate`) until its up row, which also writes tout (after gate and up
- * themselves, so tout may alias either: the swiglu kernel's out = silu(g) * u). */
-template <int MODE>
-static __device__ __forceinline__ void mmv_put(const cu_mmv_args &a, int m, int r, float acc, float &gate) {
-    if constexpr (MODE == MMV_SWIGLU) {
-        const float *bias = m == 0 ? a.bias[0] : a.bias[1];
-        const float v = acc + (bias ? bias[r] : 0.0f);
-        (m == 0 ? a.out[0] : a.out[1])[r] = v;
-        if (m == 0) gate = v;
-        else a.tout[r] = silu_mul(gate, v);
-    } else {
-        mmv_store<1>(a, m, r, &acc);
-    }
-}
-
-/* The rows of warp gw of W: gw, gw + W, gw + 2W, ... (the machine reads one band of
- * the matrix at a time), or in MMV_SWIGLU mode the outputs [p0, p1) of a
- * contiguous split, gate p then up p (stacked rows p and R + p). */
-struct mmv_sched {
-    int gw, W, p0, p1;
-};
-template <int MODE>
-static __device__ __forceinline__ mmv_sched mmv_sched_of(const cu_mmv_args &a, int gw, int W) {
-    mmv_sched s = {gw, W, 0, 0};
-    if constexpr (MODE == MMV_SWIGLU) {
-        s.p0 = (int)((int64_t)gw * a.rows[0] / W);
-        s.p1 = (int)((int64_t)(gw + 1) * a.rows[0] / W);
-    }
-    return s;
-}
-template <int MODE>
-static __device__ __forceinline__ int mmv_sched_rows(const mmv_sched &s, int total) {
-    if constexpr (MODE == MMV_SWIGLU) return 2 * (s.p1 - s.p0);
-    return s.gw < total ? (total - s.gw + s.W - 1) / s.W : 0;
-}
-template <int MODE>
-static __device__ __forceinline__ int mmv_sched_row(const cu_mmv_args &a, const mmv_sched &s, int i) {
-    if constexpr (MODE == MMV_SWIGLU) return s.p0 + (i >> 1) + (i & 1) * a.rows[0];
-    return s.gw + i * s.W;
-}
-
-/* After a warp's last row (all lanes; MMV_SWIGLU): one arrival per 32-group of
- * outputs the warp wrote (at most a few: its outputs are contiguous), counted on
- * a.tcnt[group]; the warp that completes a group quantizes it (tout is re-read
- * from L2) and resets the counter for the next launch. */
-template <int MODE>
-static __device__ __forceinline__ void mmv_tail_end(const cu_mmv_args &a, const mmv_sched &s, int lane) {
-    if constexpr (MODE == MMV_SWIGLU) {
-        if (lane == 0) __threadfence();  /* this warp's tout, before its arrivals */
-        for (int g = s.p0 >> 5; g <= (s.p1 - 1) >> 5; g++) {
-            int last = 0;
-            if (lane == 0) {
-                const int c = min(s.p1, 32 * g + 32) - max(s.p0, 32 * g);
-                last = atomicAdd(a.tcnt + g, c) + c == 32;
-                if (last) a.tcnt[g] = 0;
-            }
-            if (__shfl_sync(0xffffffffu, last, 0)) {
-                __threadfence();
-                const int64_t i = (int64_t)g * 32 + lane;
-                q8_store1(a.tq, i, __ldcg(a.tout + i), 1);
-            }
-        }
-    }
 }
 
 /* v1 (MINFER_CUDA_GEMV=1; the default for 2..8 columns). Measured (tg128, 7B
@@ -367,9 +293,9 @@ static __device__ __forceinline__ void mmv_xs_load(const cu_mmv_args &a, int g, 
         if (u < nu) U::template load<ld_g>(row, nb, u, w[k]);
     }
 }
-template <typename U, int UPL, int MODE>
+template <typename U, int UPL>
 static __device__ __forceinline__ void mmv_xs_row(const cu_mmv_args &a, int g, int nu, int lane,
-                                                  const typename U::W *w, const typename U::X *x, float &gate) {
+                                                  const typename U::W *w, const typename U::X *x) {
     float acc = 0.0f;
 #pragma unroll
     for (int k = 0; k < UPL; k++) {
@@ -380,7 +306,7 @@ static __device__ __forceinline__ void mmv_xs_row(const cu_mmv_args &a, int g, i
     if (lane == 0) {
         int m, r;
         mmv_row(a, g, &m, &r);
-        mmv_put<MODE>(a, m, r, acc, gate);
+        mmv_store<1>(a, m, r, &acc);
     }
 }
 
@@ -394,62 +320,52 @@ static __device__ __forceinline__ void mmv_xs_loadx(const cu_mmv_args &a, int nu
     }
 }
 
-template <typename U, int UPL, int MODE = MMV_PLAIN>
+template <typename U, int UPL>
 static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs(cu_mmv_args a) {
     pdl_trigger();
     const int lane = threadIdx.x & 31;
-    const mmv_sched sc = mmv_sched_of<MODE>(a, blockIdx.x * MMV_WARPS + (threadIdx.x >> 5), gridDim.x * MMV_WARPS);
-    const int n = mmv_sched_rows<MODE>(sc, mmv_total(a));
-    if (n == 0) return;
+    const int gw = blockIdx.x * MMV_WARPS + (threadIdx.x >> 5);
+    const int W = gridDim.x * MMV_WARPS;
+    const int total = mmv_total(a);
+    if (gw >= total) return;
+    const int n = (total - gw + W - 1) / W;
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     typename U::W A[UPL], B[UPL];
-    mmv_xs_load<U, UPL>(a, mmv_sched_row<MODE>(a, sc, 0), nb, nu, lane, A);  /* weights: before the wait */
+    mmv_xs_load<U, UPL>(a, gw, nb, nu, lane, A);  /* weights: before the wait */
     pdl_wait();
     typename U::X x[UPL];
     mmv_xs_loadx<U, UPL>(a, nu, lane, x);
-    float gate = 0.0f;
     for (int i = 0; i < n; i += 2) {
-        if (i + 1 < n) mmv_xs_load<U, UPL>(a, mmv_sched_row<MODE>(a, sc, i + 1), nb, nu, lane, B);
-        mmv_xs_row<U, UPL, MODE>(a, mmv_sched_row<MODE>(a, sc, i), nu, lane, A, x, gate);
+        if (i + 1 < n) mmv_xs_load<U, UPL>(a, gw + (i + 1) * W, nb, nu, lane, B);
+        mmv_xs_row<U, UPL>(a, gw + i * W, nu, lane, A, x);
         if (i + 1 >= n) break;
-        if (i + 2 < n) mmv_xs_load<U, UPL>(a, mmv_sched_row<MODE>(a, sc, i + 2), nb, nu, lane, A);
-        mmv_xs_row<U, UPL, MODE>(a, mmv_sched_row<MODE>(a, sc, i + 1), nu, lane, B, x, gate);
+        if (i + 2 < n) mmv_xs_load<U, UPL>(a, gw + (i + 2) * W, nb, nu, lane, A);
+        mmv_xs_row<U, UPL>(a, gw + (i + 1) * W, nu, lane, B, x);
     }
-    mmv_tail_end<MODE>(a, sc, lane);
 }
 
-template <typename U, int UPL, int MODE>
+template <typename U, int UPL>
 static int mmv_xs_occupancy() {
     static int per_sm;
-    if (!per_sm) per_sm = mmv_occupancy(kernel_mmv_xs<U, UPL, MODE>, MMV_WARPS * 32);
+    if (!per_sm) per_sm = mmv_occupancy(kernel_mmv_xs<U, UPL>, MMV_WARPS * 32);
     return per_sm;
-}
-template <typename U, int MODE>
-static void mmv_xs_prepare_mode() {
-    mmv_xs_occupancy<U, 1, MODE>();
-    mmv_xs_occupancy<U, 2, MODE>();
-    mmv_xs_occupancy<U, 4, MODE>();
 }
 template <typename U>
 static void mmv_xs_prepare() {
-    mmv_xs_prepare_mode<U, MMV_PLAIN>();
-    mmv_xs_prepare_mode<U, MMV_SWIGLU>();
+    mmv_xs_occupancy<U, 1>();
+    mmv_xs_occupancy<U, 2>();
+    mmv_xs_occupancy<U, 4>();
 }
 /* Units per lane the xs kernel is built for (0: v1 takes the launch). */
 static inline int mmv_xs_upl(int nu, int ncols) {
     if (ncols != 1) return 0;
     return nu <= 32 ? 1 : nu <= 64 ? 2 : nu <= 128 ? 4 : 0;
 }
-template <typename U, int UPL, int MODE>
-static void mmv_xs_launch_mode(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    const int blocks = mmv_persist_blocks(S, a, MMV_WARPS, mmv_xs_occupancy<U, UPL, MODE>(), per_sm_cap);
-    cu_launch(S, name, kernel_mmv_xs<U, UPL, MODE>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
-}
 template <typename U, int UPL>
 static void mmv_xs_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    if (a->tail == CU_TAIL_SWIGLU) mmv_xs_launch_mode<U, UPL, MMV_SWIGLU>(S, a, name, per_sm_cap);
-    else mmv_xs_launch_mode<U, UPL, MMV_PLAIN>(S, a, name, per_sm_cap);
+    const int blocks = mmv_persist_blocks(S, a, MMV_WARPS, mmv_xs_occupancy<U, UPL>(), per_sm_cap);
+    cu_launch(S, name, kernel_mmv_xs<U, UPL>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
 }
 
 /* ---- Variant "xs2" (variants 3/4 for rows of 129..256 units, e.g. the 11008-wide
@@ -587,15 +503,16 @@ static inline size_t mmv_xst_smem(int depth, int64_t stride) {
            (size_t)MMV_XST_WARPS * depth * (size_t)stride;
 }
 
-template <typename U, int UPL, int MODE = MMV_PLAIN>
+template <typename U, int UPL>
 static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_mmv_args a, int depth) {
     pdl_trigger();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) uint8_t xst_smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const mmv_sched sc = mmv_sched_of<MODE>(a, blockIdx.x * MMV_XST_WARPS + warp, gridDim.x * MMV_XST_WARPS);
-    const int n = mmv_sched_rows<MODE>(sc, mmv_total(a));
-    if (n == 0) return;
+    const int total = mmv_total(a);
+    const int W = gridDim.x * MMV_XST_WARPS, gw = blockIdx.x * MMV_XST_WARPS + warp;
+    if (gw >= total) return;
+    const int n = (total - gw + W - 1) / W;
     const int64_t stride = a.stride;
     uint64_t *bar = (uint64_t *)xst_smem + warp * depth;
     uint8_t *slot0 = xst_smem + (((size_t)MMV_XST_WARPS * depth * 8 + 127) & ~(size_t)127) +
@@ -606,8 +523,7 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         for (int i = 0; i < depth && i < n; i++) {
             int m, r;
-            tma_row(slot0 + (size_t)i * stride, mmv_row(a, mmv_sched_row<MODE>(a, sc, i), &m, &r), (uint32_t)stride,
-                    bar + i);
+            tma_row(slot0 + (size_t)i * stride, mmv_row(a, gw + i * W, &m, &r), (uint32_t)stride, bar + i);
         }
     }
     __syncwarp();
@@ -616,7 +532,6 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     const int nu = nb * U::UPB;
     typename U::X x[UPL];
     mmv_xs_loadx<U, UPL>(a, nu, lane, x);
-    float gate = 0.0f;
     for (int i = 0; i < n; i++) {
         const int s = i % depth;
         mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
@@ -640,23 +555,22 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
                 /* the slot was read through the generic proxy; order that before the
                  * async-proxy write that refills it */
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                tma_row(slot0 + (size_t)s * stride, mmv_row(a, mmv_sched_row<MODE>(a, sc, i + depth), &m, &r),
-                        (uint32_t)stride, bar + s);
+                tma_row(slot0 + (size_t)s * stride, mmv_row(a, gw + (i + depth) * W, &m, &r), (uint32_t)stride,
+                        bar + s);
             }
-            mmv_row(a, mmv_sched_row<MODE>(a, sc, i), &m, &r);
-            mmv_put<MODE>(a, m, r, acc, gate);
+            mmv_row(a, gw + i * W, &m, &r);
+            mmv_store<1>(a, m, r, &acc);
         }
         __syncwarp();
     }
-    mmv_tail_end<MODE>(a, sc, lane);
 #endif
 }
 
-template <typename U, int UPL, int MODE = MMV_PLAIN>
+template <typename U, int UPL>
 static void mmv_xst_attr(int bytes) {
     static int done;
     if (done >= bytes) return;
-    if (cudaFuncSetAttribute(kernel_mmv_xst<U, UPL, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) ==
+    if (cudaFuncSetAttribute(kernel_mmv_xst<U, UPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) ==
         cudaSuccess)
         done = bytes;
     else
@@ -666,32 +580,22 @@ static void mmv_xst_attr(int bytes) {
  * 2026-11-29: one block of 8 warps per SM left the SM short of compute) */
 #define MMV_XST_BUDGET (96 * 1024)
 #define MMV_XST_PERSM 2
-template <typename U, int MODE>
-static void mmv_xst_prepare_mode() {
-    mmv_xst_attr<U, 1, MODE>(MMV_XST_BUDGET + 1024);
-    mmv_xst_attr<U, 2, MODE>(MMV_XST_BUDGET + 1024);
-    mmv_xst_attr<U, 4, MODE>(MMV_XST_BUDGET + 1024);
-}
 template <typename U>
 static void mmv_xst_prepare() {
-    mmv_xst_prepare_mode<U, MMV_PLAIN>();
-    mmv_xst_prepare_mode<U, MMV_SWIGLU>();
-}
-template <typename U, int UPL, int MODE>
-static void mmv_xst_launch_mode(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap, int depth) {
-    const size_t smem = mmv_xst_smem(depth, a->stride);
-    mmv_xst_attr<U, UPL, MODE>(MMV_XST_BUDGET + 1024);
-    const int blocks =
-        mmv_persist_blocks(S, a, MMV_XST_WARPS, per_sm_cap > 0 ? per_sm_cap : MMV_XST_PERSM, 0);
-    cu_launch(S, name, kernel_mmv_xst<U, UPL, MODE>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
+    mmv_xst_attr<U, 1>(MMV_XST_BUDGET + 1024);
+    mmv_xst_attr<U, 2>(MMV_XST_BUDGET + 1024);
+    mmv_xst_attr<U, 4>(MMV_XST_BUDGET + 1024);
 }
 template <typename U, int UPL>
 static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
     int depth = (int)(MMV_XST_BUDGET / ((int64_t)MMV_XST_WARPS * a->stride));
     if (depth < 2) return 0;
     if (depth > 16) depth = 16;
-    if (a->tail == CU_TAIL_SWIGLU) mmv_xst_launch_mode<U, UPL, MMV_SWIGLU>(S, a, name, per_sm_cap, depth);
-    else mmv_xst_launch_mode<U, UPL, MMV_PLAIN>(S, a, name, per_sm_cap, depth);
+    const size_t smem = mmv_xst_smem(depth, a->stride);
+    mmv_xst_attr<U, UPL>(MMV_XST_BUDGET + 1024);
+    const int blocks =
+        mmv_persist_blocks(S, a, MMV_XST_WARPS, per_sm_cap > 0 ? per_sm_cap : MMV_XST_PERSM, 0);
+    cu_launch(S, name, kernel_mmv_xst<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
     return 1;
 }
 
@@ -701,7 +605,7 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
  * for launches of at least this many weight bytes (-1: never, no sm_90 code). */
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes);
 /* 1: variants 3/4 send one-column rows of 129..256 units to xs2 instead of pp
- * (the default; MINFER_CUDA_GEMV_WIDE=0 turns it off). */
+ * where xs2 fits 3 blocks per SM (the default; MINFER_CUDA_GEMV_WIDE=0 turns it off). */
 int cu_gemv_wide(const cu_state *S);
 
 /* Host-side set-up of one unit type for a variant (occupancy lookups, shared
@@ -734,21 +638,19 @@ static void mmv_q8_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
         if (upl == 1) return mmv_xs_launch<U, 1>(S, a, name, per_sm_cap);
         if (upl == 2) return mmv_xs_launch<U, 2>(S, a, name, per_sm_cap);
         if (upl == 4) return mmv_xs_launch<U, 4>(S, a, name, per_sm_cap);
-        if (cu_gemv_wide(S) && a->tail == CU_TAIL_NONE) {
+        /* xs2 only where 3 or more of its blocks fit on an SM: 11008-wide ffn_down,
+         * lab of 2026-11-29, us xs2 / pp: q4_K 13.6 / 15.0 (168 registers, 3 blocks),
+         * q6_K 17.4 / 14.6 (208 registers, 2 blocks) */
+        if (cu_gemv_wide(S)) {
             const int upl2 = mmv_xs2_upl(a->K / U::QK * U::UPB, a->ncols);
-            if (upl2 == 3) return mmv_xs2_launch<U, 3>(S, a, name, per_sm_cap);
-            if (upl2 == 4) return mmv_xs2_launch<U, 4>(S, a, name, per_sm_cap);
+            if (upl2 == 3 && mmv_xs2_occupancy<U, 3>() >= 3) return mmv_xs2_launch<U, 3>(S, a, name, per_sm_cap);
+            if (upl2 == 4 && mmv_xs2_occupancy<U, 4>() >= 3) return mmv_xs2_launch<U, 4>(S, a, name, per_sm_cap);
         }
     }
     /* xs/xst do not take rows of more than 128 units (the activations would not fit
      * in registers) or several columns: one column goes to pp, which measured
      * 12-18% faster than v1 on the 11008-wide ffn_down (lab, 2026-11-29), several
      * columns to v1. The notice counts the matrices that leave xs. */
-    if (a->tail != CU_TAIL_NONE) {
-        /* the host asks for a tail only where xs/xst take the launch (cu_mmv_xs_takes) */
-        cu_record(S, cudaErrorInvalidValue, "mmv: SwiGLU tail on a launch xs/xst do not take", __FILE__, __LINE__);
-        return;
-    }
     if (v == 2 || (v >= 3 && a->ncols == 1)) {
         if (a->ncols <= 1) mmv_pp_launch<U, 1>(S, a, name);
         else if (a->ncols <= 2) mmv_pp_launch<U, 2>(S, a, name);
