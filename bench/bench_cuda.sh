@@ -32,7 +32,8 @@ for r in res:
     print("| %s | %.2f | %.2f | %s |" % (r["test"], r["avg_ts"], r["stddev_ts"], note))
 EOF
 if [ "${BENCH_VARIANTS:-1}" = 1 ]; then
-    for v in MINFER_CUDA_GEMV_WIDE=0 MINFER_CUDA_ATTN_PRE=0 MINFER_CUDA_SKIP=swiglu_q8 \
+    for v in MINFER_CUDA_GEMV_WIDE=0 MINFER_CUDA_ATTN_PRE=0 MINFER_CUDA_ATTN_CHUNK=64 MINFER_CUDA_ATTN_CHUNK=128 \
+             MINFER_CUDA_SKIP=swiglu_q8 \
              MINFER_CUDA_SKIP=add_rmsnorm_q8 MINFER_CUDA_SKIP=attn_dec128 \
              MINFER_CUDA_GEMV=1 MINFER_CUDA_GEMV=2 MINFER_CUDA_GRAPH=0 MINFER_CUDA_PDL=0 MINFER_CUDA_FUSE=0 MINFER_CUDA_DP4A=0; do
         r=$(env $v "$BIN" bench -m "$MODEL" -p 0 -n "${TG:-128}" -r "${REPS:-3}" --device cuda -o json 2>/dev/null |

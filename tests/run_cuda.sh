@@ -118,6 +118,10 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
     done
     run_one "forward tiny q4_k_m, wide rows on pp" env MINFER_CUDA_GEMV_WIDE=0 \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
+    # 64-position attention chunks: the decode steps of 70..110 span two, so the
+    # one-token kernel merges chunks with its first tile read before the wait
+    run_one "forward tiny q4_k_m, attention chunks of 64" env MINFER_CUDA_ATTN_CHUNK=64 \
+        "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     for g in $GV; do
         run_one "forward tiny q4_k_m, gemv variant $g" env MINFER_CUDA_GEMV=$g \
             "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06

@@ -37,6 +37,8 @@
  * MINFER_CUDA_GEMV_WIDE=0 (one-column rows too wide for xs go to pp instead of xs2),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
  * it before reading anything; attn.cu),
+ * MINFER_CUDA_ATTN_CHUNK=N (positions per attention chunk, a multiple of 64;
+ * default: the context in at most 16 chunks),
  * MINFER_CUDA_SKIP=name,... (timing experiments only: drops the launches of those
  * kernels, so the output is wrong; the notice says so),
  * MINFER_CUDA_SYNC=1 (synchronise and check after every launch, for debugging),
@@ -978,9 +980,17 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     SCRATCH(S->q8.s, float, S->q8_cap / 16 + 1);
     /* attention chunks: multiples of 64 positions, at most 16 per head: the grid
      * covers the whole context, and every early-exit block still costs a slot
-     * (64 chunks x 32 heads measured 10 us for one position; ncu, H200) */
+     * (64 chunks x 32 heads measured 10 us for one position; ncu, H200, when the
+     * blocks left after pdl_wait). MINFER_CUDA_ATTN_CHUNK=N (a multiple of 64) sets
+     * it, for measuring: the one-token kernel now leaves before the wait. */
     const int tiles = (S->n_ctx + 63) / 64;
     S->att_chunk = 64 * ((tiles + 15) / 16);
+    {
+        const int want = mf_env_int("MINFER_CUDA_ATTN_CHUNK", 0);
+        if (want > 0 && want % 64 == 0) S->att_chunk = want;
+        else if (want != 0) mf_log("minfer/cuda: MINFER_CUDA_ATTN_CHUNK=%d is not a positive multiple of 64; "
+                                   "using %d", want, S->att_chunk);
+    }
     S->att_nchunks = (S->n_ctx + S->att_chunk - 1) / S->att_chunk;
     {
         const int G = hp->n_head / hp->n_head_kv, nsub = (G + 7) / 8;

@@ -11,7 +11,9 @@
  *     memory that an earlier kernel wrote (or that a later kernel reads): under
  *     programmatic dependent launch a kernel starts while its predecessor drains,
  *     so only immutable data (weights) may be read before pdl_wait(), and nothing
- *     may be written. */
+ *     may be written. One labelled exception: the one-token decode attention
+ *     (cu_attn_args.pre, attn.cu) also reads the batch metadata and KV-cache rows
+ *     that only earlier steps wrote. */
 #ifndef MINFER_CUDA_COMMON_CUH
 #define MINFER_CUDA_COMMON_CUH
 
