@@ -66,6 +66,7 @@ assert [x['test'] for x in d]==['pp16','tg4'], d
 for x in d:
     for k in ('test','n_prompt','n_gen','avg_ts','stddev_ts'): assert k in x
     assert x['avg_ts']>0
+    assert x['n_ctx']==x['n_prompt']+x['n_gen'], x  # a context per test, as llama-bench
 "
     for q in q8_0 f16; do
         "$BIN" synth --shape tiny --quant $q -o "$TMP/tiny_$q.gguf" 2>/dev/null &&

@@ -3,7 +3,11 @@
  *
  * ppN: N random tokens evaluated from an empty cache in batches of n_batch.
  * tgN: N tokens decoded one at a time from an empty cache (llama-bench's tg).
- * One untimed warm-up of each test runs first. */
+ * One untimed warm-up of each test runs first. As in llama-bench, each test runs in
+ * a context of its own length (n_prompt + n_gen; the weights stay loaded, the device
+ * state is rebuilt), unless --ctx N gives one size for all: the context size sets
+ * the attention grid of a decode step, so tg128 in a 3314-token context is a
+ * different measurement. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,18 +18,19 @@
 #include "common.h"
 
 static const char bench_usage[] =
-    "usage: minfer bench -m MODEL [-p 512,3314] [-n 128] [-r 3] [-t THREADS] [--device D] [-o md|json]\n"
+    "usage: minfer bench -m MODEL [-p 512,3314] [-n 128] [-r 3] [-t THREADS] [--device D] [--ctx N] [-o md|json]\n"
     "  -p LIST     prompt lengths to test (comma separated; 0 = none; default 512)\n"
     "  -n LIST     generation lengths to test (default 128; 0 = none)\n"
     "  -r N        repetitions (default 3)\n"
     "  -b N        batch size for prefill (default 512)\n"
     "  -t N        CPU threads (default: all cores)\n"
     "  --device D  cpu | cuda | auto\n"
+    "  --ctx N     one context size for every test (default: each test's own length, as llama-bench)\n"
     "  -o FMT      md (default) or json\n";
 
 typedef struct bench_result {
     char test[32];
-    int n_prompt, n_gen;
+    int n_prompt, n_gen, n_ctx;
     double avg_ts, stddev_ts;
 } bench_result;
 
@@ -79,10 +84,12 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!model) return cli_error(1, "bench: -m MODEL is required");
     if (strcmp(fmt, "md") && strcmp(fmt, "json")) return cli_error(1, "bench: -o must be md or json");
-    int max_len = 1;
-    for (int i = 0; i < n_pp; i++) max_len = MF_MAX(max_len, pp[i]);
-    for (int i = 0; i < n_tg; i++) max_len = MF_MAX(max_len, tg[i]);
-    if (cp.n_ctx < max_len) cp.n_ctx = max_len;
+    const int fixed_ctx = cp.n_ctx;  /* --ctx: one size for all (at least each test's length) */
+    int first_len = 0;
+    for (int i = 0; i < n_pp && !first_len; i++) first_len = pp[i];
+    for (int i = 0; i < n_tg && !first_len; i++) first_len = tg[i];
+    if (!first_len) return cli_error(1, "bench: no test (every -p and -n value is 0)");
+    cp.n_ctx = MF_MAX(fixed_ctx, first_len);
 
     mf_model m;
     mf_context c;
@@ -97,6 +104,20 @@ int cmd_bench(int argc, char **argv) {
         for (int j = 0; j < cnt; j++) {
             int np = pass == 0 ? pp[j] : 0, ng = pass == 0 ? 0 : tg[j];
             if (np == 0 && ng == 0) continue;
+            const int want_ctx = MF_MAX(fixed_ctx, np + ng);
+            if (c.n_ctx != want_ctx) {
+                /* a context of this test's size: the device state again, same weights */
+                mf_err err = { { 0 } };
+                context_free(&c);
+                cp.n_ctx = want_ctx;
+                const double t0 = mf_time_s();
+                if ((rc = context_init(&c, &m, &cp, &err))) {
+                    rc = cli_error(cli_status_exit(rc), "bench: context of %d tokens: %s", want_ctx, err.msg);
+                    goto out;
+                }
+                mf_log("bench: context %d tokens for %s%d, ready in %.2f s", c.n_ctx, np ? "pp" : "tg", np ? np : ng,
+                       mf_time_s() - t0);
+            }
             if (run_once(&c, np ? MF_MIN(np, 16) : 0, ng ? MF_MIN(ng, 4) : 0, &rng) < 0) { rc = 2; goto out; }
             double sum = 0, sum2 = 0;
             for (int r = 0; r < reps; r++) {
@@ -110,6 +131,7 @@ int cmd_bench(int argc, char **argv) {
             snprintf(b->test, sizeof b->test, "%s%d", np ? "pp" : "tg", np ? np : ng);
             b->n_prompt = np;
             b->n_gen = ng;
+            b->n_ctx = c.n_ctx;
             b->avg_ts = sum / reps;
             b->stddev_ts = reps > 1 ? sqrt(fmax(0.0, (sum2 - sum * sum / reps) / (reps - 1))) : 0.0;
             if (ng)  /* decode reads every weight once per token: the bandwidth it achieves */
@@ -123,9 +145,9 @@ int cmd_bench(int argc, char **argv) {
         printf("[\n");
         for (int i = 0; i < n_res; i++)
             printf("  {\"model\": \"%s\", \"device\": \"%s\", \"n_threads\": %d, \"test\": \"%s\", \"n_prompt\": %d, "
-                   "\"n_gen\": %d, \"avg_ts\": %.3f, \"stddev_ts\": %.3f}%s\n",
-                   m.hp.arch_name, c.be->name, cp.n_threads, res[i].test, res[i].n_prompt, res[i].n_gen,
-                   res[i].avg_ts, res[i].stddev_ts, i + 1 < n_res ? "," : "");
+                   "\"n_gen\": %d, \"n_ctx\": %d, \"avg_ts\": %.3f, \"stddev_ts\": %.3f}%s\n",
+                   m.hp.arch_name, c.be ? c.be->name : "-", cp.n_threads, res[i].test, res[i].n_prompt, res[i].n_gen,
+                   res[i].n_ctx, res[i].avg_ts, res[i].stddev_ts, i + 1 < n_res ? "," : "");
         printf("]\n");
     } else {
         printf("| model | size | params | device | test | t/s |\n|---|---:|---:|---|---:|---:|\n");
