@@ -4,8 +4,8 @@
 #   $MINFER_BENCH_MODEL exists, then `minfer bench -p 512,3314 -n 128 --device cuda`, then
 #   tg128 again with each optional decode path off and with the other GEMV variants,
 #   and with kernels dropped (MINFER_CUDA_SKIP: prices each small kernel; output invalid),
-#   then the GEMV kernel lab (build/bench/cuda_gemv, the variants per 7B shape) when built,
-#   and prints decode bandwidth
+#   then the GEMV kernel lab (build/bench/cuda_gemv, the variants per 7B shape, then its
+#   chain experiment: a layer's GEMVs in one persistent kernel) when built, and prints decode bandwidth
 #   (weight bytes per token x tokens per second).
 # Env: MINFER_BENCH_MODEL (path), PP (512,3314), TG (128), REPS (3), BENCH_VARIANTS (1).
 set -u
@@ -43,4 +43,9 @@ if [ "${BENCH_VARIANTS:-1}" = 1 ]; then
 fi
 rm -f "$OUTJ"
 LAB=$(dirname "$BIN")/bench/cuda_gemv
-if [ -x "$LAB" ]; then "$LAB"; fi
+if [ -x "$LAB" ]; then
+    "$LAB"
+    # the chain experiment (cuda_gemv.cu): a layer's GEMVs in one persistent kernel; a
+    # grid barrier inside, so a time limit in case it ever fails to make progress
+    timeout 120 "$LAB" chain 4 50 || echo "cuda_gemv chain: exit $?"
+fi

@@ -16,6 +16,7 @@
  *
  *   make bench/cuda-gemv && build/bench/cuda_gemv        (on the GPU machine)
  *   build/bench/cuda_gemv SHAPE VARIANT N                 (one shape substring and variant, N launches)
+ *   build/bench/cuda_gemv chain [LAYERS] [N]              (the chain experiment below)
  *
  * The kernels are the main tree's, compiled into this file (#include of the .cu
  * files) with a stub of the backend state: stream, PDL flag, GEMV version. */
@@ -129,7 +130,274 @@ static double nerr(const float *a, const float *b, int64_t n) {
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* ---- Chain experiment (lab only, not in the engine) ----
+ * Question: how fast do a layer's GEMVs go when the weight stream never stops? In the
+ * engine every GEMV is its own kernel: the next one's blocks start (and fill their TMA
+ * rings) only as the previous one's blocks leave, so each launch ramps up and drains
+ * (qkv 28 MB runs at ~2.2 TB/s, the 107 MB output matrix at ~3.8). Here one persistent
+ * kernel runs a sequence of q4_K GEMVs ("phases": per layer qkv 12288 rows, wo 4096,
+ * gate+up 22016, all 4096 wide, each in its own memory) as xst does (per-warp TMA ring,
+ * activations in registers, rows gw, gw + W, ...), but the ring runs on across phases:
+ * a slot freed by the last rows of phase p is refilled with the first rows of phase
+ * p + 1. Between phases the grid waits at a barrier (every warp arrives on a counter;
+ * lane 0 of each warp spins until all have), the data dependence of a real layer; every
+ * phase reads the same activations, re-read after the barrier as a real phase would.
+ * Printed: the sequence as separate default launches (one graph) against the chain
+ * kernel (one graph), outputs compared bit for bit, and the chain without the waits
+ * (what the stream alone reaches). All blocks must be resident at once
+ * (the barrier): the grid is what fits, checked with the occupancy API. */
+#define CHAIN_MAXPH 24
+struct chain_args {
+    const uint8_t *w[CHAIN_MAXPH];
+    float *out[CHAIN_MAXPH];
+    int rows[CHAIN_MAXPH];
+    int nph;
+    int64_t stride;
+    int K;
+    cu_q8 q;
+    unsigned *arrive; /* [nph], zero before the launch */
+    int nobar;        /* 1: no waiting between phases (the stream's own ceiling) */
+};
+
+template <typename U, int UPL>
+static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_chain(chain_args c, int depth) {
+    pdl_trigger();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(128) uint8_t ch_smem[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int W = gridDim.x * MMV_XST_WARPS, gw = blockIdx.x * MMV_XST_WARPS + warp;
+    const int64_t stride = c.stride;
+    uint64_t *bar = (uint64_t *)ch_smem + warp * depth;
+    uint8_t *slot0 = ch_smem + (((size_t)MMV_XST_WARPS * depth * 8 + 127) & ~(size_t)127) +
+                     (size_t)warp * depth * stride;
+    const int nb = c.K / U::QK, nu = nb * U::UPB;
+    /* the producer's cursor (lane 0): the next row to request is gw + pk * W of phase pp */
+    int pp = 0, pk = 0;
+    auto issue = [&](int s) {
+        while (pp < c.nph && gw + pk * W >= c.rows[pp]) {
+            pp++;
+            pk = 0;
+        }
+        if (pp >= c.nph) return;
+        tma_row(slot0 + (size_t)s * stride, c.w[pp] + (int64_t)(gw + pk * W) * stride, (uint32_t)stride, bar + s);
+        pk++;
+    };
+    if (lane == 0) {
+        for (int s = 0; s < depth; s++)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(bar + s)) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (int s = 0; s < depth; s++) issue(s); /* weights: before the wait */
+    }
+    __syncwarp();
+    pdl_wait();
+    int i = 0; /* rows this warp consumed so far, over all phases: row i sits in slot i % depth */
+    for (int p = 0; p < c.nph; p++) {
+        if (p > 0 && !c.nobar) {
+            if (lane == 0) {
+                while (*(volatile unsigned *)(c.arrive + p - 1) < (unsigned)W) __nanosleep(64);
+                __threadfence();
+            }
+            __syncwarp();
+        }
+        typename U::X x[UPL];
+#pragma unroll
+        for (int k = 0; k < UPL; k++) {
+            const int u = lane + 32 * k;
+            if (u < nu) U::loadx(c.q, 0, u, x[k]);
+        }
+        for (int r = gw; r < c.rows[p]; r += W, i++) {
+            const int s = i % depth;
+            mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
+            const uint8_t *row = slot0 + (size_t)s * stride;
+            typename U::W w[UPL];
+#pragma unroll
+            for (int k = 0; k < UPL; k++) {
+                const int u = lane + 32 * k;
+                if (u < nu) U::template load<ld_s>(row, nb, u, w[k]);
+            }
+            float acc = 0.0f;
+#pragma unroll
+            for (int k = 0; k < UPL; k++) {
+                const int u = lane + 32 * k;
+                if (u < nu) acc += U::dotx(w[k], x[k], u);
+            }
+            acc = warp_sum(acc); /* every lane's reads of the slot are done */
+            if (lane == 0) {
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                issue(s);
+                c.out[p][r] = acc;
+            }
+            __syncwarp();
+        }
+        if (lane == 0) {
+            __threadfence(); /* this phase's outputs, before the arrival */
+            atomicAdd(c.arrive + p, 1u);
+        }
+    }
+#endif
+}
+
+static int chain_main(int argc, char **argv) {
+    typedef unit_k45<false> U;
+    const int L = argc > 2 ? atoi(argv[2]) : 4, NITER = argc > 3 ? atoi(argv[3]) : 50;
+    const int K = 4096, nb = K / 256, UPL = 2;
+    const int64_t stride = cu_row_stride(QTYPE_Q4_K, K);
+    const int prow[3] = {3 * 4096, 4096, 2 * 11008}; /* qkv, wo, gate+up */
+    const int nph = 3 * L;
+    if (L < 1 || nph > CHAIN_MAXPH || NITER < 1) {
+        fprintf(stderr, "cuda_gemv chain: 1..%d layers\n", CHAIN_MAXPH / 3);
+        return 1;
+    }
+    if (mmv_xs_upl(nb * U::UPB, 1) != UPL) return 1;
+    cu_state S;
+    memset(&S, 0, sizeof S);
+    CK(cudaStreamCreateWithFlags(&S.st, cudaStreamNonBlocking));
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    S.sms = prop.multiProcessorCount;
+    S.pdl = prop.major >= 9;
+    if (prop.major < 9) {
+        printf("cuda_gemv chain: needs sm_90 (TMA)\n");
+        return 0;
+    }
+    /* weights: one random set per phase shape, copied to every layer's own memory */
+    std::vector<uint8_t *> dw(nph);
+    int64_t bytes = 0;
+    for (int t = 0; t < 3; t++) {
+        std::vector<uint8_t> hf((size_t)prow[t] * nb * 144), hd((size_t)(prow[t] * stride));
+        fill_rows(QTYPE_Q4_K, hf.data(), prow[t], K);
+        to_device_layout(QTYPE_Q4_K, hf.data(), hd.data(), prow[t], K, stride);
+        for (int l = 0; l < L; l++) {
+            CK(cudaMalloc(&dw[3 * l + t], hd.size()));
+            CK(cudaMemcpy(dw[3 * l + t], hd.data(), hd.size(), cudaMemcpyHostToDevice));
+            bytes += (int64_t)hd.size();
+        }
+    }
+    /* activations: random q8 */
+    std::vector<int8_t> hq(K);
+    std::vector<float> hdd(K / 32), hs(K / 16);
+    for (int i = 0; i < K; i++) hq[i] = (int8_t)((int)(rnd() % 255) - 127);
+    for (int j = 0; j < K / 32; j++) hdd[j] = 0.01f + 0.01f * frnd();
+    for (int j = 0; j < K / 16; j++) {
+        int sum = 0;
+        for (int i = 0; i < 16; i++) sum += hq[16 * j + i];
+        hs[j] = hdd[j / 2] * (float)sum;
+    }
+    cu_q8 q;
+    CK(cudaMalloc(&q.qs, K));
+    CK(cudaMalloc(&q.d, K / 32 * 4));
+    CK(cudaMalloc(&q.s, K / 16 * 4));
+    CK(cudaMemcpy(q.qs, hq.data(), K, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(q.d, hdd.data(), K / 32 * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(q.s, hs.data(), K / 16 * 4, cudaMemcpyHostToDevice));
+    std::vector<float *> out1(nph), out2(nph);
+    for (int p = 0; p < nph; p++) {
+        CK(cudaMalloc(&out1[p], (size_t)prow[p % 3] * 4));
+        CK(cudaMalloc(&out2[p], (size_t)prow[p % 3] * 4));
+    }
+    unsigned *arrive;
+    CK(cudaMalloc(&arrive, (size_t)(NITER + 1) * nph * sizeof(unsigned)));
+    /* the chain kernel: the xst ring budget, the grid what fits (every block resident) */
+    const int depth = (int)(MMV_XST_BUDGET / ((int64_t)MMV_XST_WARPS * stride));
+    const size_t smem = mmv_xst_smem(depth, stride);
+    CK(cudaFuncSetAttribute(kernel_chain<U, UPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    int per_sm = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_chain<U, UPL>, MMV_XST_WARPS * 32, smem));
+    if (per_sm < 1) {
+        printf("cuda_gemv chain: the kernel does not fit on an SM\n");
+        return 1;
+    }
+    if (per_sm > MMV_XST_PERSM) per_sm = MMV_XST_PERSM;
+    const int blocks = per_sm * S.sms;
+    auto chain_args_for = [&](int it, std::vector<float *> &out) {
+        chain_args c;
+        memset(&c, 0, sizeof c);
+        for (int p = 0; p < nph; p++) {
+            c.w[p] = dw[p];
+            c.out[p] = out[p];
+            c.rows[p] = prow[p % 3];
+        }
+        c.nph = nph;
+        c.stride = stride;
+        c.K = K;
+        c.q = q;
+        c.arrive = arrive + (size_t)it * nph;
+        return c;
+    };
+    auto run_chain = [&](int it, std::vector<float *> &out, int nobar) {
+        chain_args c = chain_args_for(it, out);
+        c.nobar = nobar;
+        cu_launch(&S, "chain", kernel_chain<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, c, depth);
+    };
+    const variant dflt = {"auto", 3, 0, 1};
+    auto run_separate = [&](std::vector<float *> &out) {
+        for (int p = 0; p < nph; p++) {
+            cu_mmv_args a;
+            memset(&a, 0, sizeof a);
+            a.w[0] = dw[p];
+            a.out[0] = out[p];
+            a.rows[0] = prow[p % 3];
+            a.nmat = 1;
+            a.stride = stride;
+            a.K = K;
+            a.ncols = 1;
+            a.q = q;
+            gemv(&S, dflt, QTYPE_Q4_K, &a);
+        }
+    };
+    /* parity: the chain against the separate launches, bit for bit */
+    CK(cudaMemset(arrive, 0, (size_t)(NITER + 1) * nph * sizeof(unsigned)));
+    run_separate(out1);
+    run_chain(NITER, out2, 0);
+    CK(cudaStreamSynchronize(S.st));
+    CK(cudaGetLastError());
+    int mism = 0;
+    for (int p = 0; p < nph; p++) {
+        std::vector<float> a(prow[p % 3]), b(prow[p % 3]);
+        CK(cudaMemcpy(a.data(), out1[p], a.size() * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(b.data(), out2[p], b.size() * 4, cudaMemcpyDeviceToHost));
+        if (memcmp(a.data(), b.data(), a.size() * 4)) mism++;
+    }
+    /* timing: NITER sequences in one graph each way */
+    cudaEvent_t t0, t1;
+    CK(cudaEventCreate(&t0));
+    CK(cudaEventCreate(&t1));
+    double us[3];
+    for (int way = 0; way < 3; way++) {
+        CK(cudaMemsetAsync(arrive, 0, (size_t)(NITER + 1) * nph * sizeof(unsigned), S.st));
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CK(cudaStreamBeginCapture(S.st, cudaStreamCaptureModeThreadLocal));
+        for (int it = 0; it < NITER; it++) {
+            if (way == 0) run_separate(out1);
+            else run_chain(it, out2, way == 2);
+        }
+        CK(cudaStreamEndCapture(S.st, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        CK(cudaEventRecord(t0, S.st));
+        CK(cudaGraphLaunch(ge, S.st));
+        CK(cudaEventRecord(t1, S.st));
+        CK(cudaEventSynchronize(t1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, t0, t1));
+        us[way] = 1000.0 * ms / NITER;
+        CK(cudaGraphExecDestroy(ge));
+        CK(cudaGraphDestroy(g));
+    }
+    printf("cuda_gemv chain: %s, %d layers x (qkv, wo, gate+up) q4_K, %.1f MB per sequence, %d sequences; "
+           "chain grid %d blocks (%d per SM), ring depth %d\n",
+           prop.name, L, bytes / 1e6, NITER, blocks, per_sm, depth);
+    printf("| way | us per sequence | GB/s |\n|---|---:|---:|\n");
+    printf("| separate launches (default GEMV, graph) | %.2f | %.0f |\n", us[0], bytes / 1e3 / us[0]);
+    printf("| one chain kernel (graph) | %.2f | %.0f |\n", us[1], bytes / 1e3 / us[1]);
+    printf("| one chain kernel, no waits between phases | %.2f | %.0f |\n", us[2], bytes / 1e3 / us[2]);
+    printf("cuda_gemv chain: %s (%d of %d phases differ from the separate launches)\n", mism ? "FAIL" : "ok", mism,
+           nph);
+    return mism ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "chain")) return chain_main(argc, argv);
     /* optional filters (for profiling one kernel): shape name substring, variant name, launches */
     const char *only_shape = argc > 1 ? argv[1] : NULL, *only_var = argc > 2 ? argv[2] : NULL;
     const int NITER = argc > 3 ? atoi(argv[3]) : 200;
@@ -149,7 +417,8 @@ int main(int argc, char **argv) {
     S.pdl = prop.major >= 9;
     printf("cuda_gemv: %s, %d SMs, L2 %d MB; %d launches per timing, PDL %s\n", prop.name, S.sms,
            prop.l2CacheSize >> 20, NITER, S.pdl ? "on" : "off");
-    std::vector<variant> vars = {{"v1", 1, 0, 0}, {"pp", 2, 0, 0}, {"auto", 3, 0, 1}, {"xst", 4, 0, 1},     {"auto+pp", 3, 0, 0}};
+    std::vector<variant> vars = {{"v1", 1, 0, 0}, {"pp", 2, 0, 0}, {"auto", 3, 0, 1}, {"xst", 4, 0, 1},
+                                 {"auto+pp", 3, 0, 0}};
     printf("| shape | type | MB | variant | err vs v1 | err vs cpu | us | GB/s | graph us | graph GB/s |\n"
            "|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     int fails = 0;
