@@ -10,8 +10,9 @@
 #      a prompted run must print the same text on the GPU as on the CPU;
 #   3. whole-model logit parity GPU vs CPU on synthetic models (tests/cuda/test_cuda_forward),
 #      and the 1b q4_k_m greedy stream identical with the decode graph on and off.
+# The op-parity runs go in parallel (independent processes, mostly host-bound).
 # MINFER_CUDA_TEST_QUICK=1 leaves out the runs of GEMV variants 1, 2 and the per-SM cap
-# (for a device session short of time; the notice of such a run says so).
+# (for a device session short of time; the output says so).
 # Prints "N passed, N failed, N skipped" last. Models are looked up in $MINFER_SHARED,
 # ../shared and .device/ (the GPU machine gets no ../shared: copy what is needed there).
 set -u
@@ -47,6 +48,21 @@ run_one() { # name command...
     out=$($TO "$@" 2>&1); rc=$?
     count "$name" "$rc" "$out"
 }
+bg_start() { # name command...: runs in the background, output kept for bg_collect
+    local name=$1; shift
+    ( $TO "$@" >"$TMP/bg-$name.log" 2>&1; echo $? >"$TMP/bg-$name.rc" ) &
+    BG="$BG $name"
+}
+bg_collect() { # waits for the background runs, then counts each in the order started
+    wait
+    local name
+    for name in $BG; do
+        echo "== $name"
+        count "$name" "$(cat "$TMP/bg-$name.rc" 2>/dev/null || echo 1)" "$(cat "$TMP/bg-$name.log")"
+    done
+    BG=
+}
+BG=
 same() { # a b: equal text, a trailing newline allowed (like tests/e2e_cli.sh)
     cmp -s <(printf '%s' "$(cat "$1")") <(printf '%s' "$(cat "$2")")
 }
@@ -94,14 +110,22 @@ fi
 GV="1 2 4"
 [ "${MINFER_CUDA_TEST_QUICK:-0}" = 1 ] && GV=4 && echo "QUICK: GEMV variants 1, 2 and the per-SM cap not run"
 if [ -x "$TESTS/test_cuda_ops" ]; then
-    run_one cuda_ops "$TESTS/test_cuda_ops"
-    run_one cuda_ops_paths_off env $OFF "$TESTS/test_cuda_ops"
+    # the runs are independent processes and mostly host-bound (random weights, the CPU
+    # reference): all at once, the host's cores shared among them
+    NR=7
+    TH=$(( $(nproc 2>/dev/null || echo 4) / NR )); [ "$TH" -ge 2 ] || TH=2
+    bg_start cuda_ops env MINFER_TEST_THREADS=$TH "$TESTS/test_cuda_ops"
+    bg_start cuda_ops_paths_off env MINFER_TEST_THREADS=$TH $OFF "$TESTS/test_cuda_ops"
     for g in $GV; do  # the other GEMV variants: matmul checks only
-        run_one cuda_ops_gemv_$g env MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV=$g "$TESTS/test_cuda_ops"
+        bg_start cuda_ops_gemv_$g env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV=$g \
+            "$TESTS/test_cuda_ops"
     done
     [ "${MINFER_CUDA_TEST_QUICK:-0}" = 1 ] ||
-        run_one cuda_ops_gemv_persm1 env MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_PERSM=1 "$TESTS/test_cuda_ops"
-    run_one cuda_ops_wide0 env MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_WIDE=0 "$TESTS/test_cuda_ops"
+        bg_start cuda_ops_gemv_persm1 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_PERSM=1 \
+            "$TESTS/test_cuda_ops"
+    bg_start cuda_ops_wide0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_WIDE=0 \
+        "$TESTS/test_cuda_ops"
+    bg_collect
 else
     echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))
 fi
