@@ -246,8 +246,8 @@ static __global__ void kernel_attn_combine(cu_attn_args a, const float *part, fl
  * written by earlier steps, which ended before this step's copy; this step writes
  * only row pos (below, after the wait), which is read again after its store.
  * Measured (tg128, 7B q4_k_m, context 128, H200; bench/RESULTS.md): before these
- * changes the kernel cost 9.9 us per layer (MINFER_CUDA_SKIP=attn_dec128), at most
- * 7.7 after; whole step +5.1% in a 3314-token context. */
+ * changes the kernel cost 9.9 us per layer (MINFER_CUDA_SKIP=attn_dec128), about 7.7
+ * after (an estimate, RESULTS.md says on what); whole step +5.1% in a 3314 context. */
 #define AD_TILE 64
 
 template <int HD>
