@@ -130,6 +130,40 @@ static double nerr(const float *a, const float *b, int64_t n) {
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* Random activations in [-2, 2), quantized to the q8 layout on the host (hq, hd:
+ * the values and 32-block scales, for a CPU reference) and uploaded. */
+static cu_q8 q8_random(int K, std::vector<int8_t> &hq, std::vector<float> &hd) {
+    std::vector<float> x(K), hs(K / 16);
+    hq.assign(K, 0);
+    hd.assign(K / 32, 0.0f);
+    for (int i = 0; i < K; i++) x[i] = (frnd() - 0.5f) * 4.0f;
+    for (int j = 0; j < K / 32; j++) {
+        float am = 0;
+        for (int i = 0; i < 32; i++) am = fmaxf(am, fabsf(x[32 * j + i]));
+        const float d = am / 127.0f, id = am > 0 ? 127.0f / am : 0.0f;
+        for (int i = 0; i < 32; i++) hq[32 * j + i] = (int8_t)lrintf(x[32 * j + i] * id);
+        hd[j] = d;
+        for (int h = 0; h < 2; h++) {
+            int sum = 0;
+            for (int i = 0; i < 16; i++) sum += hq[32 * j + 16 * h + i];
+            hs[2 * j + h] = d * (float)sum;
+        }
+    }
+    cu_q8 q;
+    CK(cudaMalloc(&q.qs, K));
+    CK(cudaMalloc(&q.d, K / 32 * 4));
+    CK(cudaMalloc(&q.s, K / 16 * 4));
+    CK(cudaMemcpy(q.qs, hq.data(), K, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(q.d, hd.data(), K / 32 * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(q.s, hs.data(), K / 16 * 4, cudaMemcpyHostToDevice));
+    return q;
+}
+static void q8_free(cu_q8 &q) {
+    CK(cudaFree(q.qs));
+    CK(cudaFree(q.d));
+    CK(cudaFree(q.s));
+}
+
 /* ---- Chain experiment (lab only, not in the engine) ----
  * Question: how fast do a layer's GEMVs go when the weight stream never stops? In the
  * engine every GEMV is its own kernel: the next one's blocks start (and fill their TMA
@@ -167,9 +201,8 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_chain(chain_
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int W = gridDim.x * MMV_XST_WARPS, gw = blockIdx.x * MMV_XST_WARPS + warp;
     const int64_t stride = c.stride;
-    uint64_t *bar = (uint64_t *)ch_smem + warp * depth;
-    uint8_t *slot0 = ch_smem + (((size_t)MMV_XST_WARPS * depth * 8 + 127) & ~(size_t)127) +
-                     (size_t)warp * depth * stride;
+    uint64_t *bar = (uint64_t *)ch_smem + warp * depth;  /* this warp's ring, as xst's */
+    uint8_t *slot0 = ch_smem + mmv_xst_bars(depth) + (size_t)warp * depth * stride;
     const int nb = c.K / U::QK, nu = nb * U::UPB;
     /* the producer's cursor (lane 0): the next row to request is gw + pk * W of phase pp */
     int pp = 0, pk = 0;
@@ -183,9 +216,7 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_chain(chain_
         pk++;
     };
     if (lane == 0) {
-        for (int s = 0; s < depth; s++)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(bar + s)) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_init_ring(bar, depth);
         for (int s = 0; s < depth; s++) issue(s); /* weights: before the wait */
     }
     __syncwarp();
@@ -200,28 +231,13 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_chain(chain_
             __syncwarp();
         }
         typename U::X x[UPL];
-#pragma unroll
-        for (int k = 0; k < UPL; k++) {
-            const int u = lane + 32 * k;
-            if (u < nu) U::loadx(c.q, 0, u, x[k]);
-        }
+        mmv_lane_loadx<U, UPL>(c.q, 0, nu, lane, x);
         for (int r = gw; r < c.rows[p]; r += W, i++) {
             const int s = i % depth;
             mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
-            const uint8_t *row = slot0 + (size_t)s * stride;
             typename U::W w[UPL];
-#pragma unroll
-            for (int k = 0; k < UPL; k++) {
-                const int u = lane + 32 * k;
-                if (u < nu) U::template load<ld_s>(row, nb, u, w[k]);
-            }
-            float acc = 0.0f;
-#pragma unroll
-            for (int k = 0; k < UPL; k++) {
-                const int u = lane + 32 * k;
-                if (u < nu) acc += U::dotx(w[k], x[k], u);
-            }
-            acc = warp_sum(acc); /* every lane's reads of the slot are done */
+            mmv_lane_load<U, UPL, ld_s>(slot0 + (size_t)s * stride, nb, 0, nu, lane, w);
+            const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, 0, nu, lane)); /* the slot's reads are done */
             if (lane == 0) {
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                 issue(s);
@@ -273,23 +289,10 @@ static int chain_main(int argc, char **argv) {
             bytes += (int64_t)hd.size();
         }
     }
-    /* activations: random q8 */
-    std::vector<int8_t> hq(K);
-    std::vector<float> hdd(K / 32), hs(K / 16);
-    for (int i = 0; i < K; i++) hq[i] = (int8_t)((int)(rnd() % 255) - 127);
-    for (int j = 0; j < K / 32; j++) hdd[j] = 0.01f + 0.01f * frnd();
-    for (int j = 0; j < K / 16; j++) {
-        int sum = 0;
-        for (int i = 0; i < 16; i++) sum += hq[16 * j + i];
-        hs[j] = hdd[j / 2] * (float)sum;
-    }
-    cu_q8 q;
-    CK(cudaMalloc(&q.qs, K));
-    CK(cudaMalloc(&q.d, K / 32 * 4));
-    CK(cudaMalloc(&q.s, K / 16 * 4));
-    CK(cudaMemcpy(q.qs, hq.data(), K, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(q.d, hdd.data(), K / 32 * 4, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(q.s, hs.data(), K / 16 * 4, cudaMemcpyHostToDevice));
+    /* activations */
+    std::vector<int8_t> hq;
+    std::vector<float> hdd;
+    cu_q8 q = q8_random(K, hq, hdd);
     std::vector<float *> out1(nph), out2(nph);
     for (int p = 0; p < nph; p++) {
         CK(cudaMalloc(&out1[p], (size_t)prow[p % 3] * 4));
@@ -432,29 +435,10 @@ int main(int argc, char **argv) {
         std::vector<uint8_t> hf((size_t)(fbytes * total)), hd((size_t)(stride * total));
         fill_rows(sh.type, hf.data(), total, K);
         to_device_layout(sh.type, hf.data(), hd.data(), total, K, stride);
-        /* activations: random, quantized to the q8 layout on the host */
-        std::vector<float> x(K), hdd(K / 32), hs(K / 16);
-        std::vector<int8_t> hq(K);
-        for (int i = 0; i < K; i++) x[i] = (frnd() - 0.5f) * 4.0f;
-        for (int j = 0; j < K / 32; j++) {
-            float am = 0;
-            for (int i = 0; i < 32; i++) am = fmaxf(am, fabsf(x[32 * j + i]));
-            const float d = am / 127.0f, id = am > 0 ? 127.0f / am : 0.0f;
-            for (int i = 0; i < 32; i++) hq[32 * j + i] = (int8_t)lrintf(x[32 * j + i] * id);
-            hdd[j] = d;
-            for (int h = 0; h < 2; h++) {
-                int s = 0;
-                for (int i = 0; i < 16; i++) s += hq[32 * j + 16 * h + i];
-                hs[2 * j + h] = d * (float)s;
-            }
-        }
-        cu_q8 q;
-        CK(cudaMalloc(&q.qs, K));
-        CK(cudaMalloc(&q.d, K / 32 * 4));
-        CK(cudaMalloc(&q.s, K / 16 * 4));
-        CK(cudaMemcpy(q.qs, hq.data(), K, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(q.d, hdd.data(), K / 32 * 4, cudaMemcpyHostToDevice));
-        CK(cudaMemcpy(q.s, hs.data(), K / 16 * 4, cudaMemcpyHostToDevice));
+        /* activations */
+        std::vector<int8_t> hq;
+        std::vector<float> hdd;
+        cu_q8 q = q8_random(K, hq, hdd);
         /* weight copies: > 256 MB in all */
         int ncopy = (int)((256ll << 20) / lbytes) + 1;
         if (ncopy < 2) ncopy = 2;
@@ -548,9 +532,7 @@ int main(int argc, char **argv) {
         CK(cudaEventDestroy(t1));
         for (int c = 0; c < ncopy; c++) CK(cudaFree(dw[c]));
         CK(cudaFree(dout));
-        CK(cudaFree(q.qs));
-        CK(cudaFree(q.d));
-        CK(cudaFree(q.s));
+        q8_free(q);
     }
     printf("cuda_gemv: %s (%d shape x variant(s) failed parity: vs v1 and vs cpu < 1e-5, deterministic)\n",
            fails ? "FAIL" : "ok", fails);

@@ -81,7 +81,8 @@ static __device__ __forceinline__ const uint8_t *mmv_row(const cu_mmv_args &a, i
     const uint8_t *w = mm == 0 ? a.w[0] : mm == 1 ? a.w[1] : a.w[2];
     return w + (int64_t)rr * a.stride;
 }
-static __device__ __forceinline__ int mmv_total(const cu_mmv_args &a) {
+/* Rows of a stacked launch (device and host). */
+static __host__ __device__ __forceinline__ int mmv_total(const cu_mmv_args &a) {
     return a.rows[0] + (a.nmat > 1 ? a.rows[1] : 0) + (a.nmat > 2 ? a.rows[2] : 0);
 }
 /* One unit's contribution with its activations read from q (column offset xoff). */
@@ -164,8 +165,7 @@ static int mmv_occupancy(Kern k, int threads) {
  * what fits at once (per_sm blocks per SM, capped by per_sm_cap when > 0). */
 static inline int mmv_persist_blocks(cu_state *S, const cu_mmv_args *a, int rows_per_block, int per_sm,
                                      int per_sm_cap) {
-    const int total = a->rows[0] + (a->nmat > 1 ? a->rows[1] : 0) + (a->nmat > 2 ? a->rows[2] : 0);
-    const int blocks = (total + rows_per_block - 1) / rows_per_block;
+    const int blocks = (mmv_total(*a) + rows_per_block - 1) / rows_per_block;
     if (per_sm_cap > 0 && per_sm > per_sm_cap) per_sm = per_sm_cap;
     const int cap = per_sm * cu_num_sms(S);
     return blocks > cap ? cap : blocks;
@@ -282,41 +282,53 @@ static void mmv_pp_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
  * next row's weights in flight in a second register set while it reduces the
  * current one. UPL = units per lane (a row has at most 32*UPL units); the sums are
  * v1's in v1's order, so the results are bit-identical. One column only. */
+/* The x-stationary kernels (xs, xs2, xst; the lab's chain) give lane l of a warp the
+ * units u0 + l + 32k (k < UPL) of a row that lie before u0 + nh: u0 = 0, nh = nu
+ * for a whole row, a half for xs2. The lane's weights of those units from a row
+ * (L: global or a shared-memory slot), its activations, and its part of the dot. */
+template <typename U, int UPL, class L>
+static __device__ __forceinline__ void mmv_lane_load(const uint8_t *row, int nb, int u0, int nh, int lane,
+                                                     typename U::W *w) {
+#pragma unroll
+    for (int k = 0; k < UPL; k++) {
+        const int j = lane + 32 * k;
+        if (j < nh) U::template load<L>(row, nb, u0 + j, w[k]);
+    }
+}
+template <typename U, int UPL>
+static __device__ __forceinline__ void mmv_lane_loadx(const cu_q8 &q, int u0, int nh, int lane, typename U::X *x) {
+#pragma unroll
+    for (int k = 0; k < UPL; k++) {
+        const int j = lane + 32 * k;
+        if (j < nh) U::loadx(q, 0, u0 + j, x[k]);
+    }
+}
+template <typename U, int UPL>
+static __device__ __forceinline__ float mmv_lane_dot(const typename U::W *w, const typename U::X *x, int u0, int nh,
+                                                     int lane) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < UPL; k++) {
+        const int j = lane + 32 * k;
+        if (j < nh) acc += U::dotx(w[k], x[k], u0 + j);
+    }
+    return acc;
+}
+
 template <typename U, int UPL>
 static __device__ __forceinline__ void mmv_xs_load(const cu_mmv_args &a, int g, int nb, int nu, int lane,
                                                    typename U::W *w) {
     int m, r;
-    const uint8_t *row = mmv_row(a, g, &m, &r);
-#pragma unroll
-    for (int k = 0; k < UPL; k++) {
-        const int u = lane + 32 * k;
-        if (u < nu) U::template load<ld_g>(row, nb, u, w[k]);
-    }
+    mmv_lane_load<U, UPL, ld_g>(mmv_row(a, g, &m, &r), nb, 0, nu, lane, w);
 }
 template <typename U, int UPL>
 static __device__ __forceinline__ void mmv_xs_row(const cu_mmv_args &a, int g, int nu, int lane,
                                                   const typename U::W *w, const typename U::X *x) {
-    float acc = 0.0f;
-#pragma unroll
-    for (int k = 0; k < UPL; k++) {
-        const int u = lane + 32 * k;
-        if (u < nu) acc += U::dotx(w[k], x[k], u);
-    }
-    acc = warp_sum(acc);
+    const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, 0, nu, lane));
     if (lane == 0) {
         int m, r;
         mmv_row(a, g, &m, &r);
         mmv_store<1>(a, m, r, &acc);
-    }
-}
-
-/* The activations of a lane's units, from the q8 buffer. */
-template <typename U, int UPL>
-static __device__ __forceinline__ void mmv_xs_loadx(const cu_mmv_args &a, int nu, int lane, typename U::X *x) {
-#pragma unroll
-    for (int k = 0; k < UPL; k++) {
-        const int u = lane + 32 * k;
-        if (u < nu) U::loadx(a.q, 0, u, x[k]);
     }
 }
 
@@ -335,7 +347,7 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs(cu_mmv_ar
     mmv_xs_load<U, UPL>(a, gw, nb, nu, lane, A);  /* weights: before the wait */
     pdl_wait();
     typename U::X x[UPL];
-    mmv_xs_loadx<U, UPL>(a, nu, lane, x);
+    mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
     for (int i = 0; i < n; i += 2) {
         if (i + 1 < n) mmv_xs_load<U, UPL>(a, gw + (i + 1) * W, nb, nu, lane, B);
         mmv_xs_row<U, UPL>(a, gw + i * W, nu, lane, A, x);
@@ -380,24 +392,13 @@ template <typename U, int UPL>
 static __device__ __forceinline__ void mmv_xs2_load(const cu_mmv_args &a, int g, int nb, int u0, int nh, int lane,
                                                     typename U::W *w) {
     int m, r;
-    const uint8_t *row = mmv_row(a, g, &m, &r);
-#pragma unroll
-    for (int k = 0; k < UPL; k++) {
-        const int j = lane + 32 * k;
-        if (j < nh) U::template load<ld_g>(row, nb, u0 + j, w[k]);
-    }
+    mmv_lane_load<U, UPL, ld_g>(mmv_row(a, g, &m, &r), nb, u0, nh, lane, w);
 }
 template <typename U, int UPL>
 static __device__ __forceinline__ void mmv_xs2_row(const cu_mmv_args &a, int g, int i, int u0, int nh, int lane,
                                                    int half, int pair, float (*part)[2],
                                                    const typename U::W *w, const typename U::X *x) {
-    float acc = 0.0f;
-#pragma unroll
-    for (int k = 0; k < UPL; k++) {
-        const int j = lane + 32 * k;
-        if (j < nh) acc += U::dotx(w[k], x[k], u0 + j);
-    }
-    acc = warp_sum(acc);
+    const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, u0, nh, lane));
     if (half == 1 && lane == 0) part[pair][i & 1] = acc;
     asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory");
     if (half == 0 && lane == 0) {
@@ -427,11 +428,7 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs2(cu_mmv_a
     mmv_xs2_load<U, UPL>(a, gp, nb, u0, nh, lane, A);  /* weights: before the wait */
     pdl_wait();
     typename U::X x[UPL];
-#pragma unroll
-    for (int k = 0; k < UPL; k++) {
-        const int j = lane + 32 * k;
-        if (j < nh) U::loadx(a.q, 0, u0 + j, x[k]);
-    }
+    mmv_lane_loadx<U, UPL>(a.q, u0, nh, lane, x);
     for (int i = 0; i < n; i += 2) {
         if (i + 1 < n) mmv_xs2_load<U, UPL>(a, gp + (i + 1) * P, nb, u0, nh, lane, B);
         mmv_xs2_row<U, UPL>(a, gp + i * P, i, u0, nh, lane, half, pair, part, A, x);
@@ -498,9 +495,19 @@ static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t phase) 
 #define MMV_XST_WARPS 8
 
 /* Shared memory of one block: nw*depth barriers, then the slots (128-aligned). */
+static __host__ __device__ __forceinline__ size_t mmv_xst_bars(int depth) {
+    return ((size_t)MMV_XST_WARPS * depth * 8 + 127) & ~(size_t)127;
+}
 static inline size_t mmv_xst_smem(int depth, int64_t stride) {
-    return (((size_t)MMV_XST_WARPS * depth * 8 + 127) & ~(size_t)127) +
-           (size_t)MMV_XST_WARPS * depth * (size_t)stride;
+    return mmv_xst_bars(depth) + (size_t)MMV_XST_WARPS * depth * (size_t)stride;
+}
+/* One thread initialises a warp's n ring barriers, before the ring's first request. */
+static __device__ __forceinline__ void mbar_init_ring(uint64_t *bar, int n) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    for (int s = 0; s < n; s++)
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(bar + s)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
 }
 
 template <typename U, int UPL>
@@ -514,13 +521,10 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     if (gw >= total) return;
     const int n = (total - gw + W - 1) / W;
     const int64_t stride = a.stride;
-    uint64_t *bar = (uint64_t *)xst_smem + warp * depth;
-    uint8_t *slot0 = xst_smem + (((size_t)MMV_XST_WARPS * depth * 8 + 127) & ~(size_t)127) +
-                     (size_t)warp * depth * stride;
+    uint64_t *bar = (uint64_t *)xst_smem + warp * depth;  /* this warp's ring (mmv_xst_smem) */
+    uint8_t *slot0 = xst_smem + mmv_xst_bars(depth) + (size_t)warp * depth * stride;
     if (lane == 0) {
-        for (int s = 0; s < depth; s++)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(bar + s)) : "memory");
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_init_ring(bar, depth);
         for (int i = 0; i < depth && i < n; i++) {
             int m, r;
             tma_row(slot0 + (size_t)i * stride, mmv_row(a, gw + i * W, &m, &r), (uint32_t)stride, bar + i);
@@ -531,24 +535,14 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     typename U::X x[UPL];
-    mmv_xs_loadx<U, UPL>(a, nu, lane, x);
+    mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
     for (int i = 0; i < n; i++) {
         const int s = i % depth;
         mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
-        const uint8_t *row = slot0 + (size_t)s * stride;
         typename U::W w[UPL];
-#pragma unroll
-        for (int k = 0; k < UPL; k++) {
-            const int u = lane + 32 * k;
-            if (u < nu) U::template load<ld_s>(row, nb, u, w[k]);
-        }
-        float acc = 0.0f;
-#pragma unroll
-        for (int k = 0; k < UPL; k++) {
-            const int u = lane + 32 * k;
-            if (u < nu) acc += U::dotx(w[k], x[k], u);
-        }
-        acc = warp_sum(acc);  /* every lane's reads of the slot are done */
+        mmv_lane_load<U, UPL, ld_s>(slot0 + (size_t)s * stride, nb, 0, nu, lane, w);
+        /* after the sum, every lane's reads of the slot are done */
+        const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, 0, nu, lane));
         if (lane == 0) {
             int m, r;
             if (i + depth < n) {
@@ -566,25 +560,27 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
 #endif
 }
 
+/* ring budget per block (bytes) and blocks per SM: 2 x 96 KB (the TMA lab runs of
+ * 2026-11-29: one block of 8 warps per SM left the SM short of compute); the
+ * shared memory a block may ask for: the ring plus its barriers */
+#define MMV_XST_BUDGET (96 * 1024)
+#define MMV_XST_SMEM (MMV_XST_BUDGET + 1024)
+#define MMV_XST_PERSM 2
 template <typename U, int UPL>
-static void mmv_xst_attr(int bytes) {
+static void mmv_xst_attr() {
     static int done;
-    if (done >= bytes) return;
-    if (cudaFuncSetAttribute(kernel_mmv_xst<U, UPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) ==
+    if (done) return;
+    if (cudaFuncSetAttribute(kernel_mmv_xst<U, UPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, MMV_XST_SMEM) ==
         cudaSuccess)
-        done = bytes;
+        done = 1;
     else
         (void)cudaGetLastError();
 }
-/* ring budget per block (bytes) and blocks per SM: 2 x 96 KB (the TMA lab runs of
- * 2026-11-29: one block of 8 warps per SM left the SM short of compute) */
-#define MMV_XST_BUDGET (96 * 1024)
-#define MMV_XST_PERSM 2
 template <typename U>
 static void mmv_xst_prepare() {
-    mmv_xst_attr<U, 1>(MMV_XST_BUDGET + 1024);
-    mmv_xst_attr<U, 2>(MMV_XST_BUDGET + 1024);
-    mmv_xst_attr<U, 4>(MMV_XST_BUDGET + 1024);
+    mmv_xst_attr<U, 1>();
+    mmv_xst_attr<U, 2>();
+    mmv_xst_attr<U, 4>();
 }
 template <typename U, int UPL>
 static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
@@ -592,7 +588,7 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
     if (depth < 2) return 0;
     if (depth > 16) depth = 16;
     const size_t smem = mmv_xst_smem(depth, a->stride);
-    mmv_xst_attr<U, UPL>(MMV_XST_BUDGET + 1024);
+    mmv_xst_attr<U, UPL>();
     const int blocks =
         mmv_persist_blocks(S, a, MMV_XST_WARPS, per_sm_cap > 0 ? per_sm_cap : MMV_XST_PERSM, 0);
     cu_launch(S, name, kernel_mmv_xst<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
@@ -625,8 +621,7 @@ static void mmv_q8_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
     int per_sm_cap = 0;
     int64_t xst_bytes = -1;
     const int v = cu_gemv_variant(S, &per_sm_cap, &xst_bytes);
-    const int64_t launch_bytes =
-        (int64_t)(a->rows[0] + (a->nmat > 1 ? a->rows[1] : 0) + (a->nmat > 2 ? a->rows[2] : 0)) * a->stride;
+    const int64_t launch_bytes = (int64_t)mmv_total(*a) * a->stride;
     if (v == 4 || (v == 3 && xst_bytes >= 0 && launch_bytes >= xst_bytes)) {
         const int upl = mmv_xs_upl(a->K / U::QK * U::UPB, a->ncols);
         if (upl == 1 && mmv_xst_launch<U, 1>(S, a, name, per_sm_cap)) return;
@@ -658,9 +653,7 @@ static void mmv_q8_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
         else mmv_pp_launch<U, 8>(S, a, name);
         return;
     }
-    int total = 0;
-    for (int i = 0; i < a->nmat; i++) total += a->rows[i];
-    dim3 grid((total + MMV_WARPS - 1) / MMV_WARPS), block(MMV_WARPS * 32);
+    dim3 grid((mmv_total(*a) + MMV_WARPS - 1) / MMV_WARPS), block(MMV_WARPS * 32);
     if (a->ncols <= 1) cu_launch(S, name, kernel_mmv_q8<U, 1>, grid, block, 0, *a);
     else if (a->ncols <= 2) cu_launch(S, name, kernel_mmv_q8<U, 2>, grid, block, 0, *a);
     else if (a->ncols <= 4) cu_launch(S, name, kernel_mmv_q8<U, 4>, grid, block, 0, *a);

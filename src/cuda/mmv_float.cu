@@ -80,9 +80,7 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_f(cu_mmv_arg
 
 template <int T, bool VEC>
 static void mmv_f_launch(cu_state *S, const cu_mmv_args *a) {
-    int total = 0;
-    for (int i = 0; i < a->nmat; i++) total += a->rows[i];
-    dim3 grid((total + MMV_WARPS - 1) / MMV_WARPS), block(MMV_WARPS * 32);
+    dim3 grid((mmv_total(*a) + MMV_WARPS - 1) / MMV_WARPS), block(MMV_WARPS * 32);
     if (a->ncols <= 1) cu_launch(S, "mmv_f", kernel_mmv_f<T, VEC, 1>, grid, block, 0, *a);
     else if (a->ncols <= 2) cu_launch(S, "mmv_f", kernel_mmv_f<T, VEC, 2>, grid, block, 0, *a);
     else if (a->ncols <= 4) cu_launch(S, "mmv_f", kernel_mmv_f<T, VEC, 4>, grid, block, 0, *a);
