@@ -146,7 +146,7 @@ int cmd_bench(int argc, char **argv) {
         for (int i = 0; i < n_res; i++)
             printf("  {\"model\": \"%s\", \"device\": \"%s\", \"n_threads\": %d, \"test\": \"%s\", \"n_prompt\": %d, "
                    "\"n_gen\": %d, \"n_ctx\": %d, \"avg_ts\": %.3f, \"stddev_ts\": %.3f}%s\n",
-                   m.hp.arch_name, c.be ? c.be->name : "-", cp.n_threads, res[i].test, res[i].n_prompt, res[i].n_gen,
+                   m.hp.arch_name, c.be->name, cp.n_threads, res[i].test, res[i].n_prompt, res[i].n_gen,
                    res[i].n_ctx, res[i].avg_ts, res[i].stddev_ts, i + 1 < n_res ? "," : "");
         printf("]\n");
     } else {

@@ -117,7 +117,7 @@ struct cu_state {
     int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
     int gemv_wide;         /* rows of 129..256 units: 1 xs2, 0 pp (mmv.cuh) */
-    int xs_v1_mats;        /* quantized matrices the xs variant leaves to v1 */
+    int xs_wide_mats;      /* quantized matrices too wide for xs (to xs2 or pp) */
     int64_t xst_bytes;     /* variant 3: xst for launches of at least this many bytes */
     int code_arch;         /* __CUDA_ARCH__ of the code the device runs */
     int any_quant;
@@ -181,7 +181,7 @@ int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->
 int cu_gemv_wide(const cu_state *S) { return S->gemv_wide; }
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes) {
     *per_sm_cap = S->gemv_per_sm;
-    *xst_bytes = S->code_arch >= 900 ? S->xst_bytes : -1;
+    *xst_bytes = S->xst_bytes;
     return S->f_gemv;
 }
 
@@ -534,7 +534,7 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
         a.kin = k;
         a.vin = v;
         a.rope = rope;
-        a.pre = S->f_attn_pre && S->f_pdl;
+        a.pre = S->f_attn_pre;
     } else {
         cu_kv_store(S, &a, (float *)q, (float *)k, v, rope, rdim, rbase, rmode, a.rope_cs);
     }
@@ -760,9 +760,9 @@ static int cu_code_arch(void) {
     return h;
 }
 
-/* Quantized matrices the xs GEMV (variant 3) leaves to v1 (rows too wide for its
- * register-held activations); the notice says how many. */
-static int count_xs_v1(const mf_model *m) {
+/* Quantized matrices the xs GEMV (variant 3) cannot take (rows too wide for its
+ * register-held activations: xs2 or pp take them); the notice says how many. */
+static int count_xs_wide(const mf_model *m) {
     int n = 0;
     const mf_weight *top = &m->output;
     if (top->host && cu_mmv_q8_supported(top->type) && !cu_mmv_xs_takes(top->type, (int)top->cols)) n++;
@@ -881,7 +881,6 @@ static void free_state(cu_state *S) {
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s,
-
                    S->att_part, S->x16, S->w16, S->rope_cs, S->att_count};
     for (size_t i = 0; i < MF_ARRAY_LEN(dev); i++)
         if (dev[i]) cudaFree(dev[i]);
@@ -928,7 +927,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         S->xst_bytes = -1;
         if (S->f_gemv == 4) S->f_gemv = 3;
     }
-    S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1;
+    S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     {
         const char *sk = getenv("MINFER_CUDA_SKIP");
         if (sk && *sk) snprintf(S->skip, sizeof S->skip, ",%s,", sk);
@@ -1038,7 +1037,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         }
     }
     cu_mmv_prepare(S->f_gemv);
-    if (S->f_gemv >= 3) S->xs_v1_mats = count_xs_v1(m);
+    if (S->f_gemv >= 3) S->xs_wide_mats = count_xs_wide(m);
     /* every upload copy and memset complete (all on S->stream; device-wide to be sure) */
     if ((e = cudaDeviceSynchronize()) != cudaSuccess)
         return mf_fail(err, MF_ERR_DEVICE, "cuda: init: %s", cudaGetErrorString(e));
@@ -1080,27 +1079,28 @@ static void print_notice(cu_state *S) {
     const size_t plane = (size_t)S->w16_cap * sizeof(__half);
     const size_t scratch = S->own_scratch + S->fw_scratch - plane;
     const double base = (double)S->wbytes + (double)S->kvbytes;
-    char gemv_name[128], xs_name[48];
+    char gemv_name[192], xs_name[48];
     if (S->f_gemv == 4) snprintf(xs_name, sizeof xs_name, "xst");
-    else if (S->code_arch >= 900 && S->xst_bytes >= 0)
+    else if (S->xst_bytes >= 0)
         snprintf(xs_name, sizeof xs_name, "xs+xst>=%lldMB", (long long)(S->xst_bytes >> 20));
     else snprintf(xs_name, sizeof xs_name, "xs");
     if (!S->f_dp4a) snprintf(gemv_name, sizeof gemv_name, "f32");
     else if (S->f_gemv == 2) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-pp");
-    else if (S->f_gemv == 3 && S->xs_v1_mats)
+    else if (S->f_gemv == 3 && S->xs_wide_mats)
         snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(%s for %d wide matrices, v1 for batches)", xs_name,
-                 S->gemv_wide ? "xs2 up to 256 units, else pp" : "pp", S->xs_v1_mats);
+                 S->gemv_wide ? "xs2 where 3 blocks fit per SM, else pp" : "pp", S->xs_wide_mats);
     else if (S->f_gemv >= 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(v1 for batches)", xs_name);
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
-            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s; "
+            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s%s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
             S->f_fuse ? "on" : "off",
             S->skip[0] ? " SKIPPING-KERNELS(output-invalid)" : "",
             S->f_mma ? "mma-f16" : "gemv",
-            S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split", S->wbytes / gib,
+            S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split",
+            S->f_attn_pre && S->f_fuse && cu_attn_dec_supported(S->hp.head_dim) ? "+pre" : "", S->wbytes / gib,
             S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0, plane / gib);
     if (S->verbose)
         fprintf(stderr, "minfer/cuda: scratch: backend %.1f MiB (q8 %lld values, attn %d chunks of %d, gemm f16 %lld+%lld), "
