@@ -34,7 +34,7 @@ for r in res:
 EOF
 if [ "${BENCH_VARIANTS:-1}" = 1 ]; then
     # (tg runs in a context of its own length, 128: attention chunks of 64 by default)
-    for v in MINFER_CUDA_GEMV_WIDE=0 MINFER_CUDA_ATTN_PRE=0 MINFER_CUDA_ATTN_CHUNK=128 \
+    for v in MINFER_CUDA_XST_DEPTH=5 MINFER_CUDA_GEMV_WIDE=0 MINFER_CUDA_ATTN_PRE=0 MINFER_CUDA_ATTN_CHUNK=128 \
              MINFER_CUDA_SKIP=swiglu_q8 \
              MINFER_CUDA_SKIP=add_rmsnorm_q8 MINFER_CUDA_SKIP=attn_dec128 \
              MINFER_CUDA_GEMV=1 MINFER_CUDA_GEMV=2 MINFER_CUDA_GRAPH=0 MINFER_CUDA_PDL=0 MINFER_CUDA_FUSE=0 MINFER_CUDA_DP4A=0; do

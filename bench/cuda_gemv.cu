@@ -16,7 +16,7 @@
  *
  *   make bench/cuda-gemv && build/bench/cuda_gemv        (on the GPU machine)
  *   build/bench/cuda_gemv SHAPE VARIANT N                 (one shape substring and variant, N launches)
- *   build/bench/cuda_gemv chain [LAYERS] [N]              (the chain experiment below)
+ *   build/bench/cuda_gemv chain [LAYERS] [N] [SLEEP_NS]   (the chain experiment below)
  *
  * The kernels are the main tree's, compiled into this file (#include of the .cu
  * files) with a stub of the backend state: stream, PDL flag, GEMV version. */
@@ -45,6 +45,11 @@ void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, i
 int cu_num_sms(const cu_state *S) { return S->sms; }
 int cu_gemv_wide(const cu_state *S) { return S->wide; }
 int cu_skipped(cu_state *, const char *) { return 0; }
+int cu_xst_depth(const cu_state *) { /* the backend's rule: MMV_XST_DEPTH unless MINFER_CUDA_XST_DEPTH */
+    const char *e = getenv("MINFER_CUDA_XST_DEPTH");
+    const int d = e ? atoi(e) : 0;
+    return d >= 2 && d <= 16 ? d : MMV_XST_DEPTH;
+}
 int cu_gemv_variant(const cu_state *S, int *per_sm, int64_t *xst_bytes) {
     *per_sm = S->per_sm;
     *xst_bytes = 16ll << 20;  /* the backend's default MINFER_CUDA_XST_MB */
@@ -179,7 +184,13 @@ static void q8_free(cu_q8 &q) {
  * Printed: the sequence as separate default launches (one graph) against the chain
  * kernel (one graph), outputs compared bit for bit, and the chain without the waits
  * (what the stream alone reaches). All blocks must be resident at once
- * (the barrier): the grid is what fits, checked with the occupancy API. */
+ * (the barrier): the grid is what fits, checked with the occupancy API.
+ * Two barriers (the first run, 2026-11-29, found the per-warp one costs what a launch
+ * does): CH_WARPBAR, every warp arrives on the global counter and its lane 0 polls it
+ * (2,112 arrivals and pollers on one address); CH_BLOCKBAR, warps arrive on a shared
+ * counter, the block's last warp arrives on the global one (264 arrivals), polls it
+ * alone and releases its block's warps through shared memory. Each also runs with no
+ * rows at all (the barrier's own latency, nph of them in a row). */
 #define CHAIN_MAXPH 24
 struct chain_args {
     const uint8_t *w[CHAIN_MAXPH];
@@ -190,15 +201,20 @@ struct chain_args {
     int K;
     cu_q8 q;
     unsigned *arrive; /* [nph], zero before the launch */
-    int nobar;        /* 1: no waiting between phases (the stream's own ceiling) */
+    int mode;         /* enum ch_mode */
+    unsigned sleep_ns; /* CH_BLOCKBAR: pause between polls (0: spin) */
 };
+enum ch_mode { CH_WARPBAR, CH_NOWAIT /* the stream's own ceiling */, CH_BLOCKBAR };
 
 template <typename U, int UPL>
 static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_chain(chain_args c, int depth) {
     pdl_trigger();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) uint8_t ch_smem[];
+    __shared__ unsigned ch_arr, ch_rel; /* CH_BLOCKBAR: warps arrived (all phases), phases released */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (threadIdx.x == 0) ch_arr = ch_rel = 0;
+    __syncthreads();
     const int W = gridDim.x * MMV_XST_WARPS, gw = blockIdx.x * MMV_XST_WARPS + warp;
     const int64_t stride = c.stride;
     uint64_t *bar = (uint64_t *)ch_smem + warp * depth;  /* this warp's ring, as xst's */
@@ -223,10 +239,17 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_chain(chain_
     pdl_wait();
     int i = 0; /* rows this warp consumed so far, over all phases: row i sits in slot i % depth */
     for (int p = 0; p < c.nph; p++) {
-        if (p > 0 && !c.nobar) {
+        if (p > 0 && c.mode == CH_WARPBAR) {
             if (lane == 0) {
                 while (*(volatile unsigned *)(c.arrive + p - 1) < (unsigned)W) __nanosleep(64);
                 __threadfence();
+            }
+            __syncwarp();
+        } else if (p > 0 && c.mode == CH_BLOCKBAR) {
+            if (lane == 0) { /* the block's last warp released phase p - 1 (below) */
+                while (*(volatile unsigned *)&ch_rel < (unsigned)p)
+                    if (c.sleep_ns) __nanosleep(c.sleep_ns);
+                __threadfence_block(); /* the poller's acquire (gpu scope) came before its release here */
             }
             __syncwarp();
         }
@@ -245,9 +268,21 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_chain(chain_
             }
             __syncwarp();
         }
-        if (lane == 0) {
+        if (lane == 0 && c.mode == CH_WARPBAR) {
             __threadfence(); /* this phase's outputs, before the arrival */
             atomicAdd(c.arrive + p, 1u);
+        } else if (lane == 0 && c.mode == CH_BLOCKBAR) {
+            __threadfence();
+            if (atomicAdd_block(&ch_arr, 1u) == (unsigned)((p + 1) * MMV_XST_WARPS - 1)) {
+                asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c.arrive + p) : "memory");
+                for (;;) { /* the block's last warp arrived for the block and polls alone */
+                    unsigned n;
+                    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(n) : "l"(c.arrive + p) : "memory");
+                    if (n >= gridDim.x) break;
+                    if (c.sleep_ns) __nanosleep(c.sleep_ns);
+                }
+                *(volatile unsigned *)&ch_rel = (unsigned)(p + 1);
+            }
         }
     }
 #endif
@@ -256,6 +291,7 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_chain(chain_
 static int chain_main(int argc, char **argv) {
     typedef unit_k45<false> U;
     const int L = argc > 2 ? atoi(argv[2]) : 4, NITER = argc > 3 ? atoi(argv[3]) : 50;
+    const unsigned sleep_ns = argc > 4 ? (unsigned)atoi(argv[4]) : 0;
     const int K = 4096, nb = K / 256, UPL = 2;
     const int64_t stride = cu_row_stride(QTYPE_Q4_K, K);
     const int prow[3] = {3 * 4096, 4096, 2 * 11008}; /* qkv, wo, gate+up */
@@ -301,7 +337,7 @@ static int chain_main(int argc, char **argv) {
     unsigned *arrive;
     CK(cudaMalloc(&arrive, (size_t)(NITER + 1) * nph * sizeof(unsigned)));
     /* the chain kernel: the xst ring budget, the grid what fits (every block resident) */
-    const int depth = (int)(MMV_XST_BUDGET / ((int64_t)MMV_XST_WARPS * stride));
+    const int depth = cu_xst_depth(&S);
     const size_t smem = mmv_xst_smem(depth, stride);
     CK(cudaFuncSetAttribute(kernel_chain<U, UPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     int per_sm = 0;
@@ -327,9 +363,12 @@ static int chain_main(int argc, char **argv) {
         c.arrive = arrive + (size_t)it * nph;
         return c;
     };
-    auto run_chain = [&](int it, std::vector<float *> &out, int nobar) {
+    auto run_chain = [&](int it, std::vector<float *> &out, int mode, int norows) {
         chain_args c = chain_args_for(it, out);
-        c.nobar = nobar;
+        c.mode = mode;
+        c.sleep_ns = sleep_ns;
+        if (norows)
+            for (int p = 0; p < nph; p++) c.rows[p] = 0;
         cu_launch(&S, "chain", kernel_chain<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, c, depth);
     };
     const variant dflt = {"auto", 3, 0, 1};
@@ -351,7 +390,16 @@ static int chain_main(int argc, char **argv) {
     /* parity: the chain against the separate launches, bit for bit */
     CK(cudaMemset(arrive, 0, (size_t)(NITER + 1) * nph * sizeof(unsigned)));
     run_separate(out1);
-    run_chain(NITER, out2, 0);
+    run_chain(NITER, out2, CH_WARPBAR, 0);
+    CK(cudaStreamSynchronize(S.st));
+    int mism_blk = 0; /* the block barrier too */
+    CK(cudaMemset(arrive, 0, (size_t)(NITER + 1) * nph * sizeof(unsigned)));
+    std::vector<float *> out3(nph);
+    for (int p = 0; p < nph; p++) {
+        CK(cudaMalloc(&out3[p], (size_t)prow[p % 3] * 4));
+        CK(cudaMemset(out3[p], 0xff, (size_t)prow[p % 3] * 4));
+    }
+    run_chain(NITER, out3, CH_BLOCKBAR, 0);
     CK(cudaStreamSynchronize(S.st));
     CK(cudaGetLastError());
     int mism = 0;
@@ -360,20 +408,25 @@ static int chain_main(int argc, char **argv) {
         CK(cudaMemcpy(a.data(), out1[p], a.size() * 4, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(b.data(), out2[p], b.size() * 4, cudaMemcpyDeviceToHost));
         if (memcmp(a.data(), b.data(), a.size() * 4)) mism++;
+        CK(cudaMemcpy(b.data(), out3[p], b.size() * 4, cudaMemcpyDeviceToHost));
+        if (memcmp(a.data(), b.data(), a.size() * 4)) mism_blk++;
     }
     /* timing: NITER sequences in one graph each way */
     cudaEvent_t t0, t1;
     CK(cudaEventCreate(&t0));
     CK(cudaEventCreate(&t1));
-    double us[3];
-    for (int way = 0; way < 3; way++) {
+    /* ways: separate; chain with CH_WARPBAR, CH_NOWAIT, CH_BLOCKBAR; barriers alone (no rows) */
+    const int NWAY = 6;
+    const int wmode[NWAY] = {-1, CH_WARPBAR, CH_NOWAIT, CH_BLOCKBAR, CH_WARPBAR, CH_BLOCKBAR};
+    double us[NWAY];
+    for (int way = 0; way < NWAY; way++) {
         CK(cudaMemsetAsync(arrive, 0, (size_t)(NITER + 1) * nph * sizeof(unsigned), S.st));
         cudaGraph_t g;
         cudaGraphExec_t ge;
         CK(cudaStreamBeginCapture(S.st, cudaStreamCaptureModeThreadLocal));
         for (int it = 0; it < NITER; it++) {
             if (way == 0) run_separate(out1);
-            else run_chain(it, out2, way == 2);
+            else run_chain(it, out2, wmode[way], way >= 4);
         }
         CK(cudaStreamEndCapture(S.st, &g));
         CK(cudaGraphInstantiate(&ge, g, 0));
@@ -388,15 +441,18 @@ static int chain_main(int argc, char **argv) {
         CK(cudaGraphDestroy(g));
     }
     printf("cuda_gemv chain: %s, %d layers x (qkv, wo, gate+up) q4_K, %.1f MB per sequence, %d sequences; "
-           "chain grid %d blocks (%d per SM), ring depth %d\n",
-           prop.name, L, bytes / 1e6, NITER, blocks, per_sm, depth);
+           "chain grid %d blocks (%d per SM), ring depth %d, block barrier polls every %u ns\n",
+           prop.name, L, bytes / 1e6, NITER, blocks, per_sm, depth, sleep_ns);
     printf("| way | us per sequence | GB/s |\n|---|---:|---:|\n");
     printf("| separate launches (default GEMV, graph) | %.2f | %.0f |\n", us[0], bytes / 1e3 / us[0]);
-    printf("| one chain kernel (graph) | %.2f | %.0f |\n", us[1], bytes / 1e3 / us[1]);
+    printf("| one chain kernel, per-warp barrier (graph) | %.2f | %.0f |\n", us[1], bytes / 1e3 / us[1]);
     printf("| one chain kernel, no waits between phases | %.2f | %.0f |\n", us[2], bytes / 1e3 / us[2]);
-    printf("cuda_gemv chain: %s (%d of %d phases differ from the separate launches)\n", mism ? "FAIL" : "ok", mism,
-           nph);
-    return mism ? 1 : 0;
+    printf("| one chain kernel, per-block barrier | %.2f | %.0f |\n", us[3], bytes / 1e3 / us[3]);
+    printf("| %d per-warp barriers alone (no rows; a launch included) | %.2f | %.2f us each |\n", nph - 1, us[4], us[4] / (nph - 1));
+    printf("| %d per-block barriers alone (no rows; a launch included) | %.2f | %.2f us each |\n", nph - 1, us[5], us[5] / (nph - 1));
+    printf("cuda_gemv chain: %s (phases that differ from the separate launches: %d of %d per-warp, %d per-block)\n",
+           mism || mism_blk ? "FAIL" : "ok", mism, nph, mism_blk);
+    return mism || mism_blk ? 1 : 0;
 }
 
 int main(int argc, char **argv) {
@@ -418,8 +474,8 @@ int main(int argc, char **argv) {
     CK(cudaGetDeviceProperties(&prop, 0));
     S.sms = prop.multiProcessorCount;
     S.pdl = prop.major >= 9;
-    printf("cuda_gemv: %s, %d SMs, L2 %d MB; %d launches per timing, PDL %s\n", prop.name, S.sms,
-           prop.l2CacheSize >> 20, NITER, S.pdl ? "on" : "off");
+    printf("cuda_gemv: %s, %d SMs, L2 %d MB; %d launches per timing, PDL %s, xst ring depth %d\n",
+           prop.name, S.sms, prop.l2CacheSize >> 20, NITER, S.pdl ? "on" : "off", cu_xst_depth(&S));
     std::vector<variant> vars = {{"v1", 1, 0, 0}, {"pp", 2, 0, 0}, {"auto", 3, 0, 1}, {"xst", 4, 0, 1},
                                  {"auto+pp", 3, 0, 0}};
     printf("| shape | type | MB | variant | err vs v1 | err vs cpu | us | GB/s | graph us | graph GB/s |\n"

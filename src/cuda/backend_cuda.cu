@@ -35,6 +35,7 @@
  * default; 4 = xst wherever it applies; mmv.cuh) and
  * MINFER_CUDA_GEMV_PERSM=N (cap on the persistent grids' blocks per SM),
  * MINFER_CUDA_GEMV_WIDE=0 (one-column rows too wide for xs go to pp instead of xs2),
+ * MINFER_CUDA_XST_DEPTH=N (xst ring rows in flight per warp, 2..16; default 2),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
  * it before reading anything; attn.cu),
  * MINFER_CUDA_ATTN_CHUNK=N (positions per attention chunk, a multiple of 64;
@@ -119,6 +120,7 @@ struct cu_state {
     int gemv_wide;         /* rows of 129..256 units: 1 xs2, 0 pp (mmv.cuh) */
     int xs_wide_mats;      /* quantized matrices too wide for xs (to xs2 or pp) */
     int64_t xst_bytes;     /* variant 3: xst for launches of at least this many bytes */
+    int xst_depth;         /* xst ring rows per warp (MINFER_CUDA_XST_DEPTH; mmv.cuh) */
     int code_arch;         /* __CUDA_ARCH__ of the code the device runs */
     int any_quant;
     /* memory */
@@ -179,6 +181,7 @@ cudaStream_t cu_stream(const cu_state *S) { return S->stream; }
 int cu_pdl(const cu_state *S) { return S->f_pdl; }
 int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->prop.multiProcessorCount : 1; }
 int cu_gemv_wide(const cu_state *S) { return S->gemv_wide; }
+int cu_xst_depth(const cu_state *S) { return S->xst_depth; }
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes) {
     *per_sm_cap = S->gemv_per_sm;
     *xst_bytes = S->xst_bytes;
@@ -927,6 +930,12 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         S->xst_bytes = -1;
         if (S->f_gemv == 4) S->f_gemv = 3;
     }
+    S->xst_depth = mf_env_int("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default());
+    if (S->xst_depth < 2 || S->xst_depth > 16) {
+        mf_log("minfer/cuda: MINFER_CUDA_XST_DEPTH=%d is outside 2..16; using %d", S->xst_depth,
+               cu_mmv_xst_depth_default());
+        S->xst_depth = cu_mmv_xst_depth_default();
+    }
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     {
         const char *sk = getenv("MINFER_CUDA_SKIP");
@@ -1079,10 +1088,11 @@ static void print_notice(cu_state *S) {
     const size_t plane = (size_t)S->w16_cap * sizeof(__half);
     const size_t scratch = S->own_scratch + S->fw_scratch - plane;
     const double base = (double)S->wbytes + (double)S->kvbytes;
-    char gemv_name[192], xs_name[48];
-    if (S->f_gemv == 4) snprintf(xs_name, sizeof xs_name, "xst");
+    char gemv_name[192], xs_name[64], ring[32] = "";
+    if (S->xst_depth != cu_mmv_xst_depth_default()) snprintf(ring, sizeof ring, "[depth %d]", S->xst_depth);
+    if (S->f_gemv == 4) snprintf(xs_name, sizeof xs_name, "xst%s", ring);
     else if (S->xst_bytes >= 0)
-        snprintf(xs_name, sizeof xs_name, "xs+xst>=%lldMB", (long long)(S->xst_bytes >> 20));
+        snprintf(xs_name, sizeof xs_name, "xs+xst%s>=%lldMB", ring, (long long)(S->xst_bytes >> 20));
     else snprintf(xs_name, sizeof xs_name, "xs");
     if (!S->f_dp4a) snprintf(gemv_name, sizeof gemv_name, "f32");
     else if (S->f_gemv == 2) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-pp");

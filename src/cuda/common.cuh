@@ -256,6 +256,7 @@ void cu_mmv_prepare(int variant);
 int cu_mmv_xs_takes(uint32_t type, int K);
 /* Shared memory per block the xst GEMV asks for (bytes). */
 int cu_mmv_xst_smem_need(void);
+int cu_mmv_xst_depth_default(void); /* MMV_XST_DEPTH */
 void cu_mmv_f(cu_state *S, uint32_t type, const cu_mmv_args *a);       /* mmv_float.cu: f32 activations, any type */
 
 /* mm.cu: prefill GEMM out[M][N] = A[M][Kp] . B[N][Kp]^T (+ bias), f16 in, f32 accumulate. */

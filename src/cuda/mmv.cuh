@@ -560,18 +560,28 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
 #endif
 }
 
-/* ring budget per block (bytes) and blocks per SM: 2 x 96 KB (the TMA lab runs of
- * 2026-11-29: one block of 8 warps per SM left the SM short of compute); the
- * shared memory a block may ask for: the ring plus its barriers */
-#define MMV_XST_BUDGET (96 * 1024)
-#define MMV_XST_SMEM (MMV_XST_BUDGET + 1024)
+/* Ring depth (rows in flight per warp) and blocks per SM: 2 blocks of 8 warps per SM
+ * (the TMA lab runs of 2026-11-29: one block per SM left the SM short of compute),
+ * MMV_XST_DEPTH rows per warp unless MINFER_CUDA_XST_DEPTH says otherwise
+ * (cu_xst_depth), fewer where the ring would pass MMV_XST_SMEM_MAX (two blocks must
+ * fit in an SM's 228 KB). Depth 2 replaced a 96 KB budget (5 rows of a 4096-wide q4_K
+ * row, 3 of q6_K) on 2026-11-29: tg128 481 vs 458 tok/s, the lab's qkv 10.6 vs 13.1 us
+ * (bench/RESULTS.md). The shared memory a device must allow per block for the
+ * default path: MMV_XST_SMEM. */
+#define MMV_XST_DEPTH 2
+#define MMV_XST_SMEM (96 * 1024 + 1024)
+#define MMV_XST_SMEM_MAX (112 * 1024 + 1024)
 #define MMV_XST_PERSM 2
+int cu_xst_depth(const cu_state *S);
 template <typename U, int UPL>
 static void mmv_xst_attr() {
     static int done;
     if (done) return;
-    if (cudaFuncSetAttribute(kernel_mmv_xst<U, UPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, MMV_XST_SMEM) ==
-        cudaSuccess)
+    if (cudaFuncSetAttribute(kernel_mmv_xst<U, UPL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             MMV_XST_SMEM_MAX) == cudaSuccess)
+        done = 1;
+    else if (cudaFuncSetAttribute(kernel_mmv_xst<U, UPL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  MMV_XST_SMEM) == cudaSuccess) /* the backend then keeps the default budget */
         done = 1;
     else
         (void)cudaGetLastError();
@@ -584,9 +594,9 @@ static void mmv_xst_prepare() {
 }
 template <typename U, int UPL>
 static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    int depth = (int)(MMV_XST_BUDGET / ((int64_t)MMV_XST_WARPS * a->stride));
+    int depth = cu_xst_depth(S);
+    while (depth >= 2 && mmv_xst_smem(depth, a->stride) > MMV_XST_SMEM_MAX) depth--;
     if (depth < 2) return 0;
-    if (depth > 16) depth = 16;
     const size_t smem = mmv_xst_smem(depth, a->stride);
     mmv_xst_attr<U, UPL>();
     const int blocks =

@@ -132,6 +132,7 @@ void cu_mmv_prepare(int variant) {
 }
 
 int cu_mmv_xst_smem_need(void) { return MMV_XST_SMEM; }
+int cu_mmv_xst_depth_default(void) { return MMV_XST_DEPTH; }
 
 int cu_mmv_xs_takes(uint32_t type, int K) {
     const int units = type == QTYPE_Q4_K || type == QTYPE_Q5_K || type == QTYPE_Q6_K ? K / 64 : K / 32;

@@ -542,6 +542,13 @@ int main(void) {
         test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s3000, c5, 0);
         test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s700, c1, 1);
         test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s700, c5, 1);
+        /* one token with the fused store where pos lies in its chunk's first tile
+         * (the decode kernel preloads that tile before the wait and reads row pos
+         * again after its store): in the only chunk (30) and in a later one (520:
+         * chunks of 256 positions at n_ctx 4096) */
+        const int s30[] = {30}, s520[] = {520};
+        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s30, c1, 1);
+        test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s520, c1, 1);
         if (ci == 1 || ci == 2) {
             test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s3000, c100, 0);
             test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s700, c13, 1);
