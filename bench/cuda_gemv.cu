@@ -2,7 +2,8 @@
  * the variants of src/cuda/mmv.cuh (v1: one row per warp; pp: persistent
  * ping-pong; auto: the default, x-stationary persistent warps (xs) below 16 MB per
  * launch, xs fed by a TMA ring (xst) above, xs2 for rows too wide for xs; xst:
- * xst wherever it applies; auto+pp: wide rows on pp (MINFER_CUDA_GEMV_WIDE=0))
+ * xst wherever it applies; auto+pp: wide rows on pp (MINFER_CUDA_GEMV_WIDE=0);
+ * auto+xst2: wide rows on xst2 (MINFER_CUDA_GEMV_WIDE=2))
  * side by side on the llama-2-7B shapes with random valid
  * blocks. The losing v2 (bench/cuda_gemv_v2.cuh) and the TMA ring of 2026-11-29
  * are in git history (RESULTS.md has their figures).
@@ -33,7 +34,7 @@ struct cu_state {
     int pdl;
     int sms;
     int variant, per_sm;  /* the GEMV variant under test, its blocks-per-SM cap */
-    int wide;             /* MINFER_CUDA_GEMV_WIDE */
+    int wide;             /* MINFER_CUDA_GEMV_WIDE: 0 pp, 1 xs2, 2 xst2 */
 };
 cudaStream_t cu_stream(const cu_state *S) { return S->st; }
 int cu_pdl(const cu_state *S) { return S->pdl; }
@@ -58,7 +59,7 @@ int cu_gemv_variant(const cu_state *S, int *per_sm, int64_t *xst_bytes) {
 struct variant {
     const char *name;
     int v, per_sm;
-    int wide;  /* 1: rows too wide for xs go to xs2 */
+    int wide;  /* rows too wide for xs: 0 pp, 1 xs2, 2 xst2 (cu_gemv_wide) */
 };
 static void gemv(cu_state *S, const variant &v, uint32_t type, const cu_mmv_args *a) {
     S->variant = v.v;
@@ -477,7 +478,7 @@ int main(int argc, char **argv) {
     printf("cuda_gemv: %s, %d SMs, L2 %d MB; %d launches per timing, PDL %s, xst ring depth %d\n",
            prop.name, S.sms, prop.l2CacheSize >> 20, NITER, S.pdl ? "on" : "off", cu_xst_depth(&S));
     std::vector<variant> vars = {{"v1", 1, 0, 0}, {"pp", 2, 0, 0}, {"auto", 3, 0, 1}, {"xst", 4, 0, 1},
-                                 {"auto+pp", 3, 0, 0}};
+                                 {"auto+pp", 3, 0, 0}, {"auto+xst2", 3, 0, 2}};
     printf("| shape | type | MB | variant | err vs v1 | err vs cpu | us | GB/s | graph us | graph GB/s |\n"
            "|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     int fails = 0;

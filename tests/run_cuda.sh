@@ -4,7 +4,8 @@
 #      with every fast path on (GEMV variant 3: xs, xst for large launches on sm_90+, xs2
 #      for wide rows), with every optional path off, and (matmuls and the one-token chains
 #      only) with the other GEMV variants (MINFER_CUDA_GEMV=1, 2, 4), with the persistent
-#      grids capped at 1 block per SM, and with wide rows on pp (MINFER_CUDA_GEMV_WIDE=0);
+#      grids capped at 1 block per SM, with wide rows on pp (MINFER_CUDA_GEMV_WIDE=0) and
+#      on xst2 (MINFER_CUDA_GEMV_WIDE=2, alone and with variant 4);
 #   2. end to end: stories260K greedy 200 tokens from BOS on the GPU must print
 #      models/stories260K.greedy200.txt exactly, with each optional path switched off in turn;
 #      a prompted run must print the same text on the GPU as on the CPU;
@@ -112,7 +113,7 @@ GV="1 2 4"
 if [ -x "$TESTS/test_cuda_ops" ]; then
     # the runs are independent processes and mostly host-bound (random weights, the CPU
     # reference): all at once, the host's cores shared among them
-    NR=7
+    NR=9
     TH=$(( $(nproc 2>/dev/null || echo 4) / NR )); [ "$TH" -ge 2 ] || TH=2
     bg_start cuda_ops env MINFER_TEST_THREADS=$TH "$TESTS/test_cuda_ops"
     bg_start cuda_ops_paths_off env MINFER_TEST_THREADS=$TH $OFF "$TESTS/test_cuda_ops"
@@ -125,6 +126,12 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
             "$TESTS/test_cuda_ops"
     bg_start cuda_ops_wide0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_WIDE=0 \
         "$TESTS/test_cuda_ops"
+    # xst2 (opt-in): from the xst size under the default variant (the 25-37 MB ffn_down
+    # of the FFN and chain tests), and for every wide launch under variant 4
+    bg_start cuda_ops_wide2 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_WIDE=2 \
+        "$TESTS/test_cuda_ops"
+    bg_start cuda_ops_gemv4_wide2 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV=4 \
+        MINFER_CUDA_GEMV_WIDE=2 "$TESTS/test_cuda_ops"
     bg_collect
 else
     echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))

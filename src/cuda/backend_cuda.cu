@@ -34,7 +34,8 @@
  * TMA ring (sm_90+ code), for launches of MINFER_CUDA_XST_MB (16) MB or more: the
  * default; 4 = xst wherever it applies; mmv.cuh) and
  * MINFER_CUDA_GEMV_PERSM=N (cap on the persistent grids' blocks per SM),
- * MINFER_CUDA_GEMV_WIDE=0 (one-column rows too wide for xs go to pp instead of xs2),
+ * MINFER_CUDA_GEMV_WIDE=0|2 (one-column rows too wide for xs: 0 pp instead of xs2;
+ * 2 xst2 first, opt-in, sm_90+),
  * MINFER_CUDA_XST_DEPTH=N (xst ring rows in flight per warp, 2..16; default 2),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
  * it before reading anything; attn.cu),
@@ -117,7 +118,7 @@ struct cu_state {
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
     int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
-    int gemv_wide;         /* rows of 129..256 units: 1 xs2, 0 pp (mmv.cuh) */
+    int gemv_wide;         /* rows of 129..256 units: 0 pp, 1 xs2, 2 xst2 (cu_gemv_wide, mmv.cuh) */
     int xs_wide_mats;      /* quantized matrices too wide for xs (to xs2 or pp) */
     int64_t xst_bytes;     /* variant 3: xst for launches of at least this many bytes */
     int xst_depth;         /* xst ring rows per warp (MINFER_CUDA_XST_DEPTH; mmv.cuh) */
@@ -942,7 +943,16 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         if (sk && *sk) snprintf(S->skip, sizeof S->skip, ",%s,", sk);
     }
     S->gemv_per_sm = mf_env_int("MINFER_CUDA_GEMV_PERSM", 0);
-    S->gemv_wide = mf_env_int("MINFER_CUDA_GEMV_WIDE", 1) == 1;
+    S->gemv_wide = mf_env_int("MINFER_CUDA_GEMV_WIDE", 1);
+    if (S->gemv_wide < 0 || S->gemv_wide > 2) {
+        mf_log("minfer/cuda: MINFER_CUDA_GEMV_WIDE=%d is not 0, 1 or 2; using 1", S->gemv_wide);
+        S->gemv_wide = 1;
+    }
+    if (S->gemv_wide == 2 && S->xst_bytes < 0) {
+        mf_log("minfer/cuda: MINFER_CUDA_GEMV_WIDE=2 needs the TMA ring (sm_90+ code, 97 KB of shared memory per "
+               "block); using 1");
+        S->gemv_wide = 1;
+    }
     if (S->gemv_per_sm < 0) S->gemv_per_sm = 0;
     int rc = check_model(S, m, err);
     if (rc) return rc;
@@ -1098,7 +1108,10 @@ static void print_notice(cu_state *S) {
     else if (S->f_gemv == 2) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-pp");
     else if (S->f_gemv == 3 && S->xs_wide_mats)
         snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(%s for %d wide matrices, v1 for batches)", xs_name,
-                 S->gemv_wide ? "xs2 where 3 blocks fit per SM, else pp" : "pp", S->xs_wide_mats);
+                 S->gemv_wide == 2   ? "xst2 (opt-in) from the xst size, else xs2 where 3 blocks fit per SM, else pp"
+                 : S->gemv_wide == 1 ? "xs2 where 3 blocks fit per SM, else pp"
+                                     : "pp",
+                 S->xs_wide_mats);
     else if (S->f_gemv >= 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(v1 for batches)", xs_name);
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,

@@ -605,13 +605,118 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
     return 1;
 }
 
+/* ---- Variant "xst2" (sm_90+, opt-in: MINFER_CUDA_GEMV_WIDE=2; not yet measured) ----
+ * xs2 fed like xst: the row split between the two warps of a pair (activations of
+ * their half in registers, as xs2), the pair's rows streamed through one TMA ring of
+ * whole-row slots per pair (depth cu_xst_depth), one request per row. Each warp
+ * reads its half of the slot; the pair meets on its named barrier per row (xs2's
+ * partial exchange), after which both halves are done with the slot and warp 0
+ * refills it. Same per-lane sums and the same add as xs2, so bit-identical to it.
+ * For the 11008-wide ffn_down, which xs2 (q4_K 1.86 TB/s) and pp (q6_K 2.53) take
+ * today while xst reaches 2.7-3.1 TB/s on the 4096-wide matrices. */
+#define MMV_XST2_WARPS 4
+static __host__ __device__ __forceinline__ size_t mmv_xst2_bars(int depth) {
+    return ((size_t)(MMV_XST2_WARPS / 2) * depth * 8 + 127) & ~(size_t)127;
+}
+static inline size_t mmv_xst2_smem(int depth, int64_t stride) {
+    return mmv_xst2_bars(depth) + (size_t)(MMV_XST2_WARPS / 2) * depth * (size_t)stride;
+}
+
+template <typename U, int UPL>
+static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu_mmv_args a, int depth) {
+    pdl_trigger();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(128) uint8_t xst2_smem[];
+    __shared__ float part[MMV_XST2_WARPS / 2][2];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int half = warp & 1, pair = warp >> 1;
+    const int gp = blockIdx.x * (MMV_XST2_WARPS / 2) + pair;
+    const int P = gridDim.x * (MMV_XST2_WARPS / 2);
+    const int total = mmv_total(a);
+    if (gp >= total) return; /* both warps of the pair leave: no barrier is left waiting */
+    const int n = (total - gp + P - 1) / P;
+    const int64_t stride = a.stride;
+    uint64_t *bar = (uint64_t *)xst2_smem + pair * depth; /* this pair's ring (mmv_xst2_smem) */
+    uint8_t *slot0 = xst2_smem + mmv_xst2_bars(depth) + (size_t)pair * depth * stride;
+    const int nb = a.K / U::QK, nu = nb * U::UPB;
+    const int hu = (nu + 1) / 2;
+    const int u0 = half * hu, nh = half ? nu - hu : hu;
+    if (half == 0 && lane == 0) {
+        mbar_init_ring(bar, depth);
+        for (int i = 0; i < depth && i < n; i++) {
+            int m, r;
+            tma_row(slot0 + (size_t)i * stride, mmv_row(a, gp + i * P, &m, &r), (uint32_t)stride, bar + i);
+        }
+    }
+    /* the ring's barriers are initialised before warp 1 waits on them */
+    asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory");
+    pdl_wait();
+    typename U::X x[UPL];
+    mmv_lane_loadx<U, UPL>(a.q, u0, nh, lane, x);
+    for (int i = 0; i < n; i++) {
+        const int s = i % depth;
+        mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
+        typename U::W w[UPL];
+        mmv_lane_load<U, UPL, ld_s>(slot0 + (size_t)s * stride, nb, u0, nh, lane, w);
+        const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, u0, nh, lane));
+        if (half == 1 && lane == 0) part[pair][i & 1] = acc;
+        /* both halves have read slot s; warp 1's partial is in part */
+        asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory");
+        if (half == 0 && lane == 0) {
+            int m, r;
+            if (i + depth < n) {
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* as xst */
+                tma_row(slot0 + (size_t)s * stride, mmv_row(a, gp + (i + depth) * P, &m, &r), (uint32_t)stride,
+                        bar + s);
+            }
+            mmv_row(a, gp + i * P, &m, &r);
+            const float v = acc + part[pair][i & 1];
+            mmv_store<1>(a, m, r, &v);
+        }
+    }
+#endif
+}
+template <typename U, int UPL>
+static int mmv_xst2_attr() {
+    static int done; /* 1 set, -1 refused */
+    if (!done) {
+        done = cudaFuncSetAttribute(kernel_mmv_xst2<U, UPL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    MMV_XST_SMEM_MAX) == cudaSuccess ? 1 : -1;
+        if (done < 0) (void)cudaGetLastError();
+    }
+    return done > 0;
+}
+template <typename U>
+static void mmv_xst2_prepare() {
+    mmv_xst2_attr<U, 3>();
+    mmv_xst2_attr<U, 4>();
+}
+/* 0: xst2 does not take the launch (ring too large, attribute refused, nothing fits) */
+template <typename U, int UPL>
+static int mmv_xst2_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+    int depth = cu_xst_depth(S);
+    while (depth >= 2 && mmv_xst2_smem(depth, a->stride) > MMV_XST_SMEM_MAX) depth--;
+    if (depth < 2 || !mmv_xst2_attr<U, UPL>()) return 0;
+    const size_t smem = mmv_xst2_smem(depth, a->stride);
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_mmv_xst2<U, UPL>, MMV_XST2_WARPS * 32,
+                                                      smem) != cudaSuccess || per_sm < 1) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    const int blocks = mmv_persist_blocks(S, a, MMV_XST2_WARPS / 2, per_sm, per_sm_cap);
+    cu_launch(S, name, kernel_mmv_xst2<U, UPL>, dim3(blocks), dim3(MMV_XST2_WARPS * 32), smem, *a, depth);
+    return 1;
+}
+
 /* The GEMV variant: 1 = v1 (one row per warp), 2 = pp (persistent ping-pong),
  * 3 = xs/xst by size (below), 4 = xst wherever it applies; per_sm_cap caps the
  * persistent grids' blocks per SM (0 = default); xst_bytes: variant 3 takes xst
  * for launches of at least this many weight bytes (-1: never, no sm_90 code). */
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes);
-/* 1: variants 3/4 send one-column rows of 129..256 units to xs2 instead of pp
- * where xs2 fits 3 blocks per SM (the default; MINFER_CUDA_GEMV_WIDE=0 turns it off). */
+/* One-column rows of 129..256 units under variants 3/4: 0 pp; 1 xs2 where it fits 3
+ * blocks per SM, else pp (the default); 2 xst2 first on sm_90+ (for launches xst
+ * would take), else as 1 (MINFER_CUDA_GEMV_WIDE=0|1|2). */
 int cu_gemv_wide(const cu_state *S);
 
 /* Host-side set-up of one unit type for a variant (occupancy lookups, shared
@@ -623,6 +728,7 @@ static void mmv_prepare_unit(int variant) {
         mmv_xs_prepare<U>();
         mmv_xst_prepare<U>();
         mmv_xs2_prepare<U>();
+        mmv_xst2_prepare<U>();
     }
 }
 
@@ -637,6 +743,11 @@ static void mmv_q8_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
         if (upl == 1 && mmv_xst_launch<U, 1>(S, a, name, per_sm_cap)) return;
         if (upl == 2 && mmv_xst_launch<U, 2>(S, a, name, per_sm_cap)) return;
         if (upl == 4 && mmv_xst_launch<U, 4>(S, a, name, per_sm_cap)) return;
+        if (cu_gemv_wide(S) == 2) {
+            const int upl2 = mmv_xs2_upl(a->K / U::QK * U::UPB, a->ncols);
+            if (upl2 == 3 && mmv_xst2_launch<U, 3>(S, a, name, per_sm_cap)) return;
+            if (upl2 == 4 && mmv_xst2_launch<U, 4>(S, a, name, per_sm_cap)) return;
+        }
     }
     if (v == 3 || v == 4) {
         const int upl = mmv_xs_upl(a->K / U::QK * U::UPB, a->ncols);
