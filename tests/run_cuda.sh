@@ -5,7 +5,8 @@
 #      for wide rows), with every optional path off, and (matmuls and the one-token chains
 #      only) with the other GEMV variants (MINFER_CUDA_GEMV=1, 2, 4), with the persistent
 #      grids capped at 1 block per SM, with wide rows on pp (MINFER_CUDA_GEMV_WIDE=0) and
-#      on xst2 (MINFER_CUDA_GEMV_WIDE=2, alone and with variant 4);
+#      on xst2 (MINFER_CUDA_GEMV_WIDE=2, alone and with variant 4); the whole op set with
+#      the opt-in MINFER_CUDA_ATTN_FIT=1 and MINFER_CUDA_NORM_THREADS=256;
 #   2. end to end: stories260K greedy 200 tokens from BOS on the GPU must print
 #      models/stories260K.greedy200.txt exactly, with each optional path switched off in turn;
 #      a prompted run must print the same text on the GPU as on the CPU;
@@ -113,7 +114,7 @@ GV="1 2 4"
 if [ -x "$TESTS/test_cuda_ops" ]; then
     # the runs are independent processes and mostly host-bound (random weights, the CPU
     # reference): all at once, the host's cores shared among them
-    NR=9
+    NR=10
     TH=$(( $(nproc 2>/dev/null || echo 4) / NR )); [ "$TH" -ge 2 ] || TH=2
     bg_start cuda_ops env MINFER_TEST_THREADS=$TH "$TESTS/test_cuda_ops"
     bg_start cuda_ops_paths_off env MINFER_TEST_THREADS=$TH $OFF "$TESTS/test_cuda_ops"
@@ -132,6 +133,9 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
         "$TESTS/test_cuda_ops"
     bg_start cuda_ops_gemv4_wide2 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV=4 \
         MINFER_CUDA_GEMV_WIDE=2 "$TESTS/test_cuda_ops"
+    # the opt-in small-kernel shapes: decode attention fitted to the head group, 256-thread norms
+    bg_start cuda_ops_fit_norm256 env MINFER_TEST_THREADS=$TH MINFER_CUDA_ATTN_FIT=1 MINFER_CUDA_NORM_THREADS=256 \
+        "$TESTS/test_cuda_ops"
     bg_collect
 else
     echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))
@@ -149,6 +153,8 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
     done
     run_one "forward tiny q4_k_m, wide rows on pp" env MINFER_CUDA_GEMV_WIDE=0 \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
+    run_one "forward tiny q4_k_m, opt-in paths (ATTN_FIT, NORM_THREADS=256, GEMV_WIDE=2)" env MINFER_CUDA_ATTN_FIT=1 \
+        MINFER_CUDA_NORM_THREADS=256 MINFER_CUDA_GEMV_WIDE=2 "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     # 64-position attention chunks: the decode steps of 70..110 span two, so the
     # one-token kernel merges chunks with its first tile read before the wait
     run_one "forward tiny q4_k_m, attention chunks of 64" env MINFER_CUDA_ATTN_CHUNK=64 \

@@ -250,7 +250,13 @@ static __global__ void kernel_attn_combine(cu_attn_args a, const float *part, fl
  * after (an estimate, RESULTS.md says on what); whole step +5.1% in a 3314 context. */
 #define AD_TILE 64
 
-template <int HD>
+/* MG: query heads per block, the size of the head-group arrays (acc alone is MG x 8
+ * registers per thread): ATT_MAXG, or with a.fit the model's group rounded up to a
+ * power of two. Why fit: at ATT_MAXG the HD=128 kernel holds 168 registers (ptxas,
+ * sm_90a), 21.5K per block, and the xst GEMV before it holds 2 x 22.5K per SM, so no
+ * attention block can join an SM (64K registers) before a GEMV block leaves, and its
+ * reads ahead of pdl_wait overlap only the GEMV's tail. */
+template <int HD, int MG>
 static __global__ void __launch_bounds__(ATT_THREADS)
 kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float *out, int chunk, int n_chunks,
                 float scale, cu_q8 q8, int do_q8) {
@@ -258,18 +264,18 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     constexpr int PPW = 32 / LPP;        /* rows per warp step */
     constexpr int PPB = PPW * 4;         /* rows per block step */
     constexpr int SPT = AD_TILE / PPB;   /* steps per tile */
-    __shared__ float qs[ATT_MAXG][HD];
-    __shared__ float sc[ATT_MAXG][AD_TILE];
-    __shared__ float ob[4][ATT_MAXG][HD];
-    __shared__ float mh[ATT_MAXG], lh[ATT_MAXG], al[ATT_MAXG];
+    __shared__ float qs[MG][HD];
+    __shared__ float sc[MG][AD_TILE];
+    __shared__ float ob[4][MG][HD];
+    __shared__ float mh[MG], lh[MG], al[MG];
     __shared__ int is_last;
     pdl_trigger();
     const int G = a.n_head / a.n_kv;
-    const int nsub = (G + ATT_MAXG - 1) / ATT_MAXG;
+    const int nsub = (G + MG - 1) / MG;
     const int c = blockIdx.x, t = blockIdx.z;
     const int kvh = blockIdx.y / nsub, sub = blockIdx.y % nsub;
-    const int h0 = kvh * G + sub * ATT_MAXG;
-    const int hc = min(ATT_MAXG, G - sub * ATT_MAXG);
+    const int h0 = kvh * G + sub * MG;
+    const int hc = min(MG, G - sub * MG);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int sl = lane % LPP, pr = lane / LPP;
     const int q_ld = a.n_head * HD;
@@ -330,14 +336,14 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         for (int e = tid; e < hc * HD; e += ATT_THREADS)
             qs[e / HD][e % HD] = q[(int64_t)t * q_ld + (int64_t)h0 * HD + e] * scale;
     }
-    if (tid < ATT_MAXG) {
+    if (tid < MG) {
         mh[tid] = -INFINITY;
         lh[tid] = 0.0f;
     }
     const __half *kb = a.kc + base + sl * 8, *vb = a.vc + base + sl * 8;
-    float acc[ATT_MAXG][8];
+    float acc[MG][8];
 #pragma unroll
-    for (int h = 0; h < ATT_MAXG; h++)
+    for (int h = 0; h < MG; h++)
 #pragma unroll
         for (int e = 0; e < 8; e++) acc[h][e] = 0.0f;
     __syncthreads();
@@ -366,7 +372,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
                 f[2 * e + 1] = v.y;
             }
 #pragma unroll
-            for (int h = 0; h < ATT_MAXG; h++) {
+            for (int h = 0; h < MG; h++) {
                 if (h >= hc) break;
                 const float *qh = &qs[h][sl * 8];
                 float d = 0.0f;
@@ -397,7 +403,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         }
         __syncthreads();
 #pragma unroll
-        for (int h = 0; h < ATT_MAXG; h++) {
+        for (int h = 0; h < MG; h++) {
             if (h >= hc) break;
             const float alpha = al[h];
 #pragma unroll
@@ -415,7 +421,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
                 f[2 * e + 1] = v.y;
             }
 #pragma unroll
-            for (int h = 0; h < ATT_MAXG; h++) {
+            for (int h = 0; h < MG; h++) {
                 if (h >= hc) break;
                 const float pe = sc[h][p]; /* 0 for p >= np */
 #pragma unroll
@@ -426,7 +432,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     }
     /* rows of a warp -> one partial per warp, then the 4 warps */
 #pragma unroll
-    for (int h = 0; h < ATT_MAXG; h++) {
+    for (int h = 0; h < MG; h++) {
         if (h >= hc) break;
 #pragma unroll
         for (int e = 0; e < 8; e++) {
@@ -504,12 +510,24 @@ void cu_attn_split(cu_state *S, const cu_attn_args *a, const float *q, float *ou
     const int do_q8 = q8 && a->hd % 32 == 0;
     cu_q8 qq = q8 ? *q8 : cu_q8{nullptr, nullptr, nullptr};
     if (counter && cu_attn_dec_supported(a->hd)) {
-        if (a->hd == 64)
-            cu_launch(S, "attn_dec64", kernel_attn_dec<64>, grid, dim3(ATT_THREADS), 0, *a, q, part, counter, out, chunk,
-                      n_chunks, scale, qq, do_q8);
-        else
-            cu_launch(S, "attn_dec128", kernel_attn_dec<128>, grid, dim3(ATT_THREADS), 0, *a, q, part, counter, out,
-                      chunk, n_chunks, scale, qq, do_q8);
+        /* heads per block: ATT_MAXG, or with a.fit the power of two >= G (<= ATT_MAXG;
+         * same grid, since nsub is 1 for G <= 8 either way) */
+        const int mg = !a->fit || G > 4 ? 8 : G > 2 ? 4 : G > 1 ? 2 : 1;
+#define AD_LAUNCH(hd_, mg_)                                                                                   \
+    cu_launch(S, "attn_dec" #hd_, kernel_attn_dec<hd_, mg_>, grid, dim3(ATT_THREADS), 0, *a, q, part, counter, out, \
+              chunk, n_chunks, scale, qq, do_q8)
+        if (a->hd == 64) {
+            if (mg == 1) AD_LAUNCH(64, 1);
+            else if (mg == 2) AD_LAUNCH(64, 2);
+            else if (mg == 4) AD_LAUNCH(64, 4);
+            else AD_LAUNCH(64, ATT_MAXG);
+        } else {
+            if (mg == 1) AD_LAUNCH(128, 1);
+            else if (mg == 2) AD_LAUNCH(128, 2);
+            else if (mg == 4) AD_LAUNCH(128, 4);
+            else AD_LAUNCH(128, ATT_MAXG);
+        }
+#undef AD_LAUNCH
         return;
     }
     cu_launch(S, "attn_split", kernel_attn_split, grid, dim3(ATT_THREADS), 0, *a, q, part, chunk, n_chunks, scale);

@@ -39,6 +39,10 @@
  * MINFER_CUDA_XST_DEPTH=N (xst ring rows in flight per warp, 2..16; default 2),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
  * it before reading anything; attn.cu),
+ * MINFER_CUDA_ATTN_FIT=1 (opt-in, not yet measured: the one-token attention kernel's
+ * head-group arrays sized to the model's group, attn.cu),
+ * MINFER_CUDA_NORM_THREADS=256|512 (opt-in, not yet measured: the one-pass RMSNorm's
+ * block size, default 1024; norm.cu),
  * MINFER_CUDA_ATTN_CHUNK=N (positions per attention chunk, a multiple of 64;
  * default: the context in at most 16 chunks),
  * MINFER_CUDA_SKIP=name,... (timing experiments only: drops the launches of those
@@ -117,6 +121,8 @@ struct cu_state {
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
     int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
+    int f_attn_fit;        /* decode attention's head-group arrays fitted to the model (attn.cu) */
+    int norm_threads;      /* one-pass RMSNorm: threads per row, at most (norm.cu) */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
     int gemv_wide;         /* rows of 129..256 units: 0 pp, 1 xs2, 2 xst2 (cu_gemv_wide, mmv.cuh) */
     int xs_wide_mats;      /* quantized matrices too wide for xs (to xs2 or pp) */
@@ -182,6 +188,7 @@ cudaStream_t cu_stream(const cu_state *S) { return S->stream; }
 int cu_pdl(const cu_state *S) { return S->f_pdl; }
 int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->prop.multiProcessorCount : 1; }
 int cu_gemv_wide(const cu_state *S) { return S->gemv_wide; }
+int cu_norm_threads(const cu_state *S) { return S->norm_threads; }
 int cu_xst_depth(const cu_state *S) { return S->xst_depth; }
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes) {
     *per_sm_cap = S->gemv_per_sm;
@@ -527,6 +534,7 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
     a.vc = S->vc[layer];
     a.kin = a.vin = NULL;
     a.pre = 0;
+    a.fit = S->f_attn_fit;
     a.rope = 0;
     a.rope_dim = rdim;
     a.rope_mode = rmode;
@@ -938,6 +946,12 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         S->xst_depth = cu_mmv_xst_depth_default();
     }
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
+    S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 0) == 1;  /* opt-in until measured */
+    S->norm_threads = mf_env_int("MINFER_CUDA_NORM_THREADS", 1024);
+    if (S->norm_threads != 1024 && S->norm_threads != 512 && S->norm_threads != 256) {
+        mf_log("minfer/cuda: MINFER_CUDA_NORM_THREADS=%d is not 256, 512 or 1024; using 1024", S->norm_threads);
+        S->norm_threads = 1024;
+    }
     {
         const char *sk = getenv("MINFER_CUDA_SKIP");
         if (sk && *sk) snprintf(S->skip, sizeof S->skip, ",%s,", sk);
@@ -1115,7 +1129,7 @@ static void print_notice(cu_state *S) {
     else if (S->f_gemv >= 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(v1 for batches)", xs_name);
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
-            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s%s; "
+            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s%s%s%s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
@@ -1123,7 +1137,10 @@ static void print_notice(cu_state *S) {
             S->skip[0] ? " SKIPPING-KERNELS(output-invalid)" : "",
             S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split",
-            S->f_attn_pre && S->f_fuse && cu_attn_dec_supported(S->hp.head_dim) ? "+pre" : "", S->wbytes / gib,
+            S->f_attn_pre && S->f_fuse && cu_attn_dec_supported(S->hp.head_dim) ? "+pre" : "",
+            S->f_attn_fit && cu_attn_dec_supported(S->hp.head_dim) ? "+fit(opt-in)" : "",
+            S->norm_threads == 1024 ? "" : S->norm_threads == 512 ? " norm=512-threads(opt-in)" : " norm=256-threads(opt-in)",
+            S->wbytes / gib,
             S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0, plane / gib);
     if (S->verbose)
         fprintf(stderr, "minfer/cuda: scratch: backend %.1f MiB (q8 %lld values, attn %d chunks of %d, gemm f16 %lld+%lld), "

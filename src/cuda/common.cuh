@@ -80,6 +80,7 @@ struct cu_q8 {
 struct cu_state;
 cudaStream_t cu_stream(const cu_state *S);
 int cu_pdl(const cu_state *S);               /* programmatic dependent launch on */
+int cu_norm_threads(const cu_state *S);       /* one-pass RMSNorm: threads per row, at most */
 void cu_launch_check(cu_state *S, const char *what, const char *file, int line);
 /* Records the first CUDA error (sticky) as an mf_err message. */
 void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, int line);
@@ -279,6 +280,9 @@ struct cu_attn_args {
      * rows before pos ahead of pdl_wait (MINFER_CUDA_ATTN_PRE; attn.cu says why
      * that is safe) */
     int pre;
+    /* kernel_attn_dec: its head-group arrays sized to the model's group (1, 2, 4 or 8
+     * query heads per kv head) instead of ATT_MAXG; MINFER_CUDA_ATTN_FIT (attn.cu) */
+    int fit;
 };
 /* Stores k, v rows into the cache; with rope jobs, rotates q and k first (k in place). */
 void cu_kv_store(cu_state *S, const cu_attn_args *a, float *q, float *k, const float *v, int rope, int rope_dim,

@@ -96,8 +96,11 @@ static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, 
 template <bool ADD, bool Q8>
 static void launch_reg(cu_state *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
                        const cu_q8 &q) {
-    const int n4 = dim / 4;
-    const int npt = n4 <= 1024 ? 1 : n4 <= 2048 ? 2 : 4;
+    /* threads: up to cu_norm_threads (1024; MINFER_CUDA_NORM_THREADS=256 lets the
+     * block join an SM that two xst GEMV blocks hold: 45K + 32K registers do not fit
+     * in 64K at 1024 threads, + 12K do at 256), each with 1, 2 or 4 float4 */
+    const int n4 = dim / 4, maxt = cu_norm_threads(S);
+    const int npt = n4 <= maxt ? 1 : n4 <= 2 * maxt ? 2 : 4;
     int threads = (n4 + npt - 1) / npt;
     threads = (threads + 31) / 32 * 32;
     const char *name = ADD ? (Q8 ? "add_rmsnorm_q8" : "add_rmsnorm") : (Q8 ? "rmsnorm_q8" : "rmsnorm");
