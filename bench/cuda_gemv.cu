@@ -46,6 +46,7 @@ void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, i
 int cu_num_sms(const cu_state *S) { return S->sms; }
 int cu_gemv_wide(const cu_state *S) { return S->wide; }
 int cu_skipped(cu_state *, const char *) { return 0; }
+void cu_count_xst2(cu_state *) {}
 int cu_xst_depth(const cu_state *) { /* the backend's rule: MMV_XST_DEPTH unless MINFER_CUDA_XST_DEPTH */
     const char *e = getenv("MINFER_CUDA_XST_DEPTH");
     const int d = e ? atoi(e) : 0;

@@ -130,13 +130,15 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     # xst2 (opt-in): from the xst size under the default variant (the 25-37 MB ffn_down
     # of the FFN and chain tests), and for every wide launch under variant 4
     bg_start cuda_ops_wide2 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_WIDE=2 \
-        "$TESTS/test_cuda_ops"
+        MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
     bg_start cuda_ops_gemv4_wide2 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV=4 \
         MINFER_CUDA_GEMV_WIDE=2 "$TESTS/test_cuda_ops"
     # the opt-in small-kernel shapes: decode attention fitted to the head group, 256-thread norms
     bg_start cuda_ops_fit_norm256 env MINFER_TEST_THREADS=$TH MINFER_CUDA_ATTN_FIT=1 MINFER_CUDA_NORM_THREADS=256 \
         "$TESTS/test_cuda_ops"
     bg_collect
+    # an opt-in path that never ran would pass the parity runs above unnoticed
+    check "xst2 launched under MINFER_CUDA_GEMV_WIDE=2" grep -qE 'xst2 launches [1-9]' "$TMP/bg-cuda_ops_wide2.log"
 else
     echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))
 fi

@@ -179,6 +179,7 @@ struct cu_state {
     int notice_done;
     /* census */
     uint64_t launches, replays, eager;
+    uint64_t n_xst2; /* kernel_mmv_xst2 launches (eager or captured) */
 };
 
 /* ------------------------------------------------------------------------- */
@@ -189,6 +190,7 @@ int cu_pdl(const cu_state *S) { return S->f_pdl; }
 int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->prop.multiProcessorCount : 1; }
 int cu_gemv_wide(const cu_state *S) { return S->gemv_wide; }
 int cu_norm_threads(const cu_state *S) { return S->norm_threads; }
+void cu_count_xst2(cu_state *S) { S->n_xst2++; }
 int cu_xst_depth(const cu_state *S) { return S->xst_depth; }
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes) {
     *per_sm_cap = S->gemv_per_sm;
@@ -890,6 +892,8 @@ static int check_model(cu_state *S, const mf_model *m, mf_err *err) {
 }
 
 static void free_state(cu_state *S) {
+    /* the opt-in paths' launch counts (tests/run_cuda.sh checks they ran) */
+    if (S->verbose) fprintf(stderr, "minfer/cuda: xst2 launches %llu\n", (unsigned long long)S->n_xst2);
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s,

@@ -615,6 +615,7 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
  * For the 11008-wide ffn_down, which xs2 (q4_K 1.86 TB/s) and pp (q6_K 2.53) take
  * today while xst reaches 2.7-3.1 TB/s on the 4096-wide matrices. */
 #define MMV_XST2_WARPS 4
+void cu_count_xst2(cu_state *S); /* MINFER_CUDA_VERBOSE prints the count at the end */
 static __host__ __device__ __forceinline__ size_t mmv_xst2_bars(int depth) {
     return ((size_t)(MMV_XST2_WARPS / 2) * depth * 8 + 127) & ~(size_t)127;
 }
@@ -698,14 +699,28 @@ static int mmv_xst2_launch(cu_state *S, const cu_mmv_args *a, const char *name, 
     while (depth >= 2 && mmv_xst2_smem(depth, a->stride) > MMV_XST_SMEM_MAX) depth--;
     if (depth < 2 || !mmv_xst2_attr<U, UPL>()) return 0;
     const size_t smem = mmv_xst2_smem(depth, a->stride);
+    /* blocks per SM at this ring size: looked up once per size (the first, eager step
+     * comes before the decode graph's capture, which then finds it here) */
+    static size_t known_smem[4];
+    static int known_per_sm[4], nknown;
     int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_mmv_xst2<U, UPL>, MMV_XST2_WARPS * 32,
-                                                      smem) != cudaSuccess || per_sm < 1) {
-        (void)cudaGetLastError();
-        return 0;
+    for (int i = 0; i < nknown; i++)
+        if (known_smem[i] == smem) per_sm = known_per_sm[i];
+    if (!per_sm) {
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_mmv_xst2<U, UPL>, MMV_XST2_WARPS * 32,
+                                                          smem) != cudaSuccess ||
+            per_sm < 1) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        if (nknown < 4) {
+            known_smem[nknown] = smem;
+            known_per_sm[nknown++] = per_sm;
+        }
     }
     const int blocks = mmv_persist_blocks(S, a, MMV_XST2_WARPS / 2, per_sm, per_sm_cap);
     cu_launch(S, name, kernel_mmv_xst2<U, UPL>, dim3(blocks), dim3(MMV_XST2_WARPS * 32), smem, *a, depth);
+    cu_count_xst2(S);
     return 1;
 }
 
