@@ -26,13 +26,21 @@ int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err 
     if (c->n_ctx > (1 << 24)) return mf_fail(err, MF_ERR_USAGE, "context size %d too large", c->n_ctx);
 
     const char *dev = p->device && *p->device ? p->device : "auto";
-    int want_cuda;
+    int want_cuda, gpu = 0;
     if (!strcmp(dev, "auto")) want_cuda = cuda_available();
     else if (!strcmp(dev, "cuda")) want_cuda = 1;
     else if (!strcmp(dev, "cpu")) want_cuda = 0;
-    else return mf_fail(err, MF_ERR_USAGE, "unknown device '%s' (cpu, cuda, auto)", dev);
+    else if (!strncmp(dev, "cuda:", 5)) {
+        /* cuda:N, the N-th device as the CUDA runtime numbers them (after CUDA_VISIBLE_DEVICES) */
+        char *end;
+        const long n = strtol(dev + 5, &end, 10);
+        if (end == dev + 5 || *end || n < 0 || n > 1023)
+            return mf_fail(err, MF_ERR_USAGE, "bad device '%s' (cuda:N with N a device number)", dev);
+        want_cuda = 1;
+        gpu = (int)n;
+    } else return mf_fail(err, MF_ERR_USAGE, "unknown device '%s' (cpu, cuda, cuda:N, auto)", dev);
     if (want_cuda) {
-        c->be = cuda_backend_new(0, err);
+        c->be = cuda_backend_new(gpu, err);
         if (!c->be) return MF_ERR_DEVICE;
     } else {
         c->be = cpu_backend_new(p->n_threads > 0 ? p->n_threads : default_threads(), err);

@@ -13,7 +13,7 @@ typedef struct mf_context_params {
     int n_ctx;          /* positions per sequence (0 = min(model's, 4096)) */
     int n_seq;          /* sequence slots (1 for the CLI) */
     int n_batch;        /* max tokens per forward step (0 = 512) */
-    const char *device; /* "cpu", "cuda" or NULL/"auto" (cuda when available) */
+    const char *device; /* "cpu", "cuda" (device 0), "cuda:N" or NULL/"auto" (cuda when available) */
     int n_threads;      /* CPU threads (0 = all cores) */
 } mf_context_params;
 

@@ -24,7 +24,7 @@ static const char bench_usage[] =
     "  -r N        repetitions (default 3)\n"
     "  -b N        batch size for prefill (default 512)\n"
     "  -t N        CPU threads (default: all cores)\n"
-    "  --device D  cpu | cuda | auto\n"
+    "  --device D  cpu | cuda | cuda:N | auto\n"
     "  --ctx N     one context size for every test (default: each test's own length, as llama-bench)\n"
     "  -o FMT      md (default) or json\n";
 

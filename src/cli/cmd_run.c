@@ -23,7 +23,7 @@ static const char run_usage[] =
     "  --repeat-penalty R    repetition penalty over the last 64 tokens (default 1.0 = off)\n"
     "  --seed S              RNG seed (default: from the clock)\n"
     "  --ctx N               context size in tokens (default: min(model, 4096))\n"
-    "  --device D            cpu | cuda | auto (default auto: cuda when a GPU is present)\n"
+    "  --device D            cpu | cuda | cuda:N | auto (default auto: cuda, GPU 0, when one is present)\n"
     "  -t, --threads N       CPU threads (default: all cores)\n"
     "  --special             recognise special-token text (e.g. <|im_start|>) in the prompt\n"
     "  --ignore-eos          keep generating past end-of-generation tokens\n"
