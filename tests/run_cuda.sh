@@ -93,6 +93,10 @@ if [ -n "$SHARED" ]; then
         same "$TMP/out.txt" "$EXP" || diff "$TMP/out.txt" "$EXP" | head -n 6
     done
     grep -m1 '^minfer/cuda' "$TMP/err.txt" || true
+    $TO "$BIN" run -m "$M" -p "" -n 200 --temp 0 --device cuda:0 >"$TMP/out.txt" 2>/dev/null
+    check "stories260K greedy200 [--device cuda:0]" same "$TMP/out.txt" "$EXP"
+    "$BIN" run -m "$M" -p "" -n 4 --temp 0 --device cuda:99 >/dev/null 2>"$TMP/err.txt"; rc=$?
+    check "--device cuda:99 is a usage error (exit $rc)" test $rc -eq 1
     "$BIN" run -m "$M" -p "Once upon a time, there was a dog named Max. Max liked to" -n 120 --temp 0 --device cpu \
         >"$TMP/cpu.txt" 2>/dev/null
     "$BIN" run -m "$M" -p "Once upon a time, there was a dog named Max. Max liked to" -n 120 --temp 0 --device cuda \
