@@ -564,27 +564,39 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
  * (the TMA lab runs of 2026-11-29: one block per SM left the SM short of compute),
  * MMV_XST_DEPTH rows per warp unless MINFER_CUDA_XST_DEPTH says otherwise
  * (cu_xst_depth), fewer where the ring would pass MMV_XST_SMEM_MAX (two blocks must
- * fit in an SM's 228 KB). Depth 2 replaced a 96 KB budget (5 rows of a 4096-wide q4_K
- * row, 3 of q6_K) on 2026-11-29: tg128 481 vs 458 tok/s, the lab's qkv 10.6 vs 13.1 us
- * (bench/RESULTS.md). The shared memory a device must allow per block for the
- * default path: MMV_XST_SMEM. */
+ * fit in an SM's 228 KB) or the device's limit (mmv_ring_attr). Depth 2 replaced a
+ * 96 KB budget (5 rows of a 4096-wide q4_K row, 3 of q6_K) on 2026-11-29: tg128 481
+ * vs 458 tok/s, the lab's qkv 10.6 vs 13.1 us (bench/RESULTS.md). The shared memory
+ * a device must allow per block for the ring: MMV_XST_SMEM. */
 #define MMV_XST_DEPTH 2
 #define MMV_XST_SMEM (96 * 1024 + 1024)
 #define MMV_XST_SMEM_MAX (112 * 1024 + 1024)
 #define MMV_XST_PERSM 2
 int cu_xst_depth(const cu_state *S);
-template <typename U, int UPL>
-static void mmv_xst_attr() {
-    static int done;
-    if (done) return;
-    if (cudaFuncSetAttribute(kernel_mmv_xst<U, UPL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             MMV_XST_SMEM_MAX) == cudaSuccess)
-        done = 1;
-    else if (cudaFuncSetAttribute(kernel_mmv_xst<U, UPL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  MMV_XST_SMEM) == cudaSuccess) /* the backend then keeps the default budget */
-        done = 1;
-    else
+/* Lets kernel k take the most dynamic shared memory a ring may use on this device:
+ * MMV_XST_SMEM_MAX, or the device's per-block opt-in limit (less 1 KB for static
+ * shared memory) where that is lower. Returns the limit, 0 if refused. */
+template <class K>
+static int mmv_ring_attr(K k) {
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
         (void)cudaGetLastError();
+        return 0;
+    }
+    const int lim = optin - 1024 < MMV_XST_SMEM_MAX ? optin - 1024 : MMV_XST_SMEM_MAX;
+    if (lim <= 0 || cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, lim) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return lim;
+}
+/* the ring limit of kernel_mmv_xst<U, UPL> (set once, ahead of any capture) */
+template <typename U, int UPL>
+static int mmv_xst_attr() {
+    static int lim = -1;
+    if (lim < 0) lim = mmv_ring_attr(kernel_mmv_xst<U, UPL>);
+    return lim;
 }
 template <typename U>
 static void mmv_xst_prepare() {
@@ -594,11 +606,11 @@ static void mmv_xst_prepare() {
 }
 template <typename U, int UPL>
 static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+    const size_t lim = (size_t)mmv_xst_attr<U, UPL>();
     int depth = cu_xst_depth(S);
-    while (depth >= 2 && mmv_xst_smem(depth, a->stride) > MMV_XST_SMEM_MAX) depth--;
+    while (depth >= 2 && mmv_xst_smem(depth, a->stride) > lim) depth--;
     if (depth < 2) return 0;
     const size_t smem = mmv_xst_smem(depth, a->stride);
-    mmv_xst_attr<U, UPL>();
     const int blocks =
         mmv_persist_blocks(S, a, MMV_XST_WARPS, per_sm_cap > 0 ? per_sm_cap : MMV_XST_PERSM, 0);
     cu_launch(S, name, kernel_mmv_xst<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
@@ -679,25 +691,22 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
 }
 template <typename U, int UPL>
 static int mmv_xst2_attr() {
-    static int done; /* 1 set, -1 refused */
-    if (!done) {
-        done = cudaFuncSetAttribute(kernel_mmv_xst2<U, UPL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    MMV_XST_SMEM_MAX) == cudaSuccess ? 1 : -1;
-        if (done < 0) (void)cudaGetLastError();
-    }
-    return done > 0;
+    static int lim = -1;
+    if (lim < 0) lim = mmv_ring_attr(kernel_mmv_xst2<U, UPL>);
+    return lim;
 }
 template <typename U>
 static void mmv_xst2_prepare() {
     mmv_xst2_attr<U, 3>();
     mmv_xst2_attr<U, 4>();
 }
-/* 0: xst2 does not take the launch (ring too large, attribute refused, nothing fits) */
+/* 0: xst2 does not take the launch (no ring of 2 rows fits, or nothing fits an SM) */
 template <typename U, int UPL>
 static int mmv_xst2_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+    const size_t lim = (size_t)mmv_xst2_attr<U, UPL>();
     int depth = cu_xst_depth(S);
-    while (depth >= 2 && mmv_xst2_smem(depth, a->stride) > MMV_XST_SMEM_MAX) depth--;
-    if (depth < 2 || !mmv_xst2_attr<U, UPL>()) return 0;
+    while (depth >= 2 && mmv_xst2_smem(depth, a->stride) > lim) depth--;
+    if (depth < 2) return 0;
     const size_t smem = mmv_xst2_smem(depth, a->stride);
     /* blocks per SM at this ring size: looked up once per size (the first, eager step
      * comes before the decode graph's capture, which then finds it here) */
