@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/bench_cuda.sh [BIN] - GPU benchmark (make bench-cuda), on a machine with a GPU.
-#   synthesises a llama-2-7B-shaped q4_k_m model (random weights, llama.cpp's mix) unless
-#   $MINFER_BENCH_MODEL exists, then `minfer bench -p 512,3314 -n 128 --device cuda`, then
+#   synthesises a llama-2-7B-shaped q4_k_m model (random weights, llama.cpp's mix; `synth
+#   --fast`, seconds instead of ~2 minutes, unless MINFER_SYNTH_FLAGS says otherwise, e.g.
+#   empty for the default path) unless $MINFER_BENCH_MODEL exists, then `minfer bench -p 512,3314 -n 128 --device cuda`, then
 #   tg128 again with each optional decode path off and with the other GEMV variants,
 #   and with kernels dropped (MINFER_CUDA_SKIP: prices each small kernel; output invalid),
 #   then the GEMV kernel lab (build/bench/cuda_gemv, the variants per 7B shape, then its
@@ -13,7 +14,7 @@ BIN=${1:-build/minfer}
 MODEL=${MINFER_BENCH_MODEL:-${TMPDIR:-/tmp}/minfer-7b-q4_k_m.gguf}
 if [ ! -f "$MODEL" ]; then
     t0=$(date +%s)
-    "$BIN" synth --shape 7b --quant q4_k_m -o "$MODEL" >/dev/null || exit 1
+    "$BIN" synth --shape 7b --quant q4_k_m ${MINFER_SYNTH_FLAGS---fast} -o "$MODEL" >/dev/null || exit 1
     echo "synth 7b q4_k_m: $(( $(date +%s) - t0 )) s"
 fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used,memory.total --format=csv,noheader 2>/dev/null || true

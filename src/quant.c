@@ -565,14 +565,7 @@ static void quant_k_scales_and_codes(const float *x, int nmax, float rmin, int n
          * the neighbouring sub-blocks' bits. */
         const uint8_t ls = (uint8_t)MF_MIN(63, (uint8_t)nearest_int(inv_scale * sc[j]));
         const uint8_t lm = (uint8_t)MF_MIN(63, (uint8_t)nearest_int(inv_min * mn[j]));
-        if (j < 4) {
-            scales[j] |= ls;
-            scales[j + 4] |= lm;
-        } else {
-            scales[j + 4] = (uint8_t)((ls & 0xF) | (lm & 0xF) << 4);
-            scales[j - 4] |= (uint8_t)((ls >> 4) << 6);
-            scales[j] |= (uint8_t)((lm >> 4) << 6);
-        }
+        quant_put_scale_min_k4(j, scales, ls, lm);
     }
     *d_out = f32_to_f16(max_scale / 63.f);
     *dmin_out = f32_to_f16(max_min / 63.f);

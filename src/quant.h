@@ -81,7 +81,18 @@ void quant_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
  * accumulated in double for a stable oracle. */
 float quant_dot_f32(uint32_t type, const void *w, const float *x, int64_t n);
 
-/* Q4_K / Q5_K scale unpacking (see FORMATS.md): sub-block j in 0..7. */
+/* Q4_K / Q5_K scale packing (see FORMATS.md): sub-block j in 0..7. Put writes
+ * (sc, m < 64) into 12 bytes that start zeroed; get unpacks one pair. */
+static inline void quant_put_scale_min_k4(int j, uint8_t *q, uint8_t sc, uint8_t m) {
+    if (j < 4) {
+        q[j] |= sc;
+        q[j + 4] |= m;
+    } else {
+        q[j + 4] = (uint8_t)((sc & 0xF) | (m & 0xF) << 4);
+        q[j - 4] |= (uint8_t)((sc >> 4) << 6);
+        q[j] |= (uint8_t)((m >> 4) << 6);
+    }
+}
 static inline void quant_get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
     if (j < 4) {
         *sc = q[j] & 63;

@@ -80,6 +80,40 @@ for x in d:
 else
     fail "synth tiny: $(cat "$TMP/synth.err")"
 fi
+# 3b. synth --fast (random codes under fixed scales, for benchmarks): the same file
+# layout as the default path, deterministic across thread counts, values of std ~0.02
+# and mean ~0 in every type it writes, and a model that runs.
+QD=$BUILD/tools/quant_dump
+for q in q4_k_m q8_0 f16; do
+    if ! "$BIN" synth --shape tiny --quant $q --fast -o "$TMP/fast_$q.gguf" 2>"$TMP/synth.err"; then
+        fail "synth --fast $q: $(cat "$TMP/synth.err")"; continue
+    fi
+    "$BIN" synth --shape tiny --quant $q --fast -t 1 -o "$TMP/fast1_$q.gguf" 2>/dev/null
+    check "synth --fast $q deterministic across thread counts" cmp -s "$TMP/fast_$q.gguf" "$TMP/fast1_$q.gguf"
+    "$BIN" synth --shape tiny --quant $q -o "$TMP/slow_$q.gguf" 2>/dev/null
+    check "synth --fast $q: same size as the default path" \
+        test "$(stat -c %s "$TMP/fast_$q.gguf")" -eq "$(stat -c %s "$TMP/slow_$q.gguf")"
+    "$BIN" run -m "$TMP/fast_$q.gguf" -p "hello" -n 4 --temp 0 --device cpu >/dev/null 2>&1
+    check "synth --fast $q model runs" [ $? -eq 0 ]
+    if [ -x "$QD" ]; then
+        # q4_k_m: q4_K (attn_q), q6_K (attn_v of layer 0, output); q8_0 / f16: one type
+        for t in blk.0.attn_q.weight blk.0.attn_v.weight output.weight; do
+            "$QD" -g "$TMP/fast_$q.gguf" $t >"$TMP/w.bin" 2>/dev/null
+            st=$(python3 -c '
+import array, math, sys
+a = array.array("f"); a.frombytes(open(sys.argv[1], "rb").read())
+n = len(a); m = sum(a) / n; sd = math.sqrt(sum(v * v for v in a) / n - m * m)
+print("%.5f %.5f" % (m, sd))' "$TMP/w.bin")
+            set -- $st
+            check "synth --fast $q $t: mean ${1:-?} std ${2:-?}" python3 -c \
+                "import sys; m, s = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(m) < 0.002 and 0.018 < s < 0.022 else 1)" \
+                "${1:-9}" "${2:-9}"
+        done
+    else
+        skip "synth --fast value check: $QD not built"
+    fi
+done
+
 # 4. Chat keeps the KV cache between turns: turn 2 prefills only its own tokens.
 for M in "$SHARED/models/stories260K.gguf" models/SmolLM2-135M-Instruct.Q4_1.gguf; do
     if [ ! -f "$M" ]; then skip "chat test: $M absent"; continue; fi

@@ -5,7 +5,7 @@
 # (from the step's first kernel), its duration and the gap before it (negative: it
 # overlapped the kernel before, as PDL allows). The MINFER_CUDA_SKIP prices only give
 # differences; this shows where a step's time goes and which kernels wait.
-# Env: MINFER_BENCH_MODEL (made with `minfer synth --shape 7b --quant q4_k_m` if absent),
+# Env: MINFER_BENCH_MODEL (made with `minfer synth --shape 7b --quant q4_k_m --fast` if absent),
 # OUT (default /tmp: the report and its CSV), STEP (which decode step, default 20),
 # and any MINFER_CUDA_* switch, passed on to minfer.
 set -u
@@ -20,7 +20,7 @@ if [ -z "$NSYS" ]; then
     exit 0
 fi
 if [ ! -f "$MODEL" ]; then
-    "$BIN" synth --shape 7b --quant q4_k_m -o "$MODEL" >/dev/null || exit 1
+    "$BIN" synth --shape 7b --quant q4_k_m ${MINFER_SYNTH_FLAGS---fast} -o "$MODEL" >/dev/null || exit 1
 fi
 "$NSYS" profile --trace=cuda --cuda-graph-trace=node -f true -o "$OUT/decode" \
     "$BIN" bench -m "$MODEL" -p 0 -n 40 -r 1 --device cuda >"$OUT/decode.log" 2>&1 ||

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/device_session.sh [DIR] [tests|bench|all] - on the GPU machine, in the working
 # tree staged by tools/stage_device.sh: the CUDA test suite (tests), the GPU benchmark
-# (bench; it makes the 7B q4_k_m synth, ~100 s, unless $MINFER_BENCH_MODEL exists), or
+# (bench; it makes the 7B q4_k_m synth with --fast, seconds, unless $MINFER_BENCH_MODEL
+# exists; MINFER_SYNTH_FLAGS= (empty) for the default synth, ~2 minutes), or
 # both (all, the default; the synth then runs in the background during the tests).
 # Logs in $OUT (default /tmp). Each part has a time cap (TEST_CAP, BENCH_CAP: 540 s);
 # with a 600 s limit per remote command, run "tests" and "bench" as two calls.
@@ -16,7 +17,7 @@ export MINFER_TEST_THREADS=${MINFER_TEST_THREADS:-$(nproc)}  # the CPU reference
 MODEL=${MINFER_BENCH_MODEL:-/tmp/minfer-7b-q4_k_m.gguf}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader 2>/dev/null || true
 if [ "$PART" != tests ] && [ ! -f "$MODEL" ]; then
-    ( t0=$(date +%s); "$BIN" synth --shape 7b --quant q4_k_m -o "$MODEL" >/dev/null 2>&1
+    ( t0=$(date +%s); "$BIN" synth --shape 7b --quant q4_k_m ${MINFER_SYNTH_FLAGS---fast} -o "$MODEL" >/dev/null 2>&1
       echo "synth 7b q4_k_m: $(( $(date +%s) - t0 )) s" >"$OUT/synth.txt" ) &
     SYNTH=$!
 fi

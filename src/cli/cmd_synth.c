@@ -4,7 +4,13 @@
  * q4_k_m follows llama.cpp's mix (DESIGN.md): q6_K for output.weight, and for
  * attn_v / ffn_down of layer i when i < n/8, i >= 7n/8 or (i - n/8) % 3 == 2;
  * q4_K elsewhere; norms f32. The tokenizer is a synthetic SPM vocabulary (control
- * tokens, the 256 byte tokens, filler pieces) unless --vocab copies a real one. */
+ * tokens, the 256 byte tokens, filler pieces) unless --vocab copies a real one.
+ *
+ * --fast writes random codes under fixed scales instead of quantizing random floats
+ * (the K-quant fit takes the time: 99-143 s for the 7b on 16 cores): the same
+ * tensors and types, values of the same scale (std about 0.02, mean about 0, checked
+ * by tests/e2e_cli.sh), different values. For benchmarks, whose kernels do the same
+ * work whatever the values; the tests' models keep the default path. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
@@ -42,11 +48,13 @@ typedef struct synth_job {
     const synth_tensor *tensors;
     uint64_t seed;
     int n_threads;
+    int fast;
 } synth_job;
 
 typedef struct fill_task {
     const synth_tensor *t;
     uint64_t seed;
+    int fast;
     int tensor_index;
     uint8_t *dst;
     uint64_t row_bytes;
@@ -59,6 +67,52 @@ static inline float approx_normal(mf_rng *r) {
     return (s - 2.0f) * 1.7320508f;
 }
 
+/* --fast: one row of random codes under fixed scales, chosen so that the values
+ * have std 0.02 (c = a block's scale code, q a code uniform over its range):
+ *   q4_K  w = d*c*q - dmin*c = d*c*(q - 7.5) with sc = m = c in 40..63, dmin = 7.5 d;
+ *         std d * 51.5 * 4.61 (the std of q in 0..15)
+ *   q6_K  w = d*c*(q - 32), c in 8..15, q in 0..63: std d * 11.5 * 18.47
+ *   q8_0  w = d*q, q any int8: std d * 73.9
+ *   f16   uniform in +-0.02*sqrt(3) */
+static void fill_row_fast(uint32_t type, uint8_t *dst, uint64_t row_bytes, int64_t cols, mf_rng *rng) {
+    for (uint64_t o = 0; o < row_bytes; o += 8) {
+        const uint64_t v = mf_rng_u64(rng);
+        memcpy(dst + o, &v, MF_MIN(8, row_bytes - o));
+    }
+    switch (type) {
+    case QTYPE_Q4_K: {
+        const float d = 0.02f / (51.5f * 4.61f);
+        for (block_q4_K *b = (block_q4_K *)dst; (uint8_t *)b < dst + row_bytes; b++) {
+            b->d = mf_f32_to_f16(d);
+            b->dmin = mf_f32_to_f16(7.5f * d);
+            memset(b->scales, 0, sizeof b->scales);
+            for (int j = 0; j < 8; j++) {
+                const uint8_t c = (uint8_t)(40 + mf_rng_u64(rng) % 24);
+                quant_put_scale_min_k4(j, b->scales, c, c);
+            }
+        }
+        break;
+    }
+    case QTYPE_Q6_K:
+        for (block_q6_K *b = (block_q6_K *)dst; (uint8_t *)b < dst + row_bytes; b++) {
+            b->d = mf_f32_to_f16(0.02f / (11.5f * 18.47f));
+            for (int j = 0; j < QK_K / 16; j++) b->scales[j] = (int8_t)(8 + mf_rng_u64(rng) % 8);
+        }
+        break;
+    case QTYPE_Q8_0:
+        for (block_q8_0 *b = (block_q8_0 *)dst; (uint8_t *)b < dst + row_bytes; b++) b->d = mf_f32_to_f16(0.02f / 73.9f);
+        break;
+    case QTYPE_F16:
+        for (int64_t c = 0; c < cols; c++) {
+            const uint16_t h = mf_f32_to_f16(0.02f * 1.7320508f * (2.0f * mf_rng_uniform(rng) - 1.0f));
+            memcpy(dst + 2 * c, &h, 2);
+        }
+        break;
+    default: /* synth writes no other type (norms are f32 and never take this path) */
+        break;
+    }
+}
+
 static void *fill_rows(void *arg) {
     fill_task *ft = arg;
     int64_t cols = (int64_t)ft->t->ne[0];
@@ -67,8 +121,13 @@ static void *fill_rows(void *arg) {
         /* Seeded per (seed, tensor, row): output independent of the thread split. */
         mf_rng rng;
         mf_rng_seed(&rng, ft->seed ^ ((uint64_t)ft->tensor_index << 40) ^ ((uint64_t)r * 0x9e3779b97f4a7c15ull));
+        uint8_t *dst = ft->dst + (uint64_t)r * ft->row_bytes;
+        if (ft->fast && !ft->t->is_norm) {
+            fill_row_fast(ft->t->type, dst, ft->row_bytes, cols, &rng);
+            continue;
+        }
         for (int64_t c = 0; c < cols; c++) row[c] = ft->t->is_norm ? 1.0f : 0.02f * approx_normal(&rng);
-        quant_quantize_row(ft->t->type, row, ft->dst + (uint64_t)r * ft->row_bytes, cols);
+        quant_quantize_row(ft->t->type, row, dst, cols);
     }
     free(row);
     return NULL;
@@ -83,7 +142,7 @@ static int fill_tensor(void *user, int i, void *dst, uint64_t nbytes) {
     pthread_t th[256];
     if (nt > 256) nt = 256;
     for (int k = 0; k < nt; k++) {
-        tasks[k] = (fill_task){ t, job->seed, i, dst, qtype_row_size(t->type, t->ne[0]), rows * k / nt,
+        tasks[k] = (fill_task){ t, job->seed, job->fast, i, dst, qtype_row_size(t->type, t->ne[0]), rows * k / nt,
                                 rows * (k + 1) / nt };
         if (k > 0 && pthread_create(&th[k], NULL, fill_rows, &tasks[k])) return -1;
     }
@@ -183,13 +242,16 @@ static const char synth_usage[] =
     "  --vocab V.gguf   copy the tokenizer of a (vocab-only) GGUF; vocab size follows it\n"
     "  --layers N       override the layer count (quick experiments)\n"
     "  --seed S         RNG seed (default 1)\n"
+    "  --fast           random codes under fixed scales instead of quantized random floats:\n"
+    "                   same tensors, types and scale (std ~0.02), seconds instead of minutes\n"
+    "                   for 7b; for benchmarks\n"
     "  -t, --threads N  threads (default: all cores); the output does not depend on it\n"
     "  -o PATH          output file (required)\n";
 
 int cmd_synth(int argc, char **argv) {
     const char *shape_name = NULL, *quant = NULL, *vocab = NULL, *out = NULL;
     uint64_t seed = 1;
-    int n_threads = (int)sysconf(_SC_NPROCESSORS_ONLN), layers = 0;
+    int n_threads = (int)sysconf(_SC_NPROCESSORS_ONLN), layers = 0, fast = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int bad = 0;
@@ -199,6 +261,7 @@ int cmd_synth(int argc, char **argv) {
         else if (!strcmp(a, "--vocab")) bad = arg_value(argc, argv, &i, &vocab);
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) bad = arg_value(argc, argv, &i, &out);
         else if (!strcmp(a, "--seed")) bad = arg_u64(argc, argv, &i, &seed);
+        else if (!strcmp(a, "--fast")) fast = 1;
         else if (!strcmp(a, "--layers")) bad = arg_int(argc, argv, &i, 1, 1024, &layers);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) bad = arg_int(argc, argv, &i, 1, 256, &n_threads);
         else return cli_error(1, "synth: unknown option '%s' (see minfer synth --help)", a);
@@ -271,11 +334,11 @@ int cmd_synth(int argc, char **argv) {
         uint32_t nd = ts[i].ne[1] == 1 ? 1 : 2;
         gguf_w_tensor(w, ts[i].name, ts[i].type, nd, ts[i].ne);
     }
-    synth_job job = { ts, seed, n_threads };
+    synth_job job = { ts, seed, n_threads, fast };
     mf_err err = { { 0 } };
     double t0 = mf_time_s();
-    mf_log("synth: writing %s (%s, %s, %d layers, vocab %d) with %d threads", out, sh->name, quant, n_layer, n_vocab,
-           n_threads);
+    mf_log("synth: writing %s (%s, %s%s, %d layers, vocab %d) with %d threads", out, sh->name, quant,
+           fast ? ", fast: random codes" : "", n_layer, n_vocab, n_threads);
     int rc = gguf_writer_write(w, out, fill_tensor, &job, &err);
     gguf_writer_free(w);
     free(ts);
