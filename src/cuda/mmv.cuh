@@ -565,8 +565,8 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
  * MMV_XST_DEPTH rows per warp unless MINFER_CUDA_XST_DEPTH says otherwise
  * (cu_xst_depth), fewer where the ring would pass MMV_XST_SMEM_MAX (two blocks must
  * fit in an SM's 228 KB) or the device's limit (mmv_ring_attr). Depth 2 replaced a
- * 96 KB budget (5 rows of a 4096-wide q4_K row, 3 of q6_K) on 2026-11-29: tg128 481
- * vs 458 tok/s, the lab's qkv 10.6 vs 13.1 us (bench/RESULTS.md). The shared memory
+ * 96 KB budget (5 rows of a 4096-wide q4_K row, 3 of q6_K) on 2026-11-29: tg128 494.2
+ * vs 468.2 tok/s in one run, the lab's qkv 10.6 vs 13.1 us (bench/RESULTS.md). The shared memory
  * a device must allow per block for the ring: MMV_XST_SMEM. */
 #define MMV_XST_DEPTH 2
 #define MMV_XST_SMEM (96 * 1024 + 1024)
