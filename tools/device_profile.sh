@@ -25,7 +25,8 @@ fi
 "$NSYS" profile --trace=cuda --cuda-graph-trace=node -f true -o "$OUT/decode" \
     "$BIN" bench -m "$MODEL" -p 0 -n 40 -r 1 --device cuda >"$OUT/decode.log" 2>&1 ||
     { echo "device_profile: nsys profile failed"; tail -n 5 "$OUT/decode.log"; exit 1; }
-"$NSYS" stats --report cuda_gpu_trace --format csv -f -o "$OUT/decode" "$OUT/decode.nsys-rep" \
+rm -f "$OUT"/decode*cuda_gpu_trace*.csv  # (nsys stats' -f is --format: no overwrite flag here)
+"$NSYS" stats --report cuda_gpu_trace --format csv -o "$OUT/decode" "$OUT/decode.nsys-rep" \
     >>"$OUT/decode.log" 2>&1 || { echo "device_profile: nsys stats failed"; tail -n 5 "$OUT/decode.log"; exit 1; }
 CSV=$(ls "$OUT"/decode*cuda_gpu_trace*.csv 2>/dev/null | head -n 1)
 [ -n "$CSV" ] || { echo "device_profile: no cuda_gpu_trace CSV"; exit 1; }
