@@ -220,7 +220,7 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_chain(chain_
     const int W = gridDim.x * MMV_XST_WARPS, gw = blockIdx.x * MMV_XST_WARPS + warp;
     const int64_t stride = c.stride;
     uint64_t *bar = (uint64_t *)ch_smem + warp * depth;  /* this warp's ring, as xst's */
-    uint8_t *slot0 = ch_smem + mmv_xst_bars(depth) + (size_t)warp * depth * stride;
+    uint8_t *slot0 = ch_smem + mmv_ring_bars(MMV_XST_WARPS, depth) + (size_t)warp * depth * stride;
     const int nb = c.K / U::QK, nu = nb * U::UPB;
     /* the producer's cursor (lane 0): the next row to request is gw + pk * W of phase pp */
     int pp = 0, pk = 0;
@@ -340,7 +340,7 @@ static int chain_main(int argc, char **argv) {
     CK(cudaMalloc(&arrive, (size_t)(NITER + 1) * nph * sizeof(unsigned)));
     /* the chain kernel: the xst ring budget, the grid what fits (every block resident) */
     const int depth = cu_xst_depth(&S);
-    const size_t smem = mmv_xst_smem(depth, stride);
+    const size_t smem = mmv_ring_smem(MMV_XST_WARPS, depth, stride);
     CK(cudaFuncSetAttribute(kernel_chain<U, UPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     int per_sm = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_chain<U, UPL>, MMV_XST_WARPS * 32, smem));

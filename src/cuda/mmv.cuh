@@ -494,12 +494,13 @@ static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t phase) 
 
 #define MMV_XST_WARPS 8
 
-/* Shared memory of one block: nw*depth barriers, then the slots (128-aligned). */
-static __host__ __device__ __forceinline__ size_t mmv_xst_bars(int depth) {
-    return ((size_t)MMV_XST_WARPS * depth * 8 + 127) & ~(size_t)127;
+/* Shared memory of a block of nrings rings (xst: one per warp; xst2: one per pair):
+ * nrings*depth barriers, then the slots (128-aligned). */
+static __host__ __device__ __forceinline__ size_t mmv_ring_bars(int nrings, int depth) {
+    return ((size_t)nrings * depth * 8 + 127) & ~(size_t)127;
 }
-static inline size_t mmv_xst_smem(int depth, int64_t stride) {
-    return mmv_xst_bars(depth) + (size_t)MMV_XST_WARPS * depth * (size_t)stride;
+static inline size_t mmv_ring_smem(int nrings, int depth, int64_t stride) {
+    return mmv_ring_bars(nrings, depth) + (size_t)nrings * depth * (size_t)stride;
 }
 /* One thread initialises a warp's n ring barriers, before the ring's first request. */
 static __device__ __forceinline__ void mbar_init_ring(uint64_t *bar, int n) {
@@ -521,8 +522,8 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     if (gw >= total) return;
     const int n = (total - gw + W - 1) / W;
     const int64_t stride = a.stride;
-    uint64_t *bar = (uint64_t *)xst_smem + warp * depth;  /* this warp's ring (mmv_xst_smem) */
-    uint8_t *slot0 = xst_smem + mmv_xst_bars(depth) + (size_t)warp * depth * stride;
+    uint64_t *bar = (uint64_t *)xst_smem + warp * depth;  /* this warp's ring (mmv_ring_smem) */
+    uint8_t *slot0 = xst_smem + mmv_ring_bars(MMV_XST_WARPS, depth) + (size_t)warp * depth * stride;
     if (lane == 0) {
         mbar_init_ring(bar, depth);
         for (int i = 0; i < depth && i < n; i++) {
@@ -591,26 +592,32 @@ static int mmv_ring_attr(K k) {
     }
     return lim;
 }
-/* the ring limit of kernel_mmv_xst<U, UPL> (set once, ahead of any capture) */
-template <typename U, int UPL>
-static int mmv_xst_attr() {
+/* The ring limit of ring kernel K (set once, ahead of any capture). */
+typedef void (*mmv_ring_kernel)(cu_mmv_args, int);
+template <mmv_ring_kernel K>
+static int mmv_ring_limit() {
     static int lim = -1;
-    if (lim < 0) lim = mmv_ring_attr(kernel_mmv_xst<U, UPL>);
+    if (lim < 0) lim = mmv_ring_attr(K);
     return lim;
+}
+/* The ring depth a launch gets: cu_xst_depth rows, fewer where nrings rings of them
+ * would pass lim; 0 when not even 2 rows fit. */
+static inline int mmv_ring_depth(const cu_state *S, int nrings, int64_t stride, int lim) {
+    int depth = cu_xst_depth(S);
+    while (depth >= 2 && mmv_ring_smem(nrings, depth, stride) > (size_t)lim) depth--;
+    return depth >= 2 ? depth : 0;
 }
 template <typename U>
 static void mmv_xst_prepare() {
-    mmv_xst_attr<U, 1>();
-    mmv_xst_attr<U, 2>();
-    mmv_xst_attr<U, 4>();
+    mmv_ring_limit<kernel_mmv_xst<U, 1>>();
+    mmv_ring_limit<kernel_mmv_xst<U, 2>>();
+    mmv_ring_limit<kernel_mmv_xst<U, 4>>();
 }
 template <typename U, int UPL>
 static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    const size_t lim = (size_t)mmv_xst_attr<U, UPL>();
-    int depth = cu_xst_depth(S);
-    while (depth >= 2 && mmv_xst_smem(depth, a->stride) > lim) depth--;
-    if (depth < 2) return 0;
-    const size_t smem = mmv_xst_smem(depth, a->stride);
+    const int depth = mmv_ring_depth(S, MMV_XST_WARPS, a->stride, mmv_ring_limit<kernel_mmv_xst<U, UPL>>());
+    if (!depth) return 0;
+    const size_t smem = mmv_ring_smem(MMV_XST_WARPS, depth, a->stride);
     const int blocks =
         mmv_persist_blocks(S, a, MMV_XST_WARPS, per_sm_cap > 0 ? per_sm_cap : MMV_XST_PERSM, 0);
     cu_launch(S, name, kernel_mmv_xst<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
@@ -628,12 +635,6 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
  * today while xst reaches 2.7-3.1 TB/s on the 4096-wide matrices. */
 #define MMV_XST2_WARPS 4
 void cu_count_xst2(cu_state *S); /* MINFER_CUDA_VERBOSE prints the count at the end */
-static __host__ __device__ __forceinline__ size_t mmv_xst2_bars(int depth) {
-    return ((size_t)(MMV_XST2_WARPS / 2) * depth * 8 + 127) & ~(size_t)127;
-}
-static inline size_t mmv_xst2_smem(int depth, int64_t stride) {
-    return mmv_xst2_bars(depth) + (size_t)(MMV_XST2_WARPS / 2) * depth * (size_t)stride;
-}
 
 template <typename U, int UPL>
 static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu_mmv_args a, int depth) {
@@ -649,8 +650,8 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
     if (gp >= total) return; /* both warps of the pair leave: no barrier is left waiting */
     const int n = (total - gp + P - 1) / P;
     const int64_t stride = a.stride;
-    uint64_t *bar = (uint64_t *)xst2_smem + pair * depth; /* this pair's ring (mmv_xst2_smem) */
-    uint8_t *slot0 = xst2_smem + mmv_xst2_bars(depth) + (size_t)pair * depth * stride;
+    uint64_t *bar = (uint64_t *)xst2_smem + pair * depth; /* this pair's ring (mmv_ring_smem) */
+    uint8_t *slot0 = xst2_smem + mmv_ring_bars(MMV_XST2_WARPS / 2, depth) + (size_t)pair * depth * stride;
     const int nb = a.K / U::QK, nu = nb * U::UPB;
     const int hu = (nu + 1) / 2;
     const int u0 = half * hu, nh = half ? nu - hu : hu;
@@ -689,25 +690,18 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
     }
 #endif
 }
-template <typename U, int UPL>
-static int mmv_xst2_attr() {
-    static int lim = -1;
-    if (lim < 0) lim = mmv_ring_attr(kernel_mmv_xst2<U, UPL>);
-    return lim;
-}
 template <typename U>
 static void mmv_xst2_prepare() {
-    mmv_xst2_attr<U, 3>();
-    mmv_xst2_attr<U, 4>();
+    mmv_ring_limit<kernel_mmv_xst2<U, 3>>();
+    mmv_ring_limit<kernel_mmv_xst2<U, 4>>();
 }
 /* 0: xst2 does not take the launch (no ring of 2 rows fits, or nothing fits an SM) */
 template <typename U, int UPL>
 static int mmv_xst2_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    const size_t lim = (size_t)mmv_xst2_attr<U, UPL>();
-    int depth = cu_xst_depth(S);
-    while (depth >= 2 && mmv_xst2_smem(depth, a->stride) > lim) depth--;
-    if (depth < 2) return 0;
-    const size_t smem = mmv_xst2_smem(depth, a->stride);
+    const int depth =
+        mmv_ring_depth(S, MMV_XST2_WARPS / 2, a->stride, mmv_ring_limit<kernel_mmv_xst2<U, UPL>>());
+    if (!depth) return 0;
+    const size_t smem = mmv_ring_smem(MMV_XST2_WARPS / 2, depth, a->stride);
     /* blocks per SM at this ring size: looked up once per size (the first, eager step
      * comes before the decode graph's capture, which then finds it here) */
     static size_t known_smem[4];
