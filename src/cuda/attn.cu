@@ -444,17 +444,22 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     }
     __syncthreads();
     const int nch = pos / chunk + 1;
-    if (nch == 1) {
-        /* the only chunk: the merge below would compute exactly this (weight 1) */
+    /* the block's output rows (h < hc), value(h, d) each, and their q8; the loop
+     * bound is block-uniform so q8_store1's shuffles see whole warps */
+    auto write_out = [&](auto value) {
         for (int b0 = 0; b0 < hc * HD; b0 += ATT_THREADS) {
             const int e = b0 + tid;
             const int valid = e < hc * HD;
             const int h = valid ? e / HD : 0, d = e % HD;
-            const float r = (ob[0][h][d] + ob[1][h][d] + ob[2][h][d] + ob[3][h][d]) / lh[h];
+            const float r = value(h, d);
             const int64_t idx = (int64_t)t * q_ld + (int64_t)(h0 + h) * HD + d;
             if (valid) out[idx] = r;
             if (do_q8) q8_store1(q8, idx, r, valid);
         }
+    };
+    if (nch == 1) {
+        /* the only chunk: the merge below would compute exactly this (weight 1) */
+        write_out([&](int h, int d) { return (ob[0][h][d] + ob[1][h][d] + ob[2][h][d] + ob[3][h][d]) / lh[h]; });
         return;
     }
     for (int e = tid; e < hc * HD; e += ATT_THREADS) {
@@ -479,10 +484,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     __syncthreads();
     if (!is_last) return;
     __threadfence();
-    for (int b0 = 0; b0 < hc * HD; b0 += ATT_THREADS) {
-        const int e = b0 + tid;
-        const int valid = e < hc * HD;
-        const int h = valid ? e / HD : 0, d = e % HD;
+    write_out([&](int h, int d) {
         const float *ph = part + ((int64_t)t * a.n_head + h0 + h) * n_chunks * (HD + 2);
         float M = -INFINITY;
         for (int k = 0; k < nch; k++) M = fmaxf(M, __ldcg(ph + k * (HD + 2) + HD));
@@ -492,14 +494,21 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
             L += w * __ldcg(ph + k * (HD + 2) + HD + 1);
             o += w * __ldcg(ph + k * (HD + 2) + d);
         }
-        const float r = o / L;
-        const int64_t idx = (int64_t)t * q_ld + (int64_t)(h0 + h) * HD + d;
-        if (valid) out[idx] = r;
-        if (do_q8) q8_store1(q8, idx, r, valid);
-    }
+        return o / L;
+    });
 }
 
 int cu_attn_dec_supported(int hd) { return hd == 64 || hd == 128; }
+
+/* kernel_attn_dec<HD, mg> for mg in 1, 2, 4, ATT_MAXG */
+template <int HD, typename... Args>
+static void attn_dec_launch(cu_state *S, int mg, dim3 grid, Args... args) {
+    const char *name = HD == 64 ? "attn_dec64" : "attn_dec128";
+    if (mg == 1) cu_launch(S, name, kernel_attn_dec<HD, 1>, grid, dim3(ATT_THREADS), 0, args...);
+    else if (mg == 2) cu_launch(S, name, kernel_attn_dec<HD, 2>, grid, dim3(ATT_THREADS), 0, args...);
+    else if (mg == 4) cu_launch(S, name, kernel_attn_dec<HD, 4>, grid, dim3(ATT_THREADS), 0, args...);
+    else cu_launch(S, name, kernel_attn_dec<HD, ATT_MAXG>, grid, dim3(ATT_THREADS), 0, args...);
+}
 
 void cu_attn_split(cu_state *S, const cu_attn_args *a, const float *q, float *out, float *part, int *counter,
                    int chunk, int n_chunks, const cu_q8 *q8) {
@@ -512,22 +521,11 @@ void cu_attn_split(cu_state *S, const cu_attn_args *a, const float *q, float *ou
     if (counter && cu_attn_dec_supported(a->hd)) {
         /* heads per block: ATT_MAXG, or with a.fit the power of two >= G (<= ATT_MAXG;
          * same grid, since nsub is 1 for G <= 8 either way) */
-        const int mg = !a->fit || G > 4 ? 8 : G > 2 ? 4 : G > 1 ? 2 : 1;
-#define AD_LAUNCH(hd_, mg_)                                                                                   \
-    cu_launch(S, "attn_dec" #hd_, kernel_attn_dec<hd_, mg_>, grid, dim3(ATT_THREADS), 0, *a, q, part, counter, out, \
-              chunk, n_chunks, scale, qq, do_q8)
-        if (a->hd == 64) {
-            if (mg == 1) AD_LAUNCH(64, 1);
-            else if (mg == 2) AD_LAUNCH(64, 2);
-            else if (mg == 4) AD_LAUNCH(64, 4);
-            else AD_LAUNCH(64, ATT_MAXG);
-        } else {
-            if (mg == 1) AD_LAUNCH(128, 1);
-            else if (mg == 2) AD_LAUNCH(128, 2);
-            else if (mg == 4) AD_LAUNCH(128, 4);
-            else AD_LAUNCH(128, ATT_MAXG);
-        }
-#undef AD_LAUNCH
+        const int mg = !a->fit || G > 4 ? ATT_MAXG : G > 2 ? 4 : G > 1 ? 2 : 1;
+        if (a->hd == 64)
+            attn_dec_launch<64>(S, mg, grid, *a, q, part, counter, out, chunk, n_chunks, scale, qq, do_q8);
+        else
+            attn_dec_launch<128>(S, mg, grid, *a, q, part, counter, out, chunk, n_chunks, scale, qq, do_q8);
         return;
     }
     cu_launch(S, "attn_split", kernel_attn_split, grid, dim3(ATT_THREADS), 0, *a, q, part, chunk, n_chunks, scale);

@@ -759,6 +759,14 @@ static __global__ void kernel_code_arch(int *out) {
     *out = __CUDA_ARCH__;
 #endif
 }
+/* An integer switch in lo..hi: outside it, a line says so and dflt is used. */
+static int env_in_range(const char *name, int dflt, int lo, int hi) {
+    const int v = mf_env_int(name, dflt);
+    if (v >= lo && v <= hi) return v;
+    mf_log("minfer/cuda: %s=%d is outside %d..%d; using %d", name, v, lo, hi, dflt);
+    return dflt;
+}
+
 static int cu_code_arch(void) {
     int *d = NULL, h = 0;
     if (cudaMalloc((void **)&d, sizeof(int)) != cudaSuccess) {
@@ -943,12 +951,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         S->xst_bytes = -1;
         if (S->f_gemv == 4) S->f_gemv = 3;
     }
-    S->xst_depth = mf_env_int("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default());
-    if (S->xst_depth < 2 || S->xst_depth > 16) {
-        mf_log("minfer/cuda: MINFER_CUDA_XST_DEPTH=%d is outside 2..16; using %d", S->xst_depth,
-               cu_mmv_xst_depth_default());
-        S->xst_depth = cu_mmv_xst_depth_default();
-    }
+    S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 0) == 1;  /* opt-in until measured */
     S->norm_threads = mf_env_int("MINFER_CUDA_NORM_THREADS", 1024);
@@ -961,11 +964,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         if (sk && *sk) snprintf(S->skip, sizeof S->skip, ",%s,", sk);
     }
     S->gemv_per_sm = mf_env_int("MINFER_CUDA_GEMV_PERSM", 0);
-    S->gemv_wide = mf_env_int("MINFER_CUDA_GEMV_WIDE", 1);
-    if (S->gemv_wide < 0 || S->gemv_wide > 2) {
-        mf_log("minfer/cuda: MINFER_CUDA_GEMV_WIDE=%d is not 0, 1 or 2; using 1", S->gemv_wide);
-        S->gemv_wide = 1;
-    }
+    S->gemv_wide = env_in_range("MINFER_CUDA_GEMV_WIDE", 1, 0, 2);
     if (S->gemv_wide == 2 && S->xst_bytes < 0) {
         mf_log("minfer/cuda: MINFER_CUDA_GEMV_WIDE=2 needs the TMA ring (sm_90+ code, 97 KB of shared memory per "
                "block); using 1");
