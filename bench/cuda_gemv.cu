@@ -1,9 +1,9 @@
 /* bench/cuda_gemv.cu - kernel lab for the decode GEMV (one column, q8 activations):
  * the variants of src/cuda/mmv.cuh (v1: one row per warp; pp: persistent
  * ping-pong; auto: the default, x-stationary persistent warps (xs) below 16 MB per
- * launch, xs fed by a TMA ring (xst) above, xs2 for rows too wide for xs; xst:
- * xst wherever it applies; auto+pp: wide rows on pp (MINFER_CUDA_GEMV_WIDE=0);
- * auto+xst2: wide rows on xst2 (MINFER_CUDA_GEMV_WIDE=2))
+ * launch, xs fed by a TMA ring (xst) above; rows too wide for xs on xst2, xs2 fed by
+ * a TMA ring, from the xst size, else on xs2; xst: xst wherever it applies;
+ * auto+xs2: wide rows on xs2 (MINFER_CUDA_GEMV_WIDE=1); auto+pp: on pp (=0))
  * side by side on the llama-2-7B shapes with random valid
  * blocks. The losing v2 (bench/cuda_gemv_v2.cuh) and the TMA ring of 2026-11-29
  * are in git history (RESULTS.md has their figures).
@@ -373,7 +373,7 @@ static int chain_main(int argc, char **argv) {
             for (int p = 0; p < nph; p++) c.rows[p] = 0;
         cu_launch(&S, "chain", kernel_chain<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, c, depth);
     };
-    const variant dflt = {"auto", 3, 0, 1};
+    const variant dflt = {"auto", 3, 0, 2};
     auto run_separate = [&](std::vector<float *> &out) {
         for (int p = 0; p < nph; p++) {
             cu_mmv_args a;
@@ -478,8 +478,8 @@ int main(int argc, char **argv) {
     S.pdl = prop.major >= 9;
     printf("cuda_gemv: %s, %d SMs, L2 %d MB; %d launches per timing, PDL %s, xst ring depth %d\n",
            prop.name, S.sms, prop.l2CacheSize >> 20, NITER, S.pdl ? "on" : "off", cu_xst_depth(&S));
-    std::vector<variant> vars = {{"v1", 1, 0, 0}, {"pp", 2, 0, 0}, {"auto", 3, 0, 1}, {"xst", 4, 0, 1},
-                                 {"auto+pp", 3, 0, 0}, {"auto+xst2", 3, 0, 2}};
+    std::vector<variant> vars = {{"v1", 1, 0, 0}, {"pp", 2, 0, 0}, {"auto", 3, 0, 2}, {"xst", 4, 0, 2},
+                                 {"auto+xs2", 3, 0, 1}, {"auto+pp", 3, 0, 0}};
     printf("| shape | type | MB | variant | err vs v1 | err vs cpu | us | GB/s | graph us | graph GB/s |\n"
            "|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     int fails = 0;

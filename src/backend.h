@@ -79,6 +79,6 @@ struct mf_backend {
  * when built with CUDA=0. */
 mf_backend *cpu_backend_new(int n_threads, mf_err *err);
 mf_backend *cuda_backend_new(int device, mf_err *err);
-int cuda_available(void);  /* 1 when built with CUDA and a device is present */
+int cuda_device_count(void);  /* devices the CUDA runtime sees; 0 without CUDA or a GPU */
 
 #endif

@@ -27,7 +27,7 @@ int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err 
 
     const char *dev = p->device && *p->device ? p->device : "auto";
     int want_cuda, gpu = 0;
-    if (!strcmp(dev, "auto")) want_cuda = cuda_available();
+    if (!strcmp(dev, "auto")) want_cuda = cuda_device_count() > 0;
     else if (!strcmp(dev, "cuda")) want_cuda = 1;
     else if (!strcmp(dev, "cpu")) want_cuda = 0;
     else if (!strncmp(dev, "cuda:", 5)) {
@@ -40,6 +40,10 @@ int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err 
         gpu = (int)n;
     } else return mf_fail(err, MF_ERR_USAGE, "unknown device '%s' (cpu, cuda, cuda:N, auto)", dev);
     if (want_cuda) {
+        /* a device number the machine lacks is the caller's mistake (exit 1), not a GPU failure */
+        const int n_gpu = cuda_device_count();
+        if (gpu > 0 && gpu >= n_gpu)
+            return mf_fail(err, MF_ERR_USAGE, "no device cuda:%d (%d CUDA device%s here)", gpu, n_gpu, n_gpu == 1 ? "" : "s");
         c->be = cuda_backend_new(gpu, err);
         if (!c->be) return MF_ERR_DEVICE;
     } else {

@@ -10,7 +10,7 @@ mf_backend *cuda_backend_new(int device, mf_err *err) {
     return NULL;
 }
 
-int cuda_available(void) { return 0; }
+int cuda_device_count(void) { return 0; }
 #else
 /* Keeps this translation unit non-empty (ISO C) when CUDA provides the symbols. */
 typedef int cuda_stub_unused;

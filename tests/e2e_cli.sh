@@ -76,6 +76,7 @@ for x in d:
     expect_exit 1 "unknown device" "$BIN" run -m "$TMP/tiny.gguf" -p hi -n 1 --device gpu
     expect_exit 1 "bad cuda device number" "$BIN" run -m "$TMP/tiny.gguf" -p hi -n 1 --device cuda:x
     expect_exit 1 "negative cuda device number" "$BIN" run -m "$TMP/tiny.gguf" -p hi -n 1 --device cuda:-1
+    expect_exit 1 "cuda device number this machine lacks" "$BIN" run -m "$TMP/tiny.gguf" -p hi -n 1 --device cuda:99
     expect_exit 2 "over-long prompt" "$BIN" run -m "$TMP/tiny.gguf" -p "$(head -c 3000 /dev/zero | tr '\0' 'a' | sed 's/a/a /g')" --ctx 64 --device cpu
 else
     fail "synth tiny: $(cat "$TMP/synth.err")"

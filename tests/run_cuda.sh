@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # tests/run_cuda.sh [BIN] - the CUDA test suite (make test-cuda), on a machine with a GPU:
 #   1. op parity: every CUDA op against the CPU reference backend (tests/cuda/test_cuda_ops),
-#      with every fast path on (GEMV variant 3: xs, xst for large launches on sm_90+, xs2
-#      for wide rows), with every optional path off, and (matmuls and the one-token chains
-#      only) with the other GEMV variants (MINFER_CUDA_GEMV=1, 2, 4), with the persistent
-#      grids capped at 1 block per SM, with wide rows on pp (MINFER_CUDA_GEMV_WIDE=0) and
-#      on xst2 (MINFER_CUDA_GEMV_WIDE=2, alone and with variant 4); the whole op set with
-#      the opt-in MINFER_CUDA_ATTN_FIT=1 and MINFER_CUDA_NORM_THREADS=256;
+#      with every fast path on (GEMV variant 3: xs, xst for large launches on sm_90+, xst2
+#      or xs2 for wide rows), with every optional path off, (matmuls and the one-token
+#      chains only) with the other GEMV variants (MINFER_CUDA_GEMV=1, 2, 4), with the
+#      persistent grids capped at 1 block per SM, with wide rows on xs2 and on pp
+#      (MINFER_CUDA_GEMV_WIDE=1, 0), and (attention only) with MINFER_CUDA_ATTN_FIT=0;
 #   2. end to end: stories260K greedy 200 tokens from BOS on the GPU must print
 #      models/stories260K.greedy200.txt exactly, with each optional path switched off in turn;
 #      a prompted run must print the same text on the GPU as on the CPU;
@@ -52,7 +51,8 @@ run_one() { # name command...
 }
 bg_start() { # name command...: runs in the background, output kept for bg_collect
     local name=$1; shift
-    ( $TO "$@" >"$TMP/bg-$name.log" 2>&1; echo $? >"$TMP/bg-$name.rc" ) &
+    ( t0=$(date +%s); $TO "$@" >"$TMP/bg-$name.log" 2>&1; echo $? >"$TMP/bg-$name.rc"
+      echo "info $name: $(( $(date +%s) - t0 )) s" >>"$TMP/bg-$name.log" ) &
     BG="$BG $name"
 }
 bg_collect() { # waits for the background runs, then counts each in the order started
@@ -118,9 +118,9 @@ GV="1 2 4"
 if [ -x "$TESTS/test_cuda_ops" ]; then
     # the runs are independent processes and mostly host-bound (random weights, the CPU
     # reference): all at once, the host's cores shared among them
-    NR=10
+    NR=9
     TH=$(( $(nproc 2>/dev/null || echo 4) / NR )); [ "$TH" -ge 2 ] || TH=2
-    bg_start cuda_ops env MINFER_TEST_THREADS=$TH "$TESTS/test_cuda_ops"
+    bg_start cuda_ops env MINFER_TEST_THREADS=$TH MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
     bg_start cuda_ops_paths_off env MINFER_TEST_THREADS=$TH $OFF "$TESTS/test_cuda_ops"
     for g in $GV; do  # the other GEMV variants: matmul checks only
         bg_start cuda_ops_gemv_$g env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV=$g \
@@ -129,20 +129,18 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     [ "${MINFER_CUDA_TEST_QUICK:-0}" = 1 ] ||
         bg_start cuda_ops_gemv_persm1 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_PERSM=1 \
             "$TESTS/test_cuda_ops"
-    bg_start cuda_ops_wide0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_WIDE=0 \
-        "$TESTS/test_cuda_ops"
-    # xst2 (opt-in): from the xst size under the default variant (the 25-37 MB ffn_down
-    # of the FFN and chain tests), and for every wide launch under variant 4
-    bg_start cuda_ops_wide2 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_WIDE=2 \
-        MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
-    bg_start cuda_ops_gemv4_wide2 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV=4 \
-        MINFER_CUDA_GEMV_WIDE=2 "$TESTS/test_cuda_ops"
-    # the opt-in small-kernel shapes: decode attention fitted to the head group, 256-thread norms
-    bg_start cuda_ops_fit_norm256 env MINFER_TEST_THREADS=$TH MINFER_CUDA_ATTN_FIT=1 MINFER_CUDA_NORM_THREADS=256 \
+    # wide rows (xst2 by default, from the xst size: the 25-37 MB ffn_down of the FFN and
+    # chain tests; under variant 4, every wide launch) on xs2 and on pp instead
+    for w in 1 0; do
+        bg_start cuda_ops_wide$w env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_WIDE=$w \
+            "$TESTS/test_cuda_ops"
+    done
+    # the decode attention's head-group arrays at their full size instead of fitted
+    bg_start cuda_ops_fit0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=attention MINFER_CUDA_ATTN_FIT=0 \
         "$TESTS/test_cuda_ops"
     bg_collect
-    # an opt-in path that never ran would pass the parity runs above unnoticed
-    check "xst2 launched under MINFER_CUDA_GEMV_WIDE=2" grep -qE 'xst2 launches [1-9]' "$TMP/bg-cuda_ops_wide2.log"
+    # a default path that never ran would pass the parity runs above unnoticed
+    check "xst2 launched in the default op run" grep -qE 'xst2 launches [1-9]' "$TMP/bg-cuda_ops.log"
 else
     echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))
 fi
@@ -159,8 +157,8 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
     done
     run_one "forward tiny q4_k_m, wide rows on pp" env MINFER_CUDA_GEMV_WIDE=0 \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
-    run_one "forward tiny q4_k_m, opt-in paths (ATTN_FIT, NORM_THREADS=256, GEMV_WIDE=2)" env MINFER_CUDA_ATTN_FIT=1 \
-        MINFER_CUDA_NORM_THREADS=256 MINFER_CUDA_GEMV_WIDE=2 "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
+    run_one "forward tiny q4_k_m, attention unfitted, wide rows on xs2" env MINFER_CUDA_ATTN_FIT=0 \
+        MINFER_CUDA_GEMV_WIDE=1 "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     # 64-position attention chunks: the decode steps of 70..110 span two, so the
     # one-token kernel merges chunks with its first tile read before the wait
     run_one "forward tiny q4_k_m, attention chunks of 64" env MINFER_CUDA_ATTN_CHUNK=64 \

@@ -23,7 +23,7 @@ if [ "$PART" != tests ] && [ ! -f "$MODEL" ]; then
 fi
 if [ "$PART" != bench ]; then
     echo "== tests/run_cuda.sh"
-    MINFER_TEST_TIMEOUT=${MINFER_TEST_TIMEOUT:-250} timeout "${TEST_CAP:-540}" bash tests/run_cuda.sh "$BIN" \
+    MINFER_TEST_TIMEOUT=${MINFER_TEST_TIMEOUT:-400} timeout "${TEST_CAP:-540}" bash tests/run_cuda.sh "$BIN" \
         >"$OUT/tests.txt" 2>&1
     echo "run_cuda.sh exit $?"
     grep -E '^(FAIL|RESULT|ok|info)|passed,' "$OUT/tests.txt" | tail -n 60

@@ -251,11 +251,13 @@ static __global__ void kernel_attn_combine(cu_attn_args a, const float *part, fl
 #define AD_TILE 64
 
 /* MG: query heads per block, the size of the head-group arrays (acc alone is MG x 8
- * registers per thread): ATT_MAXG, or with a.fit the model's group rounded up to a
- * power of two. Why fit: at ATT_MAXG the HD=128 kernel holds 168 registers (ptxas,
- * sm_90a), 21.5K per block, and the xst GEMV before it holds 2 x 22.5K per SM, so no
- * attention block can join an SM (64K registers) before a GEMV block leaves, and its
- * reads ahead of pdl_wait overlap only the GEMV's tail. */
+ * registers per thread): with a.fit (the default) the model's group rounded up to a
+ * power of two, else ATT_MAXG. Why fit: at ATT_MAXG the HD=128 kernel holds 168
+ * registers (ptxas, sm_90a), 21.5K per block, and the xst GEMV before it holds
+ * 2 x 22.5K per SM, so no attention block can join an SM (64K registers) before a
+ * GEMV block leaves, and its reads ahead of pdl_wait overlap only the GEMV's tail;
+ * fitted to the 7B's group of 1 it holds 127. tg128 on the 7B: 513.1 vs 495.8 tok/s
+ * (bench/RESULTS.md, 2026-11-29). */
 template <int HD, int MG>
 static __global__ void __launch_bounds__(ATT_THREADS)
 kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float *out, int chunk, int n_chunks,

@@ -34,15 +34,14 @@
  * TMA ring (sm_90+ code), for launches of MINFER_CUDA_XST_MB (16) MB or more: the
  * default; 4 = xst wherever it applies; mmv.cuh) and
  * MINFER_CUDA_GEMV_PERSM=N (cap on the persistent grids' blocks per SM),
- * MINFER_CUDA_GEMV_WIDE=0|2 (one-column rows too wide for xs: 0 pp instead of xs2;
- * 2 xst2 first, opt-in, sm_90+),
+ * MINFER_CUDA_GEMV_WIDE=0|1 (one-column rows too wide for xs, the 11008-wide
+ * ffn_down: by default xst2 where xst would run (sm_90+), else xs2; 1 xs2 only,
+ * 0 pp instead of xs2),
  * MINFER_CUDA_XST_DEPTH=N (xst ring rows in flight per warp, 2..16; default 2),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
  * it before reading anything; attn.cu),
- * MINFER_CUDA_ATTN_FIT=1 (opt-in, not yet measured: the one-token attention kernel's
- * head-group arrays sized to the model's group, attn.cu),
- * MINFER_CUDA_NORM_THREADS=256|512 (opt-in, not yet measured: the one-pass RMSNorm's
- * block size, default 1024; norm.cu),
+ * MINFER_CUDA_ATTN_FIT=0 (the one-token attention kernel's head-group arrays at
+ * ATT_MAXG instead of sized to the model's group; attn.cu),
  * MINFER_CUDA_ATTN_CHUNK=N (positions per attention chunk, a multiple of 64;
  * default: the context in at most 16 chunks),
  * MINFER_CUDA_SKIP=name,... (timing experiments only: drops the launches of those
@@ -122,7 +121,6 @@ struct cu_state {
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
     int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
     int f_attn_fit;        /* decode attention's head-group arrays fitted to the model (attn.cu) */
-    int norm_threads;      /* one-pass RMSNorm: threads per row, at most (norm.cu) */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
     int gemv_wide;         /* rows of 129..256 units: 0 pp, 1 xs2, 2 xst2 (cu_gemv_wide, mmv.cuh) */
     int xs_wide_mats;      /* quantized matrices too wide for xs (to xs2 or pp) */
@@ -189,7 +187,6 @@ cudaStream_t cu_stream(const cu_state *S) { return S->stream; }
 int cu_pdl(const cu_state *S) { return S->f_pdl; }
 int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->prop.multiProcessorCount : 1; }
 int cu_gemv_wide(const cu_state *S) { return S->gemv_wide; }
-int cu_norm_threads(const cu_state *S) { return S->norm_threads; }
 void cu_count_xst2(cu_state *S) { S->n_xst2++; }
 int cu_xst_depth(const cu_state *S) { return S->xst_depth; }
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes) {
@@ -900,7 +897,7 @@ static int check_model(cu_state *S, const mf_model *m, mf_err *err) {
 }
 
 static void free_state(cu_state *S) {
-    /* the opt-in paths' launch counts (tests/run_cuda.sh checks they ran) */
+    /* the xst2 launch count (tests/run_cuda.sh checks that it ran) */
     if (S->verbose) fprintf(stderr, "minfer/cuda: xst2 launches %llu\n", (unsigned long long)S->n_xst2);
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
@@ -953,23 +950,15 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     }
     S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
-    S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 0) == 1;  /* opt-in until measured */
-    S->norm_threads = mf_env_int("MINFER_CUDA_NORM_THREADS", 1024);
-    if (S->norm_threads != 1024 && S->norm_threads != 512 && S->norm_threads != 256) {
-        mf_log("minfer/cuda: MINFER_CUDA_NORM_THREADS=%d is not 256, 512 or 1024; using 1024", S->norm_threads);
-        S->norm_threads = 1024;
-    }
+    S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
     {
         const char *sk = getenv("MINFER_CUDA_SKIP");
         if (sk && *sk) snprintf(S->skip, sizeof S->skip, ",%s,", sk);
     }
     S->gemv_per_sm = mf_env_int("MINFER_CUDA_GEMV_PERSM", 0);
-    S->gemv_wide = env_in_range("MINFER_CUDA_GEMV_WIDE", 1, 0, 2);
-    if (S->gemv_wide == 2 && S->xst_bytes < 0) {
-        mf_log("minfer/cuda: MINFER_CUDA_GEMV_WIDE=2 needs the TMA ring (sm_90+ code, 97 KB of shared memory per "
-               "block); using 1");
-        S->gemv_wide = 1;
-    }
+    /* 2 (xst2) needs the TMA ring (sm_90+ code, 97 KB of shared memory per block): 1 without it */
+    S->gemv_wide = env_in_range("MINFER_CUDA_GEMV_WIDE", 2, 0, 2);
+    if (S->gemv_wide == 2 && S->xst_bytes < 0) S->gemv_wide = 1;
     if (S->gemv_per_sm < 0) S->gemv_per_sm = 0;
     int rc = check_model(S, m, err);
     if (rc) return rc;
@@ -1125,14 +1114,14 @@ static void print_notice(cu_state *S) {
     else if (S->f_gemv == 2) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-pp");
     else if (S->f_gemv == 3 && S->xs_wide_mats)
         snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(%s for %d wide matrices, v1 for batches)", xs_name,
-                 S->gemv_wide == 2   ? "xst2 (opt-in) from the xst size, else xs2 where 3 blocks fit per SM, else pp"
+                 S->gemv_wide == 2   ? "xst2 from the xst size, else xs2 where 3 blocks fit per SM, else pp"
                  : S->gemv_wide == 1 ? "xs2 where 3 blocks fit per SM, else pp"
                                      : "pp",
                  S->xs_wide_mats);
     else if (S->f_gemv >= 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(v1 for batches)", xs_name);
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
-            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s%s%s%s; "
+            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s%s%s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
@@ -1141,8 +1130,7 @@ static void print_notice(cu_state *S) {
             S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split",
             S->f_attn_pre && S->f_fuse && cu_attn_dec_supported(S->hp.head_dim) ? "+pre" : "",
-            S->f_attn_fit && cu_attn_dec_supported(S->hp.head_dim) ? "+fit(opt-in)" : "",
-            S->norm_threads == 1024 ? "" : S->norm_threads == 512 ? " norm=512-threads(opt-in)" : " norm=256-threads(opt-in)",
+            S->f_attn_fit && cu_attn_dec_supported(S->hp.head_dim) ? "+fit" : "",
             S->wbytes / gib,
             S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0, plane / gib);
     if (S->verbose)
@@ -1267,13 +1255,13 @@ done:
 /* ------------------------------------------------------------------------- */
 /* Public entry points                                                       */
 /* ------------------------------------------------------------------------- */
-extern "C" int cuda_available(void) {
+extern "C" int cuda_device_count(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
-    return n > 0;
+    return n;
 }
 
 extern "C" mf_backend *cuda_backend_new(int device, mf_err *err) {

@@ -624,15 +624,16 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
     return 1;
 }
 
-/* ---- Variant "xst2" (sm_90+, opt-in: MINFER_CUDA_GEMV_WIDE=2; not yet measured) ----
+/* ---- Variant "xst2" (sm_90+; the default for wide rows from the xst size,
+ * MINFER_CUDA_GEMV_WIDE=1 turns it off) ----
  * xs2 fed like xst: the row split between the two warps of a pair (activations of
  * their half in registers, as xs2), the pair's rows streamed through one TMA ring of
  * whole-row slots per pair (depth cu_xst_depth), one request per row. Each warp
  * reads its half of the slot; the pair meets on its named barrier per row (xs2's
  * partial exchange), after which both halves are done with the slot and warp 0
  * refills it. Same per-lane sums and the same add as xs2, so bit-identical to it.
- * For the 11008-wide ffn_down, which xs2 (q4_K 1.86 TB/s) and pp (q6_K 2.53) take
- * today while xst reaches 2.7-3.1 TB/s on the 4096-wide matrices. */
+ * For the 11008-wide ffn_down: lab (graph us) q4_K 10.9 vs xs2's 13.6, q6_K 12.2 vs
+ * pp's 14.6; tg128 on the 7B 518.7 vs 495.8 tok/s (bench/RESULTS.md, 2026-11-29). */
 #define MMV_XST2_WARPS 4
 void cu_count_xst2(cu_state *S); /* MINFER_CUDA_VERBOSE prints the count at the end */
 
@@ -733,8 +734,8 @@ static int mmv_xst2_launch(cu_state *S, const cu_mmv_args *a, const char *name, 
  * for launches of at least this many weight bytes (-1: never, no sm_90 code). */
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes);
 /* One-column rows of 129..256 units under variants 3/4: 0 pp; 1 xs2 where it fits 3
- * blocks per SM, else pp (the default); 2 xst2 first on sm_90+ (for launches xst
- * would take), else as 1 (MINFER_CUDA_GEMV_WIDE=0|1|2). */
+ * blocks per SM, else pp; 2 xst2 first on sm_90+ (for launches xst would take),
+ * else as 1: the default (MINFER_CUDA_GEMV_WIDE=0|1|2). */
 int cu_gemv_wide(const cu_state *S);
 
 /* Host-side set-up of one unit type for a variant (occupancy lookups, shared

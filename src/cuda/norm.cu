@@ -96,10 +96,10 @@ static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, 
 template <bool ADD, bool Q8>
 static void launch_reg(cu_state *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
                        const cu_q8 &q) {
-    /* threads: up to cu_norm_threads (1024; MINFER_CUDA_NORM_THREADS=256 lets the
-     * block join an SM that two xst GEMV blocks hold: 45K + 32K registers do not fit
-     * in 64K at 1024 threads, + 12K do at 256), each with 1, 2 or 4 float4 */
-    const int n4 = dim / 4, maxt = cu_norm_threads(S);
+    /* threads: up to 1024, each with 1, 2 or 4 float4. (Fewer threads per block, so
+     * that it co-resides with the xst GEMV blocks ahead of it under PDL, measured
+     * slower: 256 -6%, 512 -2% tg128 on the 7B, bench/RESULTS.md.) */
+    const int n4 = dim / 4, maxt = 1024;
     const int npt = n4 <= maxt ? 1 : n4 <= 2 * maxt ? 2 : 4;
     int threads = (n4 + npt - 1) / npt;
     threads = (threads + 31) / 32 * 32;

@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
     int n_prompt = argc > 2 ? atoi(argv[2]) : 13;
     const int n_gen = argc > 3 ? atoi(argv[3]) : 32;
     const double max_err = argc > 4 ? atof(argv[4]) : 2e-2;
-    if (!cuda_available()) {
+    if (!cuda_device_count()) {
         SKIP("no CUDA device");
         return test_summary("cuda_forward");
     }

@@ -448,10 +448,15 @@ int main(void) {
     setenv("MINFER_CPU_SIMD", "0", 1);  /* the CPU reference: scalar, double accumulation */
     mf_rng_seed(&rng, (uint64_t)mf_env_int("MINFER_TEST_SEED", 20261129));
     dp4a_on = mf_env_int("MINFER_CUDA_DP4A", 1);
-    /* MINFER_TEST_OPS=matmul: the matmul checks only (the GEMV variants' runs) */
+    /* MINFER_TEST_OPS=matmul: the matmul checks only (the GEMV variants' runs);
+     * =attention: the attention checks only (the attention switches' runs) */
     const char *only = getenv("MINFER_TEST_OPS");
-    const int only_matmul = only && !strcmp(only, "matmul");
-    if (!cuda_available()) {
+    const int do_matmul = !only || !strcmp(only, "matmul"), do_attn = !only || !strcmp(only, "attention");
+    if (only && !do_matmul && !do_attn) {
+        CHECK(0, "MINFER_TEST_OPS=%s: expected matmul or attention", only);
+        return test_summary("cuda_ops");
+    }
+    if (!cuda_device_count()) {
         SKIP("no CUDA device");
         return test_summary("cuda_ops");
     }
@@ -463,7 +468,7 @@ int main(void) {
     /* GEMV (n <= 8) and GEMM (n > 8) for every weight type; tails in rows and n */
     const uint32_t types[] = {QTYPE_F32, QTYPE_F16, QTYPE_BF16, QTYPE_Q4_0, QTYPE_Q4_1, QTYPE_Q5_0,
                               QTYPE_Q5_1, QTYPE_Q8_0, QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K};
-    for (size_t ti = 0; ti < MF_ARRAY_LEN(types); ti++) {
+    for (size_t ti = 0; do_matmul && ti < MF_ARRAY_LEN(types); ti++) {
         const uint32_t t = types[ti];
         const int kq = qtype_get(t)->blck == 256;
         const int ns[] = {1, 2, 3, 5, 8, 9, 13, 64}, n1[] = {1, 13}, ng[] = {1, 4}, nm[] = {130};
@@ -481,57 +486,60 @@ int main(void) {
          * every warp pair takes several */
         if (t == QTYPE_Q4_K || t == QTYPE_Q6_K) test_matmul(&e, t, 1600, 11008, n1, 1, 0);
     }
-    /* the one-token add/norm chain; k1 11008 puts the first GEMV on xs2 (or pp), 4096 on xs */
-    test_chain(&e, QTYPE_Q4_K, 4096, 4096, 300);
-    test_chain(&e, QTYPE_Q4_K, 4096, 11008, 4096);
-    test_chain(&e, QTYPE_Q6_K, 4096, 4096, 257);
-    test_chain(&e, QTYPE_Q8_0, 4096, 4096, 33);
-    test_chain(&e, QTYPE_Q4_0, 2048, 2048, 1000);
-    /* the one-token FFN: gate+up of 50 MB on xst (sm_90), down on xs2 (q4_K) or pp
-     * (q6_K); 8.6 MB on xs; a bias on gate; ff 96 (down 96 wide) */
-    test_ffn(&e, QTYPE_Q4_K, 4096, 11008, 0);
-    test_ffn(&e, QTYPE_Q6_K, 4096, 11008, 0);
-    test_ffn(&e, QTYPE_Q4_K, 4096, 1024, 0);
-    test_ffn(&e, QTYPE_Q8_0, 2048, 5632, 1);
-    test_ffn(&e, QTYPE_Q8_0, 256, 96, 1);
-    if (only_matmul) {
-        env_free(&e);
-        return test_summary("cuda_ops");
+    if (do_matmul) {
+        /* the one-token add/norm chain; k1 11008 puts the first GEMV on xst2 (or xs2,
+         * pp), 4096 on xs */
+        test_chain(&e, QTYPE_Q4_K, 4096, 4096, 300);
+        test_chain(&e, QTYPE_Q4_K, 4096, 11008, 4096);
+        test_chain(&e, QTYPE_Q6_K, 4096, 4096, 257);
+        test_chain(&e, QTYPE_Q8_0, 4096, 4096, 33);
+        test_chain(&e, QTYPE_Q4_0, 2048, 2048, 1000);
+        /* the one-token FFN: gate+up of 50 MB on xst (sm_90), down (25-37 MB) on xst2
+         * (or xs2 for q4_K, pp for q6_K); 8.6 MB on xs; a bias on gate; ff 96 (down 96 wide) */
+        test_ffn(&e, QTYPE_Q4_K, 4096, 11008, 0);
+        test_ffn(&e, QTYPE_Q6_K, 4096, 11008, 0);
+        test_ffn(&e, QTYPE_Q4_K, 4096, 1024, 0);
+        test_ffn(&e, QTYPE_Q8_0, 2048, 5632, 1);
+        test_ffn(&e, QTYPE_Q8_0, 256, 96, 1);
     }
-    const int n172[] = {1, 11}, n3[] = {3};
-    test_matmul(&e, QTYPE_F32, 77, 172, n172, 2, 0); /* stories260K's ffn_down width */
-    test_matmul(&e, QTYPE_F32, 64, 64, n3, 1, 1);
-    /* embedding gather, every type */
-    for (size_t ti = 0; ti < MF_ARRAY_LEN(types); ti++) {
-        const int kq = qtype_get(types[ti])->blck == 256;
-        test_embed(&e, types[ti], 300, kq ? 512 : 96, 1);
-        test_embed(&e, types[ti], 300, kq ? 4096 : 4064, 13);
-    }
-    test_embed(&e, QTYPE_F32, 512, 64, 7);
-    test_embed(&e, QTYPE_F32, 50, 100, 3);
-    /* norm (+ fused residual add), rope, elementwise */
-    const int dims[] = {64, 100, 2048, 4096};
-    for (size_t di = 0; di < MF_ARRAY_LEN(dims); di++)
-        for (int n = 1; n <= 13; n += 4) {
-            test_norm(&e, n, dims[di], 0);
-            test_norm(&e, n, dims[di], 1);
+    if (!only) { /* embedding, norms, rope, elementwise */
+        const int n172[] = {1, 11}, n3[] = {3};
+        test_matmul(&e, QTYPE_F32, 77, 172, n172, 2, 0); /* stories260K's ffn_down width */
+        test_matmul(&e, QTYPE_F32, 64, 64, n3, 1, 1);
+        /* embedding gather, every type */
+        for (size_t ti = 0; ti < MF_ARRAY_LEN(types); ti++) {
+            const int kq = qtype_get(types[ti])->blck == 256;
+            test_embed(&e, types[ti], 300, kq ? 512 : 96, 1);
+            test_embed(&e, types[ti], 300, kq ? 4096 : 4064, 13);
         }
-    for (int mode = 0; mode < 2; mode++) {
-        test_rope(&e, 1, 32, 128, 128, mode, 3000);
-        test_rope(&e, 13, 8, 64, 64, mode, 4095);
-        test_rope(&e, 5, 8, 8, 8, mode, 2047);
-        test_rope(&e, 3, 4, 64, 32, mode, 100);  /* partial rotation */
+        test_embed(&e, QTYPE_F32, 512, 64, 7);
+        test_embed(&e, QTYPE_F32, 50, 100, 3);
+        /* norm (+ fused residual add), rope, elementwise */
+        const int dims[] = {64, 100, 2048, 4096};
+        for (size_t di = 0; di < MF_ARRAY_LEN(dims); di++)
+            for (int n = 1; n <= 13; n += 4) {
+                test_norm(&e, n, dims[di], 0);
+                test_norm(&e, n, dims[di], 1);
+            }
+        for (int mode = 0; mode < 2; mode++) {
+            test_rope(&e, 1, 32, 128, 128, mode, 3000);
+            test_rope(&e, 13, 8, 64, 64, mode, 4095);
+            test_rope(&e, 5, 8, 8, 8, mode, 2047);
+            test_rope(&e, 3, 4, 64, 32, mode, 100);  /* partial rotation */
+        }
+        test_elementwise(&e, 11008);
+        test_elementwise(&e, 13 * 5632);
+        test_elementwise(&e, 172 * 3);
+        test_get_rows(&e, 13, 4096, 1);
+        test_get_rows(&e, 64, 64, 7);
     }
-    test_elementwise(&e, 11008);
-    test_elementwise(&e, 13 * 5632);
-    test_elementwise(&e, 172 * 3);
-    test_get_rows(&e, 13, 4096, 1);
-    test_get_rows(&e, 64, 64, 7);
     env_free(&e);
+    if (!do_attn) return test_summary("cuda_ops");
 
     /* attention: decode (split) and prefill (flash for hd 64/128), GQA groups
      * 1..16, two sequences, long contexts */
-    struct { int nh, nkv, hd; } cfg[] = {{8, 4, 8}, {32, 8, 64}, {32, 32, 128}, {14, 2, 64}, {32, 2, 128}, {12, 4, 96}};
+    struct { int nh, nkv, hd; } cfg[] = {{8, 4, 8}, {32, 8, 64}, {32, 32, 128}, {14, 2, 64}, {32, 2, 128}, {12, 4, 96},
+                                         {16, 8, 128}};
     for (size_t ci = 0; ci < MF_ARRAY_LEN(cfg); ci++) {
         const int s0[] = {0}, c1[] = {1}, c5[] = {5}, c13[] = {13}, c100[] = {100};
         test_attention(cfg[ci].nh, cfg[ci].nkv, cfg[ci].hd, 1, s0, c1, 0);
