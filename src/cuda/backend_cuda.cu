@@ -40,9 +40,9 @@
  * MINFER_CUDA_XST_DEPTH=N (xst ring rows in flight per warp, 2..16; default 2),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
  * it before reading anything; attn.cu),
- * MINFER_CUDA_NORM_GEMV=0 (one-column decode: the residual add and the RMSNorm as
- * kernels of their own instead of folded into the GEMVs around them: x += W a into
- * the GEMV's store, the norm into the xst GEMV that reads it; mmv.cuh),
+ * MINFER_CUDA_NORM_GEMV=0|2 (one-column decode: the residual add and the RMSNorm
+ * folded into the GEMVs around them, x += W a into the GEMV's store and the norm into
+ * the xst GEMV that reads it; 2: the add only; 0: neither; mmv.cuh),
  * MINFER_CUDA_ATTN_FIT=0 (the one-token attention kernel's head-group arrays at
  * ATT_MAXG instead of sized to the model's group; attn.cu),
  * MINFER_CUDA_ATTN_CHUNK=N (positions per attention chunk, a multiple of 64;
@@ -458,7 +458,7 @@ static void op_rmsnorm(mf_backend *be, float *out, const float *x, const mf_weig
     }
     /* one column, no add left: held, so that the xst GEMV reading out can run it
      * (op_matmul); any other next op launches it as it is (flush) */
-    if (S->f_norm_gemv && n == 1 && !y && dim % 32 == 0 && q8_for(S, total) &&
+    if (S->f_norm_gemv == 1 && n == 1 && !y && dim % 32 == 0 && q8_for(S, total) &&
         !overlaps(out, (size_t)dim * 4, x, (size_t)dim * 4)) {
         p->kind = PEND_NORM;
         p->nout = out;
@@ -1025,7 +1025,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_graph = mf_env_int("MINFER_CUDA_GRAPH", 1);
     S->f_pdl = mf_env_int("MINFER_CUDA_PDL", 1) && S->prop.major >= 9;
     S->f_fuse = mf_env_int("MINFER_CUDA_FUSE", 1);
-    S->f_norm_gemv = mf_env_int("MINFER_CUDA_NORM_GEMV", 1) == 1 && S->f_fuse;
+    S->f_norm_gemv = S->f_fuse ? env_in_range("MINFER_CUDA_NORM_GEMV", 1, 0, 2) : 0;
     S->f_dp4a = mf_env_int("MINFER_CUDA_DP4A", 1);
     S->f_flash = mf_env_int("MINFER_CUDA_FLASH", 1);
     S->f_mma = mf_env_int("MINFER_CUDA_MMA", 1);
@@ -1223,7 +1223,10 @@ static void print_notice(cu_state *S) {
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
-            !S->f_fuse ? "off" : S->f_norm_gemv && S->xst_bytes >= 0 ? "on+norm-in-xst" : S->f_norm_gemv ? "on+add-in-gemv" : "on",
+            !S->f_fuse                                       ? "off"
+            : S->f_norm_gemv == 1 && S->xst_bytes >= 0       ? "on+add-in-gemv+norm-in-xst"
+            : S->f_norm_gemv                                 ? "on+add-in-gemv"
+                                                             : "on",
             S->skip[0] ? " SKIPPING-KERNELS(output-invalid)" : "",
             S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split",
@@ -1419,6 +1422,7 @@ extern "C" int cuda_backend_upload(mf_backend *be, mf_weight *w, mf_err *err) {
     if (weight_dev_bytes(w, &nb))
         return mf_fail(err, MF_ERR_INPUT, "cuda: type %s with %lld columns unsupported", qtype_name(w->type),
                        (long long)w->cols);
+    if (cu_type_is_quant(w->type)) S->any_quant = 1; /* as a model with it would be */
     void *d = dev_alloc(S, nb, "cudaMalloc(test weight)");
     if (!d) return mf_fail(err, MF_ERR_DEVICE, "%s", S->errmsg);
     S->extra = (void **)mf_xrealloc(S->extra, sizeof(void *) * (S->nextra + 1));

@@ -94,7 +94,9 @@ static __device__ __forceinline__ float mmv_dot(const typename U::W &w, int u, c
 }
 
 /* Writes one finished row (lane 0): out[c][r] = acc[c] + bias[r], or with a.accum
- * out[c][r] += that (one writer per element, and no kernel reads out meanwhile). */
+ * out[c][r] += that, as a reduction the warp does not wait for (a load of the old
+ * value would stall it an L2 round trip per row; one writer per element, so the
+ * atomicity is not what it is for). */
 template <int NC>
 static __device__ __forceinline__ void mmv_store(const cu_mmv_args &a, int m, int r, const float *acc) {
     const float *bias = m == 0 ? a.bias[0] : m == 1 ? a.bias[1] : a.bias[2];
@@ -105,7 +107,8 @@ static __device__ __forceinline__ void mmv_store(const cu_mmv_args &a, int m, in
     for (int c = 0; c < NC; c++)
         if (c < a.ncols) {
             float *d = o + (int64_t)c * rows_m + r;
-            *d = a.accum ? *d + (acc[c] + bv) : acc[c] + bv;
+            if (a.accum) atomicAdd(d, acc[c] + bv);
+            else *d = acc[c] + bv;
         }
 }
 
