@@ -38,9 +38,9 @@ if [ "${BENCH_VARIANTS:-1}" = 1 ]; then
     # (an entry may set several variables joined by '+')
     for v in MINFER_CUDA_XST_DEPTH=3 MINFER_CUDA_XST_MB=0 \
              MINFER_CUDA_GEMV_WIDE=1 MINFER_CUDA_GEMV_WIDE=0 MINFER_CUDA_ATTN_FIT=0 \
-             MINFER_CUDA_ATTN_FIT=0+MINFER_CUDA_GEMV_WIDE=1 MINFER_CUDA_NORM_GEMV=0 MINFER_CUDA_NORM_GEMV=2 MINFER_CUDA_ATTN_PRE=0 MINFER_CUDA_ATTN_CHUNK=128 \
+             MINFER_CUDA_ATTN_FIT=0+MINFER_CUDA_GEMV_WIDE=1 MINFER_CUDA_ADD_GEMV=0 MINFER_CUDA_ATTN_PRE=0 MINFER_CUDA_ATTN_CHUNK=128 \
              MINFER_CUDA_SKIP=swiglu_q8 \
-             MINFER_CUDA_SKIP=add_rmsnorm_q8 MINFER_CUDA_SKIP=attn_dec128 \
+             MINFER_CUDA_SKIP=rmsnorm_q8 MINFER_CUDA_SKIP=attn_dec128 \
              MINFER_CUDA_GEMV=1 MINFER_CUDA_GEMV=2 MINFER_CUDA_GRAPH=0 MINFER_CUDA_PDL=0 MINFER_CUDA_FUSE=0 MINFER_CUDA_DP4A=0; do
         r=$(env ${v//+/ } "$BIN" bench -m "$MODEL" -p 0 -n "${TG:-128}" -r "${REPS:-3}" --device cuda -o json 2>/dev/null |
             python3 -c 'import json,sys; r=json.load(sys.stdin)[0]; print("%.2f +/- %.2f" % (r["avg_ts"], r["stddev_ts"]))')

@@ -47,11 +47,6 @@ int cu_num_sms(const cu_state *S) { return S->sms; }
 int cu_gemv_wide(const cu_state *S) { return S->wide; }
 int cu_skipped(cu_state *, const char *) { return 0; }
 void cu_count_xst2(cu_state *) {}
-void cu_count_norm_gemv(cu_state *) {}
-void cu_mmv_norm_first(cu_state *, cu_mmv_args *) { /* the lab never asks for the norm */
-    fprintf(stderr, "cuda_gemv: unexpected norm prologue\n");
-    exit(1);
-}
 int cu_xst_depth(const cu_state *) { /* the backend's rule: MMV_XST_DEPTH unless MINFER_CUDA_XST_DEPTH */
     const char *e = getenv("MINFER_CUDA_XST_DEPTH");
     const int d = e ? atoi(e) : 0;

@@ -5,13 +5,14 @@
 #      or xs2 for wide rows), with every optional path off, (matmuls and the one-token
 #      chains only) with the other GEMV variants (MINFER_CUDA_GEMV=1, 2, 4), with the
 #      persistent grids capped at 1 block per SM, with wide rows on xs2 and on pp
-#      (MINFER_CUDA_GEMV_WIDE=1, 0), with the residual add and the norm as kernels of
-#      their own (MINFER_CUDA_NORM_GEMV=0), and (attention only) with MINFER_CUDA_ATTN_FIT=0;
+#      (MINFER_CUDA_GEMV_WIDE=1, 0), with the residual add in the norm kernel instead of
+#      the GEMV before it (MINFER_CUDA_ADD_GEMV=0), and (attention only) with
+#      MINFER_CUDA_ATTN_FIT=0;
 #   2. end to end: stories260K greedy 200 tokens from BOS on the GPU must print
 #      models/stories260K.greedy200.txt exactly, with each optional path switched off in turn;
 #      a prompted run must print the same text on the GPU as on the CPU;
 #   3. whole-model logit parity GPU vs CPU on synthetic models (tests/cuda/test_cuda_forward),
-#      (the 1b also with xst, and so the norm inside it, for every GEMV), and the 1b
+#      (the 1b also with xst for every GEMV), and the 1b
 #      q4_k_m greedy stream identical with the decode graph on and off.
 # The op-parity runs go in parallel (independent processes, mostly host-bound).
 # MINFER_CUDA_TEST_QUICK=1 leaves out the runs of GEMV variants 1, 2 and the per-SM cap
@@ -86,7 +87,7 @@ if [ -n "$SHARED" ]; then
     EXP=$SHARED/models/stories260K.greedy200.txt
     echo "== e2e stories260K greedy 200 (cuda)"
     for v in "" "MINFER_CUDA_GRAPH=0" "MINFER_CUDA_FUSE=0 MINFER_CUDA_PDL=0" "$OFF" \
-             "MINFER_CUDA_GEMV_WIDE=0" "MINFER_CUDA_NORM_GEMV=0" "MINFER_CUDA_GEMV=4"; do
+             "MINFER_CUDA_GEMV_WIDE=0" "MINFER_CUDA_ADD_GEMV=0" "MINFER_CUDA_GEMV=4"; do
         $TO env $v "$BIN" run -m "$M" -p "" -n 200 --temp 0 --device cuda >"$TMP/out.txt" 2>"$TMP/err.txt"
         rc=$?
         same "$TMP/out.txt" "$EXP" || rc=1
@@ -141,8 +142,8 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
         bg_start cuda_ops_wide$w env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_WIDE=$w \
             "$TESTS/test_cuda_ops"
     done
-    # the residual add and the norm as kernels of their own
-    bg_start cuda_ops_norm_gemv0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_NORM_GEMV=0 \
+    # the residual add in the norm kernel, not folded into the GEMV before it
+    bg_start cuda_ops_add_gemv0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_ADD_GEMV=0 \
         "$TESTS/test_cuda_ops"
     # the decode attention's head-group arrays at their full size instead of fitted
     bg_start cuda_ops_fit0 env MINFER_TEST_THREADS=$THA MINFER_TEST_OPS=attention MINFER_CUDA_ATTN_FIT=0 \
@@ -150,7 +151,7 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     bg_collect
     # a default path that never ran would pass the parity runs above unnoticed
     check "xst2 launched in the default op run" grep -qE 'xst2 launches [1-9]' "$TMP/bg-cuda_ops.log"
-    check "norm run inside xst in the default op run" grep -qE 'norm-in-xst launches [1-9]' "$TMP/bg-cuda_ops.log"
+    check "add folded into a GEMV in the default op run" grep -qE 'add-in-gemv launches [1-9]' "$TMP/bg-cuda_ops.log"
 else
     echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))
 fi
@@ -182,7 +183,7 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
     if [ "${MINFER_CUDA_TEST_1B:-1}" = 1 ]; then
         "$BIN" synth --shape 1b --quant q4_k_m -o "$TMP/1b.gguf" >/dev/null 2>&1
         run_one "forward 1b q4_k_m (greedy 64)" "$TESTS/test_cuda_forward" "$TMP/1b.gguf" 13 64 0.15
-        # xst for every launch: the norm inside the GEMVs of every layer
+        # xst for every launch (sm_90)
         run_one "forward 1b q4_k_m, xst everywhere (greedy 64)" env MINFER_CUDA_GEMV=4 \
             "$TESTS/test_cuda_forward" "$TMP/1b.gguf" 13 64 0.15
         run_one "forward 1b q4_k_m, f32 activations both sides" env MINFER_CPU_SIMD=0 MINFER_CUDA_DP4A=0 \

@@ -40,9 +40,8 @@
  * MINFER_CUDA_XST_DEPTH=N (xst ring rows in flight per warp, 2..16; default 2),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
  * it before reading anything; attn.cu),
- * MINFER_CUDA_NORM_GEMV=0|2 (one-column decode: the residual add and the RMSNorm
- * folded into the GEMVs around them, x += W a into the GEMV's store and the norm into
- * the xst GEMV that reads it; 2: the add only; 0: neither; mmv.cuh),
+ * MINFER_CUDA_ADD_GEMV=0 (the residual add x += W a as part of the norm kernel after
+ * the GEMV instead of folded into the GEMV's store, mmv.cuh),
  * MINFER_CUDA_ATTN_FIT=0 (the one-token attention kernel's head-group arrays at
  * ATT_MAXG instead of sized to the model's group; attn.cu),
  * MINFER_CUDA_ATTN_CHUNK=N (positions per attention chunk, a multiple of 64;
@@ -65,7 +64,7 @@ struct cu_alloc_rec {
     size_t n;
 };
 
-enum cu_pend_kind { PEND_NONE = 0, PEND_ADD, PEND_MMV, PEND_ROPE, PEND_NORM };
+enum cu_pend_kind { PEND_NONE = 0, PEND_ADD, PEND_MMV, PEND_ROPE };
 
 struct cu_pend {
     int kind;
@@ -85,12 +84,6 @@ struct cu_pend {
      * it runs as issued, then the add. */
     float *macc;
     int maccum;
-    int mnorm;  /* the group's input is the pending norm's output: the GEMV runs it */
-    /* one-column RMSNorm not launched yet (PEND_NORM, or a group's mnorm) */
-    float *nout;
-    const float *nx, *nw;
-    float neps;
-    int ndim;
     /* rope */
     cu_rope_job rj[2];
     int rnj;
@@ -131,9 +124,8 @@ struct cu_state {
     int n_ctx, n_seq, n_batch;
     /* switches */
     int f_graph, f_pdl, f_fuse, f_dp4a, f_flash, f_mma, f_sync, verbose;
-    /* one-column decode: x += GEMV folded into the GEMV, and the RMSNorm after it held
-     * for the xst GEMV that reads it to run first (MINFER_CUDA_NORM_GEMV) */
-    int f_norm_gemv;
+    /* x += the GEMV before it, folded into that GEMV's store (MINFER_CUDA_ADD_GEMV) */
+    int f_add_gemv;
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
     int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
@@ -195,7 +187,7 @@ struct cu_state {
     /* census */
     uint64_t launches, replays, eager;
     uint64_t n_xst2; /* kernel_mmv_xst2 launches (eager or captured) */
-    uint64_t n_norm_gemv; /* xst launches that ran the RMSNorm before the rows */
+    uint64_t n_add_gemv; /* GEMV launches with the residual add folded in */
 };
 
 /* ------------------------------------------------------------------------- */
@@ -347,16 +339,8 @@ static void run_mmv(cu_state *S) {
     a.x = p->mx;
     a.accum = p->maccum;
     const int64_t nx = (int64_t)p->mn * p->mK;
-    if (p->mnorm) {
-        /* the kernel (or cu_mmv_norm_first) writes the norm's output and its q8 */
-        a.norm_x = p->nx;
-        a.norm_w = p->nw;
-        a.norm_out = p->nout;
-        a.norm_eps = p->neps;
-        a.q = S->q8;
-        cu_mmv_q8(S, p->mtype, &a);
-        q8_set(S, p->nout, nx);
-    } else if (p->mq8) {
+    if (a.accum) S->n_add_gemv++;
+    if (p->mq8) {
         if (!(S->q8_valid && S->q8_src == p->mx && S->q8_n == nx)) {
             cu_quantize_q8(S, p->mx, nx, &S->q8);
             q8_set(S, p->mx, nx);
@@ -379,24 +363,6 @@ static const float2 *rope_table(cu_state *S, int rope_dim, float base, const mf_
     return S->rope_cs;
 }
 
-/* One RMSNorm launch (with the residual add when y), its q8 where the next GEMVs
- * read it. */
-static void norm_launch(cu_state *S, float *out, const float *x, const float *y, const float *w, int n, int dim,
-                        float eps) {
-    const int64_t total = (int64_t)n * dim;
-    const cu_q8 *q = n <= CU_MAX_GEMV_COLS ? q8_for(S, total) : NULL;
-    cu_rmsnorm(S, out, (float *)x, y, w, n, dim, eps, q);
-    if (y) q8_touch(S, x, (size_t)total * 4);
-    if (q) q8_set(S, out, total);
-    else q8_touch(S, out, (size_t)total * 4);
-}
-
-void cu_mmv_norm_first(cu_state *S, cu_mmv_args *a) {
-    cu_rmsnorm(S, a->norm_out, (float *)a->norm_x, NULL, a->norm_w, 1, a->K, a->norm_eps, &a->q);
-    a->norm_x = NULL;
-}
-void cu_count_norm_gemv(cu_state *S) { S->n_norm_gemv++; }
-
 static void flush(cu_state *S) {
     cu_pend *p = &S->pend;
     switch (p->kind) {
@@ -409,9 +375,6 @@ static void flush(cu_state *S) {
             cu_add(S, p->macc, p->mout[0], (int64_t)p->mn * p->mw[0]->rows);
             q8_touch(S, p->macc, (size_t)p->mn * p->mw[0]->rows * 4);
         }
-        break;
-    case PEND_NORM:
-        norm_launch(S, p->nout, p->nx, NULL, p->nw, 1, p->ndim, p->neps);
         break;
     case PEND_ROPE:
         cu_rope(S, p->rj, p->rnj, meta_pos(S, p->rb), p->rb->n, p->rhd, p->rdim, p->rbase, p->rmode,
@@ -456,20 +419,11 @@ static void op_rmsnorm(mf_backend *be, float *out, const float *x, const mf_weig
     } else {
         flush(S);
     }
-    /* one column, no add left: held, so that the xst GEMV reading out can run it
-     * (op_matmul); any other next op launches it as it is (flush) */
-    if (S->f_norm_gemv == 1 && n == 1 && !y && dim % 32 == 0 && q8_for(S, total) &&
-        !overlaps(out, (size_t)dim * 4, x, (size_t)dim * 4)) {
-        p->kind = PEND_NORM;
-        p->nout = out;
-        p->nx = x;
-        p->nw = (const float *)w->dev;
-        p->neps = eps;
-        p->ndim = dim;
-        q8_touch(S, out, (size_t)total * 4);
-        return;
-    }
-    norm_launch(S, out, x, y, (const float *)w->dev, n, dim, eps);
+    const cu_q8 *q = n <= CU_MAX_GEMV_COLS ? q8_for(S, total) : NULL;
+    cu_rmsnorm(S, out, (float *)x, y, (const float *)w->dev, n, dim, eps, q);
+    if (y) q8_touch(S, x, (size_t)total * 4);
+    if (q) q8_set(S, out, total);
+    else q8_touch(S, out, (size_t)total * 4);
 }
 
 static void matmul_gemm(cu_state *S, float *out, const float *x, const mf_weight *w, const float *bias, int n) {
@@ -498,7 +452,6 @@ static void pend_mmv_start(cu_pend *p, uint32_t type, int q8, int n, int K, cons
     p->mnmat = 0;
     p->macc = NULL;
     p->maccum = 0;
-    p->mnorm = 0;
 }
 
 static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n) {
@@ -529,21 +482,9 @@ static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weigh
             q8_touch(S, out, (size_t)n * R * 4);
             return;
         }
-        if (p->kind == PEND_NORM) {
-            /* the held norm writes x: a GEMV group on it (q8, one column) runs it first;
-             * out must not be what the norm reads */
-            if (q8 && n == 1 && x == p->nout && K == p->ndim && !overlaps(out, (size_t)R * 4, p->nx, (size_t)K * 4) &&
-                !overlaps(out, (size_t)R * 4, x, (size_t)K * 4)) {
-                pend_mmv_start(p, w->type, q8, n, K, x);
-                p->mnorm = 1;
-            } else {
-                flush(S);
-            }
-        }
         const int join = S->f_fuse && p->kind == PEND_MMV && p->mtype == w->type && p->mq8 == q8 &&
                          p->mn == n && p->mK == K && p->mx == x && p->mnmat < CU_MMV_MAXMAT && !p->macc &&
-                         !overlaps(out, (size_t)n * R * 4, x, (size_t)n * K * 4) &&
-                         !(p->mnorm && overlaps(out, (size_t)R * 4, p->nx, (size_t)K * 4));
+                         !overlaps(out, (size_t)n * R * 4, x, (size_t)n * K * 4);
         int ok = join;
         for (int i = 0; ok && i < p->mnmat; i++)
             if (overlaps(out, (size_t)n * R * 4, p->mout[i], (size_t)n * p->mw[i]->rows * 4)) ok = 0;
@@ -682,10 +623,8 @@ static void op_add(mf_backend *be, float *x, const float *y, int64_t n) {
     cu_state *S = ST(be);
     cu_pend *p = &S->pend;
     /* x += the held one-matrix GEMV's output: held with it (op_rmsnorm may fold it in) */
-    if (S->f_norm_gemv && p->kind == PEND_MMV && !p->macc && !p->maccum && p->mnmat == 1 && p->mout[0] == y &&
-        (int64_t)p->mn * p->mw[0]->rows == n && !overlaps(x, (size_t)n * 4, p->mx, (size_t)p->mn * p->mK * 4) &&
-        !(p->mnorm && (overlaps(x, (size_t)n * 4, p->nx, (size_t)p->mK * 4) ||
-                       overlaps(x, (size_t)n * 4, p->nout, (size_t)p->mK * 4)))) {
+    if (S->f_add_gemv && p->kind == PEND_MMV && !p->macc && !p->maccum && p->mnmat == 1 && p->mout[0] == y &&
+        (int64_t)p->mn * p->mw[0]->rows == n && !overlaps(x, (size_t)n * 4, p->mx, (size_t)p->mn * p->mK * 4)) {
         p->macc = x;
         q8_touch(S, x, (size_t)n * 4);
         return;
@@ -994,8 +933,8 @@ static int check_model(cu_state *S, const mf_model *m, mf_err *err) {
 static void free_state(cu_state *S) {
     /* the xst2 launch count (tests/run_cuda.sh checks that it ran) */
     if (S->verbose)
-        fprintf(stderr, "minfer/cuda: xst2 launches %llu, norm-in-xst launches %llu\n", (unsigned long long)S->n_xst2,
-                (unsigned long long)S->n_norm_gemv);
+        fprintf(stderr, "minfer/cuda: xst2 launches %llu, add-in-gemv launches %llu\n", (unsigned long long)S->n_xst2,
+                (unsigned long long)S->n_add_gemv);
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s,
@@ -1025,7 +964,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_graph = mf_env_int("MINFER_CUDA_GRAPH", 1);
     S->f_pdl = mf_env_int("MINFER_CUDA_PDL", 1) && S->prop.major >= 9;
     S->f_fuse = mf_env_int("MINFER_CUDA_FUSE", 1);
-    S->f_norm_gemv = S->f_fuse ? env_in_range("MINFER_CUDA_NORM_GEMV", 1, 0, 2) : 0;
+    S->f_add_gemv = mf_env_int("MINFER_CUDA_ADD_GEMV", 1) == 1 && S->f_fuse;
     S->f_dp4a = mf_env_int("MINFER_CUDA_DP4A", 1);
     S->f_flash = mf_env_int("MINFER_CUDA_FLASH", 1);
     S->f_mma = mf_env_int("MINFER_CUDA_MMA", 1);
@@ -1223,10 +1162,7 @@ static void print_notice(cu_state *S) {
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
-            !S->f_fuse                                       ? "off"
-            : S->f_norm_gemv == 1 && S->xst_bytes >= 0       ? "on+add-in-gemv+norm-in-xst"
-            : S->f_norm_gemv                                 ? "on+add-in-gemv"
-                                                             : "on",
+            !S->f_fuse ? "off" : S->f_add_gemv ? "on+add-in-gemv" : "on",
             S->skip[0] ? " SKIPPING-KERNELS(output-invalid)" : "",
             S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split",

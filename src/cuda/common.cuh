@@ -246,18 +246,7 @@ struct cu_mmv_args {
     const float *x;       /* f32 activations [ncols][K] (f32/f16/bf16 weights, generic path) */
     cu_q8 q;              /* q8 activations (quantized weights) */
     int accum;            /* out[0] += the product: the residual add folded into the GEMV */
-    /* One column: the RMSNorm of norm_x (K values, weights norm_w) run first. The xst
-     * kernel runs it in every block (its activations from shared memory, block 0 also
-     * writing norm_out and q as the norm kernel would); any other kernel gets it as a
-     * launch of its own first (cu_mmv_norm_first). */
-    const float *norm_x, *norm_w;
-    float *norm_out;
-    float norm_eps;
 };
-/* Launches the RMSNorm a->norm_x asks for (out and q8 as the norm kernel writes them)
- * and clears it, for the GEMV kernels without the prologue (backend_cuda.cu). */
-void cu_mmv_norm_first(cu_state *S, cu_mmv_args *a);
-void cu_count_norm_gemv(cu_state *S); /* xst launches that ran the norm (MINFER_CUDA_VERBOSE) */
 /* Returns 1 when a dp4a kernel exists for the type. */
 int cu_mmv_q8_supported(uint32_t type);
 void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a);      /* mmv_kquant.cu / mmv_q.cu */

@@ -94,9 +94,10 @@ static __device__ __forceinline__ float mmv_dot(const typename U::W &w, int u, c
 }
 
 /* Writes one finished row (lane 0): out[c][r] = acc[c] + bias[r], or with a.accum
- * out[c][r] += that, as a reduction the warp does not wait for (a load of the old
- * value would stall it an L2 round trip per row; one writer per element, so the
- * atomicity is not what it is for). */
+ * out[c][r] += that, as a reduction the warp does not wait for: a load of the old
+ * value stalls each warp an L2 round trip per row (tg128 on the 7B, H200,
+ * 2026-11-29, with an experiment since removed also on: 480.7 with the load, 498.2
+ * with the reduction). One writer per element: the atomicity is not what it is for. */
 template <int NC>
 static __device__ __forceinline__ void mmv_store(const cu_mmv_args &a, int m, int r, const float *acc) {
     const float *bias = m == 0 ? a.bias[0] : m == 1 ? a.bias[1] : a.bias[2];
@@ -302,12 +303,12 @@ static __device__ __forceinline__ void mmv_lane_load(const uint8_t *row, int nb,
         if (j < nh) U::template load<L>(row, nb, u0 + j, w[k]);
     }
 }
-template <typename U, int UPL, class L = ld_g>
+template <typename U, int UPL>
 static __device__ __forceinline__ void mmv_lane_loadx(const cu_q8 &q, int u0, int nh, int lane, typename U::X *x) {
 #pragma unroll
     for (int k = 0; k < UPL; k++) {
         const int j = lane + 32 * k;
-        if (j < nh) U::template loadx<L>(q, 0, u0 + j, x[k]);
+        if (j < nh) U::loadx(q, 0, u0 + j, x[k]);
     }
 }
 template <typename U, int UPL>
@@ -518,53 +519,7 @@ static __device__ __forceinline__ void mbar_init_ring(uint64_t *bar, int n) {
 #endif
 }
 
-/* The norm prologue's shared memory: q8 of K values (qs, d per 32, s per 16), after
- * the ring at a 128-byte boundary. */
-static __host__ __device__ __forceinline__ size_t mmv_norm_smem(int K) {
-    return (size_t)K + (size_t)K / 32 * 4 + (size_t)K / 16 * 4;
-}
-static __host__ __device__ __forceinline__ size_t mmv_norm_off(size_t ring) { return (ring + 127) & ~(size_t)127; }
-/* The RMSNorm of a.norm_x in one block, as kernel_rmsnorm_reg computes it (norm.cu;
- * the sum of squares added in another order): its q8 into sm, which the block's
- * warps then read; block 0 also writes a.norm_out and the q8 into a.q, so the
- * memory afterwards is what the norm kernel leaves. K % 32 == 0. Every thread of the
- * block calls it (barriers). */
-static __device__ cu_q8 mmv_norm_prologue(const cu_mmv_args &a, uint8_t *sm) {
-    __shared__ float red[32];
-    const int K = a.K, n4 = K / 4, tid = threadIdx.x, T = blockDim.x;
-    cu_q8 q;
-    q.qs = (int8_t *)sm;
-    q.d = (float *)(sm + K);
-    q.s = q.d + K / 32;
-    const float4 *x4 = (const float4 *)a.norm_x, *w4 = (const float4 *)a.norm_w;
-    float ss = 0.0f;
-    for (int i = tid; i < n4; i += T) {
-        const float4 v = x4[i];
-        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    }
-    ss = warp_sum(ss);
-    if ((tid & 31) == 0) red[tid >> 5] = ss;
-    __syncthreads();
-    ss = 0.0f;
-    for (int w = 0; w < T / 32; w++) ss += red[w];
-    const float inv = 1.0f / sqrtf(ss / (float)K + a.norm_eps);
-    const bool first = blockIdx.x == 0;
-    for (int i0 = 0; i0 < n4; i0 += T) { /* uniform trip count: q8_store4 shuffles */
-        const int i = i0 + tid, valid = i < n4;
-        float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (valid) {
-            const float4 v = x4[i], g = w4[i];
-            r = make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
-            if (first) ((float4 *)a.norm_out)[i] = r;
-        }
-        q8_store4(q, (int64_t)i * 4, r, valid);
-        if (first) q8_store4(a.q, (int64_t)i * 4, r, valid);
-    }
-    __syncthreads();
-    return q;
-}
-
-template <typename U, int UPL, bool NORM = false>
+template <typename U, int UPL>
 static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_mmv_args a, int depth) {
     pdl_trigger();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -572,8 +527,8 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int total = mmv_total(a);
     const int W = gridDim.x * MMV_XST_WARPS, gw = blockIdx.x * MMV_XST_WARPS + warp;
-    if (!NORM && gw >= total) return;  /* (with the norm, every warp takes part in it first) */
-    const int n = gw < total ? (total - gw + W - 1) / W : 0;
+    if (gw >= total) return;
+    const int n = (total - gw + W - 1) / W;
     const int64_t stride = a.stride;
     uint64_t *bar = (uint64_t *)xst_smem + warp * depth;  /* this warp's ring (mmv_ring_smem) */
     uint8_t *slot0 = xst_smem + mmv_ring_bars(MMV_XST_WARPS, depth) + (size_t)warp * depth * stride;
@@ -589,14 +544,7 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     typename U::X x[UPL];
-    if (NORM) {
-        const cu_q8 qs = mmv_norm_prologue(
-            a, xst_smem + mmv_norm_off(mmv_ring_bars(MMV_XST_WARPS, depth) + (size_t)MMV_XST_WARPS * depth * stride));
-        if (n == 0) return;
-        mmv_lane_loadx<U, UPL, ld_s>(qs, 0, nu, lane, x);
-    } else {
-        mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
-    }
+    mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
     for (int i = 0; i < n; i++) {
         const int s = i % depth;
         mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
@@ -672,29 +620,15 @@ static void mmv_xst_prepare() {
     mmv_ring_limit<kernel_mmv_xst<U, 1>>();
     mmv_ring_limit<kernel_mmv_xst<U, 2>>();
     mmv_ring_limit<kernel_mmv_xst<U, 4>>();
-    mmv_ring_limit<kernel_mmv_xst<U, 1, true>>();
-    mmv_ring_limit<kernel_mmv_xst<U, 2, true>>();
-    mmv_ring_limit<kernel_mmv_xst<U, 4, true>>();
 }
-/* With a->norm_x (one column, K % 32 == 0): the kernel with the norm prologue, its
- * q8 after the ring (the ring a row shallower where both would not fit). */
 template <typename U, int UPL>
 static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    const bool norm = a->norm_x != nullptr;
-    const int lim = norm ? mmv_ring_limit<kernel_mmv_xst<U, UPL, true>>() : mmv_ring_limit<kernel_mmv_xst<U, UPL>>();
-    const size_t extra = norm ? mmv_norm_smem(a->K) + 128 : 0;
-    const int depth = lim > (int)extra ? mmv_ring_depth(S, MMV_XST_WARPS, a->stride, lim - (int)extra) : 0;
+    const int depth = mmv_ring_depth(S, MMV_XST_WARPS, a->stride, mmv_ring_limit<kernel_mmv_xst<U, UPL>>());
     if (!depth) return 0;
-    size_t smem = mmv_ring_smem(MMV_XST_WARPS, depth, a->stride);
-    if (norm) smem = mmv_norm_off(smem) + mmv_norm_smem(a->K);
+    const size_t smem = mmv_ring_smem(MMV_XST_WARPS, depth, a->stride);
     const int blocks =
         mmv_persist_blocks(S, a, MMV_XST_WARPS, per_sm_cap > 0 ? per_sm_cap : MMV_XST_PERSM, 0);
-    if (norm) {
-        cu_count_norm_gemv(S);
-        cu_launch(S, name, kernel_mmv_xst<U, UPL, true>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
-    } else {
-        cu_launch(S, name, kernel_mmv_xst<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
-    }
+    cu_launch(S, name, kernel_mmv_xst<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
     return 1;
 }
 
@@ -826,22 +760,16 @@ static void mmv_prepare_unit(int variant) {
 }
 
 template <typename U>
-static void mmv_q8_launch(cu_state *S, const cu_mmv_args *a0, const char *name) {
+static void mmv_q8_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
     int per_sm_cap = 0;
     int64_t xst_bytes = -1;
     const int v = cu_gemv_variant(S, &per_sm_cap, &xst_bytes);
-    const int64_t launch_bytes = (int64_t)mmv_total(*a0) * a0->stride;
-    cu_mmv_args na = *a0;
-    const cu_mmv_args *a = &na;
+    const int64_t launch_bytes = (int64_t)mmv_total(*a) * a->stride;
     if (v == 4 || (v == 3 && xst_bytes >= 0 && launch_bytes >= xst_bytes)) {
         const int upl = mmv_xs_upl(a->K / U::QK * U::UPB, a->ncols);
         if (upl == 1 && mmv_xst_launch<U, 1>(S, a, name, per_sm_cap)) return;
         if (upl == 2 && mmv_xst_launch<U, 2>(S, a, name, per_sm_cap)) return;
         if (upl == 4 && mmv_xst_launch<U, 4>(S, a, name, per_sm_cap)) return;
-    }
-    /* only xst runs the norm itself */
-    if (na.norm_x) cu_mmv_norm_first(S, &na);
-    if (v == 4 || (v == 3 && xst_bytes >= 0 && launch_bytes >= xst_bytes)) {
         if (cu_gemv_wide(S) == 2) {
             const int upl2 = mmv_xs2_upl(a->K / U::QK * U::UPB, a->ncols);
             if (upl2 == 3 && mmv_xst2_launch<U, 3>(S, a, name, per_sm_cap)) return;

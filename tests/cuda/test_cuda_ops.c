@@ -209,8 +209,8 @@ static void test_chain(env *e, uint32_t t, int dim, int k1, int r2) {
     free((void *)w1.host); free((void *)w2.host); free((void *)g.host);
 }
 
-/* (test_chain: forward.c's order, so the GPU folds the add into the first GEMV and
- * runs the norm inside the second where that is xst; y is then never written) */
+/* (test_chain: forward.c's order, so the GPU folds the add into the first GEMV's
+ * store, MINFER_CUDA_ADD_GEMV; y is then never written) */
 /* The one-token FFN as forward.c issues it: g = Wg xb (+ bias), u = Wu xb,
  * g = silu(g) * u (in place), o = Wd g (gate and up stacked into one launch, the
  * swiglu writing the q8 the down GEMV reads), against the CPU; g (holding the
@@ -496,7 +496,7 @@ int main(void) {
         test_chain(&e, QTYPE_Q6_K, 4096, 4096, 257);
         test_chain(&e, QTYPE_Q8_0, 4096, 4096, 33);
         test_chain(&e, QTYPE_Q4_0, 2048, 2048, 1000);
-        /* second GEMVs of 18 and 20 MB: xst, the norm run inside it (sm_90) */
+        /* second GEMVs of 18 and 20 MB: xst (sm_90) */
         test_chain(&e, QTYPE_Q4_K, 4096, 4096, 8000);
         test_chain(&e, QTYPE_Q6_K, 4096, 11008, 6000);
         /* the one-token FFN: gate+up of 50 MB on xst (sm_90), down (25-37 MB) on xst2
