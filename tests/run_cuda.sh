@@ -121,8 +121,9 @@ GV="1 2 4"
 if [ -x "$TESTS/test_cuda_ops" ]; then
     # the runs are independent processes and mostly host-bound (random weights, the CPU
     # reference): all at once, the host's cores shared among them. The three runs with attention
-    # (its CPU reference over 3000-position prefixes: ~270 s on 2 of 16 cores,
-    # 2026-11-29) get a third of the cores each; the matmul-only runs end in ~75 s.
+    # (its CPU reference over 3000-position prefixes took ~270 s on 2 of 16 cores, 2026-11-29,
+    # before each prefix served all its test batches) get a third of the cores each; the
+    # matmul-only runs end in 70-120 s.
     NR=10
     NC=$(nproc 2>/dev/null || echo 4)
     TH=$(( NC / NR )); [ "$TH" -ge 2 ] || TH=2
