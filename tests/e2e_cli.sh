@@ -115,6 +115,46 @@ print("%.5f %.5f" % (m, sd))' "$TMP/w.bin")
     fi
 done
 
+# 3b. synth --vocab copies every tokenizer key with its own type and value.
+if python3 -c "import gguf" 2>/dev/null; then
+    python3 - "$TMP/vocab.gguf" <<'PY'
+import sys, gguf
+w = gguf.GGUFWriter(sys.argv[1], "llama")
+toks = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % i for i in range(256)] + ["a", "b", "ab"]
+w.add_array("tokenizer.ggml.tokens", toks)
+w.add_array("tokenizer.ggml.scores", [0.0] * len(toks))
+w.add_array("tokenizer.ggml.token_type", [3, 3, 3] + [6] * 256 + [1, 1, 1])
+w.add_string("tokenizer.ggml.model", "llama")
+w.add_uint32("tokenizer.ggml.bos_token_id", 1)
+w.add_bool("tokenizer.ggml.add_bos_token", True)
+w.add_uint64("tokenizer.test.u64", 2**40 + 3)
+w.add_int8("tokenizer.test.i8", -5)
+w.add_int64("tokenizer.test.i64", -(2**35))
+w.add_uint16("tokenizer.test.u16", 65535)
+w.add_float64("tokenizer.test.f64", 0.1)
+w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+PY
+    "$BIN" synth --shape tiny --quant q8_0 --vocab "$TMP/vocab.gguf" -o "$TMP/vsynth.gguf" >/dev/null 2>&1
+    check "synth --vocab: exit 0" [ $? -eq 0 ]
+    check "synth --vocab keeps each tokenizer key's type and value" python3 - "$TMP/vocab.gguf" "$TMP/vsynth.gguf" <<'PY'
+import sys, gguf
+def keys(path):
+    r = gguf.GGUFReader(path)
+    out = {}
+    for f in r.fields.values():
+        if f.name.startswith("tokenizer."):
+            out[f.name] = (f.types, [bytes(f.parts[i]) for i in f.data])
+    return out
+a, b = keys(sys.argv[1]), keys(sys.argv[2])
+bad = [k for k in a if a[k] != b.get(k)]
+if bad or len(a) != len(b):
+    print("differ:", bad, sorted(set(a) ^ set(b)))
+    sys.exit(1)
+PY
+else
+    skip "synth --vocab type check: python3 gguf package absent"
+fi
+
 # 4. Chat keeps the KV cache between turns: turn 2 prefills only its own tokens.
 for M in "$SHARED/models/stories260K.gguf" models/SmolLM2-135M-Instruct.Q4_1.gguf; do
     if [ ! -f "$M" ]; then skip "chat test: $M absent"; continue; fi

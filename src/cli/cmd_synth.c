@@ -195,6 +195,30 @@ static void add_synthetic_vocab(gguf_writer *w, int n_vocab) {
     free(types);
 }
 
+/* Writes a scalar key of a read file with its own type (the reader widens integers to
+ * 64 bits and floats to double). */
+static void copy_scalar(gguf_writer *w, const char *key, const gguf_kv *kv) {
+    union {
+        uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64;
+        int8_t i8; int16_t i16; int32_t i32; int64_t i64;
+        float f32; double f64;
+    } v;
+    switch (kv->type) {
+    case GGUF_VTYPE_BOOL: case GGUF_VTYPE_U8: v.u8 = (uint8_t)kv->v.u64; break;
+    case GGUF_VTYPE_U16: v.u16 = (uint16_t)kv->v.u64; break;
+    case GGUF_VTYPE_U32: v.u32 = (uint32_t)kv->v.u64; break;
+    case GGUF_VTYPE_U64: v.u64 = kv->v.u64; break;
+    case GGUF_VTYPE_I8: v.i8 = (int8_t)kv->v.i64; break;
+    case GGUF_VTYPE_I16: v.i16 = (int16_t)kv->v.i64; break;
+    case GGUF_VTYPE_I32: v.i32 = (int32_t)kv->v.i64; break;
+    case GGUF_VTYPE_I64: v.i64 = kv->v.i64; break;
+    case GGUF_VTYPE_F32: v.f32 = (float)kv->v.f64; break;
+    case GGUF_VTYPE_F64: v.f64 = kv->v.f64; break;
+    default: return;
+    }
+    gguf_w_scalar(w, key, kv->type, &v);
+}
+
 /* Copies every tokenizer.* key of a vocabulary GGUF; returns its token count or <0. */
 static int copy_vocab(gguf_writer *w, const char *path) {
     gguf_file vf;
@@ -216,18 +240,12 @@ static int copy_vocab(gguf_writer *w, const char *path) {
             gguf_w_str(w, key, sval);
             free(sval);
             break;
-        case GGUF_VTYPE_BOOL: gguf_w_bool(w, key, (int)kv->v.u64); break;
-        case GGUF_VTYPE_U8: case GGUF_VTYPE_U16: case GGUF_VTYPE_U32: case GGUF_VTYPE_U64:
-            gguf_w_u32(w, key, (uint32_t)kv->v.u64); break;
-        case GGUF_VTYPE_I8: case GGUF_VTYPE_I16: case GGUF_VTYPE_I32: case GGUF_VTYPE_I64:
-            gguf_w_i32(w, key, (int32_t)kv->v.i64); break;
-        case GGUF_VTYPE_F32: case GGUF_VTYPE_F64: gguf_w_f32(w, key, (float)kv->v.f64); break;
         case GGUF_VTYPE_ARRAY:
             if (kv->arr_type == GGUF_VTYPE_STRING) gguf_w_arr(w, key, GGUF_VTYPE_STRING, kv->arr_strs, kv->arr_count);
             else gguf_w_arr(w, key, kv->arr_type, kv->arr_data, kv->arr_count);
             if (!strcmp(key, "tokenizer.ggml.tokens")) n_vocab = (int)kv->arr_count;
             break;
-        default: break;
+        default: copy_scalar(w, key, kv); break;
         }
     }
     gguf_close(&vf);
