@@ -36,7 +36,8 @@ EOF
 if [ "${BENCH_VARIANTS:-1}" = 1 ]; then
     # (tg runs in a context of its own length, 128: attention chunks of 64 by default)
     # (an entry may set several variables joined by '+')
-    for v in MINFER_CUDA_XST_DEPTH=3 MINFER_CUDA_XST_MB=0 \
+    for v in MINFER_CUDA_XST_DEPTH=3 MINFER_CUDA_XST_MB=0 MINFER_CUDA_XST_PRE=4 MINFER_CUDA_XST_PRE=6 \
+             MINFER_CUDA_XST_PRE=10 MINFER_CUDA_XST_PRE=6+MINFER_CUDA_XST_MB=0 \
              MINFER_CUDA_GEMV_WIDE=1 MINFER_CUDA_GEMV_WIDE=0 MINFER_CUDA_ATTN_FIT=0 \
              MINFER_CUDA_ATTN_FIT=0+MINFER_CUDA_GEMV_WIDE=1 MINFER_CUDA_ADD_GEMV=0 MINFER_CUDA_ATTN_PRE=0 MINFER_CUDA_ATTN_CHUNK=128 \
              MINFER_CUDA_SKIP=swiglu_q8 \

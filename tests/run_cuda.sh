@@ -5,7 +5,8 @@
 #      or xs2 for wide rows), with every optional path off, (matmuls and the one-token
 #      chains only) with the other GEMV variants (MINFER_CUDA_GEMV=1, 2, 4), with the
 #      persistent grids capped at 1 block per SM, with wide rows on xs2 and on pp
-#      (MINFER_CUDA_GEMV_WIDE=1, 0), with the residual add in the norm kernel instead of
+#      (MINFER_CUDA_GEMV_WIDE=1, 0), with xst everywhere and 6 ring rows asked for before
+#      the wait (MINFER_CUDA_GEMV=4 MINFER_CUDA_XST_PRE=6, opt-in), with the residual add in the norm kernel instead of
 #      the GEMV before it (MINFER_CUDA_ADD_GEMV=0), and (attention only) with
 #      MINFER_CUDA_ATTN_FIT=0;
 #   2. end to end: stories260K greedy 200 tokens from BOS on the GPU must print
@@ -124,7 +125,7 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     # (its CPU reference over 3000-position prefixes took ~270 s on 2 of 16 cores, 2026-11-29,
     # before each prefix served all its test batches) get a third of the cores each; the
     # matmul-only runs end in 70-120 s.
-    NR=10
+    NR=11
     NC=$(nproc 2>/dev/null || echo 4)
     TH=$(( NC / NR )); [ "$TH" -ge 2 ] || TH=2
     THA=$(( NC / 3 )); [ "$THA" -ge 2 ] || THA=2
@@ -143,6 +144,9 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
         bg_start cuda_ops_wide$w env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_WIDE=$w \
             "$TESTS/test_cuda_ops"
     done
+    # the opt-in deeper prefetch before the wait (MINFER_CUDA_XST_PRE), on every xst-able launch
+    bg_start cuda_ops_xst_pre6 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV=4 \
+        MINFER_CUDA_XST_PRE=6 "$TESTS/test_cuda_ops"
     # the residual add in the norm kernel, not folded into the GEMV before it
     bg_start cuda_ops_add_gemv0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_ADD_GEMV=0 \
         "$TESTS/test_cuda_ops"
@@ -169,6 +173,8 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
     done
     run_one "forward tiny q4_k_m, wide rows on pp" env MINFER_CUDA_GEMV_WIDE=0 \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
+    run_one "forward tiny q4_k_m, xst everywhere, 6 rows before the wait" env MINFER_CUDA_GEMV=4 \
+        MINFER_CUDA_XST_PRE=6 "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     run_one "forward tiny q4_k_m, attention unfitted, wide rows on xs2" env MINFER_CUDA_ATTN_FIT=0 \
         MINFER_CUDA_GEMV_WIDE=1 "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     # 64-position attention chunks: the decode steps of 70..110 span two, so the

@@ -38,6 +38,8 @@
  * ffn_down: by default xst2 where xst would run (sm_90+), else xs2; 1 xs2 only,
  * 0 pp instead of xs2),
  * MINFER_CUDA_XST_DEPTH=N (xst ring rows in flight per warp, 2..16; default 2),
+ * MINFER_CUDA_XST_PRE=N (opt-in, not yet measured: N ring slots per warp, all asked for
+ * before the wait, then refilled to the depth; 0 or <= the depth: off),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
  * it before reading anything; attn.cu),
  * MINFER_CUDA_ADD_GEMV=0 (the residual add x += W a as part of the norm kernel after
@@ -135,6 +137,7 @@ struct cu_state {
     int xs_wide_mats;      /* quantized matrices too wide for xs (to xs2 or pp) */
     int64_t xst_bytes;     /* variant 3: xst for launches of at least this many bytes */
     int xst_depth;         /* xst ring rows per warp (MINFER_CUDA_XST_DEPTH; mmv.cuh) */
+    int xst_pre;           /* xst ring slots asked for before the wait (MINFER_CUDA_XST_PRE; 0: depth) */
     int code_arch;         /* __CUDA_ARCH__ of the code the device runs */
     int any_quant;
     /* memory */
@@ -199,6 +202,7 @@ int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->
 int cu_gemv_wide(const cu_state *S) { return S->gemv_wide; }
 void cu_count_xst2(cu_state *S) { S->n_xst2++; }
 int cu_xst_depth(const cu_state *S) { return S->xst_depth; }
+int cu_xst_pre(const cu_state *S) { return S->xst_pre; }
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes) {
     *per_sm_cap = S->gemv_per_sm;
     *xst_bytes = S->xst_bytes;
@@ -986,6 +990,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         if (S->f_gemv == 4) S->f_gemv = 3;
     }
     S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
+    S->xst_pre = env_in_range("MINFER_CUDA_XST_PRE", 0, 0, 32);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
     {
@@ -1141,8 +1146,10 @@ static void print_notice(cu_state *S) {
     const size_t plane = (size_t)S->w16_cap * sizeof(__half);
     const size_t scratch = S->own_scratch + S->fw_scratch - plane;
     const double base = (double)S->wbytes + (double)S->kvbytes;
-    char gemv_name[192], xs_name[64], ring[32] = "";
-    if (S->xst_depth != cu_mmv_xst_depth_default()) snprintf(ring, sizeof ring, "[depth %d]", S->xst_depth);
+    char gemv_name[320], xs_name[128], ring[64] = "";
+    if (S->xst_depth != cu_mmv_xst_depth_default() || S->xst_pre > S->xst_depth)
+        snprintf(ring, sizeof ring, S->xst_pre > S->xst_depth ? "[depth %d, %d before the wait(opt-in)]" : "[depth %d]",
+                 S->xst_depth, S->xst_pre);
     if (S->f_gemv == 4) snprintf(xs_name, sizeof xs_name, "xst%s", ring);
     else if (S->xst_bytes >= 0)
         snprintf(xs_name, sizeof xs_name, "xs+xst%s>=%lldMB", ring, (long long)(S->xst_bytes >> 20));
