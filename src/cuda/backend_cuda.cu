@@ -38,6 +38,8 @@
  * ffn_down: by default xst2 where xst would run (sm_90+), else xs2; 1 xs2 only,
  * 0 pp instead of xs2),
  * MINFER_CUDA_XST_DEPTH=N (xst ring rows in flight per warp, 2..16; default 2),
+ * MINFER_CUDA_GEMV_MIXED=1 (opt-in, not yet measured: q and k of q4_K/q5_K with v of
+ * q6_K as one xst launch, xstm, instead of two; mmv.cuh),
  * MINFER_CUDA_XST_PRE=N (opt-in, not yet measured: N ring slots per warp, all asked for
  * before the wait, then refilled to the depth; 0 or <= the depth: off),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
@@ -86,6 +88,9 @@ struct cu_pend {
      * it runs as issued, then the add. */
     float *macc;
     int maccum;
+    /* the last matrix is of type mtype2 (MINFER_CUDA_GEMV_MIXED: one xstm launch) */
+    int mmixed;
+    uint32_t mtype2;
     /* rope */
     cu_rope_job rj[2];
     int rnj;
@@ -128,6 +133,8 @@ struct cu_state {
     int f_graph, f_pdl, f_fuse, f_dp4a, f_flash, f_mma, f_sync, verbose;
     /* x += the GEMV before it, folded into that GEMV's store (MINFER_CUDA_ADD_GEMV) */
     int f_add_gemv;
+    /* q/k of one K-quant and v of q6_K as one launch (MINFER_CUDA_GEMV_MIXED, opt-in) */
+    int f_gemv_mixed;
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
     int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
@@ -191,6 +198,7 @@ struct cu_state {
     uint64_t launches, replays, eager;
     uint64_t n_xst2; /* kernel_mmv_xst2 launches (eager or captured) */
     uint64_t n_add_gemv; /* GEMV launches with the residual add folded in */
+    uint64_t n_xstm;     /* kernel_mmv_xstm launches (two block types in one launch) */
 };
 
 /* ------------------------------------------------------------------------- */
@@ -201,6 +209,7 @@ int cu_pdl(const cu_state *S) { return S->f_pdl; }
 int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->prop.multiProcessorCount : 1; }
 int cu_gemv_wide(const cu_state *S) { return S->gemv_wide; }
 void cu_count_xst2(cu_state *S) { S->n_xst2++; }
+void cu_count_xstm(cu_state *S) { S->n_xstm++; }
 int cu_xst_depth(const cu_state *S) { return S->xst_depth; }
 int cu_xst_pre(const cu_state *S) { return S->xst_pre; }
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes) {
@@ -350,7 +359,32 @@ static void run_mmv(cu_state *S) {
             q8_set(S, p->mx, nx);
         }
         a.q = S->q8;
-        cu_mmv_q8(S, p->mtype, &a);
+        if (p->mmixed) {
+            a.stride2 = cu_row_stride(p->mtype2, p->mK);
+            if (!cu_mmv_q8_mixed(S, p->mtype, p->mtype2, &a)) {
+                /* xstm does not take it: the matrices of each type as a launch of their own */
+                cu_mmv_args b = a;
+                b.nmat = p->mnmat - 1;
+                b.stride2 = 0;
+                cu_mmv_q8(S, p->mtype, &b);
+                cu_mmv_args c;
+                memset(&c, 0, sizeof c);
+                const int l = p->mnmat - 1;
+                c.w[0] = a.w[l];
+                c.out[0] = a.out[l];
+                c.bias[0] = a.bias[l];
+                c.rows[0] = a.rows[l];
+                c.nmat = 1;
+                c.stride = a.stride2;
+                c.K = a.K;
+                c.ncols = a.ncols;
+                c.x = a.x;
+                c.q = a.q;
+                cu_mmv_q8(S, p->mtype2, &c);
+            }
+        } else {
+            cu_mmv_q8(S, p->mtype, &a);
+        }
     } else {
         cu_mmv_f(S, p->mtype, &a);
     }
@@ -456,6 +490,7 @@ static void pend_mmv_start(cu_pend *p, uint32_t type, int q8, int n, int K, cons
     p->mnmat = 0;
     p->macc = NULL;
     p->maccum = 0;
+    p->mmixed = 0;
 }
 
 static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n) {
@@ -486,15 +521,21 @@ static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weigh
             q8_touch(S, out, (size_t)n * R * 4);
             return;
         }
-        const int join = S->f_fuse && p->kind == PEND_MMV && p->mtype == w->type && p->mq8 == q8 &&
+        /* a third matrix of another type joins two as the mixed launch's last (xstm) */
+        const int mixed = S->f_gemv_mixed && p->kind == PEND_MMV && p->mtype != w->type && q8 && n == 1 &&
+                          p->mnmat == CU_MMV_MAXMAT - 1 && cu_mmv_mixed_supported(p->mtype, w->type);
+        const int join = S->f_fuse && p->kind == PEND_MMV && (p->mtype == w->type || mixed) && p->mq8 == q8 &&
                          p->mn == n && p->mK == K && p->mx == x && p->mnmat < CU_MMV_MAXMAT && !p->macc &&
-                         !overlaps(out, (size_t)n * R * 4, x, (size_t)n * K * 4);
+                         !p->mmixed && !overlaps(out, (size_t)n * R * 4, x, (size_t)n * K * 4);
         int ok = join;
         for (int i = 0; ok && i < p->mnmat; i++)
             if (overlaps(out, (size_t)n * R * 4, p->mout[i], (size_t)n * p->mw[i]->rows * 4)) ok = 0;
         if (!ok) {
             flush(S);
             pend_mmv_start(p, w->type, q8, n, K, x);
+        } else if (p->mtype != w->type) {
+            p->mmixed = 1;
+            p->mtype2 = w->type;
         }
         p->mout[p->mnmat] = out;
         p->mw[p->mnmat] = w;
@@ -937,8 +978,8 @@ static int check_model(cu_state *S, const mf_model *m, mf_err *err) {
 static void free_state(cu_state *S) {
     /* the xst2 launch count (tests/run_cuda.sh checks that it ran) */
     if (S->verbose)
-        fprintf(stderr, "minfer/cuda: xst2 launches %llu, add-in-gemv launches %llu\n", (unsigned long long)S->n_xst2,
-                (unsigned long long)S->n_add_gemv);
+        fprintf(stderr, "minfer/cuda: xst2 launches %llu, add-in-gemv launches %llu, xstm launches %llu\n",
+                (unsigned long long)S->n_xst2, (unsigned long long)S->n_add_gemv, (unsigned long long)S->n_xstm);
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s,
@@ -969,6 +1010,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_pdl = mf_env_int("MINFER_CUDA_PDL", 1) && S->prop.major >= 9;
     S->f_fuse = mf_env_int("MINFER_CUDA_FUSE", 1);
     S->f_add_gemv = mf_env_int("MINFER_CUDA_ADD_GEMV", 1) == 1 && S->f_fuse;
+    S->f_gemv_mixed = mf_env_int("MINFER_CUDA_GEMV_MIXED", 0) == 1 && S->f_fuse;
     S->f_dp4a = mf_env_int("MINFER_CUDA_DP4A", 1);
     S->f_flash = mf_env_int("MINFER_CUDA_FLASH", 1);
     S->f_mma = mf_env_int("MINFER_CUDA_MMA", 1);
@@ -1150,9 +1192,10 @@ static void print_notice(cu_state *S) {
     if (S->xst_depth != cu_mmv_xst_depth_default() || S->xst_pre > S->xst_depth)
         snprintf(ring, sizeof ring, S->xst_pre > S->xst_depth ? "[depth %d, %d before the wait(opt-in)]" : "[depth %d]",
                  S->xst_depth, S->xst_pre);
-    if (S->f_gemv == 4) snprintf(xs_name, sizeof xs_name, "xst%s", ring);
+    const char *mixed = S->f_gemv_mixed && S->xst_bytes >= 0 ? "+xstm(opt-in)" : "";
+    if (S->f_gemv == 4) snprintf(xs_name, sizeof xs_name, "xst%s%s", ring, mixed);
     else if (S->xst_bytes >= 0)
-        snprintf(xs_name, sizeof xs_name, "xs+xst%s>=%lldMB", ring, (long long)(S->xst_bytes >> 20));
+        snprintf(xs_name, sizeof xs_name, "xs+xst%s%s>=%lldMB", ring, mixed, (long long)(S->xst_bytes >> 20));
     else snprintf(xs_name, sizeof xs_name, "xs");
     if (!S->f_dp4a) snprintf(gemv_name, sizeof gemv_name, "f32");
     else if (S->f_gemv == 2) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-pp");

@@ -247,10 +247,15 @@ struct cu_mmv_args {
     cu_q8 q;              /* q8 activations (quantized weights) */
     int accum;            /* out[0] += the product: the residual add folded into the GEMV */
     int pre;              /* xst with PRE: ring slots per warp, asked for before the wait */
+    int64_t stride2;      /* xstm: row stride of the last matrix, of the second type */
 };
 /* Returns 1 when a dp4a kernel exists for the type. */
 int cu_mmv_q8_supported(uint32_t type);
 void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a);      /* mmv_kquant.cu / mmv_q.cu */
+/* One launch for matrices of type t1 and, last, one of type t2 (same K, one column),
+ * on xstm; 0 when that kernel does not take it (the caller splits the launch). */
+int cu_mmv_q8_mixed(cu_state *S, uint32_t t1, uint32_t t2, const cu_mmv_args *a);
+int cu_mmv_mixed_supported(uint32_t t1, uint32_t t2);
 /* Host-side set-up of a GEMV variant (2 = pp, 3 = xs: occupancy lookups), at init,
  * before any capture. */
 void cu_mmv_prepare(int variant);

@@ -664,6 +664,104 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
     return 1;
 }
 
+/* ---- Variant "xstm" (sm_90+, opt-in: MINFER_CUDA_GEMV_MIXED=1; not yet measured) ----
+ * xst for a stacked launch whose last matrix has another block type of the same
+ * 256-value super-block (q4_K or q5_K with q6_K: llama.cpp's q4_k_m/q5_k_m give attn_v
+ * q6_K in about half the layers, so q, k and v are two launches there). The ring's
+ * slots take the longer row; each warp's rows ascend, so it meets the second type at
+ * most once and loads that type's activation layout then (one more L2 round trip for
+ * the warps that cross). Per row the same sums as xst of its type. */
+template <typename U, int UPL>
+static __device__ __forceinline__ void xstm_rows(const cu_mmv_args &a, int i0, int i1, int n, int depth, int gw,
+                                                 int W, int g2, int64_t smax, uint8_t *slot0, uint64_t *bar,
+                                                 int lane) {
+    const int nb = a.K / U::QK;
+    const int nu = nb * U::UPB;
+    typename U::X x[UPL];
+    mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
+    for (int i = i0; i < i1; i++) {
+        const int s = i % depth;
+        mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
+        typename U::W w[UPL];
+        mmv_lane_load<U, UPL, ld_s>(slot0 + (size_t)s * smax, nb, 0, nu, lane, w);
+        const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, 0, nu, lane));
+        if (lane == 0) {
+            int m, r;
+            if (i + depth < n) {
+                const int g = gw + (i + depth) * W;
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                const uint8_t *src = mmv_row(a, g, &m, &r);
+                const int64_t bytes = g >= g2 ? a.stride2 : a.stride;
+                if (g >= g2) src = a.w[2] + (int64_t)r * a.stride2;
+                tma_row(slot0 + (size_t)s * smax, src, (uint32_t)bytes, bar + s);
+            }
+            mmv_row(a, gw + i * W, &m, &r);
+            mmv_store<1>(a, m, r, &acc);
+        }
+        __syncwarp();
+    }
+}
+template <typename U1, typename U2, int UPL>
+static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xstm(cu_mmv_args a, int depth) {
+    pdl_trigger();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(128) uint8_t xst_smem[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int total = mmv_total(a);
+    const int W = gridDim.x * MMV_XST_WARPS, gw = blockIdx.x * MMV_XST_WARPS + warp;
+    if (gw >= total) return;
+    const int n = (total - gw + W - 1) / W;
+    const int g2 = total - a.rows[2];  /* the first row of the second type (matrix 2) */
+    const int64_t smax = a.stride > a.stride2 ? a.stride : a.stride2;
+    uint64_t *bar = (uint64_t *)xst_smem + warp * depth;
+    uint8_t *slot0 = xst_smem + mmv_ring_bars(MMV_XST_WARPS, depth) + (size_t)warp * depth * smax;
+    if (lane == 0) {
+        mbar_init_ring(bar, depth);
+        for (int i = 0; i < depth && i < n; i++) {
+            const int g = gw + i * W;
+            int m, r;
+            const uint8_t *src = mmv_row(a, g, &m, &r);
+            if (g >= g2) src = a.w[2] + (int64_t)r * a.stride2;
+            tma_row(slot0 + (size_t)i * smax, src, (uint32_t)(g >= g2 ? a.stride2 : a.stride), bar + i);
+        }
+    }
+    __syncwarp();
+    pdl_wait();
+    /* this warp's rows of the first type: gw + i W < g2 */
+    const int n1 = gw >= g2 ? 0 : (g2 - gw + W - 1) / W < n ? (g2 - gw + W - 1) / W : n;
+    if (n1 > 0) xstm_rows<U1, UPL>(a, 0, n1, n, depth, gw, W, g2, smax, slot0, bar, lane);
+    if (n1 < n) xstm_rows<U2, UPL>(a, n1, n, n, depth, gw, W, g2, smax, slot0, bar, lane);
+#endif
+}
+void cu_count_xstm(cu_state *S); /* MINFER_CUDA_VERBOSE prints the count at the end */
+template <typename U1, typename U2>
+static void mmv_xstm_prepare() {
+    mmv_ring_limit<kernel_mmv_xstm<U1, U2, 1>>();
+    mmv_ring_limit<kernel_mmv_xstm<U1, U2, 2>>();
+    mmv_ring_limit<kernel_mmv_xstm<U1, U2, 4>>();
+}
+/* Launches xstm when the launch is one column of exactly three matrices, its units per
+ * lane fit xs, and the ring fits; else 0. */
+template <typename U1, typename U2>
+static int mmv_xstm_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
+    if (a->ncols != 1 || a->nmat != 3 || a->stride2 <= 0) return 0;
+    const int upl = mmv_xs_upl(a->K / U1::QK * U1::UPB, 1);
+    if (upl != 1 && upl != 2 && upl != 4) return 0;
+    const int lim = upl == 1   ? mmv_ring_limit<kernel_mmv_xstm<U1, U2, 1>>()
+                    : upl == 2 ? mmv_ring_limit<kernel_mmv_xstm<U1, U2, 2>>()
+                               : mmv_ring_limit<kernel_mmv_xstm<U1, U2, 4>>();
+    const int64_t smax = a->stride > a->stride2 ? a->stride : a->stride2;
+    const int depth = mmv_ring_depth(S, MMV_XST_WARPS, smax, lim);
+    if (!depth) return 0;
+    const size_t smem = mmv_ring_smem(MMV_XST_WARPS, depth, smax);
+    const int blocks = mmv_persist_blocks(S, a, MMV_XST_WARPS, MMV_XST_PERSM, 0);
+    cu_count_xstm(S);
+    if (upl == 1) cu_launch(S, name, kernel_mmv_xstm<U1, U2, 1>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
+    else if (upl == 2) cu_launch(S, name, kernel_mmv_xstm<U1, U2, 2>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
+    else cu_launch(S, name, kernel_mmv_xstm<U1, U2, 4>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
+    return 1;
+}
+
 /* ---- Variant "xst2" (sm_90+; the default for wide rows from the xst size,
  * MINFER_CUDA_GEMV_WIDE=1 turns it off) ----
  * xs2 fed like xst: the row split between the two warps of a pair (activations of

@@ -170,4 +170,22 @@ void cu_mmv_prepare_kquant(int variant) {
     mmv_prepare_unit<unit_k45<false>>(variant);
     mmv_prepare_unit<unit_k45<true>>(variant);
     mmv_prepare_unit<unit_q6k>(variant);
+    if (variant >= 3) {
+        mmv_xstm_prepare<unit_k45<false>, unit_q6k>();
+        mmv_xstm_prepare<unit_k45<true>, unit_q6k>();
+    }
+}
+
+int cu_mmv_mixed_supported(uint32_t t1, uint32_t t2) {
+    return (t1 == QTYPE_Q4_K || t1 == QTYPE_Q5_K) && t2 == QTYPE_Q6_K;
+}
+
+int cu_mmv_q8_mixed(cu_state *S, uint32_t t1, uint32_t t2, const cu_mmv_args *a) {
+    int per_sm_cap = 0;
+    int64_t xst_bytes = -1;
+    const int v = cu_gemv_variant(S, &per_sm_cap, &xst_bytes);
+    const int64_t bytes = (int64_t)(a->rows[0] + a->rows[1]) * a->stride + (int64_t)a->rows[2] * a->stride2;
+    if (!cu_mmv_mixed_supported(t1, t2) || xst_bytes < 0 || !(v == 4 || (v == 3 && bytes >= xst_bytes))) return 0;
+    if (t1 == QTYPE_Q4_K) return mmv_xstm_launch<unit_k45<false>, unit_q6k>(S, a, "mmv_q4_K+q6_K");
+    return mmv_xstm_launch<unit_k45<true>, unit_q6k>(S, a, "mmv_q5_K+q6_K");
 }

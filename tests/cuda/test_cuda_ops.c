@@ -147,7 +147,7 @@ static void run_matmul(env *e, mf_weight *w, int nm, const mf_weight *bias, int 
         const int gemm = n > 8;
         const int q8 = !gemm && dp4a_on && t != QTYPE_F32 && t != QTYPE_F16 && t != QTYPE_BF16;
         const double tol = gemm ? 4e-3 : q8 ? 2e-2 : 2e-5;
-        CHECK(er < tol, "matmul %s rows %d K %d n %d bias %d group %d: err %.3g (tol %.1g)", qtype_name(t),
+        CHECK(er < tol, "matmul %s rows %d K %d n %d bias %d group %d: err %.3g (tol %.1g)", qtype_name(w[i].type),
               (int)w[i].rows, K, n, bias != NULL, nm, er, tol);
         free(got);
         free(ref[i]);
@@ -170,6 +170,22 @@ static void test_matmul(env *e, uint32_t t, int rows, int K, const int *ns, int 
     }
     for (int i = 0; i < nn; i++) run_matmul(e, w, nm, i % 3 == 0 ? &bias : NULL, ns[i]);
     for (int i = 0; i < nm; i++) free((void *)w[i].host);
+    free((void *)bias.host);
+}
+
+/* q, k of type t1 and v of type t2 on one input, as forward.c issues them (the
+ * attention projections of a q4_k_m layer whose attn_v is q6_K): one launch with
+ * MINFER_CUDA_GEMV_MIXED (xstm) for one column, else one per type. */
+static void test_matmul_mixed(env *e, uint32_t t1, uint32_t t2, int rows, int K, const int *ns, int nn) {
+    mf_err err = {{0}};
+    mf_weight w[3], bias = make_weight(QTYPE_F32, 1, rows + 6, 0.5f);
+    CHECK(cuda_backend_upload(e->gpu, &bias, &err) == 0, "upload bias: %s", err.msg);
+    for (int i = 0; i < 3; i++) {
+        w[i] = make_weight(i < 2 ? t1 : t2, rows + i * 3, K, 0.05f);
+        CHECK(cuda_backend_upload(e->gpu, &w[i], &err) == 0, "upload %s: %s", qtype_name(w[i].type), err.msg);
+    }
+    for (int i = 0; i < nn; i++) run_matmul(e, w, 3, i % 2 ? &bias : NULL, ns[i]);
+    for (int i = 0; i < 3; i++) free((void *)w[i].host);
     free((void *)bias.host);
 }
 
@@ -518,6 +534,12 @@ int main(void) {
         if (t == QTYPE_Q4_K || t == QTYPE_Q6_K) test_matmul(&e, t, 1600, 11008, n1, 1, 0);
     }
     if (do_matmul) {
+        /* q, k q4_K (or q5_K) with v q6_K: 33 MB (xstm by size) and 2.4 MB (xstm only
+         * with MINFER_CUDA_GEMV=4), one and two columns (two: a launch per type) */
+        const int nmx[] = {1, 2, 1};
+        test_matmul_mixed(&e, QTYPE_Q4_K, QTYPE_Q6_K, 4096, 4096, nmx, 3);
+        test_matmul_mixed(&e, QTYPE_Q5_K, QTYPE_Q6_K, 4096, 4096, nmx, 2);
+        test_matmul_mixed(&e, QTYPE_Q4_K, QTYPE_Q6_K, 300, 2048, nmx, 3);
         /* the one-token add/norm chain; k1 11008 puts the first GEMV on xst2 (or xs2,
          * pp), 4096 on xs */
         test_chain(&e, QTYPE_Q4_K, 4096, 4096, 300);
