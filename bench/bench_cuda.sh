@@ -57,6 +57,9 @@ rm -f "$OUTJ"
 LAB=$(dirname "$BIN")/bench/cuda_gemv
 if [ -x "$LAB" ]; then
     "$LAB"
+    # the opt-in ring rows before the wait, per GEMV (the lab reads MINFER_CUDA_XST_PRE)
+    echo "cuda_gemv with MINFER_CUDA_XST_PRE=6:"
+    MINFER_CUDA_XST_PRE=6 "$LAB" | grep -E '\| (auto|xst) \||ok|FAIL'
     # the chain experiment (cuda_gemv.cu): a layer's GEMVs in one persistent kernel; a
     # grid barrier inside, so a time limit in case it ever fails to make progress
     timeout 120 "$LAB" chain 4 50 || echo "cuda_gemv chain: exit $?"
