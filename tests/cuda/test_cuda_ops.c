@@ -534,7 +534,7 @@ int main(void) {
         if (t == QTYPE_Q4_K || t == QTYPE_Q6_K) test_matmul(&e, t, 1600, 11008, n1, 1, 0);
     }
     if (do_matmul) {
-        /* q, k q4_K (or q5_K) with v q6_K: 33 MB (xstm by size) and 2.4 MB (xstm only
+        /* q, k q4_K (or q5_K) with v q6_K: 33 MB (xstm by size) and 1.2 MB (xstm only
          * with MINFER_CUDA_GEMV=4), one and two columns (two: a launch per type) */
         const int nmx[] = {1, 2, 1};
         test_matmul_mixed(&e, QTYPE_Q4_K, QTYPE_Q6_K, 4096, 4096, nmx, 3);
