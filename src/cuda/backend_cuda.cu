@@ -361,27 +361,7 @@ static void run_mmv(cu_state *S) {
         a.q = S->q8;
         if (p->mmixed) {
             a.stride2 = cu_row_stride(p->mtype2, p->mK);
-            if (!cu_mmv_q8_mixed(S, p->mtype, p->mtype2, &a)) {
-                /* xstm does not take it: the matrices of each type as a launch of their own */
-                cu_mmv_args b = a;
-                b.nmat = p->mnmat - 1;
-                b.stride2 = 0;
-                cu_mmv_q8(S, p->mtype, &b);
-                cu_mmv_args c;
-                memset(&c, 0, sizeof c);
-                const int l = p->mnmat - 1;
-                c.w[0] = a.w[l];
-                c.out[0] = a.out[l];
-                c.bias[0] = a.bias[l];
-                c.rows[0] = a.rows[l];
-                c.nmat = 1;
-                c.stride = a.stride2;
-                c.K = a.K;
-                c.ncols = a.ncols;
-                c.x = a.x;
-                c.q = a.q;
-                cu_mmv_q8(S, p->mtype2, &c);
-            }
+            cu_mmv_q8_mixed(S, p->mtype, p->mtype2, &a);
         } else {
             cu_mmv_q8(S, p->mtype, &a);
         }

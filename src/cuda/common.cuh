@@ -252,9 +252,10 @@ struct cu_mmv_args {
 /* Returns 1 when a dp4a kernel exists for the type. */
 int cu_mmv_q8_supported(uint32_t type);
 void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a);      /* mmv_kquant.cu / mmv_q.cu */
-/* One launch for matrices of type t1 and, last, one of type t2 (same K, one column),
- * on xstm; 0 when that kernel does not take it (the caller splits the launch). */
-int cu_mmv_q8_mixed(cu_state *S, uint32_t t1, uint32_t t2, const cu_mmv_args *a);
+/* Matrices of type t1 and, last, one of type t2 (same K; a->stride2 its row stride):
+ * one xstm launch where that kernel takes it (one column, from the xst size), else a
+ * launch per type. */
+void cu_mmv_q8_mixed(cu_state *S, uint32_t t1, uint32_t t2, const cu_mmv_args *a);
 int cu_mmv_mixed_supported(uint32_t t1, uint32_t t2);
 /* Host-side set-up of a GEMV variant (2 = pp, 3 = xs: occupancy lookups), at init,
  * before any capture. */

@@ -519,6 +519,29 @@ static __device__ __forceinline__ void mbar_init_ring(uint64_t *bar, int n) {
 #endif
 }
 
+/* A warp of an xst-style kernel (xstm; xst writes the same out): its place in the
+ * persistent grid, its rows (gw, gw + W, ... below the launch's total: n of them) and
+ * its ring of D slots of slot bytes each (mmv_ring_smem's layout). False for a warp
+ * without rows. */
+struct xst_warp {
+    int lane, W, gw, n;
+    uint64_t *bar;
+    uint8_t *slot0;
+};
+static __device__ __forceinline__ bool xst_warp_init(const cu_mmv_args &a, int D, int64_t slot, uint8_t *smem,
+                                                     xst_warp &w) {
+    const int warp = threadIdx.x >> 5;
+    const int total = mmv_total(a);
+    w.lane = threadIdx.x & 31;
+    w.W = gridDim.x * MMV_XST_WARPS;
+    w.gw = blockIdx.x * MMV_XST_WARPS + warp;
+    if (w.gw >= total) return false;
+    w.n = (total - w.gw + w.W - 1) / w.W;
+    w.bar = (uint64_t *)smem + warp * D;
+    w.slot0 = smem + mmv_ring_bars(MMV_XST_WARPS, D) + (size_t)warp * D * slot;
+    return true;
+}
+
 /* PRE (opt-in, MINFER_CUDA_XST_PRE, not yet measured): a.pre > depth slots per warp,
  * all asked for before the wait (the rows streamed while the kernels ahead finish),
  * refilled after it only to depth rows ahead of the row in use (deeper rings
@@ -529,6 +552,8 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     pdl_trigger();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) uint8_t xst_smem[];
+    /* (xst_warp_init below computes the same; written out here because through it
+     * this kernel, the measured default, gets 2 more registers: 91 vs 89, q4_K UPL 2) */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int total = mmv_total(a);
     const int W = gridDim.x * MMV_XST_WARPS, gw = blockIdx.x * MMV_XST_WARPS + warp;
@@ -671,31 +696,38 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
  * slots take the longer row; each warp's rows ascend, so it meets the second type at
  * most once and loads that type's activation layout then (one more L2 round trip for
  * the warps that cross). Per row the same sums as xst of its type. */
+/* Row g of an xstm launch: its weights and (bytes) their length; rows from g2 on are
+ * matrix 2's, of the second type (stride2). */
+static __device__ __forceinline__ const uint8_t *xstm_row(const cu_mmv_args &a, int g, int g2, uint32_t *bytes) {
+    int m, r;
+    const uint8_t *src = mmv_row(a, g, &m, &r);
+    *bytes = (uint32_t)(g >= g2 ? a.stride2 : a.stride);
+    return g >= g2 ? a.w[2] + (int64_t)r * a.stride2 : src;
+}
 template <typename U, int UPL>
-static __device__ __forceinline__ void xstm_rows(const cu_mmv_args &a, int i0, int i1, int n, int depth, int gw,
-                                                 int W, int g2, int64_t smax, uint8_t *slot0, uint64_t *bar,
-                                                 int lane) {
+static __device__ __forceinline__ void xstm_rows(const cu_mmv_args &a, int i0, int i1, int depth, int g2,
+                                                 int64_t smax, const xst_warp &wp) {
+    const int lane = wp.lane;
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     typename U::X x[UPL];
     mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
     for (int i = i0; i < i1; i++) {
         const int s = i % depth;
-        mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
+        mbar_wait(wp.bar + s, (uint32_t)(i / depth) & 1u);
         typename U::W w[UPL];
-        mmv_lane_load<U, UPL, ld_s>(slot0 + (size_t)s * smax, nb, 0, nu, lane, w);
+        mmv_lane_load<U, UPL, ld_s>(wp.slot0 + (size_t)s * smax, nb, 0, nu, lane, w);
         const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, 0, nu, lane));
         if (lane == 0) {
-            int m, r;
-            if (i + depth < n) {
-                const int g = gw + (i + depth) * W;
+            if (i + depth < wp.n) {
+                /* (as xst: the slot's generic-proxy reads before the async refill) */
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                const uint8_t *src = mmv_row(a, g, &m, &r);
-                const int64_t bytes = g >= g2 ? a.stride2 : a.stride;
-                if (g >= g2) src = a.w[2] + (int64_t)r * a.stride2;
-                tma_row(slot0 + (size_t)s * smax, src, (uint32_t)bytes, bar + s);
+                uint32_t bytes;
+                const uint8_t *src = xstm_row(a, wp.gw + (i + depth) * wp.W, g2, &bytes);
+                tma_row(wp.slot0 + (size_t)s * smax, src, bytes, wp.bar + s);
             }
-            mmv_row(a, gw + i * W, &m, &r);
+            int m, r;
+            mmv_row(a, wp.gw + i * wp.W, &m, &r);
             mmv_store<1>(a, m, r, &acc);
         }
         __syncwarp();
@@ -706,31 +738,24 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xstm(cu_
     pdl_trigger();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) uint8_t xst_smem[];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int total = mmv_total(a);
-    const int W = gridDim.x * MMV_XST_WARPS, gw = blockIdx.x * MMV_XST_WARPS + warp;
-    if (gw >= total) return;
-    const int n = (total - gw + W - 1) / W;
-    const int g2 = total - a.rows[2];  /* the first row of the second type (matrix 2) */
-    const int64_t smax = a.stride > a.stride2 ? a.stride : a.stride2;
-    uint64_t *bar = (uint64_t *)xst_smem + warp * depth;
-    uint8_t *slot0 = xst_smem + mmv_ring_bars(MMV_XST_WARPS, depth) + (size_t)warp * depth * smax;
-    if (lane == 0) {
-        mbar_init_ring(bar, depth);
-        for (int i = 0; i < depth && i < n; i++) {
-            const int g = gw + i * W;
-            int m, r;
-            const uint8_t *src = mmv_row(a, g, &m, &r);
-            if (g >= g2) src = a.w[2] + (int64_t)r * a.stride2;
-            tma_row(slot0 + (size_t)i * smax, src, (uint32_t)(g >= g2 ? a.stride2 : a.stride), bar + i);
+    const int64_t smax = a.stride > a.stride2 ? a.stride : a.stride2; /* slot bytes */
+    xst_warp wp;
+    if (!xst_warp_init(a, depth, smax, xst_smem, wp)) return;
+    const int g2 = mmv_total(a) - a.rows[2]; /* the first row of the second type (matrix 2) */
+    if (wp.lane == 0) {
+        mbar_init_ring(wp.bar, depth);
+        for (int i = 0; i < depth && i < wp.n; i++) {
+            uint32_t bytes;
+            const uint8_t *src = xstm_row(a, wp.gw + i * wp.W, g2, &bytes);
+            tma_row(wp.slot0 + (size_t)i * smax, src, bytes, wp.bar + i);
         }
     }
     __syncwarp();
     pdl_wait();
-    /* this warp's rows of the first type: gw + i W < g2 */
-    const int n1 = gw >= g2 ? 0 : (g2 - gw + W - 1) / W < n ? (g2 - gw + W - 1) / W : n;
-    if (n1 > 0) xstm_rows<U1, UPL>(a, 0, n1, n, depth, gw, W, g2, smax, slot0, bar, lane);
-    if (n1 < n) xstm_rows<U2, UPL>(a, n1, n, n, depth, gw, W, g2, smax, slot0, bar, lane);
+    /* this warp's rows of the first type, gw + i W < g2 (no more than n: g2 <= total) */
+    const int n1 = wp.gw >= g2 ? 0 : (g2 - wp.gw + wp.W - 1) / wp.W;
+    if (n1 > 0) xstm_rows<U1, UPL>(a, 0, n1, depth, g2, smax, wp);
+    if (n1 < wp.n) xstm_rows<U2, UPL>(a, n1, wp.n, depth, g2, smax, wp);
 #endif
 }
 void cu_count_xstm(cu_state *S); /* MINFER_CUDA_VERBOSE prints the count at the end */

@@ -180,12 +180,27 @@ int cu_mmv_mixed_supported(uint32_t t1, uint32_t t2) {
     return (t1 == QTYPE_Q4_K || t1 == QTYPE_Q5_K) && t2 == QTYPE_Q6_K;
 }
 
-int cu_mmv_q8_mixed(cu_state *S, uint32_t t1, uint32_t t2, const cu_mmv_args *a) {
+void cu_mmv_q8_mixed(cu_state *S, uint32_t t1, uint32_t t2, const cu_mmv_args *a) {
     int per_sm_cap = 0;
     int64_t xst_bytes = -1;
     const int v = cu_gemv_variant(S, &per_sm_cap, &xst_bytes);
     const int64_t bytes = (int64_t)(a->rows[0] + a->rows[1]) * a->stride + (int64_t)a->rows[2] * a->stride2;
-    if (!cu_mmv_mixed_supported(t1, t2) || xst_bytes < 0 || !(v == 4 || (v == 3 && bytes >= xst_bytes))) return 0;
-    if (t1 == QTYPE_Q4_K) return mmv_xstm_launch<unit_k45<false>, unit_q6k>(S, a, "mmv_q4_K+q6_K");
-    return mmv_xstm_launch<unit_k45<true>, unit_q6k>(S, a, "mmv_q5_K+q6_K");
+    if (cu_mmv_mixed_supported(t1, t2) && xst_bytes >= 0 && (v == 4 || (v == 3 && bytes >= xst_bytes))) {
+        if (t1 == QTYPE_Q4_K && mmv_xstm_launch<unit_k45<false>, unit_q6k>(S, a, "mmv_q4_K+q6_K")) return;
+        if (t1 == QTYPE_Q5_K && mmv_xstm_launch<unit_k45<true>, unit_q6k>(S, a, "mmv_q5_K+q6_K")) return;
+    }
+    /* a launch per type: the first matrices, then the last */
+    const int l = a->nmat - 1;
+    cu_mmv_args b = *a, c = *a;
+    b.nmat = l;
+    b.stride2 = 0;
+    cu_mmv_q8(S, t1, &b);
+    c.w[0] = a->w[l];
+    c.out[0] = a->out[l];
+    c.bias[0] = a->bias[l];
+    c.rows[0] = a->rows[l];
+    c.nmat = 1;
+    c.stride = a->stride2;
+    c.stride2 = 0;
+    cu_mmv_q8(S, t2, &c);
 }
