@@ -34,12 +34,11 @@ for r in res:
     print("| %s | %.2f | %.2f | %s |" % (r["test"], r["avg_ts"], r["stddev_ts"], note))
 EOF
 if [ "${BENCH_VARIANTS:-1}" = 1 ]; then
-    # (tg runs in a context of its own length, 128: attention chunks of 64 by default)
+    # (tg runs in a context of its own length, 128: one attention chunk of 128 by default)
     # (an entry may set several variables joined by '+')
-    for v in MINFER_CUDA_XST_DEPTH=3 MINFER_CUDA_XST_MB=0 MINFER_CUDA_XST_PRE=4 MINFER_CUDA_XST_PRE=6 \
-             MINFER_CUDA_XST_PRE=10 MINFER_CUDA_XST_PRE=6+MINFER_CUDA_XST_MB=0 MINFER_CUDA_GEMV_MIXED=1 \
+    for v in MINFER_CUDA_XST_DEPTH=3 MINFER_CUDA_XST_MB=0 MINFER_CUDA_GEMV_MIXED=0 \
              MINFER_CUDA_GEMV_WIDE=1 MINFER_CUDA_GEMV_WIDE=0 MINFER_CUDA_ATTN_FIT=0 \
-             MINFER_CUDA_ATTN_FIT=0+MINFER_CUDA_GEMV_WIDE=1 MINFER_CUDA_ADD_GEMV=0 MINFER_CUDA_ATTN_PRE=0 MINFER_CUDA_ATTN_CHUNK=128 \
+             MINFER_CUDA_ATTN_FIT=0+MINFER_CUDA_GEMV_WIDE=1 MINFER_CUDA_ADD_GEMV=0 MINFER_CUDA_ATTN_PRE=0 MINFER_CUDA_ATTN_CHUNK=64 \
              MINFER_CUDA_SKIP=swiglu_q8 \
              MINFER_CUDA_SKIP=rmsnorm_q8 MINFER_CUDA_SKIP=attn_dec128 \
              MINFER_CUDA_GEMV=1 MINFER_CUDA_GEMV=2 MINFER_CUDA_GRAPH=0 MINFER_CUDA_PDL=0 MINFER_CUDA_FUSE=0 MINFER_CUDA_DP4A=0; do
@@ -57,9 +56,6 @@ rm -f "$OUTJ"
 LAB=$(dirname "$BIN")/bench/cuda_gemv
 if [ -x "$LAB" ]; then
     "$LAB"
-    # the opt-in ring rows before the wait, per GEMV (the lab reads MINFER_CUDA_XST_PRE)
-    echo "cuda_gemv with MINFER_CUDA_XST_PRE=6:"
-    MINFER_CUDA_XST_PRE=6 "$LAB" | grep -E '\| (auto|xst) \||ok|FAIL'
     # the chain experiment (cuda_gemv.cu): a layer's GEMVs in one persistent kernel; a
     # grid barrier inside, so a time limit in case it ever fails to make progress
     timeout 120 "$LAB" chain 4 50 || echo "cuda_gemv chain: exit $?"

@@ -6,8 +6,7 @@
 #      chains only) with the other GEMV variants (MINFER_CUDA_GEMV=1, 2, 4), with the
 #      persistent grids capped at 1 block per SM, with wide rows on xs2 and on pp
 #      (MINFER_CUDA_GEMV_WIDE=1, 0), with q, k and a v of another type in one launch
-#      (MINFER_CUDA_GEMV_MIXED=1, opt-in; alone and with variant 4), with xst everywhere and 6 ring rows asked for before
-#      the wait (MINFER_CUDA_GEMV=4 MINFER_CUDA_XST_PRE=6, opt-in), with the residual add in the norm kernel instead of
+#      (by default; with MINFER_CUDA_GEMV=4 on every launch, and split by MINFER_CUDA_GEMV_MIXED=0), with the residual add in the norm kernel instead of
 #      the GEMV before it (MINFER_CUDA_ADD_GEMV=0), and (attention only) with
 #      MINFER_CUDA_ATTN_FIT=0;
 #   2. end to end: stories260K greedy 200 tokens from BOS on the GPU must print
@@ -126,7 +125,7 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     # (its CPU reference over 3000-position prefixes took ~270 s on 2 of 16 cores, 2026-11-29,
     # before each prefix served all its test batches) get a third of the cores each; the
     # matmul-only runs end in 70-120 s.
-    NR=12
+    NR=11
     NC=$(nproc 2>/dev/null || echo 4)
     TH=$(( NC / NR )); [ "$TH" -ge 2 ] || TH=2
     THA=$(( NC / 3 )); [ "$THA" -ge 2 ] || THA=2
@@ -145,15 +144,10 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
         bg_start cuda_ops_wide$w env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_WIDE=$w \
             "$TESTS/test_cuda_ops"
     done
-    # the opt-in one launch for q, k and a v of another type (MINFER_CUDA_GEMV_MIXED), by
-    # size and (variant 4) everywhere
-    bg_start cuda_ops_mixed env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_MIXED=1 \
+    # q, k and a v of another type: one launch by default (xstm, by size; under variant 4,
+    # the GEMV=4 run above, everywhere), split in two with MINFER_CUDA_GEMV_MIXED=0
+    bg_start cuda_ops_mixed0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_MIXED=0 \
         MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
-    bg_start cuda_ops_gemv4_mixed env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV=4 \
-        MINFER_CUDA_GEMV_MIXED=1 "$TESTS/test_cuda_ops"
-    # the opt-in deeper prefetch before the wait (MINFER_CUDA_XST_PRE), on every xst-able launch
-    bg_start cuda_ops_xst_pre6 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV=4 \
-        MINFER_CUDA_XST_PRE=6 "$TESTS/test_cuda_ops"
     # the residual add in the norm kernel, not folded into the GEMV before it
     bg_start cuda_ops_add_gemv0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_ADD_GEMV=0 \
         "$TESTS/test_cuda_ops"
@@ -164,7 +158,8 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     # a default path that never ran would pass the parity runs above unnoticed
     check "xst2 launched in the default op run" grep -qE 'xst2 launches [1-9]' "$TMP/bg-cuda_ops.log"
     check "add folded into a GEMV in the default op run" grep -qE 'add-in-gemv launches [1-9]' "$TMP/bg-cuda_ops.log"
-    check "xstm launched under MINFER_CUDA_GEMV_MIXED=1" grep -qE 'xstm launches [1-9]' "$TMP/bg-cuda_ops_mixed.log"
+    check "xstm launched in the default op run" grep -qE 'xstm launches [1-9]' "$TMP/bg-cuda_ops.log"
+    check "no xstm launch under MINFER_CUDA_GEMV_MIXED=0" grep -qE 'xstm launches 0' "$TMP/bg-cuda_ops_mixed0.log"
 else
     echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))
 fi
@@ -181,10 +176,8 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
     done
     run_one "forward tiny q4_k_m, wide rows on pp" env MINFER_CUDA_GEMV_WIDE=0 \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
-    run_one "forward tiny q4_k_m, xst everywhere, q/k/v of two types in one launch" env MINFER_CUDA_GEMV=4 \
-        MINFER_CUDA_GEMV_MIXED=1 "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
-    run_one "forward tiny q4_k_m, xst everywhere, 6 rows before the wait" env MINFER_CUDA_GEMV=4 \
-        MINFER_CUDA_XST_PRE=6 "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
+    run_one "forward tiny q4_k_m, q/k/v of two types in two launches" env MINFER_CUDA_GEMV_MIXED=0 \
+        "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     run_one "forward tiny q4_k_m, attention unfitted, wide rows on xs2" env MINFER_CUDA_ATTN_FIT=0 \
         MINFER_CUDA_GEMV_WIDE=1 "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     # 64-position attention chunks: the decode steps of 70..110 span two, so the

@@ -38,10 +38,8 @@
  * ffn_down: by default xst2 where xst would run (sm_90+), else xs2; 1 xs2 only,
  * 0 pp instead of xs2),
  * MINFER_CUDA_XST_DEPTH=N (xst ring rows in flight per warp, 2..16; default 2),
- * MINFER_CUDA_GEMV_MIXED=1 (opt-in, not yet measured: q and k of q4_K/q5_K with v of
- * q6_K as one xst launch, xstm, instead of two; mmv.cuh),
- * MINFER_CUDA_XST_PRE=N (opt-in, not yet measured: N ring slots per warp, all asked for
- * before the wait, then refilled to the depth; 0 or <= the depth: off),
+ * MINFER_CUDA_GEMV_MIXED=0 (q and k of q4_K/q5_K and a v of q6_K as two launches
+ * instead of one xstm launch; mmv.cuh),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
  * it before reading anything; attn.cu),
  * MINFER_CUDA_ADD_GEMV=0 (the residual add x += W a as part of the norm kernel after
@@ -49,7 +47,7 @@
  * MINFER_CUDA_ATTN_FIT=0 (the one-token attention kernel's head-group arrays at
  * ATT_MAXG instead of sized to the model's group; attn.cu),
  * MINFER_CUDA_ATTN_CHUNK=N (positions per attention chunk, a multiple of 64;
- * default: the context in at most 16 chunks),
+ * default: the context in at most 16 chunks, 128 positions at least),
  * MINFER_CUDA_SKIP=name,... (timing experiments only: drops the launches of those
  * kernels, so the output is wrong; the notice says so),
  * MINFER_CUDA_SYNC=1 (synchronise and check after every launch, for debugging),
@@ -133,7 +131,7 @@ struct cu_state {
     int f_graph, f_pdl, f_fuse, f_dp4a, f_flash, f_mma, f_sync, verbose;
     /* x += the GEMV before it, folded into that GEMV's store (MINFER_CUDA_ADD_GEMV) */
     int f_add_gemv;
-    /* q/k of one K-quant and v of q6_K as one launch (MINFER_CUDA_GEMV_MIXED, opt-in) */
+    /* q/k of one K-quant and v of q6_K as one launch (MINFER_CUDA_GEMV_MIXED=0 turns it off) */
     int f_gemv_mixed;
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
@@ -144,7 +142,6 @@ struct cu_state {
     int xs_wide_mats;      /* quantized matrices too wide for xs (to xs2 or pp) */
     int64_t xst_bytes;     /* variant 3: xst for launches of at least this many bytes */
     int xst_depth;         /* xst ring rows per warp (MINFER_CUDA_XST_DEPTH; mmv.cuh) */
-    int xst_pre;           /* xst ring slots asked for before the wait (MINFER_CUDA_XST_PRE; 0: depth) */
     int code_arch;         /* __CUDA_ARCH__ of the code the device runs */
     int any_quant;
     /* memory */
@@ -211,7 +208,6 @@ int cu_gemv_wide(const cu_state *S) { return S->gemv_wide; }
 void cu_count_xst2(cu_state *S) { S->n_xst2++; }
 void cu_count_xstm(cu_state *S) { S->n_xstm++; }
 int cu_xst_depth(const cu_state *S) { return S->xst_depth; }
-int cu_xst_pre(const cu_state *S) { return S->xst_pre; }
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes) {
     *per_sm_cap = S->gemv_per_sm;
     *xst_bytes = S->xst_bytes;
@@ -990,7 +986,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_pdl = mf_env_int("MINFER_CUDA_PDL", 1) && S->prop.major >= 9;
     S->f_fuse = mf_env_int("MINFER_CUDA_FUSE", 1);
     S->f_add_gemv = mf_env_int("MINFER_CUDA_ADD_GEMV", 1) == 1 && S->f_fuse;
-    S->f_gemv_mixed = mf_env_int("MINFER_CUDA_GEMV_MIXED", 0) == 1 && S->f_fuse;
+    S->f_gemv_mixed = mf_env_int("MINFER_CUDA_GEMV_MIXED", 1) == 1 && S->f_fuse;
     S->f_dp4a = mf_env_int("MINFER_CUDA_DP4A", 1);
     S->f_flash = mf_env_int("MINFER_CUDA_FLASH", 1);
     S->f_mma = mf_env_int("MINFER_CUDA_MMA", 1);
@@ -1012,7 +1008,6 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         if (S->f_gemv == 4) S->f_gemv = 3;
     }
     S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
-    S->xst_pre = env_in_range("MINFER_CUDA_XST_PRE", 0, 0, 32);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
     {
@@ -1069,10 +1064,15 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     /* attention chunks: multiples of 64 positions, at most 16 per head: the grid
      * covers the whole context, and every early-exit block still costs a slot
      * (64 chunks x 32 heads measured 10 us for one position; ncu, H200, when the
-     * blocks left after pdl_wait). MINFER_CUDA_ATTN_CHUNK=N (a multiple of 64) sets
-     * it, for measuring: the one-token kernel now leaves before the wait. */
+     * blocks left after pdl_wait); and at least 128, because a token whose position
+     * lies past the first chunk pays the merge of partials (a write, an arrival
+     * atomic and a read back) on its critical path, which costs more than a second
+     * 64-position tile in the same block: tg128 on the 7B (positions 0..127, H200,
+     * 2026-11-29) 547.34 with chunks of 128 vs 541.72 with 64 (bench/RESULTS.md).
+     * MINFER_CUDA_ATTN_CHUNK=N (a multiple of 64) sets it, for measuring. */
     const int tiles = (S->n_ctx + 63) / 64;
     S->att_chunk = 64 * ((tiles + 15) / 16);
+    if (S->att_chunk < 128) S->att_chunk = 128;
     {
         const int want = mf_env_int("MINFER_CUDA_ATTN_CHUNK", 0);
         if (want > 0 && want % 64 == 0) S->att_chunk = want;
@@ -1169,10 +1169,8 @@ static void print_notice(cu_state *S) {
     const size_t scratch = S->own_scratch + S->fw_scratch - plane;
     const double base = (double)S->wbytes + (double)S->kvbytes;
     char gemv_name[320], xs_name[128], ring[64] = "";
-    if (S->xst_depth != cu_mmv_xst_depth_default() || S->xst_pre > S->xst_depth)
-        snprintf(ring, sizeof ring, S->xst_pre > S->xst_depth ? "[depth %d, %d before the wait(opt-in)]" : "[depth %d]",
-                 S->xst_depth, S->xst_pre);
-    const char *mixed = S->f_gemv_mixed && S->xst_bytes >= 0 ? "+xstm(opt-in)" : "";
+    if (S->xst_depth != cu_mmv_xst_depth_default()) snprintf(ring, sizeof ring, "[depth %d]", S->xst_depth);
+    const char *mixed = S->f_gemv_mixed && S->xst_bytes >= 0 ? "+xstm" : "";
     if (S->f_gemv == 4) snprintf(xs_name, sizeof xs_name, "xst%s%s", ring, mixed);
     else if (S->xst_bytes >= 0)
         snprintf(xs_name, sizeof xs_name, "xs+xst%s%s>=%lldMB", ring, mixed, (long long)(S->xst_bytes >> 20));

@@ -246,7 +246,6 @@ struct cu_mmv_args {
     const float *x;       /* f32 activations [ncols][K] (f32/f16/bf16 weights, generic path) */
     cu_q8 q;              /* q8 activations (quantized weights) */
     int accum;            /* out[0] += the product: the residual add folded into the GEMV */
-    int pre;              /* xst with PRE: ring slots per warp, asked for before the wait */
     int64_t stride2;      /* xstm: row stride of the last matrix, of the second type */
 };
 /* Returns 1 when a dp4a kernel exists for the type. */

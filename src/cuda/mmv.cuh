@@ -542,12 +542,7 @@ static __device__ __forceinline__ bool xst_warp_init(const cu_mmv_args &a, int D
     return true;
 }
 
-/* PRE (opt-in, MINFER_CUDA_XST_PRE, not yet measured): a.pre > depth slots per warp,
- * all asked for before the wait (the rows streamed while the kernels ahead finish),
- * refilled after it only to depth rows ahead of the row in use (deeper rings
- * throughout measured slower, RESULTS.md: the loss may come from the requests in flight
- * after the wait, which this keeps as they are). */
-template <typename U, int UPL, bool PRE = false>
+template <typename U, int UPL>
 static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_mmv_args a, int depth) {
     pdl_trigger();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -560,13 +555,11 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     if (gw >= total) return;
     const int n = (total - gw + W - 1) / W;
     const int64_t stride = a.stride;
-    const int D = PRE ? a.pre : depth;                /* slots */
-    uint64_t *bar = (uint64_t *)xst_smem + warp * D;  /* this warp's ring (mmv_ring_smem) */
-    uint8_t *slot0 = xst_smem + mmv_ring_bars(MMV_XST_WARPS, D) + (size_t)warp * D * stride;
-    int issued = PRE ? (D < n ? D : n) : 0;           /* rows asked for (PRE) */
+    uint64_t *bar = (uint64_t *)xst_smem + warp * depth;  /* this warp's ring (mmv_ring_smem) */
+    uint8_t *slot0 = xst_smem + mmv_ring_bars(MMV_XST_WARPS, depth) + (size_t)warp * depth * stride;
     if (lane == 0) {
-        mbar_init_ring(bar, D);
-        for (int i = 0; i < D && i < n; i++) {
+        mbar_init_ring(bar, depth);
+        for (int i = 0; i < depth && i < n; i++) {
             int m, r;
             tma_row(slot0 + (size_t)i * stride, mmv_row(a, gw + i * W, &m, &r), (uint32_t)stride, bar + i);
         }
@@ -578,25 +571,15 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     typename U::X x[UPL];
     mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
     for (int i = 0; i < n; i++) {
-        const int s = i % D;
-        mbar_wait(bar + s, (uint32_t)(i / D) & 1u);
+        const int s = i % depth;
+        mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
         typename U::W w[UPL];
         mmv_lane_load<U, UPL, ld_s>(slot0 + (size_t)s * stride, nb, 0, nu, lane, w);
         /* after the sum, every lane's reads of the slot are done */
         const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, 0, nu, lane));
         if (lane == 0) {
             int m, r;
-            if (PRE) {
-                /* the next row once it is at most depth ahead; its slot's last row
-                 * (issued - D <= i) is done, read through the generic proxy */
-                if (issued < n && issued <= i + depth) {
-                    const int t = issued % D;
-                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                    tma_row(slot0 + (size_t)t * stride, mmv_row(a, gw + issued * W, &m, &r), (uint32_t)stride,
-                            bar + t);
-                    issued++;
-                }
-            } else if (i + depth < n) {
+            if (i + depth < n) {
                 /* the slot was read through the generic proxy; order that before the
                  * async-proxy write that refills it */
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -657,39 +640,26 @@ static inline int mmv_ring_depth(const cu_state *S, int nrings, int64_t stride, 
     while (depth >= 2 && mmv_ring_smem(nrings, depth, stride) > (size_t)lim) depth--;
     return depth >= 2 ? depth : 0;
 }
-int cu_xst_pre(const cu_state *S); /* MINFER_CUDA_XST_PRE: slots asked for before the wait, 0 = depth */
 template <typename U>
 static void mmv_xst_prepare() {
     mmv_ring_limit<kernel_mmv_xst<U, 1>>();
     mmv_ring_limit<kernel_mmv_xst<U, 2>>();
     mmv_ring_limit<kernel_mmv_xst<U, 4>>();
-    mmv_ring_limit<kernel_mmv_xst<U, 1, true>>();
-    mmv_ring_limit<kernel_mmv_xst<U, 2, true>>();
-    mmv_ring_limit<kernel_mmv_xst<U, 4, true>>();
 }
 template <typename U, int UPL>
 static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
     const int depth = mmv_ring_depth(S, MMV_XST_WARPS, a->stride, mmv_ring_limit<kernel_mmv_xst<U, UPL>>());
     if (!depth) return 0;
+    const size_t smem = mmv_ring_smem(MMV_XST_WARPS, depth, a->stride);
     const int blocks =
         mmv_persist_blocks(S, a, MMV_XST_WARPS, per_sm_cap > 0 ? per_sm_cap : MMV_XST_PERSM, 0);
-    /* PRE: as many of cu_xst_pre's slots as the ring limit allows, when more than depth */
-    int slots = cu_xst_pre(S);
-    const int plim = mmv_ring_limit<kernel_mmv_xst<U, UPL, true>>();
-    while (slots > depth && mmv_ring_smem(MMV_XST_WARPS, slots, a->stride) > (size_t)plim) slots--;
-    if (slots > depth) {
-        cu_mmv_args b = *a;
-        b.pre = slots;
-        cu_launch(S, name, kernel_mmv_xst<U, UPL, true>, dim3(blocks), dim3(MMV_XST_WARPS * 32),
-                  mmv_ring_smem(MMV_XST_WARPS, slots, a->stride), b, depth);
-        return 1;
-    }
-    const size_t smem = mmv_ring_smem(MMV_XST_WARPS, depth, a->stride);
     cu_launch(S, name, kernel_mmv_xst<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
     return 1;
 }
 
-/* ---- Variant "xstm" (sm_90+, opt-in: MINFER_CUDA_GEMV_MIXED=1; not yet measured) ----
+/* ---- Variant "xstm" (sm_90+, the default where xst takes the launch's size;
+ * MINFER_CUDA_GEMV_MIXED=0 turns it off: tg128, 7B q4_k_m, H200, 2026-11-29, 547.02
+ * with it vs 541.72 without, bench/RESULTS.md) ----
  * xst for a stacked launch whose last matrix has another block type of the same
  * 256-value super-block (q4_K or q5_K with q6_K: llama.cpp's q4_k_m/q5_k_m give attn_v
  * q6_K in about half the layers, so q, k and v are two launches there). The ring's
