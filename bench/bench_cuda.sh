@@ -8,7 +8,10 @@
 #   then the GEMV kernel lab (build/bench/cuda_gemv, the variants per 7B shape, then its
 #   chain experiment: a layer's GEMVs in one persistent kernel) when built, and prints decode bandwidth
 #   (weight bytes per token x tokens per second).
-# Env: MINFER_BENCH_MODEL (path), PP (512,3314), TG (128), REPS (3), BENCH_VARIANTS (1).
+# Env: MINFER_BENCH_MODEL (path), PP (512,3314), TG (128), REPS (3), BENCH_VARIANTS (1),
+#   VARIANTS (the switch list, space separated, '+' joins variables), PREV_BIN (another
+#   minfer binary, e.g. the tree before a change: tg128 with it too, in the same run),
+#   LAB_RUN (1: run the kernel lab).
 set -u
 BIN=${1:-build/minfer}
 MODEL=${MINFER_BENCH_MODEL:-${TMPDIR:-/tmp}/minfer-7b-q4_k_m.gguf}
@@ -36,12 +39,17 @@ EOF
 if [ "${BENCH_VARIANTS:-1}" = 1 ]; then
     # (tg runs in a context of its own length, 128: one attention chunk of 128 by default)
     # (an entry may set several variables joined by '+')
-    for v in MINFER_CUDA_XST_DEPTH=3 MINFER_CUDA_XST_MB=0 MINFER_CUDA_GEMV_MIXED=0 \
+    [ -n "${PREV_BIN:-}" ] && [ -x "$PREV_BIN" ] && {
+        r=$("$PREV_BIN" bench -m "$MODEL" -p 0 -n "${TG:-128}" -r "${REPS:-3}" --device cuda -o json 2>/dev/null |
+            python3 -c 'import json,sys; r=json.load(sys.stdin)[0]; print("%.2f +/- %.2f" % (r["avg_ts"], r["stddev_ts"]))')
+        echo "tg${TG:-128} with PREV_BIN ($PREV_BIN): $r tok/s"
+    }
+    for v in ${VARIANTS:-MINFER_CUDA_XS_EARLY=1 MINFER_CUDA_XST_DEPTH=3 MINFER_CUDA_XST_MB=0 MINFER_CUDA_GEMV_MIXED=0 \
              MINFER_CUDA_GEMV_WIDE=1 MINFER_CUDA_GEMV_WIDE=0 MINFER_CUDA_ATTN_FIT=0 \
              MINFER_CUDA_ATTN_FIT=0+MINFER_CUDA_GEMV_WIDE=1 MINFER_CUDA_ADD_GEMV=0 MINFER_CUDA_ATTN_PRE=0 MINFER_CUDA_ATTN_CHUNK=64 \
              MINFER_CUDA_SKIP=swiglu_q8 \
              MINFER_CUDA_SKIP=rmsnorm_q8 MINFER_CUDA_SKIP=attn_dec128 \
-             MINFER_CUDA_GEMV=1 MINFER_CUDA_GEMV=2 MINFER_CUDA_GRAPH=0 MINFER_CUDA_PDL=0 MINFER_CUDA_FUSE=0 MINFER_CUDA_DP4A=0; do
+             MINFER_CUDA_GEMV=1 MINFER_CUDA_GEMV=2 MINFER_CUDA_GRAPH=0 MINFER_CUDA_PDL=0 MINFER_CUDA_FUSE=0 MINFER_CUDA_DP4A=0}; do
         r=$(env ${v//+/ } "$BIN" bench -m "$MODEL" -p 0 -n "${TG:-128}" -r "${REPS:-3}" --device cuda -o json 2>/dev/null |
             python3 -c 'import json,sys; r=json.load(sys.stdin)[0]; print("%.2f +/- %.2f" % (r["avg_ts"], r["stddev_ts"]))')
         echo "tg${TG:-128} with $v: $r tok/s"
@@ -54,8 +62,11 @@ if [ "${BENCH_VARIANTS:-1}" = 1 ]; then
 fi
 rm -f "$OUTJ"
 LAB=$(dirname "$BIN")/bench/cuda_gemv
-if [ -x "$LAB" ]; then
+if [ -x "$LAB" ] && [ "${LAB_RUN:-1}" = 1 ]; then
     "$LAB"
+    # the opt-in second xs row before the wait, per GEMV (the lab reads MINFER_CUDA_XS_EARLY)
+    echo "cuda_gemv with MINFER_CUDA_XS_EARLY=1:"
+    MINFER_CUDA_XS_EARLY=1 "$LAB" | grep -E '\| auto \||ok|FAIL'
     # the chain experiment (cuda_gemv.cu): a layer's GEMVs in one persistent kernel; a
     # grid barrier inside, so a time limit in case it ever fails to make progress
     timeout 120 "$LAB" chain 4 50 || echo "cuda_gemv chain: exit $?"

@@ -244,7 +244,10 @@ static __global__ void kernel_attn_combine(cu_attn_args a, const float *part, fl
  * writes: the batch metadata is copied before the step's first kernel (a memcpy,
  * which no later kernel starts before it ends), and the cache rows before pos were
  * written by earlier steps, which ended before this step's copy; this step writes
- * only row pos (below, after the wait), which is read again after its store.
+ * only row pos (below, after the wait), whose values the block takes from shared
+ * memory. The RoPE (cos, sin) row at pos is read ahead of the wait too (the table is
+ * built at init), so after the wait q, k and v are the one round trip before the
+ * scores.
  * Measured (tg128, 7B q4_k_m, context 128, H200; bench/RESULTS.md): before these
  * changes the kernel cost 9.9 us per layer (MINFER_CUDA_SKIP=attn_dec128), about 7.7
  * after (an estimate, RESULTS.md says on what); whole step +5.1% in a 3314 context. */
@@ -270,6 +273,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     __shared__ float sc[MG][AD_TILE];
     __shared__ float ob[4][MG][HD];
     __shared__ float mh[MG], lh[MG], al[MG];
+    __shared__ float2 cs[HD / 2]; /* RoPE (cos, sin) at pos, the fused store's */
     __shared__ int is_last;
     pdl_trigger();
     const int G = a.n_head / a.n_kv;
@@ -296,10 +300,15 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
             vr[j] = ok ? *(const uint4 *)(a.vc + base + (int64_t)(ts + p) * HD) : make_uint4(0, 0, 0, 0);
         }
     };
+    /* the RoPE table (built at init) at pos: with pre, read ahead of the wait */
+    auto load_cs = [&]() {
+        if (a.kin && a.rope && tid < a.rope_dim / 2) cs[tid] = rope_cs(a.rope_cs, tid, pos, a.rope_dim, a.rope_base);
+    };
     if (pre) {
         pos = a.pos[t];
         seq = a.seq[t];
         if (p0 > pos) return; /* uniform per block */
+        load_cs();
         load_tile(p0, min(AD_TILE, pos + 1 - p0), pos);
     }
     pdl_wait();
@@ -307,24 +316,30 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         pos = a.pos[t];
         seq = a.seq[t];
         if (p0 > pos) return;
+        load_cs();
     }
     const int p1 = min(pos + 1, p0 + chunk);
     const int64_t base = ((int64_t)seq * a.n_kv + kvh) * a.n_ctx * HD;
     if (a.kin) {
         /* fused store (one token): rotate q heads in shared memory; the block
          * whose chunk holds pos also rotates k and writes k, v at pos (every head
-         * group of that kv head writes the same bits, then reads its own write) */
+         * group of that kv head writes the same bits) and keeps them in ob[0][0]
+         * and ob[1][0] for its own tile, so q, k and v are one round trip after
+         * the wait and the cache row is not read back */
         for (int e = tid; e < hc * HD; e += ATT_THREADS) qs[e / HD][e % HD] = q[(int64_t)t * q_ld + (int64_t)h0 * HD + e];
         const bool owner = pos / chunk == c;
         if (owner)
-            for (int d = tid; d < HD; d += ATT_THREADS) ob[0][0][d] = a.kin[(int64_t)t * a.n_kv * HD + kvh * HD + d];
+            for (int d = tid; d < HD; d += ATT_THREADS) {
+                ob[0][0][d] = a.kin[(int64_t)t * a.n_kv * HD + kvh * HD + d];
+                ob[1][0][d] = a.vin[(int64_t)t * a.n_kv * HD + kvh * HD + d];
+            }
         __syncthreads();
         if (a.rope) {
             const int half = a.rope_dim / 2;
             for (int e = tid; e < (hc + 1) * half; e += ATT_THREADS) {
                 const int h = e / half, i = e % half;
-                if (h < hc) rope_pair(qs[h], i, rope_cs(a.rope_cs, i, pos, a.rope_dim, a.rope_base), a.rope_dim, a.rope_mode);
-                else if (owner) rope_pair(ob[0][0], i, rope_cs(a.rope_cs, i, pos, a.rope_dim, a.rope_base), a.rope_dim, a.rope_mode);
+                if (h < hc) rope_pair(qs[h], i, cs[i], a.rope_dim, a.rope_mode);
+                else if (owner) rope_pair(ob[0][0], i, cs[i], a.rope_dim, a.rope_mode);
             }
             __syncthreads();
         }
@@ -332,7 +347,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         if (owner)
             for (int d = tid; d < HD; d += ATT_THREADS) {
                 a.kc[base + (int64_t)pos * HD + d] = __float2half_rn(ob[0][0][d]);
-                a.vc[base + (int64_t)pos * HD + d] = __float2half_rn(a.vin[(int64_t)t * a.n_kv * HD + kvh * HD + d]);
+                a.vc[base + (int64_t)pos * HD + d] = __float2half_rn(ob[1][0][d]);
             }
     } else {
         for (int e = tid; e < hc * HD; e += ATT_THREADS)
@@ -342,7 +357,6 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         mh[tid] = -INFINITY;
         lh[tid] = 0.0f;
     }
-    const __half *kb = a.kc + base + sl * 8, *vb = a.vc + base + sl * 8;
     float acc[MG][8];
 #pragma unroll
     for (int h = 0; h < MG; h++)
@@ -354,12 +368,19 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         if (!pre || ts != p0) {
             load_tile(ts, np, p1);
         } else if (pos - ts < AD_TILE) {
-            /* the preloaded tile holds pos, stored above after the wait: that row again */
+            /* the preloaded tile holds pos, stored above after the wait: its row from
+             * shared memory, rounded to f16 as the store rounded it */
 #pragma unroll
             for (int j = 0; j < SPT; j++)
                 if (j * PPB + warp * PPW + pr == pos - ts) {
-                    kr[j] = *(const uint4 *)(kb + (int64_t)pos * HD);
-                    vr[j] = *(const uint4 *)(vb + (int64_t)pos * HD);
+                    __half2 hk[4], hv[4];
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        hk[e] = __floats2half2_rn(ob[0][0][sl * 8 + 2 * e], ob[0][0][sl * 8 + 2 * e + 1]);
+                        hv[e] = __floats2half2_rn(ob[1][0][sl * 8 + 2 * e], ob[1][0][sl * 8 + 2 * e + 1]);
+                    }
+                    kr[j] = *(const uint4 *)hk;
+                    vr[j] = *(const uint4 *)hv;
                 }
         }
 #pragma unroll
