@@ -125,6 +125,22 @@ static __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
+/* The L2 policy of streamed weights (MINFER_CUDA_L2_HINT, a build-time switch, 1 by
+ * default; experiment, not yet measured): a decode step reads ~3.9 GB of weights once
+ * through a 60 MB L2, which under the default policy evicts everything a later kernel
+ * needs again (each kernel's code and parameters, the KV rows, the activations); weights
+ * marked evict-first leave those resident. */
+#ifndef MINFER_CUDA_L2_HINT
+#define MINFER_CUDA_L2_HINT 1
+#endif
+static __device__ __forceinline__ uint64_t l2_stream_policy() {
+    uint64_t p = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && MINFER_CUDA_L2_HINT
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+#endif
+    return p;
+}
+
 static __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -49,11 +49,39 @@ static __device__ __forceinline__ int dp4a(int a, int b, int c) {
 /* Weight loaders of the units: global memory through the read-only path, or a
  * row staged in shared memory (plain loads; the compiler emits LDS because the
  * pointer derives from the __shared__ ring). */
+/* (weights, u*: with the streamed-weight L2 policy, l2_stream_policy; the asm is not
+ * volatile, like __ldg, since weights may be read before pdl_wait; activations, i128,
+ * stay plain __ldg, ordered after the wait) */
 struct ld_g {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && MINFER_CUDA_L2_HINT
+    static __device__ __forceinline__ uint4 u128(const uint8_t *p) {
+        uint4 v;
+        asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+            : "l"(p), "l"(l2_stream_policy()));
+        return v;
+    }
+    static __device__ __forceinline__ uint2 u64(const uint8_t *p) {
+        uint2 v;
+        asm("ld.global.nc.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;" : "=r"(v.x), "=r"(v.y) : "l"(p), "l"(l2_stream_policy()));
+        return v;
+    }
+    static __device__ __forceinline__ uint32_t u32(const uint8_t *p) {
+        uint32_t v;
+        asm("ld.global.nc.L2::cache_hint.u32 %0, [%1], %2;" : "=r"(v) : "l"(p), "l"(l2_stream_policy()));
+        return v;
+    }
+    static __device__ __forceinline__ uint16_t u16(const uint8_t *p) {
+        uint16_t v;
+        asm("ld.global.nc.L2::cache_hint.u16 %0, [%1], %2;" : "=h"(v) : "l"(p), "l"(l2_stream_policy()));
+        return v;
+    }
+#else
     static __device__ __forceinline__ uint4 u128(const uint8_t *p) { return __ldg((const uint4 *)p); }
     static __device__ __forceinline__ uint2 u64(const uint8_t *p) { return __ldg((const uint2 *)p); }
     static __device__ __forceinline__ uint32_t u32(const uint8_t *p) { return __ldg((const unsigned int *)p); }
     static __device__ __forceinline__ uint16_t u16(const uint8_t *p) { return __ldg((const unsigned short *)p); }
+#endif
     static __device__ __forceinline__ int4 i128(const int8_t *p) { return __ldg((const int4 *)p); }
 };
 struct ld_s {
@@ -496,10 +524,18 @@ static __device__ __forceinline__ void tma_row(void *dst, const void *src, uint3
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
                  : "memory");
+#if MINFER_CUDA_L2_HINT
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+            smem_u32(dst)),
+        "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(l2_stream_policy())
+        : "memory");
+#else
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                      smem_u32(dst)),
                  "l"(src), "r"(bytes), "r"(smem_u32(bar))
                  : "memory");
+#endif
 #endif
 }
 static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t phase) {
