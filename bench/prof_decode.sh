@@ -7,6 +7,8 @@
 # launch shape (ncu's WarpStateStats, Occupancy and LaunchStats sections). ncu runs kernels
 # one at a time, so PDL overlap is gone from these figures: they show a kernel's own
 # latency, not what it costs inside the step (the MINFER_CUDA_SKIP prices say that).
+# PROF_CACHE=none keeps the caches between ncu's replays (default all: flushed, so every
+# first touch, kernel parameters and code included, goes to DRAM).
 set -u
 BIN=${1:-build/minfer}
 L=${2:-4}
@@ -15,7 +17,7 @@ M=${TMPDIR:-/tmp}/minfer-7b-l$L.gguf
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
 [ -n "$NCU" ] || { echo "prof_decode: no ncu"; exit 1; }
 if [ -n "${PROF_KERNEL:-}" ]; then
-    "$NCU" --clock-control none -k "regex:$PROF_KERNEL" --launch-skip 16 --launch-count 4 \
+    "$NCU" --clock-control none --cache-control "${PROF_CACHE:-all}" -k "regex:$PROF_KERNEL" --launch-skip 16 --launch-count 4 \
         --section WarpStateStats --section Occupancy --section LaunchStats --section SpeedOfLight \
         "$BIN" run -m "$M" -p "" -n 12 --temp 0 --device cuda 2>&1 |
         grep -vE '^(==PROF==|minfer)' | sed -E 's/ +/ /g' | head -n 400

@@ -312,6 +312,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         load_tile(p0, min(AD_TILE, pos + 1 - p0), pos);
     }
     pdl_wait();
+    if (a.abl == 2) return;
     if (!pre) {
         pos = a.pos[t];
         seq = a.seq[t];
@@ -353,6 +354,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         for (int e = tid; e < hc * HD; e += ATT_THREADS)
             qs[e / HD][e % HD] = q[(int64_t)t * q_ld + (int64_t)h0 * HD + e] * scale;
     }
+    if (a.abl == 1) return;
     if (tid < MG) {
         mh[tid] = -INFINITY;
         lh[tid] = 0.0f;
@@ -467,6 +469,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     }
     __syncthreads();
     const int nch = pos / chunk + 1;
+    if (a.abl == 3) return;
     /* the block's output rows (h < hc), value(h, d) each, and their q8; the loop
      * bound is block-uniform so q8_store1's shuffles see whole warps */
     auto write_out = [&](auto value) {

@@ -585,6 +585,7 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
     a.kin = a.vin = NULL;
     a.pre = 0;
     a.fit = S->f_attn_fit;
+    a.abl = cu_skipped(S, "attn_dec_wait") ? 2 : cu_skipped(S, "attn_dec_store") ? 1 : cu_skipped(S, "attn_dec_out") ? 3 : 0;
     a.rope = 0;
     a.rope_dim = rdim;
     a.rope_mode = rmode;

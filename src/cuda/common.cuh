@@ -305,6 +305,10 @@ struct cu_attn_args {
     /* kernel_attn_dec: its head-group arrays sized to the model's group (1, 2, 4 or 8
      * query heads per kv head) instead of ATT_MAXG; MINFER_CUDA_ATTN_FIT (attn.cu) */
     int fit;
+    /* timing experiments only (MINFER_CUDA_SKIP names, output invalid): kernel_attn_dec
+     * returns right after pdl_wait (2: attn_dec_wait), after the fused store (1:
+     * attn_dec_store), or before writing its output (3: attn_dec_out) */
+    int abl;
 };
 /* Stores k, v rows into the cache; with rope jobs, rotates q and k first (k in place). */
 void cu_kv_store(cu_state *S, const cu_attn_args *a, float *q, float *k, const float *v, int rope, int rope_dim,
