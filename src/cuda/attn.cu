@@ -270,9 +270,10 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     constexpr int PPB = PPW * 4;         /* rows per block step */
     constexpr int SPT = AD_TILE / PPB;   /* steps per tile */
     __shared__ float qs[MG][HD];
-    __shared__ float sc[MG][AD_TILE];
+    __shared__ float kvp[2][HD]; /* the fused store's k (rotated) and v at pos */
     __shared__ float ob[4][MG][HD];
-    __shared__ float mh[MG], lh[MG], al[MG];
+    __shared__ float wm[4][MG], wl[4][MG], wc[4][MG]; /* per warp: max, sum, weight */
+    __shared__ float mh[MG], lh[MG];
     __shared__ float2 cs[HD / 2]; /* RoPE (cos, sin) at pos, the fused store's */
     __shared__ int is_last;
     pdl_trigger();
@@ -324,15 +325,15 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     if (a.kin) {
         /* fused store (one token): rotate q heads in shared memory; the block
          * whose chunk holds pos also rotates k and writes k, v at pos (every head
-         * group of that kv head writes the same bits) and keeps them in ob[0][0]
-         * and ob[1][0] for its own tile, so q, k and v are one round trip after
+         * group of that kv head writes the same bits) and keeps them in kvp
+         * for its own tile, so q, k and v are one round trip after
          * the wait and the cache row is not read back */
         for (int e = tid; e < hc * HD; e += ATT_THREADS) qs[e / HD][e % HD] = q[(int64_t)t * q_ld + (int64_t)h0 * HD + e];
         const bool owner = pos / chunk == c;
         if (owner)
             for (int d = tid; d < HD; d += ATT_THREADS) {
-                ob[0][0][d] = a.kin[(int64_t)t * a.n_kv * HD + kvh * HD + d];
-                ob[1][0][d] = a.vin[(int64_t)t * a.n_kv * HD + kvh * HD + d];
+                kvp[0][d] = a.kin[(int64_t)t * a.n_kv * HD + kvh * HD + d];
+                kvp[1][d] = a.vin[(int64_t)t * a.n_kv * HD + kvh * HD + d];
             }
         __syncthreads();
         if (a.rope) {
@@ -340,31 +341,34 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
             for (int e = tid; e < (hc + 1) * half; e += ATT_THREADS) {
                 const int h = e / half, i = e % half;
                 if (h < hc) rope_pair(qs[h], i, cs[i], a.rope_dim, a.rope_mode);
-                else if (owner) rope_pair(ob[0][0], i, cs[i], a.rope_dim, a.rope_mode);
+                else if (owner) rope_pair(kvp[0], i, cs[i], a.rope_dim, a.rope_mode);
             }
             __syncthreads();
         }
         for (int e = tid; e < hc * HD; e += ATT_THREADS) qs[e / HD][e % HD] *= scale;
         if (owner)
             for (int d = tid; d < HD; d += ATT_THREADS) {
-                a.kc[base + (int64_t)pos * HD + d] = __float2half_rn(ob[0][0][d]);
-                a.vc[base + (int64_t)pos * HD + d] = __float2half_rn(ob[1][0][d]);
+                a.kc[base + (int64_t)pos * HD + d] = __float2half_rn(kvp[0][d]);
+                a.vc[base + (int64_t)pos * HD + d] = __float2half_rn(kvp[1][d]);
             }
     } else {
         for (int e = tid; e < hc * HD; e += ATT_THREADS)
             qs[e / HD][e % HD] = q[(int64_t)t * q_ld + (int64_t)h0 * HD + e] * scale;
     }
     if (a.abl == 1) return;
-    if (tid < MG) {
-        mh[tid] = -INFINITY;
-        lh[tid] = 0.0f;
-    }
-    float acc[MG][8];
+    /* Each lane group (the LPP lanes of a row) runs its own online softmax over the
+     * rows it visits, a tile at a time (its SPT scores, their max, one rescale), so the
+     * tile loop has no block barrier; the groups of a warp merge by shuffles and the
+     * four warps through shared memory at the end. */
+    float acc[MG][8], mx[MG], sum[MG];
 #pragma unroll
-    for (int h = 0; h < MG; h++)
+    for (int h = 0; h < MG; h++) {
+        mx[h] = -INFINITY;
+        sum[h] = 0.0f;
 #pragma unroll
         for (int e = 0; e < 8; e++) acc[h][e] = 0.0f;
-    __syncthreads();
+    }
+    __syncthreads(); /* qs (and kvp) written above */
     for (int ts = p0; ts < p1; ts += AD_TILE) {
         const int np = min(AD_TILE, p1 - ts);
         if (!pre || ts != p0) {
@@ -378,98 +382,102 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
                     __half2 hk[4], hv[4];
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
-                        hk[e] = __floats2half2_rn(ob[0][0][sl * 8 + 2 * e], ob[0][0][sl * 8 + 2 * e + 1]);
-                        hv[e] = __floats2half2_rn(ob[1][0][sl * 8 + 2 * e], ob[1][0][sl * 8 + 2 * e + 1]);
+                        hk[e] = __floats2half2_rn(kvp[0][sl * 8 + 2 * e], kvp[0][sl * 8 + 2 * e + 1]);
+                        hv[e] = __floats2half2_rn(kvp[1][sl * 8 + 2 * e], kvp[1][sl * 8 + 2 * e + 1]);
                     }
                     kr[j] = *(const uint4 *)hk;
                     vr[j] = *(const uint4 *)hv;
                 }
         }
 #pragma unroll
-        for (int j = 0; j < SPT; j++) {
-            const int p = j * PPB + warp * PPW + pr;
-            const __half2 *h2 = (const __half2 *)&kr[j];
-            float f[8];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float2 v = __half22float2(h2[e]);
-                f[2 * e] = v.x;
-                f[2 * e + 1] = v.y;
-            }
-#pragma unroll
-            for (int h = 0; h < MG; h++) {
-                if (h >= hc) break;
-                const float *qh = &qs[h][sl * 8];
-                float d = 0.0f;
-#pragma unroll
-                for (int e = 0; e < 8; e++) d += f[e] * qh[e];
-#pragma unroll
-                for (int o = 1; o < LPP; o <<= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-                if (sl == 0) sc[h][p] = p < np ? d : -INFINITY;
-            }
-        }
-        __syncthreads();
-        for (int h = warp; h < hc; h += ATT_THREADS / 32) {
-            const float s0 = sc[h][lane], s1 = sc[h][lane + 32];
-            const float mx = warp_max(fmaxf(s0, s1));
-            const float m_old = mh[h];
-            const float m_new = fmaxf(m_old, mx);
-            const float e0 = expf(s0 - m_new), e1 = expf(s1 - m_new);
-            sc[h][lane] = e0;
-            sc[h][lane + 32] = e1;
-            const float sum = warp_sum(e0 + e1);
-            __syncwarp();
-            if (lane == 0) {
-                const float alpha = expf(m_old - m_new);
-                mh[h] = m_new;
-                lh[h] = lh[h] * alpha + sum;
-                al[h] = alpha;
-            }
-        }
-        __syncthreads();
-#pragma unroll
         for (int h = 0; h < MG; h++) {
             if (h >= hc) break;
-            const float alpha = al[h];
+            const float *qh = &qs[h][sl * 8];
+            float s[SPT];
+            float tmax = -INFINITY;
 #pragma unroll
-            for (int e = 0; e < 8; e++) acc[h][e] *= alpha;
-        }
+            for (int j = 0; j < SPT; j++) {
+                const __half2 *h2 = (const __half2 *)&kr[j];
+                float d = 0.0f;
 #pragma unroll
-        for (int j = 0; j < SPT; j++) {
-            const int p = j * PPB + warp * PPW + pr;
-            const __half2 *h2 = (const __half2 *)&vr[j];
-            float f[8];
+                for (int e = 0; e < 4; e++) {
+                    const float2 v = __half22float2(h2[e]);
+                    d += v.x * qh[2 * e] + v.y * qh[2 * e + 1];
+                }
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float2 v = __half22float2(h2[e]);
-                f[2 * e] = v.x;
-                f[2 * e + 1] = v.y;
+                for (int o = 1; o < LPP; o <<= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+                s[j] = j * PPB + warp * PPW + pr < np ? d : -INFINITY;
+                tmax = fmaxf(tmax, s[j]);
             }
+            const float mn = fmaxf(mx[h], tmax);
+            if (mn == -INFINITY) continue; /* no row of this group yet: nothing to add */
+            const float cr = expf(mx[h] - mn); /* 0 while mx is -inf */
+            mx[h] = mn;
+            sum[h] *= cr;
 #pragma unroll
-            for (int h = 0; h < MG; h++) {
-                if (h >= hc) break;
-                const float pe = sc[h][p]; /* 0 for p >= np */
+            for (int e = 0; e < 8; e++) acc[h][e] *= cr;
 #pragma unroll
-                for (int e = 0; e < 8; e++) acc[h][e] += pe * f[e];
+            for (int j = 0; j < SPT; j++) {
+                const float pe = expf(s[j] - mn); /* 0 for rows past np */
+                sum[h] += pe;
+                const __half2 *h2 = (const __half2 *)&vr[j];
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const float2 v = __half22float2(h2[e]);
+                    acc[h][2 * e] += pe * v.x;
+                    acc[h][2 * e + 1] += pe * v.y;
+                }
             }
         }
-        __syncthreads(); /* sc is rewritten by the next tile */
     }
-    /* rows of a warp -> one partial per warp, then the 4 warps */
+    /* the groups of a warp (lanes pr = 0.. PPW-1), then the warps */
 #pragma unroll
     for (int h = 0; h < MG; h++) {
         if (h >= hc) break;
 #pragma unroll
-        for (int e = 0; e < 8; e++) {
-            float v = acc[h][e];
+        for (int o = LPP; o < 32; o <<= 1) {
+            const float m2 = __shfl_xor_sync(0xffffffffu, mx[h], o);
+            const float l2 = __shfl_xor_sync(0xffffffffu, sum[h], o);
+            const float mn = fmaxf(mx[h], m2);
+            const float c1 = mx[h] == -INFINITY ? 0.0f : expf(mx[h] - mn);
+            const float c2 = m2 == -INFINITY ? 0.0f : expf(m2 - mn);
+            sum[h] = sum[h] * c1 + l2 * c2;
 #pragma unroll
-            for (int o = LPP; o < 32; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (pr == 0) ob[warp][h][sl * 8 + e] = v;
+            for (int e = 0; e < 8; e++) {
+                const float a2 = __shfl_xor_sync(0xffffffffu, acc[h][e], o);
+                acc[h][e] = acc[h][e] * c1 + a2 * c2;
+            }
+            mx[h] = mn;
         }
+        if (pr == 0) {
+#pragma unroll
+            for (int e = 0; e < 8; e++) ob[warp][h][sl * 8 + e] = acc[h][e];
+            if (sl == 0) {
+                wm[warp][h] = mx[h];
+                wl[warp][h] = sum[h];
+            }
+        }
+    }
+    __syncthreads();
+    if (tid < hc) {
+        /* the block's max and sum per head, and each warp's weight in them */
+        float M = -INFINITY, L = 0.0f;
+        for (int w = 0; w < 4; w++) M = fmaxf(M, wm[w][tid]);
+        for (int w = 0; w < 4; w++) {
+            const float cw = wm[w][tid] == -INFINITY ? 0.0f : expf(wm[w][tid] - M);
+            wc[w][tid] = cw;
+            L += cw * wl[w][tid];
+        }
+        mh[tid] = M;
+        lh[tid] = L;
     }
     __syncthreads();
     const int nch = pos / chunk + 1;
     if (a.abl == 3) return;
+    /* the block's unnormalized output of head h, element d */
+    auto merged = [&](int h, int d) {
+        return wc[0][h] * ob[0][h][d] + wc[1][h] * ob[1][h][d] + wc[2][h] * ob[2][h][d] + wc[3][h] * ob[3][h][d];
+    };
     /* the block's output rows (h < hc), value(h, d) each, and their q8; the loop
      * bound is block-uniform so q8_store1's shuffles see whole warps */
     auto write_out = [&](auto value) {
@@ -485,12 +493,12 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     };
     if (nch == 1) {
         /* the only chunk: the merge below would compute exactly this (weight 1) */
-        write_out([&](int h, int d) { return (ob[0][h][d] + ob[1][h][d] + ob[2][h][d] + ob[3][h][d]) / lh[h]; });
+        write_out([&](int h, int d) { return merged(h, d) / lh[h]; });
         return;
     }
     for (int e = tid; e < hc * HD; e += ATT_THREADS) {
         const int h = e / HD, d = e % HD;
-        const float o = ob[0][h][d] + ob[1][h][d] + ob[2][h][d] + ob[3][h][d];
+        const float o = merged(h, d);
         float *prt = part + (((int64_t)t * a.n_head + h0 + h) * n_chunks + c) * (HD + 2);
         prt[d] = o;
         if (d == 0) {
