@@ -44,7 +44,7 @@ if [ "${BENCH_VARIANTS:-1}" = 1 ]; then
             python3 -c 'import json,sys; r=json.load(sys.stdin)[0]; print("%.2f +/- %.2f" % (r["avg_ts"], r["stddev_ts"]))')
         echo "tg${TG:-128} with PREV_BIN ($PREV_BIN): $r tok/s"
     }
-    for v in ${VARIANTS:-MINFER_CUDA_XS_EARLY=1 MINFER_CUDA_XST_DEPTH=3 MINFER_CUDA_XST_MB=0 MINFER_CUDA_GEMV_MIXED=0 \
+    for v in ${VARIANTS:-MINFER_CUDA_XST_DEPTH=3 MINFER_CUDA_XST_MB=0 MINFER_CUDA_GEMV_MIXED=0 \
              MINFER_CUDA_GEMV_WIDE=1 MINFER_CUDA_GEMV_WIDE=0 MINFER_CUDA_ATTN_FIT=0 \
              MINFER_CUDA_ATTN_FIT=0+MINFER_CUDA_GEMV_WIDE=1 MINFER_CUDA_ADD_GEMV=0 MINFER_CUDA_ATTN_PRE=0 MINFER_CUDA_ATTN_CHUNK=64 \
              MINFER_CUDA_SKIP=swiglu_q8 \
@@ -64,9 +64,6 @@ rm -f "$OUTJ"
 LAB=$(dirname "$BIN")/bench/cuda_gemv
 if [ -x "$LAB" ] && [ "${LAB_RUN:-1}" = 1 ]; then
     "$LAB"
-    # the opt-in second xs row before the wait, per GEMV (the lab reads MINFER_CUDA_XS_EARLY)
-    echo "cuda_gemv with MINFER_CUDA_XS_EARLY=1:"
-    MINFER_CUDA_XS_EARLY=1 "$LAB" | grep -E '\| auto \||ok|FAIL'
     # the chain experiment (cuda_gemv.cu): a layer's GEMVs in one persistent kernel; a
     # grid barrier inside, so a time limit in case it ever fails to make progress
     timeout 120 "$LAB" chain 4 50 || echo "cuda_gemv chain: exit $?"

@@ -53,10 +53,6 @@ int cu_xst_depth(const cu_state *) { /* the backend's rule: MMV_XST_DEPTH unless
     const int d = e ? atoi(e) : 0;
     return d >= 2 && d <= 16 ? d : MMV_XST_DEPTH;
 }
-int cu_xs_early(const cu_state *) { /* as the backend: MINFER_CUDA_XS_EARLY=1 */
-    const char *e = getenv("MINFER_CUDA_XS_EARLY");
-    return e && atoi(e) == 1;
-}
 int cu_gemv_variant(const cu_state *S, int *per_sm, int64_t *xst_bytes) {
     *per_sm = S->per_sm;
     *xst_bytes = 16ll << 20;  /* the backend's default MINFER_CUDA_XST_MB */

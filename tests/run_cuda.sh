@@ -7,8 +7,7 @@
 #      persistent grids capped at 1 block per SM, with wide rows on xs2 and on pp
 #      (MINFER_CUDA_GEMV_WIDE=1, 0), with q, k and a v of another type in one launch
 #      (by default; with MINFER_CUDA_GEMV=4 on every launch, and split by MINFER_CUDA_GEMV_MIXED=0), with the residual add in the norm kernel instead of
-#      the GEMV before it (MINFER_CUDA_ADD_GEMV=0), with xs asking for two rows before the wait
-#      (MINFER_CUDA_XS_EARLY=1, opt-in), and (attention only) with
+#      the GEMV before it (MINFER_CUDA_ADD_GEMV=0), and (attention only) with
 #      MINFER_CUDA_ATTN_FIT=0;
 #   2. end to end: stories260K greedy 200 tokens from BOS on the GPU must print
 #      models/stories260K.greedy200.txt exactly, with each optional path switched off in turn;
@@ -126,7 +125,7 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     # (its CPU reference over 3000-position prefixes took ~270 s on 2 of 16 cores, 2026-11-29,
     # before each prefix served all its test batches) get a third of the cores each; the
     # matmul-only runs end in 70-120 s.
-    NR=12
+    NR=11
     NC=$(nproc 2>/dev/null || echo 4)
     TH=$(( NC / NR )); [ "$TH" -ge 2 ] || TH=2
     THA=$(( NC / 3 )); [ "$THA" -ge 2 ] || THA=2
@@ -149,9 +148,6 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     # the GEMV=4 run above, everywhere), split in two with MINFER_CUDA_GEMV_MIXED=0
     bg_start cuda_ops_mixed0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_MIXED=0 \
         MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
-    # the opt-in second row of xs asked for before the wait (MINFER_CUDA_XS_EARLY)
-    bg_start cuda_ops_xs_early env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_XS_EARLY=1 \
-        "$TESTS/test_cuda_ops"
     # the residual add in the norm kernel, not folded into the GEMV before it
     bg_start cuda_ops_add_gemv0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_ADD_GEMV=0 \
         "$TESTS/test_cuda_ops"
@@ -181,8 +177,6 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
     run_one "forward tiny q4_k_m, wide rows on pp" env MINFER_CUDA_GEMV_WIDE=0 \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     run_one "forward tiny q4_k_m, q/k/v of two types in two launches" env MINFER_CUDA_GEMV_MIXED=0 \
-        "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
-    run_one "forward tiny q4_k_m, xs second row before the wait" env MINFER_CUDA_XS_EARLY=1 \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     run_one "forward tiny q4_k_m, attention unfitted, wide rows on xs2" env MINFER_CUDA_ATTN_FIT=0 \
         MINFER_CUDA_GEMV_WIDE=1 "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06

@@ -247,10 +247,14 @@ static __global__ void kernel_attn_combine(cu_attn_args a, const float *part, fl
  * only row pos (below, after the wait), whose values the block takes from shared
  * memory. The RoPE (cos, sin) row at pos is read ahead of the wait too (the table is
  * built at init), so after the wait q, k and v are the one round trip before the
- * scores.
+ * scores (measured neutral: tg128 550.36 vs 549.61 without, 2026-11-29; an earlier try
+ * measured slower, 478 vs 492, on a tree whose kernel held more registers).
  * Measured (tg128, 7B q4_k_m, context 128, H200; bench/RESULTS.md): before these
  * changes the kernel cost 9.9 us per layer (MINFER_CUDA_SKIP=attn_dec128), about 7.7
- * after (an estimate, RESULTS.md says on what); whole step +5.1% in a 3314 context. */
+ * after (an estimate, RESULTS.md says on what); whole step +5.1% in a 3314 context.
+ * The tile loop without block barriers (each lane group's own online softmax, below):
+ * 5.8 -> 5.3 us per layer, tg128 558.74 / 562.36 vs 556.55 / 555.67 (7B, G = 1) and
+ * 1295 vs 1205 tok/s on the synthetic 1B (G = 4), same call, 2026-11-29. */
 #define AD_TILE 64
 
 /* MG: query heads per block, the size of the head-group arrays (acc alone is MG x 8

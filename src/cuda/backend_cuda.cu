@@ -40,8 +40,6 @@
  * MINFER_CUDA_XST_DEPTH=N (xst ring rows in flight per warp, 2..16; default 2),
  * MINFER_CUDA_GEMV_MIXED=0 (q and k of q4_K/q5_K and a v of q6_K as two launches
  * instead of one xstm launch; mmv.cuh),
- * MINFER_CUDA_XS_EARLY=1 (opt-in, not yet measured: the xs GEMV asks for a warp's
- * second row before the wait too; mmv.cuh),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
  * it before reading anything; attn.cu),
  * MINFER_CUDA_ADD_GEMV=0 (the residual add x += W a as part of the norm kernel after
@@ -138,7 +136,6 @@ struct cu_state {
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
     int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
-    int f_xs_early;        /* xs asks for its second row's weights before pdl_wait too (opt-in) */
     int f_attn_fit;        /* decode attention's head-group arrays fitted to the model (attn.cu) */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
     int gemv_wide;         /* rows of 129..256 units: 0 pp, 1 xs2, 2 xst2 (cu_gemv_wide, mmv.cuh) */
@@ -211,7 +208,6 @@ int cu_gemv_wide(const cu_state *S) { return S->gemv_wide; }
 void cu_count_xst2(cu_state *S) { S->n_xst2++; }
 void cu_count_xstm(cu_state *S) { S->n_xstm++; }
 int cu_xst_depth(const cu_state *S) { return S->xst_depth; }
-int cu_xs_early(const cu_state *S) { return S->f_xs_early; }
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes) {
     *per_sm_cap = S->gemv_per_sm;
     *xst_bytes = S->xst_bytes;
@@ -1015,7 +1011,6 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
-    S->f_xs_early = mf_env_int("MINFER_CUDA_XS_EARLY", 0) == 1;
     {
         const char *sk = getenv("MINFER_CUDA_SKIP");
         if (sk && *sk) snprintf(S->skip, sizeof S->skip, ",%s,", sk);
@@ -1177,11 +1172,10 @@ static void print_notice(cu_state *S) {
     char gemv_name[320], xs_name[128], ring[64] = "";
     if (S->xst_depth != cu_mmv_xst_depth_default()) snprintf(ring, sizeof ring, "[depth %d]", S->xst_depth);
     const char *mixed = S->f_gemv_mixed && S->xst_bytes >= 0 ? "+xstm" : "";
-    const char *early = S->f_xs_early ? "(2 rows early, opt-in)" : "";
     if (S->f_gemv == 4) snprintf(xs_name, sizeof xs_name, "xst%s%s", ring, mixed);
     else if (S->xst_bytes >= 0)
-        snprintf(xs_name, sizeof xs_name, "xs%s+xst%s%s>=%lldMB", early, ring, mixed, (long long)(S->xst_bytes >> 20));
-    else snprintf(xs_name, sizeof xs_name, "xs%s", early);
+        snprintf(xs_name, sizeof xs_name, "xs+xst%s%s>=%lldMB", ring, mixed, (long long)(S->xst_bytes >> 20));
+    else snprintf(xs_name, sizeof xs_name, "xs");
     if (!S->f_dp4a) snprintf(gemv_name, sizeof gemv_name, "f32");
     else if (S->f_gemv == 2) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-pp");
     else if (S->f_gemv == 3 && S->xs_wide_mats)

@@ -126,10 +126,11 @@ static __device__ __forceinline__ void pdl_trigger() {
 }
 
 /* The L2 policy of streamed weights (MINFER_CUDA_L2_HINT, a build-time switch, 1 by
- * default; experiment, not yet measured): a decode step reads ~3.9 GB of weights once
- * through a 60 MB L2, which under the default policy evicts everything a later kernel
- * needs again (each kernel's code and parameters, the KV rows, the activations); weights
- * marked evict-first leave those resident. */
+ * default): a decode step reads ~3.9 GB of weights once through a 60 MB L2, which
+ * under the default policy evicts everything a later kernel needs again (each kernel's
+ * code and parameters, the KV rows, the activations); weights marked evict-first leave
+ * those resident. tg128, 7B q4_k_m, H200, 2026-11-29: 555.46 / 556.52 with it, 548.01 /
+ * 549.05 built with -DMINFER_CUDA_L2_HINT=0 (alternating runs, bench/RESULTS.md). */
 #ifndef MINFER_CUDA_L2_HINT
 #define MINFER_CUDA_L2_HINT 1
 #endif

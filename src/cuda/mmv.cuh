@@ -368,11 +368,7 @@ static __device__ __forceinline__ void mmv_xs_row(const cu_mmv_args &a, int g, i
     }
 }
 
-/* EARLY (opt-in, MINFER_CUDA_XS_EARLY=1, not yet measured): the second row's
- * weights are asked for before the wait too, so a launch of at most two rows per warp
- * (the 4096x4096 attention output GEMV on 132 SMs: 1.94) has every weight byte in
- * flight while the kernels ahead of it (the decode attention) finish. */
-template <typename U, int UPL, bool EARLY = false>
+template <typename U, int UPL>
 static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs(cu_mmv_args a) {
     pdl_trigger();
     const int lane = threadIdx.x & 31;
@@ -385,12 +381,11 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs(cu_mmv_ar
     const int nu = nb * U::UPB;
     typename U::W A[UPL], B[UPL];
     mmv_xs_load<U, UPL>(a, gw, nb, nu, lane, A);  /* weights: before the wait */
-    if (EARLY && n > 1) mmv_xs_load<U, UPL>(a, gw + W, nb, nu, lane, B);
     pdl_wait();
     typename U::X x[UPL];
     mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
     for (int i = 0; i < n; i += 2) {
-        if (i + 1 < n && !(EARLY && i == 0)) mmv_xs_load<U, UPL>(a, gw + (i + 1) * W, nb, nu, lane, B);
+        if (i + 1 < n) mmv_xs_load<U, UPL>(a, gw + (i + 1) * W, nb, nu, lane, B);
         mmv_xs_row<U, UPL>(a, gw + i * W, nu, lane, A, x);
         if (i + 1 >= n) break;
         if (i + 2 < n) mmv_xs_load<U, UPL>(a, gw + (i + 2) * W, nb, nu, lane, A);
@@ -398,10 +393,10 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs(cu_mmv_ar
     }
 }
 
-template <typename U, int UPL, bool EARLY = false>
+template <typename U, int UPL>
 static int mmv_xs_occupancy() {
     static int per_sm;
-    if (!per_sm) per_sm = mmv_occupancy(kernel_mmv_xs<U, UPL, EARLY>, MMV_WARPS * 32);
+    if (!per_sm) per_sm = mmv_occupancy(kernel_mmv_xs<U, UPL>, MMV_WARPS * 32);
     return per_sm;
 }
 template <typename U>
@@ -409,23 +404,14 @@ static void mmv_xs_prepare() {
     mmv_xs_occupancy<U, 1>();
     mmv_xs_occupancy<U, 2>();
     mmv_xs_occupancy<U, 4>();
-    mmv_xs_occupancy<U, 1, true>();
-    mmv_xs_occupancy<U, 2, true>();
-    mmv_xs_occupancy<U, 4, true>();
 }
 /* Units per lane the xs kernel is built for (0: v1 takes the launch). */
 static inline int mmv_xs_upl(int nu, int ncols) {
     if (ncols != 1) return 0;
     return nu <= 32 ? 1 : nu <= 64 ? 2 : nu <= 128 ? 4 : 0;
 }
-int cu_xs_early(const cu_state *S); /* MINFER_CUDA_XS_EARLY */
 template <typename U, int UPL>
 static void mmv_xs_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    if (cu_xs_early(S)) {
-        const int blocks = mmv_persist_blocks(S, a, MMV_WARPS, mmv_xs_occupancy<U, UPL, true>(), per_sm_cap);
-        cu_launch(S, name, kernel_mmv_xs<U, UPL, true>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
-        return;
-    }
     const int blocks = mmv_persist_blocks(S, a, MMV_WARPS, mmv_xs_occupancy<U, UPL>(), per_sm_cap);
     cu_launch(S, name, kernel_mmv_xs<U, UPL>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
 }
