@@ -1187,10 +1187,11 @@ static void print_notice(cu_state *S) {
     else if (S->f_gemv >= 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(v1 for batches)", xs_name);
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
-            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s%s%s; "
+            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s%s%s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
-            gemv_name, S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
+            gemv_name, MINFER_CUDA_L2_HINT ? "+l2-evict-first" : "",
+            S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
             !S->f_fuse ? "off" : S->f_add_gemv ? "on+add-in-gemv" : "on",
             S->skip[0] ? " SKIPPING-KERNELS(output-invalid)" : "",
             S->f_mma ? "mma-f16" : "gemv",
