@@ -257,6 +257,12 @@ static __global__ void kernel_attn_combine(cu_attn_args a, const float *part, fl
  * 1295 vs 1205 tok/s on the synthetic 1B (G = 4), same call, 2026-11-29. */
 #define AD_TILE 64
 
+/* The weight of a softmax partial with running max m in a merge whose max is M >= m
+ * (0 for a partial that saw no row, m = -inf). */
+static __device__ __forceinline__ float softmax_weight(float m, float M) {
+    return m == -INFINITY ? 0.0f : expf(m - M);
+}
+
 /* MG: query heads per block, the size of the head-group arrays (acc alone is MG x 8
  * registers per thread): with a.fit (the default) the model's group rounded up to a
  * power of two, else ATT_MAXG. Why fit: at ATT_MAXG the HD=128 kernel holds 168
@@ -443,8 +449,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
             const float m2 = __shfl_xor_sync(0xffffffffu, mx[h], o);
             const float l2 = __shfl_xor_sync(0xffffffffu, sum[h], o);
             const float mn = fmaxf(mx[h], m2);
-            const float c1 = mx[h] == -INFINITY ? 0.0f : expf(mx[h] - mn);
-            const float c2 = m2 == -INFINITY ? 0.0f : expf(m2 - mn);
+            const float c1 = softmax_weight(mx[h], mn), c2 = softmax_weight(m2, mn);
             sum[h] = sum[h] * c1 + l2 * c2;
 #pragma unroll
             for (int e = 0; e < 8; e++) {
@@ -468,7 +473,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         float M = -INFINITY, L = 0.0f;
         for (int w = 0; w < 4; w++) M = fmaxf(M, wm[w][tid]);
         for (int w = 0; w < 4; w++) {
-            const float cw = wm[w][tid] == -INFINITY ? 0.0f : expf(wm[w][tid] - M);
+            const float cw = softmax_weight(wm[w][tid], M);
             wc[w][tid] = cw;
             L += cw * wl[w][tid];
         }

@@ -445,17 +445,34 @@ static __device__ __forceinline__ void mmv_xs2_row(const cu_mmv_args &a, int g, 
     }
 }
 
+/* A warp of a kernel with NW warps per block that splits each row between the two
+ * warps of a pair (xs2, xst2): its lane, its half of the row, its pair in the block,
+ * the pair's place gp among the grid's P pairs and its rows gp, gp + P, ... below the
+ * launch's total: rows() of them, asked only where idle() is false. An idle pair leaves
+ * whole (both warps), so no barrier of the pair is left waiting. */
+template <int NW>
+struct mmv_pair_warp {
+    int lane, half, pair, gp, P, total;
+    __device__ __forceinline__ explicit mmv_pair_warp(const cu_mmv_args &a) {
+        const int warp = threadIdx.x >> 5;
+        lane = threadIdx.x & 31;
+        half = warp & 1;
+        pair = warp >> 1;
+        gp = blockIdx.x * (NW / 2) + pair;
+        P = gridDim.x * (NW / 2);
+        total = mmv_total(a);
+    }
+    __device__ __forceinline__ bool idle() const { return gp >= total; }
+    __device__ __forceinline__ int rows() const { return (total - gp + P - 1) / P; }
+};
+
 template <typename U, int UPL>
 static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs2(cu_mmv_args a) {
     __shared__ float part[MMV_WARPS / 2][2];
     pdl_trigger();
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int half = warp & 1, pair = warp >> 1;
-    const int gp = blockIdx.x * (MMV_WARPS / 2) + pair;
-    const int P = gridDim.x * (MMV_WARPS / 2);
-    const int total = mmv_total(a);
-    if (gp >= total) return;  /* both warps of the pair leave: no barrier is left waiting */
-    const int n = (total - gp + P - 1) / P;
+    const mmv_pair_warp<MMV_WARPS> pw(a);
+    if (pw.idle()) return;
+    const int lane = pw.lane, half = pw.half, pair = pw.pair, gp = pw.gp, P = pw.P, n = pw.rows();
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     const int hu = (nu + 1) / 2;
@@ -812,13 +829,9 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) uint8_t xst2_smem[];
     __shared__ float part[MMV_XST2_WARPS / 2][2];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int half = warp & 1, pair = warp >> 1;
-    const int gp = blockIdx.x * (MMV_XST2_WARPS / 2) + pair;
-    const int P = gridDim.x * (MMV_XST2_WARPS / 2);
-    const int total = mmv_total(a);
-    if (gp >= total) return; /* both warps of the pair leave: no barrier is left waiting */
-    const int n = (total - gp + P - 1) / P;
+    const mmv_pair_warp<MMV_XST2_WARPS> pw(a);
+    if (pw.idle()) return;
+    const int lane = pw.lane, half = pw.half, pair = pw.pair, gp = pw.gp, P = pw.P, n = pw.rows();
     const int64_t stride = a.stride;
     uint64_t *bar = (uint64_t *)xst2_smem + pair * depth; /* this pair's ring (mmv_ring_smem) */
     uint8_t *slot0 = xst2_smem + mmv_ring_bars(MMV_XST2_WARPS / 2, depth) + (size_t)pair * depth * stride;
