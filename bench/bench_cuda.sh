@@ -39,25 +39,24 @@ EOF
 if [ "${BENCH_VARIANTS:-1}" = 1 ]; then
     # (tg runs in a context of its own length, 128: one attention chunk of 128 by default)
     # (an entry may set several variables joined by '+')
-    [ -n "${PREV_BIN:-}" ] && [ -x "$PREV_BIN" ] && {
-        r=$("$PREV_BIN" bench -m "$MODEL" -p 0 -n "${TG:-128}" -r "${REPS:-3}" --device cuda -o json 2>/dev/null |
-            python3 -c 'import json,sys; r=json.load(sys.stdin)[0]; print("%.2f +/- %.2f" % (r["avg_ts"], r["stddev_ts"]))')
-        echo "tg${TG:-128} with PREV_BIN ($PREV_BIN): $r tok/s"
+    tg() { # BINARY [minfer bench options...] -> "avg +/- stddev" of tg${TG:-128}
+        local bin=$1
+        shift
+        "$bin" bench -m "$MODEL" -p 0 -n "${TG:-128}" -r "${REPS:-3}" --device cuda -o json "$@" 2>/dev/null |
+            python3 -c 'import json,sys; r=json.load(sys.stdin)[0]; print("%.2f +/- %.2f" % (r["avg_ts"], r["stddev_ts"]))'
     }
+    [ -n "${PREV_BIN:-}" ] && [ -x "$PREV_BIN" ] &&
+        echo "tg${TG:-128} with PREV_BIN ($PREV_BIN): $(tg "$PREV_BIN") tok/s"
     for v in ${VARIANTS:-MINFER_CUDA_XST_DEPTH=3 MINFER_CUDA_XST_MB=0 MINFER_CUDA_GEMV_MIXED=0 \
              MINFER_CUDA_GEMV_WIDE=1 MINFER_CUDA_GEMV_WIDE=0 MINFER_CUDA_ATTN_FIT=0 \
              MINFER_CUDA_ATTN_FIT=0+MINFER_CUDA_GEMV_WIDE=1 MINFER_CUDA_ADD_GEMV=0 MINFER_CUDA_ATTN_PRE=0 MINFER_CUDA_ATTN_CHUNK=64 \
              MINFER_CUDA_SKIP=swiglu_q8 \
              MINFER_CUDA_SKIP=rmsnorm_q8 MINFER_CUDA_SKIP=attn_dec128 \
              MINFER_CUDA_GEMV=1 MINFER_CUDA_GEMV=2 MINFER_CUDA_GRAPH=0 MINFER_CUDA_PDL=0 MINFER_CUDA_FUSE=0 MINFER_CUDA_DP4A=0}; do
-        r=$(env ${v//+/ } "$BIN" bench -m "$MODEL" -p 0 -n "${TG:-128}" -r "${REPS:-3}" --device cuda -o json 2>/dev/null |
-            python3 -c 'import json,sys; r=json.load(sys.stdin)[0]; print("%.2f +/- %.2f" % (r["avg_ts"], r["stddev_ts"]))')
-        echo "tg${TG:-128} with $v: $r tok/s"
+        echo "tg${TG:-128} with $v: $(export ${v//+/ }; tg "$BIN") tok/s"
     done
     for c in 3314; do  # decode in a long context's attention grid (13 chunks of 256)
-        r=$("$BIN" bench -m "$MODEL" -p 0 -n "${TG:-128}" -r "${REPS:-3}" --ctx $c --device cuda -o json 2>/dev/null |
-            python3 -c 'import json,sys; r=json.load(sys.stdin)[0]; print("%.2f +/- %.2f" % (r["avg_ts"], r["stddev_ts"]))')
-        echo "tg${TG:-128} in a $c-token context: $r tok/s"
+        echo "tg${TG:-128} in a $c-token context: $(tg "$BIN" --ctx $c) tok/s"
     done
 fi
 rm -f "$OUTJ"
