@@ -6,7 +6,8 @@
 #      chains only) with the other GEMV variants (MINFER_CUDA_GEMV=1, 2, 4), with the
 #      persistent grids capped at 1 block per SM, with wide rows on xs2 and on pp
 #      (MINFER_CUDA_GEMV_WIDE=1, 0), with q, k and a v of another type in one launch
-#      (by default; with MINFER_CUDA_GEMV=4 on every launch, and split by MINFER_CUDA_GEMV_MIXED=0), with the residual add in the norm kernel instead of
+#      (by default; with MINFER_CUDA_GEMV=4 on every launch) and split in two
+#      (MINFER_CUDA_GEMV_MIXED=0), with the residual add in the norm kernel instead of
 #      the GEMV before it (MINFER_CUDA_ADD_GEMV=0), and (attention only) with
 #      MINFER_CUDA_ATTN_FIT=0;
 #   2. end to end: stories260K greedy 200 tokens from BOS on the GPU must print
