@@ -458,8 +458,74 @@ static int chain_main(int argc, char **argv) {
     return mism || mism_blk ? 1 : 0;
 }
 
+/* ---- The boundary experiment (`cuda_gemv empty [N]`) ----
+ * What a kernel boundary costs with nothing else in it: N launches in one graph of a
+ * kernel that only triggers, waits and has one thread add 1 to a counter the launch
+ * before wrote (the dependence of a real step), per grid shape, with and without PDL;
+ * and launches alternating a GEMV-sized grid with a one-block (norm-like) grid. */
+static __global__ void kernel_empty(unsigned *ctr) {
+    pdl_trigger();
+    pdl_wait();
+    if (blockIdx.x == 0 && threadIdx.x == 0) ctr[0] += 1;
+}
+static int empty_main(int argc, char **argv) {
+    const int N = argc > 2 ? atoi(argv[2]) : 400;
+    cu_state S;
+    CK(cudaStreamCreateWithFlags(&S.st, cudaStreamNonBlocking));
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    S.sms = prop.multiProcessorCount;
+    unsigned *ctr;
+    CK(cudaMalloc(&ctr, 4));
+    CK(cudaMemset(ctr, 0, 4));
+    cudaEvent_t t0, t1;
+    CK(cudaEventCreate(&t0));
+    CK(cudaEventCreate(&t1));
+    const int sms = S.sms;
+    struct cfg { int grid, block, grid2, block2; } cfgs[] = {
+        {1, 32, 0, 0}, {1, 1024, 0, 0}, {sms, 256, 0, 0}, {2 * sms, 256, 0, 0}, {4 * sms, 128, 0, 0},
+        {2 * sms, 256, 1, 1024}, {2 * sms, 256, 32, 128}};
+    printf("cuda_gemv empty: %s, %d launches per graph\n| grid x block | PDL us per launch | no PDL us per launch |\n|---|---:|---:|\n",
+           prop.name, N);
+    unsigned expect = 0;
+    for (const cfg &c : cfgs) {
+        double us[2];
+        for (int pdl = 1; pdl >= 0; pdl--) {
+            S.pdl = pdl;
+            cudaGraph_t g;
+            cudaGraphExec_t ge;
+            CK(cudaStreamBeginCapture(S.st, cudaStreamCaptureModeThreadLocal));
+            for (int i = 0; i < N; i++) {
+                const bool second = c.grid2 && (i & 1);
+                cu_launch(&S, "empty", kernel_empty, dim3(second ? c.grid2 : c.grid), dim3(second ? c.block2 : c.block), 0,
+                          ctr);
+            }
+            CK(cudaStreamEndCapture(S.st, &g));
+            CK(cudaGraphInstantiate(&ge, g, 0));
+            CK(cudaGraphLaunch(ge, S.st)); /* warm */
+            CK(cudaEventRecord(t0, S.st));
+            CK(cudaGraphLaunch(ge, S.st));
+            CK(cudaEventRecord(t1, S.st));
+            CK(cudaEventSynchronize(t1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, t0, t1));
+            us[pdl] = 1000.0 * ms / N;
+            expect += 2 * N;
+            CK(cudaGraphExecDestroy(ge));
+            CK(cudaGraphDestroy(g));
+        }
+        if (c.grid2) printf("| %d x %d alternating with %d x %d | %.2f | %.2f |\n", c.grid, c.block, c.grid2, c.block2, us[1], us[0]);
+        else printf("| %d x %d | %.2f | %.2f |\n", c.grid, c.block, us[1], us[0]);
+    }
+    unsigned got;
+    CK(cudaMemcpy(&got, ctr, 4, cudaMemcpyDeviceToHost));
+    printf("cuda_gemv empty: counter %u, expected %u: %s\n", got, expect, got == expect ? "ok" : "FAIL");
+    return got == expect ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "chain")) return chain_main(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "empty")) return empty_main(argc, argv);
     /* optional filters (for profiling one kernel): shape name substring, variant name, launches */
     const char *only_shape = argc > 1 ? argv[1] : NULL, *only_var = argc > 2 ? argv[2] : NULL;
     const int NITER = argc > 3 ? atoi(argv[3]) : 200;
@@ -501,6 +567,9 @@ int main(int argc, char **argv) {
         /* weight copies: > 256 MB in all */
         int ncopy = (int)((256ll << 20) / lbytes) + 1;
         if (ncopy < 2) ncopy = 2;
+        /* LAB_COPIES=1: one copy, so a launch under the L2's size finds its weights
+         * there (what a GEMV would take if they were prefetched into the L2) */
+        if (getenv("LAB_COPIES") && atoi(getenv("LAB_COPIES")) > 0) ncopy = atoi(getenv("LAB_COPIES"));
         std::vector<uint8_t *> dw(ncopy);
         for (int c = 0; c < ncopy; c++) {
             CK(cudaMalloc(&dw[c], (size_t)lbytes));

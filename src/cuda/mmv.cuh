@@ -45,6 +45,16 @@ static __device__ __forceinline__ int dp4a(int a, int b, int c) {
     return c;
 #endif
 }
+/* dp4a of four unsigned bytes a with four signed bytes b */
+static __device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
+#if defined(__CUDA_ARCH__)
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+#else
+    return c;
+#endif
+}
 
 /* Weight loaders of the units: global memory through the read-only path, or a
  * row staged in shared memory (plain loads; the compiler emits LDS because the

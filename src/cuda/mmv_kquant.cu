@@ -10,16 +10,18 @@
  * ql[64h+32+l0..] and qh[32h+l0..] give 64 values (4 runs of 16 at l0 + 32*qq). */
 #include "mmv.cuh"
 
-/* 6-bit scale (sc) and min (m) of sub-block j of the packed 12 bytes s0|s1|s2. */
-static __device__ __forceinline__ void k4_sm(uint32_t s0, uint32_t s1, uint32_t s2, int j, int *sc, int *m) {
-    const int sh = 8 * (j & 3);
-    if (j < 4) {
-        *sc = (s0 >> sh) & 63;
-        *m = (s1 >> sh) & 63;
-    } else {
-        *sc = ((s2 >> sh) & 0xF) | (((s0 >> sh) >> 6 & 3) << 4);
-        *m = ((s2 >> sh) >> 4 & 0xF) | (((s1 >> sh) >> 6 & 3) << 4);
-    }
+/* The 6-bit scales and mins of sub-blocks 2g and 2g+1 from a block header h (d|dmin,
+ * then the 12 packed bytes s0|s1|s2 in h.y, h.z, h.w), as the bytes [sc0, sc1, m0, m1].
+ * Sub-blocks 0..3 keep theirs in the low 6 bits of s0 and s1; 4..7 in the nibbles of
+ * s2 with the top 2 bits of s0 and s1 above. Branch-free: a lane's g is fixed (its
+ * units are u0 + lane + 32k), so a branch on it splits every warp (the SASS of the
+ * branching form ran both paths: ~26 instructions per unit, ~10 now). */
+static __device__ __forceinline__ uint32_t k4_scales(const uint4 &h, int g) {
+    const uint32_t b = (uint32_t)(g & 1) * 2;
+    const uint32_t p = __byte_perm(h.y, h.z, b | (b + 1) << 4 | (b + 4) << 8 | (b + 5) << 12);
+    const uint32_t l = __byte_perm(h.w, 0, b | (b + 1) << 4 | b << 8 | (b + 1) << 12);
+    const uint32_t hi = __byte_perm(l & 0x0f0f0f0fu, (l >> 4) & 0x0f0f0f0fu, 0x7610) | ((p >> 2) & 0x30303030u);
+    return g >= 2 ? hi : p & 0x3f3f3f3fu;
 }
 
 template <bool Q5>
@@ -64,9 +66,8 @@ struct unit_k45 {
     }
     static __device__ __forceinline__ float dotx(const W &w, const X &x, int u) {
         const int g = u & 3;
-        int sc0, m0, sc1, m1;
-        k4_sm(w.h.y, w.h.z, w.h.w, 2 * g, &sc0, &m0);
-        k4_sm(w.h.y, w.h.z, w.h.w, 2 * g + 1, &sc1, &m1);
+        const uint32_t sm = k4_scales(w.h, g);
+        const int sc0 = (int)(sm & 0xff), sc1 = (int)(sm >> 8 & 0xff), m0 = (int)(sm >> 16 & 0xff), m1 = (int)(sm >> 24);
         const uint32_t qa[8] = {w.q0.x, w.q0.y, w.q0.z, w.q0.w, w.q1.x, w.q1.y, w.q1.z, w.q1.w};
         const int xl[8] = {x.a0.x, x.a0.y, x.a0.z, x.a0.w, x.a1.x, x.a1.y, x.a1.z, x.a1.w};
         const int xh[8] = {x.b0.x, x.b0.y, x.b0.z, x.b0.w, x.b1.x, x.b1.y, x.b1.z, x.b1.w};
@@ -88,8 +89,8 @@ struct unit_k45 {
             dhi = dp4a((int)hi, xh[k], dhi);
         }
         const float d = h2f((uint16_t)(w.h.x & 0xffff)), dmin = h2f((uint16_t)(w.h.x >> 16));
-        return d * ((float)sc0 * x.d0 * (float)dlo + (float)sc1 * x.d1 * (float)dhi) -
-               dmin * ((float)m0 * x.s0 + (float)m1 * x.s1);
+        /* (sc * dot is exact in int: at most 63 * 32 * 15 * 127) */
+        return d * (x.d0 * (float)(sc0 * dlo) + x.d1 * (float)(sc1 * dhi)) - dmin * ((float)m0 * x.s0 + (float)m1 * x.s1);
     }
 };
 
@@ -113,6 +114,7 @@ struct unit_q6k {
     struct X {
         int4 x[4];
         float d[4];
+        int s[4]; /* the sum of each x[qq]'s 16 values */
     };
     template <class L = ld_g>
     static __device__ __forceinline__ void loadx(const cu_q8 &q, int64_t xoff, int u, X &x) {
@@ -123,6 +125,11 @@ struct unit_q6k {
         const int64_t i32 = xb >> 5;
 #pragma unroll
         for (int qq = 0; qq < 4; qq++) x.d[qq] = q.d[i32 + qq];
+#pragma unroll
+        for (int qq = 0; qq < 4; qq++) {
+            const int4 v = x.x[qq];
+            x.s[qq] = dp4a(0x01010101, v.x, dp4a(0x01010101, v.y, dp4a(0x01010101, v.z, dp4a(0x01010101, v.w, 0))));
+        }
     }
     static __device__ __forceinline__ float dotx(const W &w, const X &xr, int u) {
         const int l0 = (u & 1) * 16;
@@ -140,19 +147,25 @@ struct unit_q6k {
             const int x1 = k == 0 ? xr.x[1].x : k == 1 ? xr.x[1].y : k == 2 ? xr.x[1].z : xr.x[1].w;
             const int x2 = k == 0 ? xr.x[2].x : k == 1 ? xr.x[2].y : k == 2 ? xr.x[2].z : xr.x[2].w;
             const int x3 = k == 0 ? xr.x[3].x : k == 1 ? xr.x[3].y : k == 2 ? xr.x[3].z : xr.x[3].w;
-            dd[0] = dp4a((int)__vsub4(q1, 0x20202020u), x0, dd[0]);
-            dd[1] = dp4a((int)__vsub4(q2, 0x20202020u), x1, dd[1]);
-            dd[2] = dp4a((int)__vsub4(q3, 0x20202020u), x2, dd[2]);
-            dd[3] = dp4a((int)__vsub4(q4, 0x20202020u), x3, dd[3]);
+            /* the codes as unsigned 0..63; the offset of 32 comes off below, as
+             * 32 times the sum of the activations (3 instructions a word fewer than
+             * subtracting it from every byte) */
+            dd[0] = dp4a_us(q1, x0, dd[0]);
+            dd[1] = dp4a_us(q2, x1, dd[1]);
+            dd[2] = dp4a_us(q3, x2, dd[2]);
+            dd[3] = dp4a_us(q4, x3, dd[3]);
         }
+#pragma unroll
+        for (int qq = 0; qq < 4; qq++) dd[qq] -= 32 * xr.s[qq];
         /* scales 8hh + l0/16 + 2qq: within the half's 8 bytes, index l0/16 + 2qq */
         const int so = l0 >> 4;
         const int8_t s0 = (int8_t)((w.sc.x >> (8 * so)) & 0xff);
         const int8_t s1 = (int8_t)((w.sc.x >> (8 * (so + 2))) & 0xff);
         const int8_t s2 = (int8_t)((w.sc.y >> (8 * so)) & 0xff);
         const int8_t s3 = (int8_t)((w.sc.y >> (8 * (so + 2))) & 0xff);
-        const float r = (float)s0 * xr.d[0] * (float)dd[0] + (float)s1 * xr.d[1] * (float)dd[1] +
-                        (float)s2 * xr.d[2] * (float)dd[2] + (float)s3 * xr.d[3] * (float)dd[3];
+        /* (scale * dot is exact in int: at most 128 * 16 * 32 * 127 < 2^24) */
+        const float r = xr.d[0] * (float)(s0 * dd[0]) + xr.d[1] * (float)(s1 * dd[1]) + xr.d[2] * (float)(s2 * dd[2]) +
+                        xr.d[3] * (float)(s3 * dd[3]);
         return h2f(w.d) * r;
     }
 };
