@@ -144,12 +144,31 @@ static __device__ __forceinline__ void mmv_store(const cu_mmv_args &a, int m, in
     const float bv = bias ? bias[r] : 0.0f;
 #pragma unroll
     for (int c = 0; c < NC; c++)
-        if (c < a.ncols) {
+        if (NC == 1 || c < a.ncols) { /* (NC 1: launched for one column only) */
             float *d = o + (int64_t)c * rows_m + r;
             if (a.accum) atomicAdd(d, acc[c] + bv);
             else *d = acc[c] + bv;
         }
 }
+
+/* The sums of a warp's rows g0, g0 + W, ... (n of them; one column), kept one per lane
+ * (row i in lane i % 32) and stored by all the lanes at once after every 32nd row and
+ * the last, instead of lane 0 working out each row's matrix and storing it while the
+ * rest of the warp waits: ~30 instructions a row, and every instruction of one lane
+ * costs the warp an issue slot. */
+struct mmv_keep {
+    float v = 0.0f;
+    __device__ __forceinline__ void put(const cu_mmv_args &a, int i, int n, int g0, int W, int lane, float acc) {
+        if (lane == (i & 31)) v = acc;
+        if ((i & 31) == 31 || i == n - 1) {
+            if (lane <= (i & 31)) {
+                int m, r;
+                mmv_row(a, g0 + ((i & ~31) + lane) * W, &m, &r);
+                mmv_store<1>(a, m, r, &v);
+            }
+        }
+    }
+};
 
 /* v1 (MINFER_CUDA_GEMV=1; the default for 2..8 columns). Measured (tg128, 7B
  * q4_k_m, H200, 2026-11-29, bench/RESULTS.md): 403 tok/s for the whole step with
@@ -367,16 +386,6 @@ static __device__ __forceinline__ void mmv_xs_load(const cu_mmv_args &a, int g, 
     int m, r;
     mmv_lane_load<U, UPL, ld_g>(mmv_row(a, g, &m, &r), nb, 0, nu, lane, w);
 }
-template <typename U, int UPL>
-static __device__ __forceinline__ void mmv_xs_row(const cu_mmv_args &a, int g, int nu, int lane,
-                                                  const typename U::W *w, const typename U::X *x) {
-    const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, 0, nu, lane));
-    if (lane == 0) {
-        int m, r;
-        mmv_row(a, g, &m, &r);
-        mmv_store<1>(a, m, r, &acc);
-    }
-}
 
 template <typename U, int UPL>
 static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs(cu_mmv_args a) {
@@ -394,12 +403,13 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs(cu_mmv_ar
     pdl_wait();
     typename U::X x[UPL];
     mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
+    mmv_keep keep;
     for (int i = 0; i < n; i += 2) {
         if (i + 1 < n) mmv_xs_load<U, UPL>(a, gw + (i + 1) * W, nb, nu, lane, B);
-        mmv_xs_row<U, UPL>(a, gw + i * W, nu, lane, A, x);
+        keep.put(a, i, n, gw, W, lane, warp_sum(mmv_lane_dot<U, UPL>(A, x, 0, nu, lane)));
         if (i + 1 >= n) break;
         if (i + 2 < n) mmv_xs_load<U, UPL>(a, gw + (i + 2) * W, nb, nu, lane, A);
-        mmv_xs_row<U, UPL>(a, gw + (i + 1) * W, nu, lane, B, x);
+        keep.put(a, i + 1, n, gw, W, lane, warp_sum(mmv_lane_dot<U, UPL>(B, x, 0, nu, lane)));
     }
 }
 
@@ -620,19 +630,23 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     const int64_t stride = a.stride;
     uint64_t *bar = (uint64_t *)xst_smem + warp * depth;  /* this warp's ring (mmv_ring_smem) */
     uint8_t *slot0 = xst_smem + mmv_ring_bars(MMV_XST_WARPS, depth) + (size_t)warp * depth * stride;
-    if (lane == 0) {
-        mbar_init_ring(bar, depth);
-        for (int i = 0; i < depth && i < n; i++) {
-            int m, r;
-            tma_row(slot0 + (size_t)i * stride, mmv_row(a, gw + i * W, &m, &r), (uint32_t)stride, bar + i);
-        }
+    /* lane l requests the warp's rows l, l + 32, ...: the first 32 rows' weights are
+     * worked out once, here, ahead of the wait (lane 0 doing it row by row cost the
+     * whole warp its issue slots) */
+    const uint8_t *src = nullptr;
+    if (lane < n) {
+        int m, r;
+        src = mmv_row(a, gw + lane * W, &m, &r);
     }
+    if (lane == 0) mbar_init_ring(bar, depth);
     __syncwarp();
+    if (lane < depth && lane < n) tma_row(slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
     pdl_wait();
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     typename U::X x[UPL];
     mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
+    mmv_keep keep;
     for (int i = 0; i < n; i++) {
         const int s = i % depth;
         mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
@@ -640,18 +654,16 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
         mmv_lane_load<U, UPL, ld_s>(slot0 + (size_t)s * stride, nb, 0, nu, lane, w);
         /* after the sum, every lane's reads of the slot are done */
         const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, 0, nu, lane));
-        if (lane == 0) {
+        const int f = i + depth; /* the row that refills slot s */
+        if (f < n && lane == (f & 31)) {
+            /* the slot was read through the generic proxy; order that before the
+             * async-proxy write that refills it */
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             int m, r;
-            if (i + depth < n) {
-                /* the slot was read through the generic proxy; order that before the
-                 * async-proxy write that refills it */
-                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                tma_row(slot0 + (size_t)s * stride, mmv_row(a, gw + (i + depth) * W, &m, &r), (uint32_t)stride,
-                        bar + s);
-            }
-            mmv_row(a, gw + i * W, &m, &r);
-            mmv_store<1>(a, m, r, &acc);
+            tma_row(slot0 + (size_t)s * stride, f < 32 ? src : mmv_row(a, gw + f * W, &m, &r), (uint32_t)stride,
+                    bar + s);
         }
+        keep.put(a, i, n, gw, W, lane, acc);
         __syncwarp();
     }
 #endif
@@ -739,7 +751,8 @@ static __device__ __forceinline__ const uint8_t *xstm_row(const cu_mmv_args &a, 
 }
 template <typename U, int UPL>
 static __device__ __forceinline__ void xstm_rows(const cu_mmv_args &a, int i0, int i1, int depth, int g2,
-                                                 int64_t smax, const xst_warp &wp) {
+                                                 int64_t smax, const xst_warp &wp, const uint8_t *src,
+                                                 uint32_t bytes, mmv_keep &keep) {
     const int lane = wp.lane;
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
@@ -751,18 +764,13 @@ static __device__ __forceinline__ void xstm_rows(const cu_mmv_args &a, int i0, i
         typename U::W w[UPL];
         mmv_lane_load<U, UPL, ld_s>(wp.slot0 + (size_t)s * smax, nb, 0, nu, lane, w);
         const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, 0, nu, lane));
-        if (lane == 0) {
-            if (i + depth < wp.n) {
-                /* (as xst: the slot's generic-proxy reads before the async refill) */
-                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                uint32_t bytes;
-                const uint8_t *src = xstm_row(a, wp.gw + (i + depth) * wp.W, g2, &bytes);
-                tma_row(wp.slot0 + (size_t)s * smax, src, bytes, wp.bar + s);
-            }
-            int m, r;
-            mmv_row(a, wp.gw + i * wp.W, &m, &r);
-            mmv_store<1>(a, m, r, &acc);
+        const int f = i + depth; /* (as xst: lane f % 32 refills, after the proxy fence) */
+        if (f < wp.n && lane == (f & 31)) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            if (f >= 32) src = xstm_row(a, wp.gw + f * wp.W, g2, &bytes);
+            tma_row(wp.slot0 + (size_t)s * smax, src, bytes, wp.bar + s);
         }
+        keep.put(a, i, wp.n, wp.gw, wp.W, lane, acc);
         __syncwarp();
     }
 }
@@ -775,20 +783,19 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xstm(cu_
     xst_warp wp;
     if (!xst_warp_init(a, depth, smax, xst_smem, wp)) return;
     const int g2 = mmv_total(a) - a.rows[2]; /* the first row of the second type (matrix 2) */
-    if (wp.lane == 0) {
-        mbar_init_ring(wp.bar, depth);
-        for (int i = 0; i < depth && i < wp.n; i++) {
-            uint32_t bytes;
-            const uint8_t *src = xstm_row(a, wp.gw + i * wp.W, g2, &bytes);
-            tma_row(wp.slot0 + (size_t)i * smax, src, bytes, wp.bar + i);
-        }
-    }
+    /* (as xst: lane l requests rows l, l + 32, ...; the first 32 worked out here) */
+    const uint8_t *src = nullptr;
+    uint32_t bytes = 0;
+    if (wp.lane < wp.n) src = xstm_row(a, wp.gw + wp.lane * wp.W, g2, &bytes);
+    if (wp.lane == 0) mbar_init_ring(wp.bar, depth);
     __syncwarp();
+    if (wp.lane < depth && wp.lane < wp.n) tma_row(wp.slot0 + (size_t)wp.lane * smax, src, bytes, wp.bar + wp.lane);
     pdl_wait();
     /* this warp's rows of the first type, gw + i W < g2 (no more than n: g2 <= total) */
     const int n1 = wp.gw >= g2 ? 0 : (g2 - wp.gw + wp.W - 1) / wp.W;
-    if (n1 > 0) xstm_rows<U1, UPL>(a, 0, n1, depth, g2, smax, wp);
-    if (n1 < wp.n) xstm_rows<U2, UPL>(a, n1, wp.n, depth, g2, smax, wp);
+    mmv_keep keep;
+    if (n1 > 0) xstm_rows<U1, UPL>(a, 0, n1, depth, g2, smax, wp, src, bytes, keep);
+    if (n1 < wp.n) xstm_rows<U2, UPL>(a, n1, wp.n, depth, g2, smax, wp, src, bytes, keep);
 #endif
 }
 void cu_count_xstm(cu_state *S); /* MINFER_CUDA_VERBOSE prints the count at the end */
@@ -848,18 +855,21 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
     const int nb = a.K / U::QK, nu = nb * U::UPB;
     const int hu = (nu + 1) / 2;
     const int u0 = half * hu, nh = half ? nu - hu : hu;
-    if (half == 0 && lane == 0) {
-        mbar_init_ring(bar, depth);
-        for (int i = 0; i < depth && i < n; i++) {
-            int m, r;
-            tma_row(slot0 + (size_t)i * stride, mmv_row(a, gp + i * P, &m, &r), (uint32_t)stride, bar + i);
-        }
+    /* (as xst: lane l of warp 0 requests the pair's rows l, l + 32, ...) */
+    const uint8_t *src = nullptr;
+    if (half == 0 && lane < n) {
+        int m, r;
+        src = mmv_row(a, gp + lane * P, &m, &r);
     }
+    if (half == 0 && lane == 0) mbar_init_ring(bar, depth);
+    __syncwarp();
+    if (half == 0 && lane < depth && lane < n) tma_row(slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
     /* the ring's barriers are initialised before warp 1 waits on them */
     asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory");
     pdl_wait();
     typename U::X x[UPL];
     mmv_lane_loadx<U, UPL>(a.q, u0, nh, lane, x);
+    mmv_keep keep;
     for (int i = 0; i < n; i++) {
         const int s = i % depth;
         mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
@@ -869,16 +879,15 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
         if (half == 1 && lane == 0) part[pair][i & 1] = acc;
         /* both halves have read slot s; warp 1's partial is in part */
         asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory");
-        if (half == 0 && lane == 0) {
-            int m, r;
-            if (i + depth < n) {
+        if (half == 0) {
+            const int f = i + depth;
+            if (f < n && lane == (f & 31)) {
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* as xst */
-                tma_row(slot0 + (size_t)s * stride, mmv_row(a, gp + (i + depth) * P, &m, &r), (uint32_t)stride,
+                int m, r;
+                tma_row(slot0 + (size_t)s * stride, f < 32 ? src : mmv_row(a, gp + f * P, &m, &r), (uint32_t)stride,
                         bar + s);
             }
-            mmv_row(a, gp + i * P, &m, &r);
-            const float v = acc + part[pair][i & 1];
-            mmv_store<1>(a, m, r, &v);
+            keep.put(a, i, n, gp, P, lane, acc + part[pair][i & 1]);
         }
     }
 #endif

@@ -80,14 +80,19 @@ struct unit_k45 {
         int dlo = 0, dhi = 0;
 #pragma unroll
         for (int k = 0; k < 8; k++) {
-            uint32_t lo = qa[k] & M4, hi = (qa[k] >> 4) & M4;
             if (Q5) {
-                lo |= ((hb[k] >> (2 * g)) & 0x01010101u) << 4;
-                hi |= ((hb[k] >> (2 * g + 1)) & 0x01010101u) << 4;
+                const uint32_t lo = (qa[k] & M4) | ((hb[k] >> (2 * g)) & 0x01010101u) << 4;
+                const uint32_t hi = ((qa[k] >> 4) & M4) | ((hb[k] >> (2 * g + 1)) & 0x01010101u) << 4;
+                dlo = dp4a((int)lo, xl[k], dlo);
+                dhi = dp4a((int)hi, xh[k], dhi);
+            } else {
+                /* q4_K: the high nibbles in place, as 16 x the code (unsigned bytes),
+                 * so one instruction a word instead of a shift and a mask */
+                dlo = dp4a((int)(qa[k] & M4), xl[k], dlo);
+                dhi = dp4a_us(qa[k] & ~M4, xh[k], dhi);
             }
-            dlo = dp4a((int)lo, xl[k], dlo);
-            dhi = dp4a((int)hi, xh[k], dhi);
         }
+        if (!Q5) dhi >>= 4; /* exact: every term is a multiple of 16 */
         const float d = h2f((uint16_t)(w.h.x & 0xffff)), dmin = h2f((uint16_t)(w.h.x >> 16));
         /* (sc * dot is exact in int: at most 63 * 32 * 15 * 127) */
         return d * (x.d0 * (float)(sc0 * dlo) + x.d1 * (float)(sc1 * dhi)) - dmin * ((float)m0 * x.s0 + (float)m1 * x.s1);
