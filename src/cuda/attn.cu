@@ -263,7 +263,11 @@ static __device__ __forceinline__ float softmax_weight(float m, float M) {
     return m == -INFINITY ? 0.0f : expf(m - M);
 }
 
-/* MG: query heads per block, the size of the head-group arrays (acc alone is MG x 8
+/* NW: warps per block, 8 by default (MINFER_CUDA_ATTN_WARPS=4 for the old 4): each
+ * lane group walks half as many rows of a tile. tg128, H200, 2026-11-29: synthetic 1B
+ * (4 query heads per kv head) 1,437.7 vs 1,344.1 tok/s; 7B (1 per kv head) 616.3 /
+ * 613.8 vs 609.3 / 613.4, in a 3314 context 603.7 vs 607.8 (bench/RESULTS.md).
+ * MG: query heads per block, the size of the head-group arrays (acc alone is MG x 8
  * registers per thread): with a.fit (the default) the model's group rounded up to a
  * power of two, else ATT_MAXG. Why fit: at ATT_MAXG the HD=128 kernel holds 168
  * registers (ptxas, sm_90a), 21.5K per block, and the xst GEMV before it holds
@@ -271,18 +275,19 @@ static __device__ __forceinline__ float softmax_weight(float m, float M) {
  * GEMV block leaves, and its reads ahead of pdl_wait overlap only the GEMV's tail;
  * fitted to the 7B's group of 1 it holds 127. tg128 on the 7B: 513.1 vs 495.8 tok/s
  * (bench/RESULTS.md, 2026-11-29). */
-template <int HD, int MG>
-static __global__ void __launch_bounds__(ATT_THREADS)
+template <int HD, int MG, int NW>
+static __global__ void __launch_bounds__(NW * 32)
 kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float *out, int chunk, int n_chunks,
                 float scale, cu_q8 q8, int do_q8) {
     constexpr int LPP = HD / 8;          /* lanes per row */
     constexpr int PPW = 32 / LPP;        /* rows per warp step */
-    constexpr int PPB = PPW * 4;         /* rows per block step */
+    constexpr int PPB = PPW * NW;        /* rows per block step */
+    constexpr int NT = NW * 32;          /* threads */
     constexpr int SPT = AD_TILE / PPB;   /* steps per tile */
     __shared__ float qs[MG][HD];
     __shared__ float kvp[2][HD]; /* the fused store's k (rotated) and v at pos */
-    __shared__ float ob[4][MG][HD];
-    __shared__ float wm[4][MG], wl[4][MG], wc[4][MG]; /* per warp: max, sum, weight */
+    __shared__ float ob[NW][MG][HD];
+    __shared__ float wm[NW][MG], wl[NW][MG], wc[NW][MG]; /* per warp: max, sum, weight */
     __shared__ float mh[MG], lh[MG];
     __shared__ float2 cs[HD / 2]; /* RoPE (cos, sin) at pos, the fused store's */
     __shared__ int is_last;
@@ -338,31 +343,31 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
          * group of that kv head writes the same bits) and keeps them in kvp
          * for its own tile, so q, k and v are one round trip after
          * the wait and the cache row is not read back */
-        for (int e = tid; e < hc * HD; e += ATT_THREADS) qs[e / HD][e % HD] = q[(int64_t)t * q_ld + (int64_t)h0 * HD + e];
+        for (int e = tid; e < hc * HD; e += NT) qs[e / HD][e % HD] = q[(int64_t)t * q_ld + (int64_t)h0 * HD + e];
         const bool owner = pos / chunk == c;
         if (owner)
-            for (int d = tid; d < HD; d += ATT_THREADS) {
+            for (int d = tid; d < HD; d += NT) {
                 kvp[0][d] = a.kin[(int64_t)t * a.n_kv * HD + kvh * HD + d];
                 kvp[1][d] = a.vin[(int64_t)t * a.n_kv * HD + kvh * HD + d];
             }
         __syncthreads();
         if (a.rope) {
             const int half = a.rope_dim / 2;
-            for (int e = tid; e < (hc + 1) * half; e += ATT_THREADS) {
+            for (int e = tid; e < (hc + 1) * half; e += NT) {
                 const int h = e / half, i = e % half;
                 if (h < hc) rope_pair(qs[h], i, cs[i], a.rope_dim, a.rope_mode);
                 else if (owner) rope_pair(kvp[0], i, cs[i], a.rope_dim, a.rope_mode);
             }
             __syncthreads();
         }
-        for (int e = tid; e < hc * HD; e += ATT_THREADS) qs[e / HD][e % HD] *= scale;
+        for (int e = tid; e < hc * HD; e += NT) qs[e / HD][e % HD] *= scale;
         if (owner)
-            for (int d = tid; d < HD; d += ATT_THREADS) {
+            for (int d = tid; d < HD; d += NT) {
                 a.kc[base + (int64_t)pos * HD + d] = __float2half_rn(kvp[0][d]);
                 a.vc[base + (int64_t)pos * HD + d] = __float2half_rn(kvp[1][d]);
             }
     } else {
-        for (int e = tid; e < hc * HD; e += ATT_THREADS)
+        for (int e = tid; e < hc * HD; e += NT)
             qs[e / HD][e % HD] = q[(int64_t)t * q_ld + (int64_t)h0 * HD + e] * scale;
     }
     if (a.abl == 1) return;
@@ -471,8 +476,8 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     if (tid < hc) {
         /* the block's max and sum per head, and each warp's weight in them */
         float M = -INFINITY, L = 0.0f;
-        for (int w = 0; w < 4; w++) M = fmaxf(M, wm[w][tid]);
-        for (int w = 0; w < 4; w++) {
+        for (int w = 0; w < NW; w++) M = fmaxf(M, wm[w][tid]);
+        for (int w = 0; w < NW; w++) {
             const float cw = softmax_weight(wm[w][tid], M);
             wc[w][tid] = cw;
             L += cw * wl[w][tid];
@@ -485,12 +490,15 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     if (a.abl == 3) return;
     /* the block's unnormalized output of head h, element d */
     auto merged = [&](int h, int d) {
-        return wc[0][h] * ob[0][h][d] + wc[1][h] * ob[1][h][d] + wc[2][h] * ob[2][h][d] + wc[3][h] * ob[3][h][d];
+        float o = 0.0f;
+#pragma unroll
+        for (int w = 0; w < NW; w++) o += wc[w][h] * ob[w][h][d];
+        return o;
     };
     /* the block's output rows (h < hc), value(h, d) each, and their q8; the loop
      * bound is block-uniform so q8_store1's shuffles see whole warps */
     auto write_out = [&](auto value) {
-        for (int b0 = 0; b0 < hc * HD; b0 += ATT_THREADS) {
+        for (int b0 = 0; b0 < hc * HD; b0 += NT) {
             const int e = b0 + tid;
             const int valid = e < hc * HD;
             const int h = valid ? e / HD : 0, d = e % HD;
@@ -505,7 +513,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         write_out([&](int h, int d) { return merged(h, d) / lh[h]; });
         return;
     }
-    for (int e = tid; e < hc * HD; e += ATT_THREADS) {
+    for (int e = tid; e < hc * HD; e += NT) {
         const int h = e / HD, d = e % HD;
         const float o = merged(h, d);
         float *prt = part + (((int64_t)t * a.n_head + h0 + h) * n_chunks + c) * (HD + 2);
@@ -543,14 +551,19 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
 
 int cu_attn_dec_supported(int hd) { return hd == 64 || hd == 128; }
 
-/* kernel_attn_dec<HD, mg> for mg in 1, 2, 4, ATT_MAXG */
-template <int HD, typename... Args>
-static void attn_dec_launch(cu_state *S, int mg, dim3 grid, Args... args) {
+/* kernel_attn_dec<HD, mg, nw> for mg in 1, 2, 4, ATT_MAXG and nw in 4, 8 */
+template <int HD, int NW, typename... Args>
+static void attn_dec_launch_nw(cu_state *S, int mg, dim3 grid, Args... args) {
     const char *name = HD == 64 ? "attn_dec64" : "attn_dec128";
-    if (mg == 1) cu_launch(S, name, kernel_attn_dec<HD, 1>, grid, dim3(ATT_THREADS), 0, args...);
-    else if (mg == 2) cu_launch(S, name, kernel_attn_dec<HD, 2>, grid, dim3(ATT_THREADS), 0, args...);
-    else if (mg == 4) cu_launch(S, name, kernel_attn_dec<HD, 4>, grid, dim3(ATT_THREADS), 0, args...);
-    else cu_launch(S, name, kernel_attn_dec<HD, ATT_MAXG>, grid, dim3(ATT_THREADS), 0, args...);
+    if (mg == 1) cu_launch(S, name, kernel_attn_dec<HD, 1, NW>, grid, dim3(NW * 32), 0, args...);
+    else if (mg == 2) cu_launch(S, name, kernel_attn_dec<HD, 2, NW>, grid, dim3(NW * 32), 0, args...);
+    else if (mg == 4) cu_launch(S, name, kernel_attn_dec<HD, 4, NW>, grid, dim3(NW * 32), 0, args...);
+    else cu_launch(S, name, kernel_attn_dec<HD, ATT_MAXG, NW>, grid, dim3(NW * 32), 0, args...);
+}
+template <int HD, typename... Args>
+static void attn_dec_launch(cu_state *S, int mg, int nw, dim3 grid, Args... args) {
+    if (nw == 8) attn_dec_launch_nw<HD, 8>(S, mg, grid, args...);
+    else attn_dec_launch_nw<HD, 4>(S, mg, grid, args...);
 }
 
 void cu_attn_split(cu_state *S, const cu_attn_args *a, const float *q, float *out, float *part, int *counter,
@@ -566,9 +579,9 @@ void cu_attn_split(cu_state *S, const cu_attn_args *a, const float *q, float *ou
          * same grid, since nsub is 1 for G <= 8 either way) */
         const int mg = !a->fit || G > 4 ? ATT_MAXG : G > 2 ? 4 : G > 1 ? 2 : 1;
         if (a->hd == 64)
-            attn_dec_launch<64>(S, mg, grid, *a, q, part, counter, out, chunk, n_chunks, scale, qq, do_q8);
+            attn_dec_launch<64>(S, mg, a->warps, grid, *a, q, part, counter, out, chunk, n_chunks, scale, qq, do_q8);
         else
-            attn_dec_launch<128>(S, mg, grid, *a, q, part, counter, out, chunk, n_chunks, scale, qq, do_q8);
+            attn_dec_launch<128>(S, mg, a->warps, grid, *a, q, part, counter, out, chunk, n_chunks, scale, qq, do_q8);
         return;
     }
     cu_launch(S, "attn_split", kernel_attn_split, grid, dim3(ATT_THREADS), 0, *a, q, part, chunk, n_chunks, scale);

@@ -137,6 +137,7 @@ struct cu_state {
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
     int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
     int f_attn_fit;        /* decode attention's head-group arrays fitted to the model (attn.cu) */
+    int attn_warps;        /* decode attention's warps per block, 4 or 8 (MINFER_CUDA_ATTN_WARPS) */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
     int gemv_wide;         /* rows of 129..256 units: 0 pp, 1 xs2, 2 xst2 (cu_gemv_wide, mmv.cuh) */
     int xs_wide_mats;      /* quantized matrices too wide for xs (to xs2 or pp) */
@@ -581,6 +582,7 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
     a.kin = a.vin = NULL;
     a.pre = 0;
     a.fit = S->f_attn_fit;
+    a.warps = S->attn_warps;
     a.abl = cu_skipped(S, "attn_dec_wait") ? 2 : cu_skipped(S, "attn_dec_store") ? 1 : cu_skipped(S, "attn_dec_out") ? 3 : 0;
     a.rope = 0;
     a.rope_dim = rdim;
@@ -1011,6 +1013,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
+    S->attn_warps = mf_env_int("MINFER_CUDA_ATTN_WARPS", 8) == 4 ? 4 : 8;
     {
         const char *sk = getenv("MINFER_CUDA_SKIP");
         if (sk && *sk) snprintf(S->skip, sizeof S->skip, ",%s,", sk);
@@ -1187,7 +1190,7 @@ static void print_notice(cu_state *S) {
     else if (S->f_gemv >= 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(v1 for batches)", xs_name);
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
-            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s%s%s; "
+            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s%s%s%s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, MINFER_CUDA_L2_HINT ? "+l2-evict-first" : "",
@@ -1198,6 +1201,7 @@ static void print_notice(cu_state *S) {
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split",
             S->f_attn_pre && S->f_fuse && cu_attn_dec_supported(S->hp.head_dim) ? "+pre" : "",
             S->f_attn_fit && cu_attn_dec_supported(S->hp.head_dim) ? "+fit" : "",
+            S->attn_warps == 4 && cu_attn_dec_supported(S->hp.head_dim) ? "+4warps" : "",
             S->wbytes / gib,
             S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0, plane / gib);
     if (S->verbose)

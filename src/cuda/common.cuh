@@ -306,6 +306,8 @@ struct cu_attn_args {
     /* kernel_attn_dec: its head-group arrays sized to the model's group (1, 2, 4 or 8
      * query heads per kv head) instead of ATT_MAXG; MINFER_CUDA_ATTN_FIT (attn.cu) */
     int fit;
+    /* kernel_attn_dec: warps per block, 8 or 4 (MINFER_CUDA_ATTN_WARPS; attn.cu) */
+    int warps;
     /* timing experiments only (MINFER_CUDA_SKIP names, output invalid): kernel_attn_dec
      * returns right after pdl_wait (2: attn_dec_wait), after the fused store (1:
      * attn_dec_store), or before writing its output (3: attn_dec_out) */
