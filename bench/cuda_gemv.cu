@@ -18,6 +18,8 @@
  *   make bench/cuda-gemv && build/bench/cuda_gemv        (on the GPU machine)
  *   build/bench/cuda_gemv SHAPE VARIANT N                 (one shape substring and variant, N launches)
  *   build/bench/cuda_gemv chain [LAYERS] [N] [SLEEP_NS]   (the chain experiment below)
+ *   build/bench/cuda_gemv empty [N]                       (what a kernel boundary costs alone)
+ *   LAB_COPIES=1 build/bench/cuda_gemv ...                (weights in the L2: one copy, not > 256 MB)
  *
  * The kernels are the main tree's, compiled into this file (#include of the .cu
  * files) with a stub of the backend state: stream, PDL flag, GEMV version. */
