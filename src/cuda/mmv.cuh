@@ -15,6 +15,10 @@
  *        it visits, weights double-buffered in registers
  *   xst  xs with the weights streamed through a per-warp TMA ring in shared memory
  *   xs2  xs with each row split between two warps (rows too wide for xs)
+ *   xst2 xs2 fed by a TMA ring per pair; xstm xst over q/k of one type and v of another
+ * The x-stationary kernels keep each row's sum in lane (row index % 32) and store 32
+ * rows at once (mmv_keep): a lane's own instructions cost its whole warp issue slots,
+ * and these kernels are issue-bound as well as memory-bound (bench/RESULTS.md).
  * Variant 3, the default, is xs/xst by launch size, xs2 (or pp) for rows xs cannot
  * hold, v1 for several columns (mmv_q8_launch at the end).
  *
@@ -131,7 +135,8 @@ static __device__ __forceinline__ float mmv_dot(const typename U::W &w, int u, c
     return U::dotx(w, x, u);
 }
 
-/* Writes one finished row (lane 0): out[c][r] = acc[c] + bias[r], or with a.accum
+/* Writes one finished row (one lane: lane 0 in v1 and pp, mmv_keep below in the
+ * x-stationary kernels): out[c][r] = acc[c] + bias[r], or with a.accum
  * out[c][r] += that, as a reduction the warp does not wait for: a load of the old
  * value stalls each warp an L2 round trip per row (tg128 on the 7B, H200,
  * 2026-11-29, with an experiment since removed also on: 480.7 with the load, 498.2
