@@ -374,7 +374,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     /* Each lane group (the LPP lanes of a row) runs its own online softmax over the
      * rows it visits, a tile at a time (its SPT scores, their max, one rescale), so the
      * tile loop has no block barrier; the groups of a warp merge by shuffles and the
-     * four warps through shared memory at the end. */
+     * NW warps through shared memory at the end. */
     float acc[MG][8], mx[MG], sum[MG];
 #pragma unroll
     for (int h = 0; h < MG; h++) {
