@@ -75,6 +75,34 @@ static void gemv(cu_state *S, const variant &v, uint32_t type, const cu_mmv_args
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
     fprintf(stderr, "cuda_gemv: %s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
+/* Captures what issue() launches on st into one graph and returns the time of one
+ * replay in us divided by n (the launches or sequences it holds). warm: replay once
+ * first, untimed (the chain experiment cannot: its barrier counters serve one replay). */
+template <class F>
+static double graph_us(cudaStream_t st, int n, bool warm, F issue) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    cudaEvent_t t0, t1;
+    CK(cudaEventCreate(&t0));
+    CK(cudaEventCreate(&t1));
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    issue();
+    CK(cudaStreamEndCapture(st, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    if (warm) CK(cudaGraphLaunch(ge, st));
+    CK(cudaEventRecord(t0, st));
+    CK(cudaGraphLaunch(ge, st));
+    CK(cudaEventRecord(t1, st));
+    CK(cudaEventSynchronize(t1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, t0, t1));
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+    CK(cudaEventDestroy(t0));
+    CK(cudaEventDestroy(t1));
+    return 1000.0 * ms / n;
+}
+
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void) {
     rng ^= rng << 13;
@@ -417,33 +445,18 @@ static int chain_main(int argc, char **argv) {
         if (memcmp(a.data(), b.data(), a.size() * 4)) mism_blk++;
     }
     /* timing: NITER sequences in one graph each way */
-    cudaEvent_t t0, t1;
-    CK(cudaEventCreate(&t0));
-    CK(cudaEventCreate(&t1));
     /* ways: separate; chain with CH_WARPBAR, CH_NOWAIT, CH_BLOCKBAR; barriers alone (no rows) */
     const int NWAY = 6;
     const int wmode[NWAY] = {-1, CH_WARPBAR, CH_NOWAIT, CH_BLOCKBAR, CH_WARPBAR, CH_BLOCKBAR};
     double us[NWAY];
     for (int way = 0; way < NWAY; way++) {
         CK(cudaMemsetAsync(arrive, 0, (size_t)(NITER + 1) * nph * sizeof(unsigned), S.st));
-        cudaGraph_t g;
-        cudaGraphExec_t ge;
-        CK(cudaStreamBeginCapture(S.st, cudaStreamCaptureModeThreadLocal));
-        for (int it = 0; it < NITER; it++) {
-            if (way == 0) run_separate(out1);
-            else run_chain(it, out2, wmode[way], way >= 4);
-        }
-        CK(cudaStreamEndCapture(S.st, &g));
-        CK(cudaGraphInstantiate(&ge, g, 0));
-        CK(cudaEventRecord(t0, S.st));
-        CK(cudaGraphLaunch(ge, S.st));
-        CK(cudaEventRecord(t1, S.st));
-        CK(cudaEventSynchronize(t1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, t0, t1));
-        us[way] = 1000.0 * ms / NITER;
-        CK(cudaGraphExecDestroy(ge));
-        CK(cudaGraphDestroy(g));
+        us[way] = graph_us(S.st, NITER, false, [&] {
+            for (int it = 0; it < NITER; it++) {
+                if (way == 0) run_separate(out1);
+                else run_chain(it, out2, wmode[way], way >= 4);
+            }
+        });
     }
     printf("cuda_gemv chain: %s, %d layers x (qkv, wo, gate+up) q4_K, %.1f MB per sequence, %d sequences; "
            "chain grid %d blocks (%d per SM), ring depth %d, block barrier polls every %u ns\n",
@@ -480,9 +493,6 @@ static int empty_main(int argc, char **argv) {
     unsigned *ctr;
     CK(cudaMalloc(&ctr, 4));
     CK(cudaMemset(ctr, 0, 4));
-    cudaEvent_t t0, t1;
-    CK(cudaEventCreate(&t0));
-    CK(cudaEventCreate(&t1));
     const int sms = S.sms;
     struct cfg { int grid, block, grid2, block2; } cfgs[] = {
         {1, 32, 0, 0}, {1, 1024, 0, 0}, {sms, 256, 0, 0}, {2 * sms, 256, 0, 0}, {4 * sms, 128, 0, 0},
@@ -494,27 +504,14 @@ static int empty_main(int argc, char **argv) {
         double us[2];
         for (int pdl = 1; pdl >= 0; pdl--) {
             S.pdl = pdl;
-            cudaGraph_t g;
-            cudaGraphExec_t ge;
-            CK(cudaStreamBeginCapture(S.st, cudaStreamCaptureModeThreadLocal));
-            for (int i = 0; i < N; i++) {
-                const bool second = c.grid2 && (i & 1);
-                cu_launch(&S, "empty", kernel_empty, dim3(second ? c.grid2 : c.grid), dim3(second ? c.block2 : c.block), 0,
-                          ctr);
-            }
-            CK(cudaStreamEndCapture(S.st, &g));
-            CK(cudaGraphInstantiate(&ge, g, 0));
-            CK(cudaGraphLaunch(ge, S.st)); /* warm */
-            CK(cudaEventRecord(t0, S.st));
-            CK(cudaGraphLaunch(ge, S.st));
-            CK(cudaEventRecord(t1, S.st));
-            CK(cudaEventSynchronize(t1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, t0, t1));
-            us[pdl] = 1000.0 * ms / N;
-            expect += 2 * N;
-            CK(cudaGraphExecDestroy(ge));
-            CK(cudaGraphDestroy(g));
+            us[pdl] = graph_us(S.st, N, true, [&] {
+                for (int i = 0; i < N; i++) {
+                    const bool second = c.grid2 && (i & 1);
+                    cu_launch(&S, "empty", kernel_empty, dim3(second ? c.grid2 : c.grid),
+                              dim3(second ? c.block2 : c.block), 0, ctr);
+                }
+            });
+            expect += 2 * N; /* the warm replay and the timed one */
         }
         if (c.grid2) printf("| %d x %d alternating with %d x %d | %.2f | %.2f |\n", c.grid, c.block, c.grid2, c.block2, us[1], us[0]);
         else printf("| %d x %d | %.2f | %.2f |\n", c.grid, c.block, us[1], us[0]);
@@ -637,21 +634,9 @@ int main(int argc, char **argv) {
             float ms;
             CK(cudaEventElapsedTime(&ms, t0, t1));
             const double us_e = 1000.0 * ms / NITER;
-            cudaGraph_t g;
-            cudaGraphExec_t ge;
-            CK(cudaStreamBeginCapture(S.st, cudaStreamCaptureModeThreadLocal));
-            for (int i = 0; i < NITER; i++) gemv(&S, v, sh.type, &A[i]);
-            CK(cudaStreamEndCapture(S.st, &g));
-            CK(cudaGraphInstantiate(&ge, g, 0));
-            CK(cudaGraphLaunch(ge, S.st));  /* warm up */
-            CK(cudaEventRecord(t0, S.st));
-            CK(cudaGraphLaunch(ge, S.st));
-            CK(cudaEventRecord(t1, S.st));
-            CK(cudaEventSynchronize(t1));
-            CK(cudaEventElapsedTime(&ms, t0, t1));
-            const double us_g = 1000.0 * ms / NITER;
-            CK(cudaGraphExecDestroy(ge));
-            CK(cudaGraphDestroy(g));
+            const double us_g = graph_us(S.st, NITER, true, [&] {
+                for (int i = 0; i < NITER; i++) gemv(&S, v, sh.type, &A[i]);
+            });
             const double gb = (double)lbytes / 1e3;  /* bytes / us / 1e3 = GB/s */
             printf("| %s | %s | %.1f | %s | %.1e%s | %.1e%s | %.2f | %.0f | %.2f | %.0f |\n", sh.name,
                    sh.type == QTYPE_Q4_K ? "q4_K" : "q6_K", lbytes / 1e6, v.name, ev1, det ? "" : " NONDET", ec,
