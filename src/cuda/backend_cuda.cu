@@ -955,7 +955,7 @@ static int check_model(cu_state *S, const mf_model *m, mf_err *err) {
 }
 
 static void free_state(cu_state *S) {
-    /* the xst2 launch count (tests/run_cuda.sh checks that it ran) */
+    /* the launch counts of paths tests/run_cuda.sh checks ran (xst2, the folded add, xstm) */
     if (S->verbose)
         fprintf(stderr, "minfer/cuda: xst2 launches %llu, add-in-gemv launches %llu, xstm launches %llu\n",
                 (unsigned long long)S->n_xst2, (unsigned long long)S->n_add_gemv, (unsigned long long)S->n_xstm);
