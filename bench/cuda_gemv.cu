@@ -417,6 +417,7 @@ static int chain_main(int argc, char **argv) {
             a.K = K;
             a.ncols = 1;
             a.q = q;
+            a.ring_pre = MMV_XST_PRE_DEFAULT;
             gemv(&S, dflt, QTYPE_Q4_K, &a);
         }
     };
@@ -589,6 +590,7 @@ int main(int argc, char **argv) {
             a.K = K;
             a.ncols = 1;
             a.q = q;
+            a.ring_pre = MMV_XST_PRE_DEFAULT;
             return a;
         };
         const int ref_rows[] = {0, 1, 17, total / 2, total / 2 + 5, total - 2, total - 1};

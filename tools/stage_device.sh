@@ -7,6 +7,8 @@
 # bench/cuda_gemv, tests/cuda/*), libpcre2-8 in DIR/lib and stories260K (+ its greedy
 # text) in DIR/models. DIR (default .device) is git-ignored. On the GPU machine:
 #   bash tools/device_session.sh DIR
+# STAGE_TRACE=1 also builds DIR/b/minfer.trace (-DMINFER_CUDA_TRACE=1: the block
+# timeline, MINFER_CUDA_TRACE=FILE, read by bench/trace_step.py).
 set -eu
 DIR=${1:-.device}
 ARCH=${CUDA_ARCHS:-'-gencode arch=compute_90a,code=sm_90a'}
@@ -21,6 +23,14 @@ cp $B/minfer "$DIR/b/minfer"
 cp $B/bench/cuda_gemv "$DIR/b/bench/"
 cp $B/tests/cuda/test_cuda_ops $B/tests/cuda/test_cuda_forward "$DIR/b/tests/cuda/"
 strip "$DIR/b/minfer" "$DIR/b/bench/cuda_gemv" "$DIR/b/tests/cuda/"*
+if [ "${STAGE_TRACE:-0}" = 1 ]; then
+    # the block-timeline build (src/cuda/trace.cu) beside the normal one: DIR/b/minfer.trace
+    make -j"$(nproc)" BUILD=build/h200-trace CUDA_ARCHS="$ARCH" \
+        NVCCFLAGS="-O3 -std=c++17 $ARCH -Isrc -Xcompiler -Wall,-Wextra,-Wno-unused-parameter --expt-relaxed-constexpr -DMINFER_CUDA_TRACE=1" \
+        build/h200-trace/minfer >/dev/null
+    cp build/h200-trace/minfer "$DIR/b/minfer.trace"
+    strip "$DIR/b/minfer.trace"
+fi
 cp -L "$(ldconfig -p | sed -n 's/.*libpcre2-8.so.0 .*=> //p' | head -n 1)" "$DIR/lib/libpcre2-8.so.0"
 SHARED=${MINFER_SHARED:-../shared}
 for f in stories260K.gguf stories260K.greedy200.txt; do

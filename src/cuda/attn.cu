@@ -263,10 +263,13 @@ static __device__ __forceinline__ float softmax_weight(float m, float M) {
     return m == -INFINITY ? 0.0f : expf(m - M);
 }
 
-/* NW: warps per block, 8 by default (MINFER_CUDA_ATTN_WARPS=4 for the old 4): each
- * lane group walks half as many rows of a tile. tg128, H200, 2026-11-29: synthetic 1B
- * (4 query heads per kv head) 1,437.7 vs 1,344.1 tok/s; 7B (1 per kv head) 616.3 /
- * 613.8 vs 609.3 / 613.4, in a 3314 context 603.7 vs 607.8 (bench/RESULTS.md).
+/* NW: warps per block, 8 for grouped heads and 4 for one query head per kv head
+ * (MINFER_CUDA_ATTN_WARPS=4|8 overrides): with 8 each lane group walks half as many rows
+ * of a tile. tg128, H200, 2026-11-29: synthetic 1B (4 query heads per kv head)
+ * 1,437.7 vs 1,344.1 tok/s with 8; on the 7B (1 per kv head) 8 first measured even
+ * (616.3 / 613.8 vs 609.3 / 613.4), then 4 ahead in later runs: 613.5 / 611.1 vs
+ * 605.9 / 605.5, and with one ring row ahead of the GEMVs' wait (mmv.cuh) 614.3 /
+ * 612.5 vs 601.6 / 603.2 (same runs each; bench/RESULTS.md).
  * MG: query heads per block, the size of the head-group arrays (acc alone is MG x 8
  * registers per thread): with a.fit (the default) the model's group rounded up to a
  * power of two, else ATT_MAXG. Why fit: at ATT_MAXG the HD=128 kernel holds 168
@@ -384,6 +387,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         for (int e = 0; e < 8; e++) acc[h][e] = 0.0f;
     }
     __syncthreads(); /* qs (and kvp) written above */
+    trace_mark(0);
     for (int ts = p0; ts < p1; ts += AD_TILE) {
         const int np = min(AD_TILE, p1 - ts);
         if (!pre || ts != p0) {
@@ -445,6 +449,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
             }
         }
     }
+    trace_mark(1);
     /* the groups of a warp (lanes pr = 0.. PPW-1), then the warps */
 #pragma unroll
     for (int h = 0; h < MG; h++) {
@@ -487,6 +492,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     }
     __syncthreads();
     const int nch = pos / chunk + 1;
+    trace_mark(2);
     if (a.abl == 3) return;
     /* the block's unnormalized output of head h, element d */
     auto merged = [&](int h, int d) {
@@ -511,6 +517,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     if (nch == 1) {
         /* the only chunk: the merge below would compute exactly this (weight 1) */
         write_out([&](int h, int d) { return merged(h, d) / lh[h]; });
+        trace_end();
         return;
     }
     for (int e = tid; e < hc * HD; e += NT) {
@@ -547,6 +554,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         }
         return o / L;
     });
+    trace_end();
 }
 
 int cu_attn_dec_supported(int hd) { return hd == 64 || hd == 128; }

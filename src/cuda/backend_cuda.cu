@@ -38,6 +38,10 @@
  * ffn_down: by default xst2 where xst would run (sm_90+), else xs2; 1 xs2 only,
  * 0 pp instead of xs2),
  * MINFER_CUDA_XST_DEPTH=N (xst ring rows in flight per warp, 2..16; default 2),
+ * MINFER_CUDA_XST_PRE=N (of those, the rows each ring requests before the kernel's
+ * wait, 0..16; default 1; mmv.cuh ring_first_rows),
+ * MINFER_CUDA_ATTN_WARPS=4|8 (the one-token attention's warps per block; default 4
+ * for one query head per kv head, 8 for grouped heads; attn.cu),
  * MINFER_CUDA_GEMV_MIXED=0 (q and k of q4_K/q5_K and a v of q6_K as two launches
  * instead of one xstm launch; mmv.cuh),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
@@ -51,7 +55,9 @@
  * MINFER_CUDA_SKIP=name,... (timing experiments only: drops the launches of those
  * kernels, so the output is wrong; the notice says so),
  * MINFER_CUDA_SYNC=1 (synchronise and check after every launch, for debugging),
- * MINFER_CUDA_VERBOSE=1 (scratch breakdown). The one-line notice at the first step
+ * MINFER_CUDA_VERBOSE=1 (scratch breakdown),
+ * MINFER_CUDA_TRACE=FILE (a build with -DMINFER_CUDA_TRACE=1 only: the block timeline
+ * of every kernel, written at exit for bench/trace_step.py; trace.cu). The one-line notice at the first step
  * names the paths in use and the device memory (weights, KV, scratch). */
 #include "common.cuh"
 #include "backend_cuda.h"
@@ -137,7 +143,7 @@ struct cu_state {
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
     int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
     int f_attn_fit;        /* decode attention's head-group arrays fitted to the model (attn.cu) */
-    int attn_warps;        /* decode attention's warps per block, 4 or 8 (MINFER_CUDA_ATTN_WARPS) */
+    int attn_warps;        /* decode attention's warps per block, 4 or 8 (by the model's group; MINFER_CUDA_ATTN_WARPS) */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
     int gemv_wide;         /* rows of 129..256 units: 0 pp, 1 xs2, 2 xst2 (cu_gemv_wide, mmv.cuh) */
     int xs_wide_mats;      /* quantized matrices too wide for xs (to xs2 or pp) */
@@ -197,6 +203,8 @@ struct cu_state {
     uint64_t n_xst2; /* kernel_mmv_xst2 launches (eager or captured) */
     uint64_t n_add_gemv; /* GEMV launches with the residual add folded in */
     uint64_t n_xstm;     /* kernel_mmv_xstm launches (two block types in one launch) */
+    cu_trace *trace;     /* MINFER_CUDA_TRACE=FILE on a trace build (trace.cu) */
+    int xst_pre;         /* ring rows a warp (xst2: a pair) requests before its wait */
 };
 
 /* ------------------------------------------------------------------------- */
@@ -225,6 +233,7 @@ void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, i
 
 void cu_launch_check(cu_state *S, const char *what, const char *file, int line) {
     S->launches++;
+    if (S->capturing) cu_trace_launch(S->trace, what);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cu_record(S, e, what, file, line);
     if (S->f_sync && !S->capturing) {
@@ -348,6 +357,7 @@ static void run_mmv(cu_state *S) {
     a.ncols = p->mn;
     a.x = p->mx;
     a.accum = p->maccum;
+    a.ring_pre = S->xst_pre;
     const int64_t nx = (int64_t)p->mn * p->mK;
     if (a.accum) S->n_add_gemv++;
     if (p->mq8) {
@@ -959,6 +969,7 @@ static void free_state(cu_state *S) {
     if (S->verbose)
         fprintf(stderr, "minfer/cuda: xst2 launches %llu, add-in-gemv launches %llu, xstm launches %llu\n",
                 (unsigned long long)S->n_xst2, (unsigned long long)S->n_add_gemv, (unsigned long long)S->n_xstm);
+    cu_trace_close(S->trace);
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s,
@@ -995,6 +1006,10 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_mma = mf_env_int("MINFER_CUDA_MMA", 1);
     S->f_sync = mf_env_int("MINFER_CUDA_SYNC", 0);
     S->verbose = mf_env_int("MINFER_CUDA_VERBOSE", 0);
+    {
+        const char *tp = getenv("MINFER_CUDA_TRACE");
+        if (tp && *tp) S->trace = cu_trace_open(tp);
+    }
     S->code_arch = cu_code_arch();
     S->f_gemv = mf_env_int("MINFER_CUDA_GEMV", 3);
     if (S->f_gemv < 1 || S->f_gemv > 4) S->f_gemv = 3;
@@ -1010,10 +1025,17 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         S->xst_bytes = -1;
         if (S->f_gemv == 4) S->f_gemv = 3;
     }
+    S->xst_pre = env_in_range("MINFER_CUDA_XST_PRE", MMV_XST_PRE_DEFAULT, 0, 16);
     S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
-    S->attn_warps = mf_env_int("MINFER_CUDA_ATTN_WARPS", 8) == 4 ? 4 : 8;
+    {
+        /* decode attention warps per block (attn.cu says why): 4 for one query head per
+         * kv head, 8 for grouped heads, unless MINFER_CUDA_ATTN_WARPS says 4 or 8 */
+        const int w = mf_env_int("MINFER_CUDA_ATTN_WARPS", 0);
+        const int grouped = S->hp.n_head_kv > 0 && S->hp.n_head > S->hp.n_head_kv;
+        S->attn_warps = w == 4 || w == 8 ? w : grouped ? 8 : 4;
+    }
     {
         const char *sk = getenv("MINFER_CUDA_SKIP");
         if (sk && *sk) snprintf(S->skip, sizeof S->skip, ",%s,", sk);
@@ -1173,7 +1195,9 @@ static void print_notice(cu_state *S) {
     const size_t scratch = S->own_scratch + S->fw_scratch - plane;
     const double base = (double)S->wbytes + (double)S->kvbytes;
     char gemv_name[320], xs_name[128], ring[64] = "";
-    if (S->xst_depth != cu_mmv_xst_depth_default()) snprintf(ring, sizeof ring, "[depth %d]", S->xst_depth);
+    if (S->xst_depth != cu_mmv_xst_depth_default() || S->xst_pre != MMV_XST_PRE_DEFAULT)
+        snprintf(ring, sizeof ring, "[depth %d, %d before the wait]", S->xst_depth,
+                 S->xst_pre < S->xst_depth ? S->xst_pre : S->xst_depth);
     const char *mixed = S->f_gemv_mixed && S->xst_bytes >= 0 ? "+xstm" : "";
     if (S->f_gemv == 4) snprintf(xs_name, sizeof xs_name, "xst%s%s", ring, mixed);
     else if (S->xst_bytes >= 0)
@@ -1232,6 +1256,7 @@ static int graph_capture(cu_state *S, mf_forward *fw, const mf_batch *b, float *
         return -1;
     }
     S->capturing = 1;
+    cu_trace_capture_begin(S->trace);
     upload_meta(S, b);
     mf_err ferr;
     ferr.msg[0] = 0;

@@ -87,6 +87,13 @@ void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, i
 #define CU_CHECK(S, x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) cu_record((S), e_, #x, __FILE__, __LINE__); } while (0)
 #define CU_LAUNCHED(S, what) cu_launch_check((S), (what), __FILE__, __LINE__)
 
+/* The block timeline's host side (trace.cu; NULL-safe: a null trace does nothing). */
+struct cu_trace;
+cu_trace *cu_trace_open(const char *path);
+void cu_trace_capture_begin(cu_trace *T);
+void cu_trace_launch(cu_trace *T, const char *what);
+void cu_trace_close(cu_trace *T);
+
 /* 1 when launches named `what` are to be dropped (MINFER_CUDA_SKIP: a timing
  * experiment that prices a kernel; the output is wrong, and the notice says so). */
 int cu_skipped(cu_state *S, const char *what);
@@ -114,14 +121,91 @@ static inline void cu_launch(cu_state *S, const char *what, void (*k)(KArgs...),
 /* ------------------------------------------------------------------------- */
 /* Device helpers                                                            */
 /* ------------------------------------------------------------------------- */
+/* The block timeline (a build-time switch, MINFER_CUDA_TRACE=1; off in every normal
+ * build, where none of this exists): thread 0 of each block stamps the global
+ * nanosecond timer into a slot of its grid (%gridid, kept modulo CU_TRACE_GRIDS) and
+ * block when it starts (pdl_trigger) and when its wait returns (pdl_wait). Plain
+ * stores, no atomics, so a block is not held up by its own record. Kernels that call
+ * trace_end() at their end also keep the time their last warp got there (a reduction
+ * nobody waits for). The host side
+ * (trace.cu) owns the buffer, names the captured launches and writes the file that
+ * bench/trace_step.py reads. Each translation unit has its own copy of the buffer
+ * pointer, attached through cu_trace_register at static initialisation. */
+#ifndef MINFER_CUDA_TRACE
+#define MINFER_CUDA_TRACE 0
+#endif
+#define CU_TRACE_GRIDS 4096
+#define CU_TRACE_BLOCKS 1024
+struct cu_trace_rec {
+    unsigned long long grid, t_start, t_wait, t_end, mark[3];
+    unsigned smid, block;
+};
+int cu_trace_register(int (*attach)(void *buf));
+#if MINFER_CUDA_TRACE
+static __device__ cu_trace_rec *cu_trace_buf;
+static int cu_trace_attach(void *buf) {
+    return cudaMemcpyToSymbol(cu_trace_buf, &buf, sizeof buf) == cudaSuccess ? 0 : -1;
+}
+__attribute__((unused)) static const int cu_trace_registered = cu_trace_register(cu_trace_attach);
+#endif
+static __device__ __forceinline__ cu_trace_rec *trace_slot(unsigned long long *grid) {
+#if MINFER_CUDA_TRACE && defined(__CUDA_ARCH__)
+    if (threadIdx.x | threadIdx.y | threadIdx.z || !cu_trace_buf) return nullptr;
+    const unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    if (b >= CU_TRACE_BLOCKS) return nullptr;
+    asm volatile("mov.u64 %0, %%gridid;" : "=l"(*grid));
+    return cu_trace_buf + (*grid % CU_TRACE_GRIDS) * CU_TRACE_BLOCKS + b;
+#else
+    return nullptr;
+#endif
+}
+static __device__ __forceinline__ unsigned long long trace_now() {
+    unsigned long long t = 0;
+#if MINFER_CUDA_TRACE && defined(__CUDA_ARCH__)
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+#endif
+    return t;
+}
+
 static __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+#if MINFER_CUDA_TRACE
+    unsigned long long g;
+    if (cu_trace_rec *r = trace_slot(&g)) r->t_wait = trace_now();
 #endif
 }
 static __device__ __forceinline__ void pdl_trigger() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+#if MINFER_CUDA_TRACE && defined(__CUDA_ARCH__)
+    unsigned long long g;
+    if (cu_trace_rec *r = trace_slot(&g)) {
+        unsigned sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        *r = cu_trace_rec{g, trace_now(), 0, 0, {0, 0, 0}, sm, blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)};
+    }
+#endif
+}
+/* A point inside a kernel (k < 3), thread 0's time there: where a kernel's own time goes. */
+static __device__ __forceinline__ void trace_mark(int k) {
+#if MINFER_CUDA_TRACE
+    unsigned long long g;
+    if (cu_trace_rec *r = trace_slot(&g)) r->mark[k] = trace_now();
+#endif
+}
+/* The block timeline's end of a block: every warp that gets here (lane 0) (nothing
+ * in normal builds). */
+static __device__ __forceinline__ void trace_end() {
+#if MINFER_CUDA_TRACE && defined(__CUDA_ARCH__)
+    if ((threadIdx.x & 31) || !cu_trace_buf) return;
+    const unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    if (b >= CU_TRACE_BLOCKS) return;
+    unsigned long long g;
+    asm volatile("mov.u64 %0, %%gridid;" : "=l"(g));
+    atomicMax(&cu_trace_buf[(g % CU_TRACE_GRIDS) * CU_TRACE_BLOCKS + b].t_end, trace_now());
 #endif
 }
 
@@ -264,7 +348,10 @@ struct cu_mmv_args {
     cu_q8 q;              /* q8 activations (quantized weights) */
     int accum;            /* out[0] += the product: the residual add folded into the GEMV */
     int64_t stride2;      /* xstm: row stride of the last matrix, of the second type */
+    int ring_pre;         /* xst, xstm, xst2: rows each ring requests before pdl_wait, the rest of its
+                             depth after (MINFER_CUDA_XST_PRE; MMV_XST_PRE_DEFAULT, mmv.cuh says why) */
 };
+#define MMV_XST_PRE_DEFAULT 1
 /* Returns 1 when a dp4a kernel exists for the type. */
 int cu_mmv_q8_supported(uint32_t type);
 void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a);      /* mmv_kquant.cu / mmv_q.cu */

@@ -91,6 +91,7 @@ static __global__ void kernel_swiglu_q8(float *out, const float *g, const float 
         }
         q8_store4(q, i * 4, r, valid);
     }
+    trace_end();
 }
 
 void cu_swiglu(cu_state *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q) {

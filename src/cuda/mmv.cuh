@@ -416,6 +416,7 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs(cu_mmv_ar
         if (i + 2 < n) mmv_xs_load<U, UPL>(a, gw + (i + 2) * W, nb, nu, lane, A);
         keep.put(a, i + 1, n, gw, W, lane, warp_sum(mmv_lane_dot<U, UPL>(B, x, 0, nu, lane)));
     }
+    trace_end();
 }
 
 template <typename U, int UPL>
@@ -543,7 +544,7 @@ static void mmv_xs2_launch(cu_state *S, const cu_mmv_args *a, const char *name, 
  * memory, filled by the Tensor Memory Accelerator (cp.async.bulk, completion
  * counted in bytes on the slot's mbarrier), so the bytes in flight per SM are
  * bounded by shared memory instead of registers. Rows as in xs (g, g+W, ...); the
- * first `depth` rows of every warp are requested before pdl_wait(); a slot is
+ * first `depth` rows of every warp are requested around pdl_wait() (ring_first_rows); a slot is
  * refilled as soon as its row is reduced. */
 static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);
@@ -579,6 +580,24 @@ static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t phase) 
 }
 
 #define MMV_XST_WARPS 8
+
+/* A ring's first rows and the wait between them: lane l (req: it has a row l < depth)
+ * requests row l into its slot, the lanes below a.ring_pre before pdl_wait(), the
+ * others after it. Why not all before (as until 2026-11-29): the rows requested
+ * ahead of the wait, 2 per ring, were 9.7 MB for xst/xstm and 14 MB for xst2 landing
+ * at once, while the small kernel before the GEMV (norm, attention, swiglu) ran or
+ * finished; the block timeline (bench/trace_step.py) showed that kernel's loads and
+ * its grid's completion queued behind them: its boundary 2.8 us after gate+up and
+ * 2.1 us after ffn_down against 0.8 us elsewhere, its loads ~2x slower. One row per
+ * ring ahead of the wait, tg128 on the 7B (H200, same runs, bench/RESULTS.md): 601.6 /
+ * 603.2 vs 597.7 / 599.2 tok/s; with the 4-warp attention made default with it
+ * 612.8 / 615.0 / 615.5 vs 595.4 / 602.1 / 602.1 (either alone: about +0.7%). */
+static __device__ __forceinline__ void ring_first_rows(const cu_mmv_args &a, bool req, int lane, void *slot,
+                                                       const void *src, uint32_t bytes, uint64_t *bar) {
+    if (req && lane < a.ring_pre) tma_row(slot, src, bytes, bar);
+    pdl_wait();
+    if (req && lane >= a.ring_pre) tma_row(slot, src, bytes, bar);
+}
 
 /* Shared memory of a block of nrings rings (xst: one per warp; xst2: one per pair):
  * nrings*depth barriers, then the slots (128-aligned). */
@@ -645,8 +664,7 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     }
     if (lane == 0) mbar_init_ring(bar, depth);
     __syncwarp();
-    if (lane < depth && lane < n) tma_row(slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
-    pdl_wait();
+    ring_first_rows(a, lane < depth && lane < n, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     typename U::X x[UPL];
@@ -671,6 +689,7 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
         keep.put(a, i, n, gw, W, lane, acc);
         __syncwarp();
     }
+    trace_end();
 #endif
 }
 
@@ -794,13 +813,14 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xstm(cu_
     if (wp.lane < wp.n) src = xstm_row(a, wp.gw + wp.lane * wp.W, g2, &bytes);
     if (wp.lane == 0) mbar_init_ring(wp.bar, depth);
     __syncwarp();
-    if (wp.lane < depth && wp.lane < wp.n) tma_row(wp.slot0 + (size_t)wp.lane * smax, src, bytes, wp.bar + wp.lane);
-    pdl_wait();
+    ring_first_rows(a, wp.lane < depth && wp.lane < wp.n, wp.lane, wp.slot0 + (size_t)wp.lane * smax, src, bytes,
+                    wp.bar + wp.lane);
     /* this warp's rows of the first type, gw + i W < g2 (no more than n: g2 <= total) */
     const int n1 = wp.gw >= g2 ? 0 : (g2 - wp.gw + wp.W - 1) / wp.W;
     mmv_keep keep;
     if (n1 > 0) xstm_rows<U1, UPL>(a, 0, n1, depth, g2, smax, wp, src, bytes, keep);
     if (n1 < wp.n) xstm_rows<U2, UPL>(a, n1, wp.n, depth, g2, smax, wp, src, bytes, keep);
+    trace_end();
 #endif
 }
 void cu_count_xstm(cu_state *S); /* MINFER_CUDA_VERBOSE prints the count at the end */
@@ -868,10 +888,10 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
     }
     if (half == 0 && lane == 0) mbar_init_ring(bar, depth);
     __syncwarp();
-    if (half == 0 && lane < depth && lane < n) tma_row(slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
     /* the ring's barriers are initialised before warp 1 waits on them */
     asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory");
-    pdl_wait();
+    ring_first_rows(a, half == 0 && lane < depth && lane < n, lane, slot0 + (size_t)lane * stride, src,
+                    (uint32_t)stride, bar + lane);
     typename U::X x[UPL];
     mmv_lane_loadx<U, UPL>(a.q, u0, nh, lane, x);
     mmv_keep keep;
@@ -895,6 +915,7 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
             keep.put(a, i, n, gp, P, lane, acc + part[pair][i & 1]);
         }
     }
+    trace_end();
 #endif
 }
 template <typename U>

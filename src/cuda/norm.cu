@@ -77,7 +77,9 @@ static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, 
         }
         ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
     }
+    trace_mark(0);
     ss = block_sum(ss, red);
+    trace_mark(1);
     const float inv = 1.0f / sqrtf(ss / (float)dim + eps);
     float4 *orow = (float4 *)(out + row * dim);
 #pragma unroll
@@ -91,6 +93,7 @@ static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, 
         }
         if (Q8) q8_store4(q, row * dim + (int64_t)i * 4, r, valid);
     }
+    trace_end();
 }
 
 template <bool ADD, bool Q8>
