@@ -581,9 +581,12 @@ static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t phase) 
 
 #define MMV_XST_WARPS 8
 
-/* A ring's first rows and the wait between them: lane l (req: it has a row l < depth)
- * requests row l into its slot, the lanes below a.ring_pre before pdl_wait(), the
- * others after it. Why not all before (as until 2026-11-29): the rows requested
+/* A ring's first rows: lane l (req: it has a row l < depth) requests row l into its
+ * slot, the lanes below a.ring_pre before pdl_wait() (called with before_wait), the
+ * others after the wait and after the warp's activation loads are issued (so those
+ * loads, which the first dot waits for, are not queued behind the requests: tg128 on
+ * the 7B 625.20 / 625.83 / 626.94 vs 617.16 / 621.47 / 621.15 with the requests
+ * first, H200, same run, bench/RESULTS.md). Why not all before (as until 2026-11-29): the rows requested
  * ahead of the wait, 2 per ring, were 9.7 MB for xst/xstm and 14 MB for xst2 landing
  * at once, while the small kernel before the GEMV (norm, attention, swiglu) ran or
  * finished; the block timeline (bench/trace_step.py) showed that kernel's loads and
@@ -592,11 +595,9 @@ static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t phase) 
  * ring ahead of the wait, tg128 on the 7B (H200, same runs, bench/RESULTS.md): 601.6 /
  * 603.2 vs 597.7 / 599.2 tok/s; with the 4-warp attention made default with it
  * 612.8 / 615.0 / 615.5 vs 595.4 / 602.1 / 602.1 (either alone: about +0.7%). */
-static __device__ __forceinline__ void ring_first_rows(const cu_mmv_args &a, bool req, int lane, void *slot,
-                                                       const void *src, uint32_t bytes, uint64_t *bar) {
-    if (req && lane < a.ring_pre) tma_row(slot, src, bytes, bar);
-    pdl_wait();
-    if (req && lane >= a.ring_pre) tma_row(slot, src, bytes, bar);
+static __device__ __forceinline__ void ring_first_rows(const cu_mmv_args &a, bool before_wait, bool req, int lane,
+                                                       void *slot, const void *src, uint32_t bytes, uint64_t *bar) {
+    if (req && (lane < a.ring_pre) == before_wait) tma_row(slot, src, bytes, bar);
 }
 
 /* Shared memory of a block of nrings rings (xst: one per warp; xst2: one per pair):
@@ -664,11 +665,14 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     }
     if (lane == 0) mbar_init_ring(bar, depth);
     __syncwarp();
-    ring_first_rows(a, lane < depth && lane < n, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
+    const bool req = lane < depth && lane < n;
+    ring_first_rows(a, true, req, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
+    pdl_wait();
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     typename U::X x[UPL];
     mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
+    ring_first_rows(a, false, req, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
     mmv_keep keep;
     for (int i = 0; i < n; i++) {
         const int s = i % depth;
@@ -773,15 +777,18 @@ static __device__ __forceinline__ const uint8_t *xstm_row(const cu_mmv_args &a, 
     *bytes = (uint32_t)(g >= g2 ? a.stride2 : a.stride);
     return g >= g2 ? a.w[2] + (int64_t)r * a.stride2 : src;
 }
-template <typename U, int UPL>
+/* Rows i0..i1 of an xstm warp, all of type U (after_x runs once its activation loads
+ * are issued: the kernel's post-wait first requests, ring_first_rows). */
+template <typename U, int UPL, class F>
 static __device__ __forceinline__ void xstm_rows(const cu_mmv_args &a, int i0, int i1, int depth, int g2,
                                                  int64_t smax, const xst_warp &wp, const uint8_t *src,
-                                                 uint32_t bytes, mmv_keep &keep) {
+                                                 uint32_t bytes, mmv_keep &keep, F &&after_x) {
     const int lane = wp.lane;
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     typename U::X x[UPL];
     mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
+    after_x();
     for (int i = i0; i < i1; i++) {
         const int s = i % depth;
         mbar_wait(wp.bar + s, (uint32_t)(i / depth) & 1u);
@@ -813,13 +820,20 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xstm(cu_
     if (wp.lane < wp.n) src = xstm_row(a, wp.gw + wp.lane * wp.W, g2, &bytes);
     if (wp.lane == 0) mbar_init_ring(wp.bar, depth);
     __syncwarp();
-    ring_first_rows(a, wp.lane < depth && wp.lane < wp.n, wp.lane, wp.slot0 + (size_t)wp.lane * smax, src, bytes,
-                    wp.bar + wp.lane);
+    const bool req = wp.lane < depth && wp.lane < wp.n;
+    ring_first_rows(a, true, req, wp.lane, wp.slot0 + (size_t)wp.lane * smax, src, bytes, wp.bar + wp.lane);
+    pdl_wait();
+    /* the rest of the first rows, after the first run's activation loads */
+    bool rest = req;
+    auto first_rest = [&] {
+        ring_first_rows(a, false, rest, wp.lane, wp.slot0 + (size_t)wp.lane * smax, src, bytes, wp.bar + wp.lane);
+        rest = false;
+    };
     /* this warp's rows of the first type, gw + i W < g2 (no more than n: g2 <= total) */
     const int n1 = wp.gw >= g2 ? 0 : (g2 - wp.gw + wp.W - 1) / wp.W;
     mmv_keep keep;
-    if (n1 > 0) xstm_rows<U1, UPL>(a, 0, n1, depth, g2, smax, wp, src, bytes, keep);
-    if (n1 < wp.n) xstm_rows<U2, UPL>(a, n1, wp.n, depth, g2, smax, wp, src, bytes, keep);
+    if (n1 > 0) xstm_rows<U1, UPL>(a, 0, n1, depth, g2, smax, wp, src, bytes, keep, first_rest);
+    if (n1 < wp.n) xstm_rows<U2, UPL>(a, n1, wp.n, depth, g2, smax, wp, src, bytes, keep, first_rest);
     trace_end();
 #endif
 }
@@ -890,10 +904,12 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
     __syncwarp();
     /* the ring's barriers are initialised before warp 1 waits on them */
     asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory");
-    ring_first_rows(a, half == 0 && lane < depth && lane < n, lane, slot0 + (size_t)lane * stride, src,
-                    (uint32_t)stride, bar + lane);
+    const bool req = half == 0 && lane < depth && lane < n;
+    ring_first_rows(a, true, req, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
+    pdl_wait();
     typename U::X x[UPL];
     mmv_lane_loadx<U, UPL>(a.q, u0, nh, lane, x);
+    ring_first_rows(a, false, req, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
     mmv_keep keep;
     for (int i = 0; i < n; i++) {
         const int s = i % depth;
