@@ -18,10 +18,12 @@ trace_mark(k) points block 0's mean time from its wait to each. Times are the GP
 import collections
 import sys
 
+# a record: (t_start, t_wait, t_end, smid, block, mark0, mark1, mark2), ns; 0 = not reached
+T_START, T_WAIT, T_END, SMID, BLOCK, MARK0 = range(6)
 
-def main():
-    path = sys.argv[1]
-    back = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+
+def load(path):
+    """The launch names of the last captured graph and the records by grid id."""
     names, recs = [], collections.defaultdict(list)
     with open(path) as f:
         for line in f:
@@ -30,61 +32,80 @@ def main():
                 names.append(p[2])
             elif p[0] == "rec":
                 recs[int(p[1])].append(tuple(int(v) for v in p[2:]))
+    return names, recs
+
+
+def release(rs):
+    """A grid's wait release: its first block's, or its first start if none waited."""
+    w = [r[T_WAIT] for r in rs if r[T_WAIT]]
+    return min(w) if w else min(r[T_START] for r in rs)
+
+
+def analyse(names, recs, back=2):
+    """One step: (launches, step_ns, notes); a launch is a dict with name, blocks,
+    start, wait, late, span, end, gap (times relative to the step's first release;
+    end and gap None without trace_end) and marks (block 0's trace_mark times after
+    its wait, None where not reached)."""
     L = len(names)
     grids = sorted(recs)
+    notes = []
     if len(grids) == L:
         # a graph's kernel nodes keep their grid ids from replay to replay (seen on the
         # H200, 2026-11-29): the slots hold the last replay, one step
         back = 1
     if L == 0 or len(grids) < back * L:
-        sys.exit("trace_step: %d named launches, %d grids: not enough for step -%d" % (L, len(grids), back))
+        raise ValueError("%d named launches, %d grids: not enough for step -%d" % (L, len(grids), back))
     step = grids[len(grids) - back * L:len(grids) - (back - 1) * L]
     if step[-1] - step[0] != L - 1:
-        print("trace_step: note: grid ids of the step are not consecutive (%d..%d for %d launches)"
-              % (step[0], step[-1], L))
-    nxt = grids[len(grids) - (back - 1) * L] if back > 1 else None
-    waits = []
-    for g in step:
-        w = [r[1] for r in recs[g] if r[1]]
-        waits.append(min(w) if w else min(r[0] for r in recs[g]))
-    t0 = waits[0]
-    end = None
-    if nxt is not None:
-        w = [r[1] for r in recs[nxt] if r[1]]
-        end = min(w) if w else min(r[0] for r in recs[nxt])
-    total = collections.Counter()
-    count = collections.Counter()
+        notes.append("grid ids of the step are not consecutive (%d..%d for %d launches)" % (step[0], step[-1], L))
+    waits = [release(recs[g]) for g in step]
     if any(waits[i + 1] < waits[i] for i in range(L - 1)):
-        print("trace_step: note: wait releases are not in grid-id order")
-    gaps = collections.Counter()
-    ngap = collections.Counter()
-    print("%4s %-22s %6s %9s %9s %5s %8s %9s %6s" % ("#", "kernel", "blocks", "start", "wait", "late", "span",
-                                                      "end", "gap"))
+        notes.append("wait releases are not in grid-id order")
+    t0 = waits[0]
+    end = release(recs[grids[len(grids) - (back - 1) * L]]) if back > 1 else None
+    out = []
     for i, g in enumerate(step):
         rs = recs[g]
-        span = (waits[i + 1] if i + 1 < L else end) - waits[i] if (i + 1 < L or end) else 0
-        late = sum(1 for r in rs if r[0] > waits[i])
-        total[names[i]] += span
-        count[names[i]] += 1
-        ends = [r[2] for r in rs if r[2]]
-        e_s, gap_s = "-", "-"
-        if ends and i + 1 < L:
-            gap = waits[i + 1] - max(ends)
-            gaps[names[i]] += gap
-            ngap[names[i]] += 1
-            e_s, gap_s = str(max(ends) - t0), str(gap)
-        print("%4d %-22s %6d %9d %9d %5d %8d %9s %6s" % (i, names[i][:22], len(rs), min(r[0] for r in rs) - t0,
-                                                         waits[i] - t0, late, span, e_s, gap_s))
-    # trace_mark(k) points: per kernel name, the mean over launches of thread 0's time
-    # there after the wait, block 0
-    marks = collections.defaultdict(lambda: [[], [], []])
-    for i, g in enumerate(step):
-        for r in recs[g]:
-            if r[4] == 0 and r[1]:
-                for k in range(3):
-                    if r[5 + k]:
-                        marks[names[i]][k].append(r[5 + k] - r[1])
+        nxt = waits[i + 1] if i + 1 < L else end
+        ends = [r[T_END] for r in rs if r[T_END]]
+        b0 = [r for r in rs if r[BLOCK] == 0 and r[T_WAIT]]
+        out.append({
+            "name": names[i], "blocks": len(rs), "start": min(r[T_START] for r in rs) - t0,
+            "wait": waits[i] - t0, "late": sum(1 for r in rs if r[T_START] > waits[i]),
+            "span": nxt - waits[i] if nxt is not None else 0,
+            "end": max(ends) - t0 if ends else None,
+            "gap": nxt - max(ends) if ends and i + 1 < L else None,
+            "marks": [b0[0][MARK0 + k] - b0[0][T_WAIT] if b0 and b0[0][MARK0 + k] else None for k in range(3)],
+        })
     step_ns = (end - t0) if end else waits[-1] - t0
+    return out, step_ns, notes
+
+
+def main():
+    names, recs = load(sys.argv[1])
+    try:
+        launches, step_ns, notes = analyse(names, recs, int(sys.argv[2]) if len(sys.argv) > 2 else 2)
+    except ValueError as e:
+        sys.exit("trace_step: %s" % e)
+    for n in notes:
+        print("trace_step: note: %s" % n)
+    print("%4s %-22s %6s %9s %9s %5s %8s %9s %6s" % ("#", "kernel", "blocks", "start", "wait", "late", "span",
+                                                      "end", "gap"))
+    total, count = collections.Counter(), collections.Counter()
+    gaps, ngap = collections.Counter(), collections.Counter()
+    marks = collections.defaultdict(lambda: [[], [], []])
+    for i, k in enumerate(launches):
+        total[k["name"]] += k["span"]
+        count[k["name"]] += 1
+        if k["gap"] is not None:
+            gaps[k["name"]] += k["gap"]
+            ngap[k["name"]] += 1
+        for j, m in enumerate(k["marks"]):
+            if m is not None:
+                marks[k["name"]][j].append(m)
+        print("%4d %-22s %6d %9d %9d %5d %8d %9s %6s" % (
+            i, k["name"][:22], k["blocks"], k["start"], k["wait"], k["late"], k["span"],
+            "-" if k["end"] is None else k["end"], "-" if k["gap"] is None else k["gap"]))
     print("\nstep %.1f us (first release to the next step's first release)" % (step_ns / 1000))
     print("%-22s %6s %10s %10s %6s %12s" % ("kernel", "count", "total us", "mean us", "share", "mean gap us"))
     for n, v in sorted(total.items(), key=lambda kv: -kv[1]):
@@ -97,4 +118,5 @@ def main():
                 n, ", ".join("%.2f" % (sum(k) / len(k) / 1000) if k else "-" for k in ks)))
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""tests/trace_step_test.py - bench/trace_step.py (the reader of the CUDA block timeline,
+src/cuda/trace.cu) on hand-made trace files whose spans, gaps, late blocks and marks are
+known. The trace itself needs a GPU and a trace build; its format is fixed here.
+Prints one "RESULT trace_step passed=P failed=F skipped=0" line."""
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "bench", "trace_step.py")
+spec = importlib.util.spec_from_file_location("trace_step", SCRIPT)
+ts = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ts)
+
+passed = failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+        print(f"FAIL {what}", file=sys.stderr)
+
+
+def rec(grid, start, wait, end, block, marks=(0, 0, 0), smid=0):
+    return "rec %d %d %d %d %d %d %d %d %d\n" % (grid, start, wait, end, smid, block, *marks)
+
+
+def write(lines):
+    f = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
+    f.writelines(lines)
+    f.close()
+    return f.name
+
+
+def one_step():
+    # three launches of one replay: grids 7, 8, 9 (ids kept across replays)
+    lines = ["name 0 norm\n", "name 1 gemv\n", "name 2 norm\n"]
+    lines += [rec(7, 900, 1000, 1800, 0, (1300, 1500, 0))]                 # norm: one block
+    lines += [rec(8, 950, 2500, 9000, 0), rec(8, 960, 2510, 9400, 1),      # gemv: resident early
+              rec(8, 3000, 3000, 9100, 2)]                                 # ... one block late
+    lines += [rec(9, 9500, 10400, 11000, 0, (10700, 0, 0))]
+    path = write(lines)
+    names, recs = ts.load(path)
+    launches, step_ns, notes = ts.analyse(names, recs)
+    check(notes == [], "one step: no notes (%s)" % notes)
+    check([k["name"] for k in launches] == ["norm", "gemv", "norm"], "one step: names in order")
+    check([k["wait"] for k in launches] == [0, 1500, 9400], "one step: releases from the first wait")
+    check([k["span"] for k in launches] == [1500, 7900, 0], "one step: spans (the last has no next)")
+    check(launches[1]["late"] == 1 and launches[0]["late"] == 0, "one step: the block started after the release")
+    check(launches[1]["start"] == -50, "one step: first start ahead of the step's first release")
+    check(launches[0]["end"] == 800 and launches[0]["gap"] == 700, "one step: end and boundary of the norm")
+    check(launches[1]["end"] == 8400 and launches[1]["gap"] == 1000, "one step: end is the last block's")
+    check(launches[2]["gap"] is None, "one step: no boundary after the last launch")
+    check(launches[0]["marks"] == [300, 500, None], "one step: block 0's marks after its wait")
+    check(step_ns == 9400, "one step: step time without a next step")
+    out = subprocess.run([sys.executable, SCRIPT, path], capture_output=True, text=True)
+    check(out.returncode == 0 and "marks at 0.30, 0.50, - us" in out.stdout and "step 9.4 us" in out.stdout,
+          "one step: the printed table (%s)" % out.stdout[-200:])
+    os.unlink(path)
+
+
+def two_steps():
+    # ids that differ per replay: step -2 of two, its last span runs to the next step's release
+    lines = ["name 0 a\n", "name 1 b\n"]
+    lines += [rec(1, 0, 100, 400, 0), rec(2, 50, 600, 900, 0), rec(3, 1000, 1100, 1300, 0),
+              rec(4, 1150, 1700, 2000, 0)]
+    path = write(lines)
+    launches, step_ns, notes = ts.analyse(*ts.load(path))
+    check([k["span"] for k in launches] == [500, 500], "two steps: the earlier step, spans to the next release")
+    check(step_ns == 1000, "two steps: step time to the next step's first release")
+    os.unlink(path)
+
+
+def errors():
+    path = write(["name 0 a\n", "name 1 b\n", rec(1, 0, 100, 0, 0)])
+    try:
+        ts.analyse(*ts.load(path))
+        check(False, "errors: a step with fewer grids than launches is refused")
+    except ValueError:
+        check(True, "")
+    out = subprocess.run([sys.executable, SCRIPT, path], capture_output=True, text=True)
+    check(out.returncode != 0 and "not enough" in out.stderr, "errors: the script exits with a message")
+    os.unlink(path)
+    path = write(["name 0 a\n", "name 1 b\n", rec(5, 0, 900, 0, 0), rec(6, 0, 100, 0, 0)])
+    _, _, notes = ts.analyse(*ts.load(path))
+    check(any("not in grid-id order" in n for n in notes), "errors: releases out of order are noted")
+    os.unlink(path)
+
+
+one_step()
+two_steps()
+errors()
+print(f"RESULT trace_step passed={passed} failed={failed} skipped=0")
+sys.exit(1 if failed else 0)
