@@ -13,6 +13,7 @@ launch it prints, in ns relative to the step's first wait release:
   span    this launch's wait to the next launch's wait: its cost on the critical path
   end     its last block's end, for kernels that call trace_end() (else -)
   gap     the next launch's wait less that end: the boundary
+  marks   block 0's trace_mark(0..2) times after its wait (common.cuh lists them)
 then the spans (and the boundaries) summed by kernel name, and for kernels with
 trace_mark(k) points block 0's mean time from its wait to each. Times are the GPU's global timer (ns)."""
 import collections
@@ -89,8 +90,8 @@ def main():
         sys.exit("trace_step: %s" % e)
     for n in notes:
         print("trace_step: note: %s" % n)
-    print("%4s %-22s %6s %9s %9s %5s %8s %9s %6s" % ("#", "kernel", "blocks", "start", "wait", "late", "span",
-                                                      "end", "gap"))
+    print("%4s %-22s %6s %9s %9s %5s %8s %9s %6s  %s" % ("#", "kernel", "blocks", "start", "wait", "late", "span",
+                                                          "end", "gap", "marks"))
     total, count = collections.Counter(), collections.Counter()
     gaps, ngap = collections.Counter(), collections.Counter()
     marks = collections.defaultdict(lambda: [[], [], []])
@@ -103,9 +104,10 @@ def main():
         for j, m in enumerate(k["marks"]):
             if m is not None:
                 marks[k["name"]][j].append(m)
-        print("%4d %-22s %6d %9d %9d %5d %8d %9s %6s" % (
+        print("%4d %-22s %6d %9d %9d %5d %8d %9s %6s  %s" % (
             i, k["name"][:22], k["blocks"], k["start"], k["wait"], k["late"], k["span"],
-            "-" if k["end"] is None else k["end"], "-" if k["gap"] is None else k["gap"]))
+            "-" if k["end"] is None else k["end"], "-" if k["gap"] is None else k["gap"],
+            " ".join("-" if m is None else str(m) for m in k["marks"]) if any(k["marks"]) else ""))
     print("\nstep %.1f us (first release to the next step's first release)" % (step_ns / 1000))
     print("%-22s %6s %10s %10s %6s %12s" % ("kernel", "count", "total us", "mean us", "share", "mean gap us"))
     for n, v in sorted(total.items(), key=lambda kv: -kv[1]):

@@ -676,11 +676,14 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     mmv_keep keep;
     for (int i = 0; i < n; i++) {
         const int s = i % depth;
+        if (i == n - 1) trace_mark(1);
         mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
+        if (i == n - 1) trace_mark(2);
         typename U::W w[UPL];
         mmv_lane_load<U, UPL, ld_s>(slot0 + (size_t)s * stride, nb, 0, nu, lane, w);
         /* after the sum, every lane's reads of the slot are done */
         const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, 0, nu, lane));
+        if (i == 0) trace_mark(0);
         const int f = i + depth; /* the row that refills slot s */
         if (f < n && lane == (f & 31)) {
             /* the slot was read through the generic proxy; order that before the
@@ -791,10 +794,13 @@ static __device__ __forceinline__ void xstm_rows(const cu_mmv_args &a, int i0, i
     after_x();
     for (int i = i0; i < i1; i++) {
         const int s = i % depth;
+        if (i == wp.n - 1) trace_mark(1);
         mbar_wait(wp.bar + s, (uint32_t)(i / depth) & 1u);
+        if (i == wp.n - 1) trace_mark(2);
         typename U::W w[UPL];
         mmv_lane_load<U, UPL, ld_s>(wp.slot0 + (size_t)s * smax, nb, 0, nu, lane, w);
         const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, 0, nu, lane));
+        if (i == 0) trace_mark(0);
         const int f = i + depth; /* (as xst: lane f % 32 refills, after the proxy fence) */
         if (f < wp.n && lane == (f & 31)) {
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -913,10 +919,13 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
     mmv_keep keep;
     for (int i = 0; i < n; i++) {
         const int s = i % depth;
+        if (i == n - 1) trace_mark(1);
         mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
+        if (i == n - 1) trace_mark(2);
         typename U::W w[UPL];
         mmv_lane_load<U, UPL, ld_s>(slot0 + (size_t)s * stride, nb, u0, nh, lane, w);
         const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, u0, nh, lane));
+        if (i == 0) trace_mark(0);
         if (half == 1 && lane == 0) part[pair][i & 1] = acc;
         /* both halves have read slot s; warp 1's partial is in part */
         asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory");
