@@ -8,7 +8,7 @@
 #      (MINFER_CUDA_GEMV_WIDE=1, 0), with q, k and a v of another type in one launch
 #      (by default; with MINFER_CUDA_GEMV=4 on every launch) and split in two
 #      (MINFER_CUDA_GEMV_MIXED=0), with the residual add in the norm kernel instead of
-#      the GEMV before it (MINFER_CUDA_ADD_GEMV=0), and (attention only) with
+#      the GEMV before it (MINFER_CUDA_ADD_GEMV=0, with MINFER_CUDA_NORM_THREADS=256), and (attention only) with
 #      MINFER_CUDA_ATTN_FIT=0 and MINFER_CUDA_ATTN_WARPS=8;
 #   2. end to end: stories260K greedy 200 tokens from BOS on the GPU must print
 #      models/stories260K.greedy200.txt exactly, with each optional path switched off in turn;
@@ -149,9 +149,10 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     # the GEMV=4 run above, everywhere), split in two with MINFER_CUDA_GEMV_MIXED=0
     bg_start cuda_ops_mixed0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_MIXED=0 \
         MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
-    # the residual add in the norm kernel, not folded into the GEMV before it
+    # the residual add in the norm kernel, not folded into the GEMV before it (with the
+    # norm's blocks at 256 threads: 4 float4 per thread on the 4096-wide chains)
     bg_start cuda_ops_add_gemv0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_ADD_GEMV=0 \
-        "$TESTS/test_cuda_ops"
+        MINFER_CUDA_NORM_THREADS=256 "$TESTS/test_cuda_ops"
     # the decode attention's head-group arrays at their full size instead of fitted,
     # and its blocks of 8 warps for every group (by default 4 for one query head per kv
     # head: the 32/32/128 case; the tiny forward run below has grouped heads on 4)

@@ -42,6 +42,8 @@
  * wait, 0..16; default 1; mmv.cuh ring_first_rows),
  * MINFER_CUDA_ATTN_WARPS=4|8 (the one-token attention's warps per block; default 4
  * for one query head per kv head, 8 for grouped heads; attn.cu),
+ * MINFER_CUDA_NORM_THREADS=256|512 (the one-pass RMSNorm's block at most that wide
+ * instead of 1024; norm.cu),
  * MINFER_CUDA_GEMV_MIXED=0 (q and k of q4_K/q5_K and a v of q6_K as two launches
  * instead of one xstm launch; mmv.cuh),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
@@ -205,6 +207,7 @@ struct cu_state {
     uint64_t n_xstm;     /* kernel_mmv_xstm launches (two block types in one launch) */
     cu_trace *trace;     /* MINFER_CUDA_TRACE=FILE on a trace build (trace.cu) */
     int xst_pre;         /* ring rows a warp (xst2: a pair) requests before its wait */
+    int norm_threads;    /* MINFER_CUDA_NORM_THREADS: 256, 512 or 1024 (default) */
 };
 
 /* ------------------------------------------------------------------------- */
@@ -212,6 +215,7 @@ struct cu_state {
 /* ------------------------------------------------------------------------- */
 cudaStream_t cu_stream(const cu_state *S) { return S->stream; }
 int cu_pdl(const cu_state *S) { return S->f_pdl; }
+int cu_norm_threads(const cu_state *S) { return S->norm_threads; }
 int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->prop.multiProcessorCount : 1; }
 int cu_gemv_wide(const cu_state *S) { return S->gemv_wide; }
 void cu_count_xst2(cu_state *S) { S->n_xst2++; }
@@ -1026,6 +1030,10 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         if (S->f_gemv == 4) S->f_gemv = 3;
     }
     S->xst_pre = env_in_range("MINFER_CUDA_XST_PRE", MMV_XST_PRE_DEFAULT, 0, 16);
+    {
+        const int t = mf_env_int("MINFER_CUDA_NORM_THREADS", 1024);
+        S->norm_threads = t == 256 || t == 512 ? t : 1024;
+    }
     S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;

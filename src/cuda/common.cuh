@@ -80,6 +80,7 @@ struct cu_q8 {
 struct cu_state;
 cudaStream_t cu_stream(const cu_state *S);
 int cu_pdl(const cu_state *S);               /* programmatic dependent launch on */
+int cu_norm_threads(const cu_state *S);      /* most threads of a one-pass norm block */
 void cu_launch_check(cu_state *S, const char *what, const char *file, int line);
 /* Records the first CUDA error (sticky) as an mf_err message. */
 void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, int line);

@@ -99,10 +99,11 @@ static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, 
 template <bool ADD, bool Q8>
 static void launch_reg(cu_state *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
                        const cu_q8 &q) {
-    /* threads: up to 1024, each with 1, 2 or 4 float4. (Fewer threads per block, so
-     * that it co-resides with the xst GEMV blocks ahead of it under PDL, measured
-     * slower: 256 -6%, 512 -2% tg128 on the 7B, bench/RESULTS.md.) */
-    const int n4 = dim / 4, maxt = 1024;
+    /* threads: up to 1024 (MINFER_CUDA_NORM_THREADS=256|512 for fewer), each with 1,
+     * 2 or 4 float4. (Fewer threads per block, so that it co-resides with the xst GEMV
+     * blocks ahead of it under PDL, measured slower: 256 -6%, 512 -2% tg128 on the 7B,
+     * bench/RESULTS.md; before the ring GEMVs asked for one row ahead of their wait.) */
+    const int n4 = dim / 4, maxt = cu_norm_threads(S);
     const int npt = n4 <= maxt ? 1 : n4 <= 2 * maxt ? 2 : 4;
     int threads = (n4 + npt - 1) / npt;
     threads = (threads + 31) / 32 * 32;
