@@ -582,19 +582,17 @@ static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t phase) 
 #define MMV_XST_WARPS 8
 
 /* A ring's first rows: lane l (req: it has a row l < depth) requests row l into its
- * slot, the lanes below a.ring_pre before pdl_wait() (called with before_wait), the
- * others after the wait and after the warp's activation loads are issued (so those
- * loads, which the first dot waits for, are not queued behind the requests: tg128 on
- * the 7B 625.20 / 625.83 / 626.94 vs 617.16 / 621.47 / 621.15 with the requests
- * first, H200, same run, bench/RESULTS.md). Why not all before (as until 2026-11-29): the rows requested
- * ahead of the wait, 2 per ring, were 9.7 MB for xst/xstm and 14 MB for xst2 landing
- * at once, while the small kernel before the GEMV (norm, attention, swiglu) ran or
- * finished; the block timeline (bench/trace_step.py) showed that kernel's loads and
- * its grid's completion queued behind them: its boundary 2.8 us after gate+up and
- * 2.1 us after ffn_down against 0.8 us elsewhere, its loads ~2x slower. One row per
- * ring ahead of the wait, tg128 on the 7B (H200, same runs, bench/RESULTS.md): 601.6 /
- * 603.2 vs 597.7 / 599.2 tok/s; with the 4-warp attention made default with it
- * 612.8 / 615.0 / 615.5 vs 595.4 / 602.1 / 602.1 (either alone: about +0.7%). */
+ * slot; the lanes below a.ring_pre (MMV_XST_PRE_DEFAULT: 1) before pdl_wait() (called
+ * with before_wait), the others after the wait and after the warp's activation loads
+ * are issued. Why, from the block timeline (bench/trace_step.py, bench/RESULTS.md,
+ * H200, 2026-11-29): with every first row requested ahead of the wait (9.7 MB for
+ * xst/xstm, 14 MB for xst2, all at once) the small kernel before the GEMV waited
+ * behind that burst: its loads ~2x slower, the boundary after gate+up 2.8 us and after
+ * ffn_down 2.1 us against 0.8 us elsewhere. tg128 on the 7B, same runs: one row ahead
+ * 601.6 / 603.2 vs 597.7 / 599.2 tok/s (with the 4-warp attention, made default with
+ * it, 612.8 / 615.0 / 615.5 vs 595.4 / 602.1 / 602.1); none ahead 598.75 vs 618.56.
+ * The activation loads go first because the first dot waits for them: 625.20 / 625.83
+ * / 626.94 vs 617.16 / 621.47 / 621.15 with the requests first. */
 static __device__ __forceinline__ void ring_first_rows(const cu_mmv_args &a, bool before_wait, bool req, int lane,
                                                        void *slot, const void *src, uint32_t bytes, uint64_t *bar) {
     if (req && (lane < a.ring_pre) == before_wait) tma_row(slot, src, bytes, bar);
