@@ -5,7 +5,9 @@
 # exists; MINFER_SYNTH_FLAGS= (empty) for the default synth, ~2 minutes), or
 # both (all, the default; the synth then runs in the background during the tests).
 # Logs in $OUT (default /tmp). Each part has a time cap (TEST_CAP, BENCH_CAP: 540 s);
-# with a 600 s limit per remote command, run "tests" and "bench" as two calls.
+# with a 600 s limit per remote command, run "tests" and "bench" as two calls. After the
+# benchmark, where DIR/b/minfer.trace was staged (STAGE_TRACE=1), one decode step's
+# block timeline too (tools/device_profile.sh, a few seconds; $OUT/trace_step.txt).
 set -u
 DIR=${1:-.device}
 PART=${2:-all}
@@ -34,4 +36,10 @@ if [ "$PART" != tests ]; then
     MINFER_BENCH_MODEL=$MODEL timeout "${BENCH_CAP:-540}" bash bench/bench_cuda.sh "$BIN" >"$OUT/bench.txt" 2>&1
     echo "bench_cuda.sh exit $?"
     cat "$OUT/bench.txt"
+    if [ -x "$DIR/b/minfer.trace" ]; then
+        echo "== tools/device_profile.sh"
+        OUT=$OUT MINFER_BENCH_MODEL=$MODEL timeout 120 bash tools/device_profile.sh "$DIR" >"$OUT/profile.txt" 2>&1
+        echo "device_profile.sh exit $?"
+        tail -n 16 "$OUT/profile.txt"
+    fi
 fi
