@@ -9,7 +9,8 @@
 # show the PDL chain.) The trace build runs 3-8% slower than the normal one: use it
 # for where the time goes, `minfer bench` for how much.
 # Env: MINFER_BENCH_MODEL (made with `minfer synth --shape 7b --quant q4_k_m --fast` if
-# absent), OUT (default /tmp: the raw trace and the table), N (tokens, default 128), and
+# absent), OUT (default /tmp: the log and the table; the raw trace, ~4 MB, stays in
+# ${TMPDIR:-/tmp}), N (tokens, default 128), and
 # any MINFER_CUDA_* switch, passed on to minfer.
 set -u
 DIR=${1:-.device}
@@ -21,7 +22,8 @@ MODEL=${MINFER_BENCH_MODEL:-/tmp/minfer-7b-q4_k_m.gguf}
 if [ ! -f "$MODEL" ]; then
     "$BIN" synth --shape 7b --quant q4_k_m ${MINFER_SYNTH_FLAGS---fast} -o "$MODEL" >/dev/null || exit 1
 fi
-MINFER_CUDA_TRACE="$OUT/trace.txt" "$BIN" bench -m "$MODEL" -p 0 -n "${N:-128}" -r 1 --device cuda \
+RAW=${TMPDIR:-/tmp}/minfer-trace.txt
+MINFER_CUDA_TRACE="$RAW" "$BIN" bench -m "$MODEL" -p 0 -n "${N:-128}" -r 1 --device cuda \
     >"$OUT/trace.log" 2>&1 || { echo "device_profile: minfer failed"; tail -n 5 "$OUT/trace.log"; exit 1; }
 grep -E "trace:|bench:" "$OUT/trace.log"
-python3 bench/trace_step.py "$OUT/trace.txt" | tee "$OUT/trace_step.txt"
+python3 bench/trace_step.py "$RAW" | tee "$OUT/trace_step.txt"
