@@ -836,6 +836,21 @@ static int env_in_range(const char *name, int dflt, int lo, int hi) {
     return dflt;
 }
 
+/* An env switch that takes one of n values; unset: dflt; anything else is named and
+ * dflt used. */
+static int env_one_of(const char *name, int dflt, const int *ok, int n) {
+    const char *e = getenv(name);
+    if (!e || !*e) return dflt;
+    const int v = mf_env_int(name, dflt);
+    for (int i = 0; i < n; i++)
+        if (v == ok[i]) return v;
+    char list[64] = "";
+    for (int i = 0; i < n; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", i ? ", " : "", ok[i]);
+    mf_log("minfer/cuda: %s=%s is not one of %s; using the default", name, e, list);
+    return dflt;
+}
+
 static int cu_code_arch(void) {
     int *d = NULL, h = 0;
     if (cudaMalloc((void **)&d, sizeof(int)) != cudaSuccess) {
@@ -1031,8 +1046,8 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     }
     S->xst_pre = env_in_range("MINFER_CUDA_XST_PRE", MMV_XST_PRE_DEFAULT, 0, 16);
     {
-        const int t = mf_env_int("MINFER_CUDA_NORM_THREADS", 1024);
-        S->norm_threads = t == 256 || t == 512 ? t : 1024;
+        static const int widths[] = {256, 512, 1024};
+        S->norm_threads = env_one_of("MINFER_CUDA_NORM_THREADS", 1024, widths, 3);
     }
     S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
@@ -1040,9 +1055,9 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     {
         /* decode attention warps per block (attn.cu says why): 4 for one query head per
          * kv head, 8 for grouped heads, unless MINFER_CUDA_ATTN_WARPS says 4 or 8 */
-        const int w = mf_env_int("MINFER_CUDA_ATTN_WARPS", 0);
+        static const int warps[] = {4, 8};
         const int grouped = S->hp.n_head_kv > 0 && S->hp.n_head > S->hp.n_head_kv;
-        S->attn_warps = w == 4 || w == 8 ? w : grouped ? 8 : 4;
+        S->attn_warps = env_one_of("MINFER_CUDA_ATTN_WARPS", grouped ? 8 : 4, warps, 2);
     }
     {
         const char *sk = getenv("MINFER_CUDA_SKIP");
