@@ -188,7 +188,8 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
     # one-token kernel merges chunks with its first tile read before the wait
     run_one "forward tiny q4_k_m, attention chunks of 64" env MINFER_CUDA_ATTN_CHUNK=64 \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
-    run_one "forward tiny q4_k_m, attention blocks of 4 warps" env MINFER_CUDA_ATTN_WARPS=4 \
+    run_one "forward tiny q4_k_m, attention blocks of 4 warps, its dependent launched after its tile loop" \
+        env MINFER_CUDA_ATTN_WARPS=4 MINFER_CUDA_ATTN_TRIGGER=3 \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     for g in $GV; do
         run_one "forward tiny q4_k_m, gemv variant $g" env MINFER_CUDA_GEMV=$g \

@@ -294,7 +294,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     __shared__ float mh[MG], lh[MG];
     __shared__ float2 cs[HD / 2]; /* RoPE (cos, sin) at pos, the fused store's */
     __shared__ int is_last;
-    pdl_trigger();
+    if (a.trigger == 0) pdl_trigger();
     const int G = a.n_head / a.n_kv;
     const int nsub = (G + MG - 1) / MG;
     const int c = blockIdx.x, t = blockIdx.z;
@@ -331,6 +331,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         load_tile(p0, min(AD_TILE, pos + 1 - p0), pos);
     }
     pdl_wait();
+    if (a.trigger == 1) pdl_trigger();
     if (a.abl == 2) return;
     if (!pre) {
         pos = a.pos[t];
@@ -388,6 +389,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     }
     __syncthreads(); /* qs (and kvp) written above */
     trace_mark(0);
+    if (a.trigger == 2) pdl_trigger();
     for (int ts = p0; ts < p1; ts += AD_TILE) {
         const int np = min(AD_TILE, p1 - ts);
         if (!pre || ts != p0) {
@@ -450,6 +452,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         }
     }
     trace_mark(1);
+    if (a.trigger == 3) pdl_trigger();
     /* the groups of a warp (lanes pr = 0.. PPW-1), then the warps */
 #pragma unroll
     for (int h = 0; h < MG; h++) {

@@ -44,6 +44,8 @@
  * for one query head per kv head, 8 for grouped heads; attn.cu),
  * MINFER_CUDA_NORM_THREADS=256|512 (the one-pass RMSNorm's block at most that wide
  * instead of 1024; norm.cu),
+ * MINFER_CUDA_ATTN_TRIGGER=1|2|3 (the one-token attention lets the GEMV after it launch
+ * after its wait, after its q/k/v, after its tile loop, instead of at its start),
  * MINFER_CUDA_GEMV_MIXED=0 (q and k of q4_K/q5_K and a v of q6_K as two launches
  * instead of one xstm launch; mmv.cuh),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
@@ -208,6 +210,7 @@ struct cu_state {
     cu_trace *trace;     /* MINFER_CUDA_TRACE=FILE on a trace build (trace.cu) */
     int xst_pre;         /* ring rows a warp (xst2: a pair) requests before its wait */
     int norm_threads;    /* MINFER_CUDA_NORM_THREADS: 256, 512 or 1024 (default) */
+    int attn_trigger;    /* MINFER_CUDA_ATTN_TRIGGER: 0..3 (cu_attn_args.trigger) */
 };
 
 /* ------------------------------------------------------------------------- */
@@ -597,6 +600,7 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
     a.pre = 0;
     a.fit = S->f_attn_fit;
     a.warps = S->attn_warps;
+    a.trigger = S->attn_trigger;
     a.abl = cu_skipped(S, "attn_dec_wait") ? 2 : cu_skipped(S, "attn_dec_store") ? 1 : cu_skipped(S, "attn_dec_out") ? 3 : 0;
     a.rope = 0;
     a.rope_dim = rdim;
@@ -1049,6 +1053,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         static const int widths[] = {256, 512, 1024};
         S->norm_threads = env_one_of("MINFER_CUDA_NORM_THREADS", 1024, widths, 3);
     }
+    S->attn_trigger = env_in_range("MINFER_CUDA_ATTN_TRIGGER", 0, 0, 3);
     S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
