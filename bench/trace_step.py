@@ -14,8 +14,10 @@ launch it prints, in ns relative to the step's first wait release:
   end     its last block's end, for kernels that call trace_end() (else -)
   gap     the next launch's wait less that end: the boundary
   marks   block 0's trace_mark(0..2) times after its wait (common.cuh lists them)
-then the spans (and the boundaries) summed by kernel name, and for kernels with
-trace_mark(k) points block 0's mean time from its wait to each. Times are the GPU's global timer (ns)."""
+then the spans (and the boundaries) summed by kernel name, per position in a layer
+(the step cut two launches before each attention) the mean span, own time and
+boundary, and for kernels with trace_mark(k) points block 0's mean time from its
+wait to each. Times are the GPU's global timer (ns)."""
 import collections
 import sys
 
@@ -82,6 +84,29 @@ def analyse(names, recs, back=2):
     return out, step_ns, notes
 
 
+def layers(launches):
+    """Per position in a layer, means over the layers: the step cut at each attention
+    launch less two (norm, q/k/v, attention, ...). [(position, names, n, span, own, gap)]
+    with own = end - wait (None without trace_end) and gap None where not known."""
+    anchors = [i for i, k in enumerate(launches) if k["name"].startswith("attn")]
+    if len(anchors) < 2:
+        return []
+    cuts = [a - 2 for a in anchors if a >= 2] + [None]
+    pos = collections.defaultdict(list)
+    for a, b in zip(cuts, cuts[1:]):
+        seg = launches[a:b] if b is not None else launches[a:a + (cuts[1] - cuts[0])]
+        for j, k in enumerate(seg):
+            pos[j].append(k)
+    out = []
+    for j in sorted(pos):
+        ks = pos[j]
+        own = [k["end"] - k["wait"] for k in ks if k["end"] is not None]
+        gap = [k["gap"] for k in ks if k["gap"] is not None]
+        out.append((j, sorted(set(k["name"] for k in ks)), len(ks), sum(k["span"] for k in ks) / len(ks),
+                    sum(own) / len(own) if own else None, sum(gap) / len(gap) if gap else None))
+    return out
+
+
 def main():
     names, recs = load(sys.argv[1])
     try:
@@ -114,6 +139,14 @@ def main():
         gs = "%.2f" % (gaps[n] / 1000 / ngap[n]) if ngap[n] else "-"
         print("%-22s %6d %10.1f %10.2f %5.1f%% %12s" % (n[:22], count[n], v / 1000, v / 1000 / count[n],
                                                         100.0 * v / step_ns, gs))
+    rows = layers(launches)
+    if rows:
+        print("\nper position in a layer (means over layers, us)")
+        print("%3s %-32s %6s %8s %8s %8s" % ("pos", "kernel", "layers", "span", "own", "gap"))
+        for j, nm, n, span, own, gap in rows:
+            print("%3d %-32s %6d %8.2f %8s %8s" % (j, "/".join(nm)[:32], n, span / 1000,
+                                                  "-" if own is None else "%.2f" % (own / 1000),
+                                                  "-" if gap is None else "%.2f" % (gap / 1000)))
     for n, ks in sorted(marks.items()):
         if any(ks):
             print("%s: block 0 after its wait, marks at %s us" % (

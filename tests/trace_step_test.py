@@ -93,7 +93,28 @@ def errors():
     os.unlink(path)
 
 
+def per_layer():
+    # embed, then two layers of (norm, qkv, attn, wo), then the output: positions 0..3
+    names = ["embed", "norm", "qkv", "attn_dec128", "wo", "norm", "qkv", "attn_dec128", "wo", "out"]
+    lines = ["name %d %s\n" % (i, n) for i, n in enumerate(names)]
+    # releases at 0, 100, 300, 700, 1200, 1300, 1600, 2000, 2600, 2700; ends 50 before the next
+    waits = [0, 100, 300, 700, 1200, 1300, 1600, 2000, 2600, 2700]
+    for i, w in enumerate(waits):
+        end = waits[i + 1] - 50 if i + 1 < len(waits) else 0
+        lines.append(rec(20 + i, w, w, end, 0))
+    path = write(lines)
+    launches, _, _ = ts.analyse(*ts.load(path))
+    rows = ts.layers(launches)
+    check([r[0] for r in rows] == [0, 1, 2, 3], "per layer: four positions (%s)" % [r[0] for r in rows])
+    check([r[1] for r in rows] == [["norm"], ["qkv"], ["attn_dec128"], ["wo"]], "per layer: names by position")
+    check(all(r[2] == 2 for r in rows), "per layer: two layers at each position")
+    check([r[3] for r in rows] == [250.0, 400.0, 550.0, 100.0], "per layer: mean spans (%s)" % [r[3] for r in rows])
+    check(rows[0][4] == 200.0 and rows[0][5] == 50.0, "per layer: own time and boundary")
+    os.unlink(path)
+
+
 one_step()
+per_layer()
 two_steps()
 errors()
 print(f"RESULT trace_step passed={passed} failed={failed} skipped=0")
