@@ -9,21 +9,21 @@ Bounds: scalar reference (f32 weights-dequant, f32 activations): normalised max
 error < 1e-4; SIMD path (activations quantized to 8 bits, like llama.cpp): < 2e-2."""
 import os, subprocess, sys
 
+from tally import Tally
+
 BUILD = os.environ.get("BUILD", "build")
 SHARED = os.environ.get("MINFER_SHARED", "../shared")
-passed = failed = skipped = 0
+T = Tally("forward_oracle")
 
 def result():
-    print(f"RESULT forward_oracle passed={passed} failed={failed} skipped={skipped}")
-    sys.exit(1 if failed else 0)
+    sys.exit(T.result())
 
 try:
     import numpy as np
     import gguf
     from gguf.quants import dequantize
 except ImportError as e:
-    print(f"SKIP: numpy/gguf not importable ({e})", file=sys.stderr)
-    skipped += 1
+    T.skip(f"numpy/gguf not importable ({e})")
     result()
 
 def oracle_logits(path, ids):
@@ -84,8 +84,7 @@ models = [f"{SHARED}/models/stories260K.gguf", "models/SmolLM2-135M-Instruct.Q4_
 prompt = "Once upon a time, in a small village by the sea, there lived"
 for path in models:
     if not os.path.exists(path):
-        print(f"SKIP: {path} absent", file=sys.stderr)
-        skipped += 1
+        T.skip(f"{path} absent")
         continue
     ids = tokenize(path, prompt)
     ref = oracle_logits(path, ids)
@@ -94,16 +93,13 @@ for path in models:
         try:
             got = minfer_logits(path, ids, simd)
         except RuntimeError as e:
-            print(f"FAIL {path}: {e}", file=sys.stderr)
-            failed += 1
+            T.check(False, f"{path}: {e}")
             continue
         err = np.abs(got - ref).max() / scale
         ok = got.shape == ref.shape and err < bound
         top_ok = int(np.argmax(got)) == int(np.argmax(ref))
         print(f"  {os.path.basename(path)} {'simd' if simd else 'scalar'}: {len(ids)} tokens, "
               f"normalised max error {err:.2e} (bound {bound:g}), argmax {'matches' if top_ok else 'differs'}")
-        if ok and top_ok:
-            passed += 1
-        else:
-            failed += 1
+        T.check(ok and top_ok, f"{os.path.basename(path)} {'simd' if simd else 'scalar'}: error {err:.2e} "
+                f"(bound {bound:g}), argmax {'matches' if top_ok else 'differs'}")
 result()

@@ -28,30 +28,11 @@ import subprocess
 import sys
 import time
 
+from tally import Tally
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-passed = failed = skipped = 0
-
-
-def result():
-    print(f"RESULT quant_oracle passed={passed} failed={failed} skipped={skipped}")
-    return 1 if failed else 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {what}", file=sys.stderr)
-    return ok
-
-
-def skip(what):
-    global skipped
-    skipped += 1
-    print(f"SKIP: {what}", file=sys.stderr)
-
+T = Tally("quant_oracle")
+check, skip, result = T.check, T.skip, T.result
 
 try:
     import numpy as np
@@ -60,7 +41,7 @@ try:
     from gguf import quants as gq
 except Exception as e:  # noqa: BLE001 - any import failure means "not installed here"
     print(f"SKIP: numpy/gguf not importable ({e.__class__.__name__}: {e}); pip install gguf numpy")
-    skipped += 1
+    T.skipped += 1
     sys.exit(result())
 
 BUILD = os.environ.get("BUILD", "build")

@@ -15,16 +15,10 @@ spec = importlib.util.spec_from_file_location("trace_step", SCRIPT)
 ts = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ts)
 
-passed = failed = 0
+from tally import Tally
 
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {what}", file=sys.stderr)
+T = Tally("trace_step")
+check = T.check
 
 
 def rec(grid, start, wait, end, block, marks=(0, 0, 0), smid=0):
@@ -117,5 +111,4 @@ one_step()
 per_layer()
 two_steps()
 errors()
-print(f"RESULT trace_step passed={passed} failed={failed} skipped=0")
-sys.exit(1 if failed else 0)
+sys.exit(T.result())
