@@ -150,16 +150,24 @@ static int cu_trace_attach(void *buf) {
 }
 __attribute__((unused)) static const int cu_trace_registered = cu_trace_register(cu_trace_attach);
 #endif
-static __device__ __forceinline__ cu_trace_rec *trace_slot(unsigned long long *grid) {
+/* This block's record: the slot of its grid (%gridid, *grid) and block; nullptr without
+ * a trace buffer or past CU_TRACE_BLOCKS. */
+static __device__ __forceinline__ unsigned trace_block() {
+    return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+}
+static __device__ __forceinline__ cu_trace_rec *trace_rec(unsigned long long *grid) {
 #if MINFER_CUDA_TRACE && defined(__CUDA_ARCH__)
-    if (threadIdx.x | threadIdx.y | threadIdx.z || !cu_trace_buf) return nullptr;
-    const unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    if (b >= CU_TRACE_BLOCKS) return nullptr;
+    const unsigned b = trace_block();
+    if (!cu_trace_buf || b >= CU_TRACE_BLOCKS) return nullptr;
     asm volatile("mov.u64 %0, %%gridid;" : "=l"(*grid));
     return cu_trace_buf + (*grid % CU_TRACE_GRIDS) * CU_TRACE_BLOCKS + b;
 #else
     return nullptr;
 #endif
+}
+/* trace_rec for thread 0 of the block, nullptr for the others */
+static __device__ __forceinline__ cu_trace_rec *trace_slot(unsigned long long *grid) {
+    return threadIdx.x | threadIdx.y | threadIdx.z ? nullptr : trace_rec(grid);
 }
 static __device__ __forceinline__ unsigned long long trace_now() {
     unsigned long long t = 0;
@@ -187,7 +195,7 @@ static __device__ __forceinline__ void pdl_trigger() {
     if (cu_trace_rec *r = trace_slot(&g)) {
         unsigned sm;
         asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-        *r = cu_trace_rec{g, trace_now(), 0, 0, {0, 0, 0}, sm, blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z)};
+        *r = cu_trace_rec{g, trace_now(), 0, 0, {0, 0, 0}, sm, trace_block()};
     }
 #endif
 }
@@ -205,12 +213,9 @@ static __device__ __forceinline__ void trace_mark(int k) {
  * in normal builds). */
 static __device__ __forceinline__ void trace_end() {
 #if MINFER_CUDA_TRACE && defined(__CUDA_ARCH__)
-    if ((threadIdx.x & 31) || !cu_trace_buf) return;
-    const unsigned b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    if (b >= CU_TRACE_BLOCKS) return;
     unsigned long long g;
-    asm volatile("mov.u64 %0, %%gridid;" : "=l"(g));
-    atomicMax(&cu_trace_buf[(g % CU_TRACE_GRIDS) * CU_TRACE_BLOCKS + b].t_end, trace_now());
+    if (threadIdx.x & 31) return;
+    if (cu_trace_rec *r = trace_rec(&g)) atomicMax(&r->t_end, trace_now());
 #endif
 }
 

@@ -581,6 +581,15 @@ static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t phase) 
 
 #define MMV_XST_WARPS 8
 
+/* Waits for row i of a warp's n in a ring of depth slots (slot i % depth, phase
+ * (i / depth) & 1); the last row's wait is marked in the block timeline (trace_mark
+ * 1 and 2: the GEMV's tail). */
+static __device__ __forceinline__ void ring_wait(uint64_t *bar, int i, int depth, int n) {
+    if (i == n - 1) trace_mark(1);
+    mbar_wait(bar + i % depth, (uint32_t)(i / depth) & 1u);
+    if (i == n - 1) trace_mark(2);
+}
+
 /* A ring's first rows: lane l (req: it has a row l < depth) requests row l into its
  * slot; the lanes below a.ring_pre (MMV_XST_PRE_DEFAULT: 1) before pdl_wait() (called
  * with before_wait), the others after the wait and after the warp's activation loads
@@ -674,9 +683,7 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     mmv_keep keep;
     for (int i = 0; i < n; i++) {
         const int s = i % depth;
-        if (i == n - 1) trace_mark(1);
-        mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
-        if (i == n - 1) trace_mark(2);
+        ring_wait(bar, i, depth, n);
         typename U::W w[UPL];
         mmv_lane_load<U, UPL, ld_s>(slot0 + (size_t)s * stride, nb, 0, nu, lane, w);
         /* after the sum, every lane's reads of the slot are done */
@@ -792,9 +799,7 @@ static __device__ __forceinline__ void xstm_rows(const cu_mmv_args &a, int i0, i
     after_x();
     for (int i = i0; i < i1; i++) {
         const int s = i % depth;
-        if (i == wp.n - 1) trace_mark(1);
-        mbar_wait(wp.bar + s, (uint32_t)(i / depth) & 1u);
-        if (i == wp.n - 1) trace_mark(2);
+        ring_wait(wp.bar, i, depth, wp.n);
         typename U::W w[UPL];
         mmv_lane_load<U, UPL, ld_s>(wp.slot0 + (size_t)s * smax, nb, 0, nu, lane, w);
         const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, 0, nu, lane));
@@ -917,9 +922,7 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
     mmv_keep keep;
     for (int i = 0; i < n; i++) {
         const int s = i % depth;
-        if (i == n - 1) trace_mark(1);
-        mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
-        if (i == n - 1) trace_mark(2);
+        ring_wait(bar, i, depth, n);
         typename U::W w[UPL];
         mmv_lane_load<U, UPL, ld_s>(slot0 + (size_t)s * stride, nb, u0, nh, lane, w);
         const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, u0, nh, lane));
