@@ -158,27 +158,12 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     # head: the 32/32/128 case; the tiny forward run below has grouped heads on 4)
     bg_start cuda_ops_fit0 env MINFER_TEST_THREADS=$THA MINFER_TEST_OPS=attention MINFER_CUDA_ATTN_FIT=0 \
         MINFER_CUDA_ATTN_WARPS=8 "$TESTS/test_cuda_ops"
-    # the attention from q/k/v GEMVs (its early start on the GEMV's q signal): xst/xstm for
-    # every launch, the 8-warp blocks, and the early start off
-    bg_start cuda_ops_proj_gemv4 env MINFER_TEST_OPS=attn_proj MINFER_CUDA_GEMV=4 MINFER_CUDA_VERBOSE=1 \
-        "$TESTS/test_cuda_ops"
-    bg_start cuda_ops_proj_warps8 env MINFER_TEST_OPS=attn_proj MINFER_CUDA_ATTN_WARPS=8 "$TESTS/test_cuda_ops"
-    bg_start cuda_ops_proj_early0 env MINFER_TEST_OPS=attn_proj MINFER_CUDA_ATTN_EARLY=0 MINFER_CUDA_VERBOSE=1 \
-        "$TESTS/test_cuda_ops"
     bg_collect
     # a default path that never ran would pass the parity runs above unnoticed
     check "xst2 launched in the default op run" grep -qE 'xst2 launches [1-9]' "$TMP/bg-cuda_ops.log"
     check "add folded into a GEMV in the default op run" grep -qE 'add-in-gemv launches [1-9]' "$TMP/bg-cuda_ops.log"
     check "xstm launched in the default op run" grep -qE 'xstm launches [1-9]' "$TMP/bg-cuda_ops.log"
     check "no xstm launch under MINFER_CUDA_GEMV_MIXED=0" grep -qE 'xstm launches 0' "$TMP/bg-cuda_ops_mixed0.log"
-    check "early attention launched in the default op run" grep -qE 'early attention launches [1-9]' "$TMP/bg-cuda_ops.log"
-    check "early attention launched under MINFER_CUDA_GEMV=4" grep -qE 'early attention launches [1-9]' \
-        "$TMP/bg-cuda_ops_proj_gemv4.log"
-    check "no early attention block missed the q signal (default, GEMV=4)" \
-        bash -c "grep -q 'missed the q signal: 0)' '$TMP/bg-cuda_ops.log' &&
-                 ! grep -qE 'missed the q signal: ([1-9]|-)' '$TMP/bg-cuda_ops.log' '$TMP/bg-cuda_ops_proj_gemv4.log'"
-    check "no early attention under MINFER_CUDA_ATTN_EARLY=0" grep -qE 'early attention launches 0 ' \
-        "$TMP/bg-cuda_ops_proj_early0.log"
 else
     echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))
 fi
@@ -205,8 +190,6 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     run_one "forward tiny q4_k_m, attention blocks of 4 warps, its dependent launched after its tile loop" \
         env MINFER_CUDA_ATTN_WARPS=4 MINFER_CUDA_ATTN_TRIGGER=3 \
-        "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
-    run_one "forward tiny q4_k_m, attention without the early start" env MINFER_CUDA_ATTN_EARLY=0 \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     for g in $GV; do
         run_one "forward tiny q4_k_m, gemv variant $g" env MINFER_CUDA_GEMV=$g \

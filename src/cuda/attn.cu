@@ -257,31 +257,6 @@ static __global__ void kernel_attn_combine(cu_attn_args a, const float *part, fl
  * 1295 vs 1205 tok/s on the synthetic 1B (G = 4), same call, 2026-11-29. */
 #define AD_TILE 64
 
-/* The early attention's wait for the q signal: thread 0 polls the flag (acquire) until
- * it holds want, for at most ATT_QWAIT_NS of the global timer; 1 when it came. The
- * signal comes ~1/3 into the q/k/v GEMV (its warps reduce their q rows first); the
- * bound only matters when no signal comes (a bug; the caller then falls back to
- * pdl_wait and counts it). */
-#define ATT_QWAIT_NS 200000ull
-static __device__ __forceinline__ int qsig_poll(const int *flag, int want) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-    unsigned long long t0, t1;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    for (;;) {
-        int v;
-        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
-        if (v == want) return 1;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
-        if (t1 - t0 > ATT_QWAIT_NS) return 0;
-        __nanosleep(100);
-    }
-#else
-    (void)flag;
-    (void)want;
-    return 0;
-#endif
-}
-
 /* The weight of a softmax partial with running max m in a merge whose max is M >= m
  * (0 for a partial that saw no row, m = -inf). */
 static __device__ __forceinline__ float softmax_weight(float m, float M) {
@@ -318,8 +293,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     __shared__ float wm[NW][MG], wl[NW][MG], wc[NW][MG]; /* per warp: max, sum, weight */
     __shared__ float mh[MG], lh[MG];
     __shared__ float2 cs[HD / 2]; /* RoPE (cos, sin) at pos, the fused store's */
-    __shared__ float pw[MG];      /* early: the weight of the row at pos in the merge */
-    __shared__ int is_last, q_ready;
+    __shared__ int is_last;
     if (a.trigger == 0) pdl_trigger();
     const int G = a.n_head / a.n_kv;
     const int nsub = (G + MG - 1) / MG;
@@ -356,19 +330,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         load_cs();
         load_tile(p0, min(AD_TILE, pos + 1 - p0), pos);
     }
-    /* early (a.qflag): q is read once the GEMV's q signal carries this step (or, when
-     * it does not come in ATT_QWAIT_NS, after pdl_wait: counted in a.qmiss, a word no
-     * other kernel touches); the row at pos joins after the tile loop */
-    const bool early = pre && a.kin && a.qflag;
-    if (early) {
-        if (tid == 0) {
-            q_ready = qsig_poll(a.qflag, *a.qstep);
-            if (!q_ready) atomicAdd(a.qmiss, 1);
-        }
-        __syncthreads();
-    }
-    const bool waited = !early || !q_ready;
-    if (waited) pdl_wait();
+    pdl_wait();
     if (a.trigger == 1) pdl_trigger();
     if (a.abl == 2) return;
     if (!pre) {
@@ -377,8 +339,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         if (p0 > pos) return;
         load_cs();
     }
-    const int p1 = min(early ? pos : pos + 1, p0 + chunk);
-    const bool owner = pos / chunk == c;
+    const int p1 = min(pos + 1, p0 + chunk);
     const int64_t base = ((int64_t)seq * a.n_kv + kvh) * a.n_ctx * HD;
     if (a.kin) {
         /* fused store (one token): rotate q heads in shared memory; the block
@@ -386,12 +347,9 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
          * group of that kv head writes the same bits) and keeps them in kvp
          * for its own tile, so q, k and v are one round trip after
          * the wait and the cache row is not read back */
-        /* (early: q was stored by other SMs while this block ran; read through L2) */
-        for (int e = tid; e < hc * HD; e += NT) {
-            const float *qe = q + (int64_t)t * q_ld + (int64_t)h0 * HD + e;
-            qs[e / HD][e % HD] = early ? __ldcg(qe) : *qe;
-        }
-        if (owner && !early)
+        for (int e = tid; e < hc * HD; e += NT) qs[e / HD][e % HD] = q[(int64_t)t * q_ld + (int64_t)h0 * HD + e];
+        const bool owner = pos / chunk == c;
+        if (owner)
             for (int d = tid; d < HD; d += NT) {
                 kvp[0][d] = a.kin[(int64_t)t * a.n_kv * HD + kvh * HD + d];
                 kvp[1][d] = a.vin[(int64_t)t * a.n_kv * HD + kvh * HD + d];
@@ -402,12 +360,12 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
             for (int e = tid; e < (hc + 1) * half; e += NT) {
                 const int h = e / half, i = e % half;
                 if (h < hc) rope_pair(qs[h], i, cs[i], a.rope_dim, a.rope_mode);
-                else if (owner && !early) rope_pair(kvp[0], i, cs[i], a.rope_dim, a.rope_mode);
+                else if (owner) rope_pair(kvp[0], i, cs[i], a.rope_dim, a.rope_mode);
             }
             __syncthreads();
         }
         for (int e = tid; e < hc * HD; e += NT) qs[e / HD][e % HD] *= scale;
-        if (owner && !early)
+        if (owner)
             for (int d = tid; d < HD; d += NT) {
                 a.kc[base + (int64_t)pos * HD + d] = __float2half_rn(kvp[0][d]);
                 a.vc[base + (int64_t)pos * HD + d] = __float2half_rn(kvp[1][d]);
@@ -436,7 +394,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         const int np = min(AD_TILE, p1 - ts);
         if (!pre || ts != p0) {
             load_tile(ts, np, p1);
-        } else if (!early && pos - ts < AD_TILE) {
+        } else if (pos - ts < AD_TILE) {
             /* the preloaded tile holds pos, stored above after the wait: its row from
              * shared memory, rounded to f16 as the store rounded it */
 #pragma unroll
@@ -538,52 +496,12 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     __syncthreads();
     const int nch = pos / chunk + 1;
     trace_mark(2);
-    if (early) {
-        /* the row at pos, from the finished GEMV: k rotated, k and v stored to the
-         * cache and rounded as stored, its score per head merged into the block's
-         * max and sum (the warps' weights rescaled, pw its own) */
-        if (!waited) pdl_wait();
-        if (owner) {
-            for (int d = tid; d < HD; d += NT) {
-                kvp[0][d] = __ldcg(a.kin + (int64_t)t * a.n_kv * HD + kvh * HD + d);
-                kvp[1][d] = __ldcg(a.vin + (int64_t)t * a.n_kv * HD + kvh * HD + d);
-            }
-            __syncthreads();
-            if (a.rope) {
-                for (int i = tid; i < a.rope_dim / 2; i += NT) rope_pair(kvp[0], i, cs[i], a.rope_dim, a.rope_mode);
-                __syncthreads();
-            }
-            for (int d = tid; d < HD; d += NT) {
-                const __half hk = __float2half_rn(kvp[0][d]), hv = __float2half_rn(kvp[1][d]);
-                a.kc[base + (int64_t)pos * HD + d] = hk;
-                a.vc[base + (int64_t)pos * HD + d] = hv;
-                kvp[0][d] = __half2float(hk);
-                kvp[1][d] = __half2float(hv);
-            }
-            __syncthreads();
-            for (int h = warp; h < hc; h += NW) {
-                float sc = 0.0f;
-                for (int d = lane; d < HD; d += 32) sc += qs[h][d] * kvp[0][d];
-                sc = warp_sum(sc);
-                if (lane == 0) {
-                    const float mn = fmaxf(mh[h], sc);
-                    const float c1 = softmax_weight(mh[h], mn), pe = expf(sc - mn);
-                    for (int w = 0; w < NW; w++) wc[w][h] *= c1;
-                    lh[h] = lh[h] * c1 + pe;
-                    mh[h] = mn;
-                    pw[h] = pe;
-                }
-            }
-            __syncthreads();
-        }
-    }
     if (a.abl == 3) return;
     /* the block's unnormalized output of head h, element d */
     auto merged = [&](int h, int d) {
         float o = 0.0f;
 #pragma unroll
         for (int w = 0; w < NW; w++) o += wc[w][h] * ob[w][h][d];
-        if (early && owner) o += pw[h] * kvp[1][d];
         return o;
     };
     /* the block's output rows (h < hc), value(h, d) each, and their q8; the loop

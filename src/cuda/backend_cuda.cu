@@ -46,9 +46,6 @@
  * instead of 1024; norm.cu),
  * MINFER_CUDA_ATTN_TRIGGER=1|2|3 (the one-token attention lets the GEMV after it launch
  * after its wait, after its q/k/v, after its tile loop, instead of at its start),
- * MINFER_CUDA_ATTN_EARLY=0 (the one-token attention waits for the whole q/k/v GEMV
- * instead of starting its scores over the cached rows on the GEMV's q signal; attn.cu;
- * MINFER_CUDA_VERBOSE=1 counts the early launches: only xs/xst/xstm q/k/v launches signal),
  * MINFER_CUDA_GEMV_MIXED=0 (q and k of q4_K/q5_K and a v of q6_K as two launches
  * instead of one xstm launch; mmv.cuh),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
@@ -73,8 +70,6 @@
 #include <string.h>
 
 #define CU_MAX_GEMV_COLS CU_MMV_MAXCOLS
-/* signalling q/k/v launches per forward (one per layer; more run without the signal) */
-#define CU_QSIG_SLOTS 256
 
 struct cu_alloc_rec {
     void *p;
@@ -155,7 +150,6 @@ struct cu_state {
     int attn_warps;        /* decode attention's warps per block, 4 or 8 (by the model's group; MINFER_CUDA_ATTN_WARPS) */
     int attn_trigger;      /* where decode attention lets the GEMV after it launch, 0..3 (MINFER_CUDA_ATTN_TRIGGER) */
     int norm_threads;      /* one-pass RMSNorm block width at most: 256, 512 or 1024 (MINFER_CUDA_NORM_THREADS) */
-    int f_attn_early;      /* decode attention starts on the q/k/v GEMV's q signal (MINFER_CUDA_ATTN_EARLY; attn.cu) */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
     int gemv_wide;         /* rows of 129..256 units: 0 pp, 1 xs2, 2 xst2 (cu_gemv_wide, mmv.cuh) */
     int xs_wide_mats;      /* quantized matrices too wide for xs (to xs2 or pp) */
@@ -171,23 +165,13 @@ struct cu_state {
     size_t kvbytes;
     size_t own_scratch, fw_scratch;
     __half **kc, **vc;
-    /* batch metadata [tok n_batch][pos n_batch][seq n_batch][step] (step: a number per
-     * forward, what the q signal carries) */
+    /* batch metadata [tok n_batch][pos n_batch][seq n_batch] */
     int32_t *d_meta, *d_idx;
     int4 *d_tiles;
     int32_t *h_meta;
     int4 *h_tiles;
     int in_forward, meta_valid;
     const mf_batch *meta_b;
-    int32_t step;
-    /* the q signal (attn.cu, mmv.cuh): {counter, flag} per signalling GEMV launch of a
-     * forward (CU_QSIG_SLOTS), then the early attention's give-up count; the last
-     * armed launch (its q/k/v outputs and the launch count after it) */
-    int *d_qsig;
-    int qsig_n, qsig_armed, qsig_slot;
-    const float *qsig_out[3];
-    uint64_t qsig_launch;
-    uint64_t n_attn_early, n_attn_one; /* early / all one-token fused attention launches */
     /* q8 activations + what they hold */
     cu_q8 q8;
     int64_t q8_cap;
@@ -235,7 +219,6 @@ struct cu_state {
 cudaStream_t cu_stream(const cu_state *S) { return S->stream; }
 int cu_pdl(const cu_state *S) { return S->f_pdl; }
 int cu_norm_threads(const cu_state *S) { return S->norm_threads; }
-void cu_qsig_armed(cu_state *S) { S->qsig_armed = 1; }
 int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->prop.multiProcessorCount : 1; }
 int cu_gemv_wide(const cu_state *S) { return S->gemv_wide; }
 void cu_count_xst2(cu_state *S) { S->n_xst2++; }
@@ -335,11 +318,9 @@ static void upload_meta(cu_state *S, const mf_batch *b) {
         h[nb + i] = b->pos ? b->pos[i] : i;
         h[2 * nb + i] = b->seq ? b->seq[i] : 0;
     }
-    h[3 * nb] = S->step;
     /* pageable source in eager mode: cudaMemcpyAsync returns once the source has
      * been staged, so h_meta may be rewritten right away */
-    CU_CHECK(S, cudaMemcpyAsync(S->d_meta, h, (size_t)(3 * nb + 1) * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                S->stream));
+    CU_CHECK(S, cudaMemcpyAsync(S->d_meta, h, (size_t)3 * nb * sizeof(int32_t), cudaMemcpyHostToDevice, S->stream));
     S->meta_b = b;
     S->meta_valid = S->in_forward;
 }
@@ -384,29 +365,6 @@ static void run_mmv(cu_state *S) {
     a.x = p->mx;
     a.accum = p->maccum;
     a.ring_pre = S->xst_pre;
-    /* q/k/v of one token (three matrices, one column): the q signal, for an attention
-     * right after (op_attention); the metadata holding this forward's step is up */
-    int qsig = S->f_attn_early && p->mnmat == 3 && p->mn == 1 && p->mq8 && !p->maccum;
-    if (qsig && !(S->in_forward && S->meta_valid)) {
-        /* op calls outside a forward (the op tests): a step of their own, its word
-         * uploaded alone (upload_meta later copies the same value) */
-        if (S->capturing) {
-            qsig = 0;
-        } else {
-            S->step = (int32_t)((uint32_t)S->step + 1u);
-            S->qsig_n = 0;
-            S->h_meta[3 * S->n_batch] = S->step;
-            CU_CHECK(S, cudaMemcpyAsync(S->d_meta + 3 * S->n_batch, S->h_meta + 3 * S->n_batch, sizeof(int32_t),
-                                        cudaMemcpyHostToDevice, S->stream));
-        }
-    }
-    if (qsig && S->qsig_n >= CU_QSIG_SLOTS) qsig = 0;
-    if (qsig) {
-        a.qsig = S->d_qsig + 2 * S->qsig_n;
-        a.qstep = S->d_meta + 3 * S->n_batch;
-    }
-    S->qsig_armed = 0;
-    S->qsig_out[0] = NULL;
     const int64_t nx = (int64_t)p->mn * p->mK;
     if (a.accum) S->n_add_gemv++;
     if (p->mq8) {
@@ -425,11 +383,6 @@ static void run_mmv(cu_state *S) {
         cu_mmv_f(S, p->mtype, &a);
     }
     for (int i = 0; i < p->mnmat; i++) q8_touch(S, p->mout[i], (size_t)p->mn * a.rows[i] * 4);
-    if (qsig && S->qsig_armed) {
-        S->qsig_slot = S->qsig_n++;
-        for (int i = 0; i < 3; i++) S->qsig_out[i] = p->mout[i];
-        S->qsig_launch = S->launches;
-    }
 }
 
 /* The precomputed table when the op's parameters are the model's and every
@@ -654,9 +607,6 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
     a.rope_mode = rmode;
     a.rope_base = rbase;
     a.rope_cs = rope ? rope_table(S, rdim, rbase, b) : NULL;
-    a.qflag = NULL;
-    a.qstep = NULL;
-    a.qmiss = NULL;
     if (n == 1 && S->f_fuse && cu_attn_dec_supported(hd)) {
         /* one token: RoPE and the cache store happen inside the attention kernel
          * (q and k in memory stay unrotated; nothing reads them after) */
@@ -664,17 +614,6 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
         a.vin = v;
         a.rope = rope;
         a.pre = S->f_attn_pre;
-        S->n_attn_one++;
-        /* early: q, k and v come from the armed GEMV launched just before (no kernel
-         * between, so q is not rotated or moved in memory by anything else) */
-        if (a.pre && S->qsig_out[0] == q && S->qsig_out[1] == k && S->qsig_out[2] == v &&
-            S->launches == S->qsig_launch) {
-            a.qflag = S->d_qsig + 2 * S->qsig_slot + 1;
-            a.qstep = S->d_meta + 3 * S->n_batch;
-            a.qmiss = S->d_qsig + 2 * CU_QSIG_SLOTS;
-            S->n_attn_early++;
-        }
-        S->qsig_out[0] = NULL;
     } else {
         cu_kv_store(S, &a, (float *)q, (float *)k, v, rope, rdim, rbase, rmode, a.rope_cs);
     }
@@ -1050,23 +989,14 @@ static int check_model(cu_state *S, const mf_model *m, mf_err *err) {
 
 static void free_state(cu_state *S) {
     /* the launch counts of paths tests/run_cuda.sh checks ran (xst2, the folded add, xstm) */
-    if (S->verbose) {
-        int miss = -1;
-        if (S->d_qsig && cudaMemcpy(&miss, S->d_qsig + 2 * CU_QSIG_SLOTS, sizeof miss, cudaMemcpyDeviceToHost) !=
-                             cudaSuccess) {
-            (void)cudaGetLastError();
-            miss = -1;
-        }
-        fprintf(stderr, "minfer/cuda: xst2 launches %llu, add-in-gemv launches %llu, xstm launches %llu, "
-                "early attention launches %llu of %llu (blocks that missed the q signal: %d)\n",
-                (unsigned long long)S->n_xst2, (unsigned long long)S->n_add_gemv, (unsigned long long)S->n_xstm,
-                (unsigned long long)S->n_attn_early, (unsigned long long)S->n_attn_one, miss);
-    }
+    if (S->verbose)
+        fprintf(stderr, "minfer/cuda: xst2 launches %llu, add-in-gemv launches %llu, xstm launches %llu\n",
+                (unsigned long long)S->n_xst2, (unsigned long long)S->n_add_gemv, (unsigned long long)S->n_xstm);
     cu_trace_close(S->trace);
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s,
-                   S->att_part, S->x16, S->w16, S->rope_cs, S->att_count, S->d_qsig};
+                   S->att_part, S->x16, S->w16, S->rope_cs, S->att_count};
     for (size_t i = 0; i < MF_ARRAY_LEN(dev); i++)
         if (dev[i]) cudaFree(dev[i]);
     for (int i = 0; i < S->nallocs; i++) cudaFree(S->allocs[i].p);
@@ -1124,7 +1054,6 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         S->norm_threads = env_one_of("MINFER_CUDA_NORM_THREADS", 1024, widths, 3);
     }
     S->attn_trigger = env_in_range("MINFER_CUDA_ATTN_TRIGGER", 0, 0, 3);
-    S->f_attn_early = mf_env_int("MINFER_CUDA_ATTN_EARLY", 1) == 1;
     S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
@@ -1179,10 +1108,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         if (!ptr) return mf_fail(err, MF_ERR_DEVICE, "cuda: scratch: %s", S->errmsg);     \
         own += bytes_;                                                                    \
     } while (0)
-    SCRATCH(S->d_meta, int32_t, 3 * nb + 1);
-    SCRATCH(S->d_qsig, int, 2 * CU_QSIG_SLOTS + 1);
-    if ((e = cudaMemsetAsync(S->d_qsig, 0, (2 * CU_QSIG_SLOTS + 1) * sizeof(int), S->stream)) != cudaSuccess)
-        return mf_fail(err, MF_ERR_DEVICE, "cuda: cudaMemsetAsync(q signal): %s", cudaGetErrorString(e));
+    SCRATCH(S->d_meta, int32_t, 3 * nb);
     SCRATCH(S->d_idx, int32_t, nb);
     SCRATCH(S->d_tiles, int4, nb);
     S->q8_cap = (int64_t)CU_MAX_GEMV_COLS * ((S->kmax + 31) & ~31);
@@ -1242,10 +1168,10 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     }
 #undef SCRATCH
     S->own_scratch = own;
-    S->h_meta = (int32_t *)mf_xcalloc((size_t)3 * nb + 1, sizeof(int32_t));
+    S->h_meta = (int32_t *)mf_xcalloc((size_t)3 * nb, sizeof(int32_t));
     S->h_tiles = (int4 *)mf_xcalloc((size_t)nb, sizeof(int4));
     if (S->f_graph) {
-        S->graph.pinned_cap = CU_GRAPH_PINNED + (size_t)8 * hp->n_vocab * sizeof(float) + (size_t)(3 * nb + 1) * 4;
+        S->graph.pinned_cap = CU_GRAPH_PINNED + (size_t)8 * hp->n_vocab * sizeof(float) + (size_t)3 * nb * 4;
         if (cudaMallocHost((void **)&S->graph.pinned, S->graph.pinned_cap) != cudaSuccess) {
             (void)cudaGetLastError();
             S->graph.pinned = NULL;
@@ -1316,7 +1242,7 @@ static void print_notice(cu_state *S) {
     else if (S->f_gemv >= 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(v1 for batches)", xs_name);
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
-            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s%s%s%s%s%s%s; "
+            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s%s%s%s%s%s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, MINFER_CUDA_L2_HINT ? "+l2-evict-first" : "",
@@ -1328,7 +1254,6 @@ static void print_notice(cu_state *S) {
             S->f_attn_pre && S->f_fuse && cu_attn_dec_supported(S->hp.head_dim) ? "+pre" : "",
             S->f_attn_fit && cu_attn_dec_supported(S->hp.head_dim) ? "+fit" : "",
             S->attn_warps == 4 && cu_attn_dec_supported(S->hp.head_dim) ? "+4warps" : "",
-            S->f_attn_early && S->f_attn_pre && S->f_fuse && cu_attn_dec_supported(S->hp.head_dim) ? "+early" : "",
             S->attn_trigger == 1 ? "+trigger-after-wait" : S->attn_trigger == 2 ? "+trigger-after-qkv"
             : S->attn_trigger == 3 ? "+trigger-after-tiles" : "",
             S->norm_threads == 256 ? " norm=256-threads" : S->norm_threads == 512 ? " norm=512-threads" : "",
@@ -1351,7 +1276,7 @@ static int graph_capture(cu_state *S, mf_forward *fw, const mf_batch *b, float *
         cudaGraphExecDestroy(g->exec);
         g->valid = 0;
     }
-    g->pinned_used = (size_t)(3 * S->n_batch + 1) * sizeof(int32_t);
+    g->pinned_used = (size_t)3 * S->n_batch * sizeof(int32_t);
     g->ncopies = 0;
     S->cap_logits = logits;
     S->cap_logits_bytes = (size_t)S->hp.n_vocab * sizeof(float);
@@ -1397,7 +1322,6 @@ static int step_replay(cu_state *S, const mf_batch *b, float *logits) {
     h[0] = b->tok ? b->tok[0] : 0;
     h[nb] = b->pos ? b->pos[0] : 0;
     h[2 * nb] = b->seq ? b->seq[0] : 0;
-    h[3 * nb] = S->step;
     CU_CHECK(S, cudaGraphLaunch(g->exec, S->stream));
     CU_CHECK(S, cudaStreamSynchronize(S->stream));
     for (int i = 0; i < g->ncopies; i++) {
@@ -1418,9 +1342,6 @@ static int be_forward(mf_backend *be, mf_forward *fw, const mf_batch *b, float *
     S->meta_valid = 0;
     S->q8_valid = 0;
     flush(S);
-    S->step = (int32_t)((uint32_t)S->step + 1u);
-    S->qsig_n = 0;
-    S->qsig_out[0] = NULL;
     int rc;
     const int eligible = S->f_graph && !S->graph_failed && b->n == 1 && (!b->logits || b->logits[0]);
     if (eligible) {

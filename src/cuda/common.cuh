@@ -360,15 +360,7 @@ struct cu_mmv_args {
     int64_t stride2;      /* xstm: row stride of the last matrix, of the second type */
     int ring_pre;         /* xst, xstm, xst2: rows each ring requests before pdl_wait, the rest of its
                              depth after (MINFER_CUDA_XST_PRE; MMV_XST_PRE_DEFAULT, mmv.cuh says why) */
-    /* xs, xst, xstm: the q signal for the decode attention's early start (mmv.cuh
-     * qsig_arrive, attn.cu): {counter, flag} of this launch, NULL for none; the
-     * step number the flag is set to (the batch metadata's last word) */
-    int *qsig;
-    const int32_t *qstep;
 };
-/* The xs/xst/xstm launchers call this when they take a launch with a.qsig (the other
- * variants ignore it, and the attention must not wait for a signal that never comes). */
-void cu_qsig_armed(cu_state *S);
 #define MMV_XST_PRE_DEFAULT 1
 /* Returns 1 when a dp4a kernel exists for the type. */
 int cu_mmv_q8_supported(uint32_t type);
@@ -421,13 +413,6 @@ struct cu_attn_args {
      * returns right after pdl_wait (2: attn_dec_wait), after the fused store (1:
      * attn_dec_store), or before writing its output (3: attn_dec_out) */
     int abl;
-    /* kernel_attn_dec with the fused store and pre (MINFER_CUDA_ATTN_EARLY, attn.cu): the
-     * q/k/v GEMV's q signal (mmv.cuh qsig_arrive) to wait for instead of pdl_wait before
-     * the scores over the cache rows before pos, the step it carries, and a count of
-     * the blocks that gave up waiting for it (then they pdl_wait) */
-    const int *qflag;
-    const int32_t *qstep;
-    int *qmiss;
 };
 /* Stores k, v rows into the cache; with rope jobs, rotates q and k first (k in place). */
 void cu_kv_store(cu_state *S, const cu_attn_args *a, float *q, float *k, const float *v, int rope, int rope_dim,

@@ -161,45 +161,15 @@ static __device__ __forceinline__ void mmv_store(const cu_mmv_args &a, int m, in
  * the last, instead of lane 0 working out each row's matrix and storing it while the
  * rest of the warp waits: ~30 instructions a row, and every instruction of one lane
  * costs the warp an issue slot. */
-/* The q signal (a.qsig; the decode attention's early start, attn.cu): a warp's rows of
- * matrix 0 (q) are stored as soon as its last one is reduced, then the warp arrives on
- * the launch's counter a.qsig[0]; the last of the min(W, rows[0]) warps that hold q
- * rows resets it and publishes the step (*a.qstep) in a.qsig[1]. Each lane fences its
- * own store before the warp's arrival; the last arrival fences again before the flag,
- * so a reader that sees the flag (acquire) sees every q row. */
-static __device__ __forceinline__ int qsig_rows(const cu_mmv_args &a, int g0, int W) {
-    return a.qsig && g0 < a.rows[0] ? (a.rows[0] - g0 + W - 1) / W : -1;
-}
-static __device__ __forceinline__ void qsig_arrive(const cu_mmv_args &a, int W, int lane) {
-    __threadfence();
-    __syncwarp();
-    if (lane == 0) {
-        const int expect = W < a.rows[0] ? W : a.rows[0];
-        if (atomicAdd(a.qsig, 1) == expect - 1) {
-            atomicExch(a.qsig, 0);
-            __threadfence();
-            atomicExch(a.qsig + 1, *a.qstep);
-        }
-    }
-}
-
-/* nq: the warp's rows of matrix 0 when the launch signals q (qsig_rows), else -1. */
 struct mmv_keep {
     float v = 0.0f;
-    int lo = 0; /* rows below lo are stored (the q signal's early store) */
-    __device__ __forceinline__ void put(const cu_mmv_args &a, int i, int n, int g0, int W, int lane, float acc,
-                                        int nq = -1) {
+    __device__ __forceinline__ void put(const cu_mmv_args &a, int i, int n, int g0, int W, int lane, float acc) {
         if (lane == (i & 31)) v = acc;
-        const bool qend = i == nq - 1;
-        if ((i & 31) == 31 || i == n - 1 || qend) {
-            if (lane <= (i & 31) && (i & ~31) + lane >= lo) {
+        if ((i & 31) == 31 || i == n - 1) {
+            if (lane <= (i & 31)) {
                 int m, r;
                 mmv_row(a, g0 + ((i & ~31) + lane) * W, &m, &r);
                 mmv_store<1>(a, m, r, &v);
-            }
-            if (qend) {
-                lo = i + 1;
-                qsig_arrive(a, W, lane);
             }
         }
     }
@@ -439,13 +409,12 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs(cu_mmv_ar
     typename U::X x[UPL];
     mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
     mmv_keep keep;
-    const int nq = qsig_rows(a, gw, W);
     for (int i = 0; i < n; i += 2) {
         if (i + 1 < n) mmv_xs_load<U, UPL>(a, gw + (i + 1) * W, nb, nu, lane, B);
-        keep.put(a, i, n, gw, W, lane, warp_sum(mmv_lane_dot<U, UPL>(A, x, 0, nu, lane)), nq);
+        keep.put(a, i, n, gw, W, lane, warp_sum(mmv_lane_dot<U, UPL>(A, x, 0, nu, lane)));
         if (i + 1 >= n) break;
         if (i + 2 < n) mmv_xs_load<U, UPL>(a, gw + (i + 2) * W, nb, nu, lane, A);
-        keep.put(a, i + 1, n, gw, W, lane, warp_sum(mmv_lane_dot<U, UPL>(B, x, 0, nu, lane)), nq);
+        keep.put(a, i + 1, n, gw, W, lane, warp_sum(mmv_lane_dot<U, UPL>(B, x, 0, nu, lane)));
     }
     trace_end();
 }
@@ -471,7 +440,6 @@ template <typename U, int UPL>
 static void mmv_xs_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
     const int blocks = mmv_persist_blocks(S, a, MMV_WARPS, mmv_xs_occupancy<U, UPL>(), per_sm_cap);
     cu_launch(S, name, kernel_mmv_xs<U, UPL>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
-    if (a->qsig) cu_qsig_armed(S);
 }
 
 /* ---- Variant "xs2" (variants 3/4 for rows of 129..256 units, e.g. the 11008-wide
@@ -713,7 +681,6 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
     ring_first_rows(a, false, req, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
     mmv_keep keep;
-    const int nq = qsig_rows(a, gw, W);
     for (int i = 0; i < n; i++) {
         const int s = i % depth;
         ring_wait(bar, i, depth, n);
@@ -731,7 +698,7 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
             tma_row(slot0 + (size_t)s * stride, f < 32 ? src : mmv_row(a, gw + f * W, &m, &r), (uint32_t)stride,
                     bar + s);
         }
-        keep.put(a, i, n, gw, W, lane, acc, nq);
+        keep.put(a, i, n, gw, W, lane, acc);
         __syncwarp();
     }
     trace_end();
@@ -798,7 +765,6 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
     const int blocks =
         mmv_persist_blocks(S, a, MMV_XST_WARPS, per_sm_cap > 0 ? per_sm_cap : MMV_XST_PERSM, 0);
     cu_launch(S, name, kernel_mmv_xst<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
-    if (a->qsig) cu_qsig_armed(S);
     return 1;
 }
 
@@ -844,7 +810,7 @@ static __device__ __forceinline__ void xstm_rows(const cu_mmv_args &a, int i0, i
             if (f >= 32) src = xstm_row(a, wp.gw + f * wp.W, g2, &bytes);
             tma_row(wp.slot0 + (size_t)s * smax, src, bytes, wp.bar + s);
         }
-        keep.put(a, i, wp.n, wp.gw, wp.W, lane, acc, qsig_rows(a, wp.gw, wp.W));
+        keep.put(a, i, wp.n, wp.gw, wp.W, lane, acc);
         __syncwarp();
     }
 }
@@ -906,7 +872,6 @@ static int mmv_xstm_launch(cu_state *S, const cu_mmv_args *a, const char *name) 
     if (upl == 1) cu_launch(S, name, kernel_mmv_xstm<U1, U2, 1>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
     else if (upl == 2) cu_launch(S, name, kernel_mmv_xstm<U1, U2, 2>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
     else cu_launch(S, name, kernel_mmv_xstm<U1, U2, 4>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
-    if (a->qsig) cu_qsig_armed(S);
     return 1;
 }
 

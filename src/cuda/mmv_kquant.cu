@@ -220,6 +220,5 @@ void cu_mmv_q8_mixed(cu_state *S, uint32_t t1, uint32_t t2, const cu_mmv_args *a
     c.nmat = 1;
     c.stride = a->stride2;
     c.stride2 = 0;
-    c.qsig = NULL; /* (q is matrix 0 of the first launch: that one signals) */
     cu_mmv_q8(S, t2, &c);
 }

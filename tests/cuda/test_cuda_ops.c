@@ -389,45 +389,20 @@ struct attn_io {
     int n_head, n_kv, hd;
     float *q, *k, *v, *ref, *qd, *kd, *vd, *od;
     int32_t *tok, *pos, *seq;
-    /* with w (wq, wk, wv, uploaded): q/k/v come from the GPU's q/k/v GEMVs on a random
-     * input, as forward.c issues them (the decode attention's early start, attn.cu);
-     * the reference gets the same GEMVs' outputs from a first, identical run */
-    const mf_weight *w;
 };
 static double attn_batch(struct attn_io *io, int n, int with_rope) {
     env *e = io->e;
     const int qd = io->n_head * io->hd, kvd = io->n_kv * io->hd;
+    for (int i = 0; i < n * qd; i++) io->q[i] = mf_rng_normal(&rng);
+    for (int i = 0; i < n * kvd; i++) io->k[i] = mf_rng_normal(&rng), io->v[i] = mf_rng_normal(&rng);
     mf_batch b = {n, io->tok, io->pos, io->seq, NULL};
-    /* (first: a copy between the GEMVs and the attention would end their overlap) */
+    cuda_backend_h2d(e->gpu, io->qd, io->q, sizeof(float) * n * qd);
+    cuda_backend_h2d(e->gpu, io->kd, io->k, sizeof(float) * n * kvd);
+    cuda_backend_h2d(e->gpu, io->vd, io->v, sizeof(float) * n * kvd);
     float *poison = malloc(sizeof(float) * n * qd);
     for (int i = 0; i < n * qd; i++) poison[i] = NAN;
     cuda_backend_h2d(e->gpu, io->od, poison, sizeof(float) * n * qd);
     free(poison);
-    if (io->w) {
-        const int K = (int)io->w[0].cols;
-        float *x = rand_vec((size_t)n * K, 1.0f);
-        float *xd = dev_from(e, x, (size_t)n * K);
-        float *o1[3];
-        const size_t no[3] = {(size_t)n * qd, (size_t)n * kvd, (size_t)n * kvd};
-        float *host[3] = {io->q, io->k, io->v};
-        for (int i = 0; i < 3; i++) o1[i] = dev_poison(e, no[i]);
-        for (int i = 0; i < 3; i++) e->gpu->ops->matmul(e->gpu, o1[i], xd, &io->w[i], NULL, n);
-        for (int i = 0; i < 3; i++) {
-            e->gpu->download(e->gpu, host[i], o1[i], no[i] * sizeof(float));
-            e->gpu->release(e->gpu, o1[i]);
-        }
-        e->gpu->ops->matmul(e->gpu, io->qd, xd, &io->w[0], NULL, n);
-        e->gpu->ops->matmul(e->gpu, io->kd, xd, &io->w[1], NULL, n);
-        e->gpu->ops->matmul(e->gpu, io->vd, xd, &io->w[2], NULL, n);
-        e->gpu->release(e->gpu, xd);
-        free(x);
-    } else {
-        for (int i = 0; i < n * qd; i++) io->q[i] = mf_rng_normal(&rng);
-        for (int i = 0; i < n * kvd; i++) io->k[i] = mf_rng_normal(&rng), io->v[i] = mf_rng_normal(&rng);
-        cuda_backend_h2d(e->gpu, io->qd, io->q, sizeof(float) * n * qd);
-        cuda_backend_h2d(e->gpu, io->kd, io->k, sizeof(float) * n * kvd);
-        cuda_backend_h2d(e->gpu, io->vd, io->v, sizeof(float) * n * kvd);
-    }
     if (with_rope) {
         /* forward.c's sequence: rope(q), rope(k), attention (fused on the GPU) */
         e->cpu->ops->rope(e->cpu, io->q, &b, io->n_head, io->hd, io->hd, 10000.0f, MF_ROPE_NORM);
@@ -516,69 +491,16 @@ static void test_attention(int n_head, int n_kv, int hd, int n_seq, const int *s
     env_free(&e);
 }
 
-/* One token at start (with RoPE) after a prefix of start random positions, its q/k/v
- * from the GEMVs of three weights (types tq for q and k, tv for v; K wide): the decode
- * attention's early start on the GEMV's q signal (xs, and xstm for a q4_k_m-like 33 MB
- * launch; MINFER_CUDA_VERBOSE=1 counts the early launches), against the CPU attention
- * on the same GEMV outputs. */
-static void test_attention_proj(int n_head, int n_kv, int hd, int K, uint32_t tq, uint32_t tv, const int *start,
-                                int nstart) {
-    env e;
-    const int n_ctx = 4096, n_batch = 512;
-    if (env_init(&e, K, 256, n_head, n_kv, hd, n_ctx, 1, n_batch)) {
-        CHECK(0, "attention env");
-        env_free(&e);
-        return;
-    }
-    const int qd = n_head * hd, kvd = n_kv * hd;
-    mf_err err = {{0}};
-    mf_weight w[3] = {make_weight(tq, qd, K, 0.05f), make_weight(tq, kvd, K, 0.05f), make_weight(tv, kvd, K, 0.05f)};
-    for (int i = 0; i < 3; i++)
-        CHECK(cuda_backend_upload(e.gpu, &w[i], &err) == 0, "upload %s: %s", qtype_name(w[i].type), err.msg);
-    struct attn_io io = {.e = &e, .n_head = n_head, .n_kv = n_kv, .hd = hd};
-    io.q = malloc(sizeof(float) * n_batch * qd);
-    io.k = malloc(sizeof(float) * n_batch * kvd);
-    io.v = malloc(sizeof(float) * n_batch * kvd);
-    io.ref = malloc(sizeof(float) * n_batch * qd);
-    io.qd = e.gpu->alloc(e.gpu, sizeof(float) * n_batch * qd);
-    io.kd = e.gpu->alloc(e.gpu, sizeof(float) * n_batch * kvd);
-    io.vd = e.gpu->alloc(e.gpu, sizeof(float) * n_batch * kvd);
-    io.od = e.gpu->alloc(e.gpu, sizeof(float) * n_batch * qd);
-    io.tok = calloc(n_batch, 4);
-    io.pos = calloc(n_batch, 4);
-    io.seq = calloc(n_batch, 4);
-    for (int si = 0; si < nstart; si++) {
-        /* the prefix (random k/v, in batches), then the token */
-        io.w = NULL;
-        for (int p0 = 0; p0 < start[si]; p0 += n_batch) {
-            const int n = start[si] - p0 < n_batch ? start[si] - p0 : n_batch;
-            for (int i = 0; i < n; i++) io.pos[i] = p0 + i;
-            attn_batch(&io, n, 0);
-        }
-        io.w = w;
-        io.pos[0] = start[si];
-        const double er = attn_batch(&io, 1, 1);
-        CHECK(er < 4e-3, "attention from q/k/v GEMVs (%s/%s K %d) heads %d/%d hd %d at %d: err %.3g", qtype_name(tq),
-              qtype_name(tv), K, n_head, n_kv, hd, start[si], er);
-    }
-    gpu_ok(&e, "attention from GEMVs");
-    for (int i = 0; i < 3; i++) free((void *)w[i].host);
-    free(io.q); free(io.k); free(io.v); free(io.ref); free(io.tok); free(io.pos); free(io.seq);
-    env_free(&e);
-}
-
 int main(void) {
     setenv("MINFER_CPU_SIMD", "0", 1);  /* the CPU reference: scalar, double accumulation */
     mf_rng_seed(&rng, (uint64_t)mf_env_int("MINFER_TEST_SEED", 20261129));
     dp4a_on = mf_env_int("MINFER_CUDA_DP4A", 1);
     /* MINFER_TEST_OPS=matmul: the matmul checks only (the GEMV variants' runs);
-     * =attention: the attention checks only (the attention switches' runs);
-     * =attn_proj: the attention from q/k/v GEMVs only (test_attention_proj) */
+     * =attention: the attention checks only (the attention switches' runs) */
     const char *only = getenv("MINFER_TEST_OPS");
-    const int proj_only = only && !strcmp(only, "attn_proj");
     const int do_matmul = !only || !strcmp(only, "matmul"), do_attn = !only || !strcmp(only, "attention");
-    if (only && !do_matmul && !do_attn && !proj_only) {
-        CHECK(0, "MINFER_TEST_OPS=%s: expected matmul, attention or attn_proj", only);
+    if (only && !do_matmul && !do_attn) {
+        CHECK(0, "MINFER_TEST_OPS=%s: expected matmul or attention", only);
         return test_summary("cuda_ops");
     }
     if (!cuda_device_count()) {
@@ -668,13 +590,13 @@ int main(void) {
         test_get_rows(&e, 64, 64, 7);
     }
     env_free(&e);
-    if (!do_attn && !proj_only) return test_summary("cuda_ops");
+    if (!do_attn) return test_summary("cuda_ops");
 
     /* attention: decode (split) and prefill (flash for hd 64/128), GQA groups
      * 1..16, two sequences, long contexts */
     struct { int nh, nkv, hd; } cfg[] = {{8, 4, 8}, {32, 8, 64}, {32, 32, 128}, {14, 2, 64}, {32, 2, 128}, {12, 4, 96},
                                          {16, 8, 128}};
-    for (size_t ci = 0; do_attn && ci < MF_ARRAY_LEN(cfg); ci++) {
+    for (size_t ci = 0; ci < MF_ARRAY_LEN(cfg); ci++) {
         const int nh = cfg[ci].nh, nkv = cfg[ci].nkv, hd = cfg[ci].hd, big = ci == 1 || ci == 2;
         const int s0[] = {0}, c_new[] = {1, 13, 100};
         test_attention(nh, nkv, hd, 1, s0, c_new, 3, 0);
@@ -698,13 +620,5 @@ int main(void) {
             test_attention(nh, nkv, hd, 2, s3, n3, 1, 1);
         }
     }
-    /* q/k/v from GEMVs (the early start): 7B-like q4_K/q6_K (33 MB, xstm on sm_90),
-     * grouped heads on q8_0 and q4_0 (xs); positions 0 (no earlier row), 30 (the first
-     * tile), 520 and 700 (a later chunk of 256: the chunks merge) */
-    const int sp[] = {0, 30, 520, 700};
-    test_attention_proj(32, 32, 128, 4096, QTYPE_Q4_K, QTYPE_Q6_K, sp, 4);
-    test_attention_proj(32, 8, 64, 2048, QTYPE_Q8_0, QTYPE_Q8_0, sp, 4);
-    test_attention_proj(14, 2, 64, 896, QTYPE_Q4_0, QTYPE_Q4_0, sp + 1, 2);
-    test_attention_proj(16, 8, 128, 1024, QTYPE_Q4_K, QTYPE_Q6_K, sp + 2, 1); /* grouped, xstm with GEMV=4 */
     return test_summary("cuda_ops");
 }
