@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/trace_step.py TRACE [STEP_FROM_END] - one decode step of a block timeline
+"""bench/trace_step.py TRACE [STEP_FROM_END] [--blocks I,J,..] - one decode step of a block timeline
 (MINFER_CUDA_TRACE=FILE on a build with -DMINFER_CUDA_TRACE=1; src/cuda/trace.cu).
 
 The graph's launches are named in order in the file. A graph's kernel nodes keep their
@@ -17,7 +17,10 @@ launch it prints, in ns relative to the step's first wait release:
 then the spans (and the boundaries) summed by kernel name, per position in a layer
 (the step cut two launches before each attention) the mean span, own time and
 boundary, and for kernels with trace_mark(k) points block 0's mean time from its
-wait to each. Times are the GPU's global timer (ns)."""
+wait to each. With --blocks, for the step's launches I, J, .. (their # in the table) the
+spread over their blocks: quantiles of each block's start, marks and end after the
+launch's release, and the blocks that ended last (where a GEMV's tail comes from). Times
+are the GPU's global timer (ns)."""
 import collections
 import sys
 
@@ -84,6 +87,35 @@ def analyse(names, recs, back=2):
     return out, step_ns, notes
 
 
+def quantiles(v, qs=(0.0, 0.1, 0.5, 0.9, 1.0)):
+    """The qs quantiles of the values v (nearest rank), None for an empty v."""
+    if not v:
+        return None
+    v = sorted(v)
+    return [v[min(len(v) - 1, int(round(q * (len(v) - 1))))] for q in qs]
+
+
+def spread(names, recs, back, index):
+    """Launch `index` of the step: (name, rows, last) with rows the quantiles (0, 10, 50,
+    90, 100%) over its blocks of start, mark0..2 and end, relative to its release (None
+    where no block reached it), and last its 8 latest-ending blocks as (block, smid,
+    start, mark0, mark2, end)."""
+    L = len(names)
+    grids = sorted(recs)
+    if len(grids) == L:
+        back = 1
+    step = grids[len(grids) - back * L:len(grids) - (back - 1) * L]
+    rs = recs[step[index]]
+    t0 = release(rs)
+    rel = lambda r, k: r[k] - t0 if r[k] else None
+    rows = []
+    for label, k in (("start", T_START), ("mark0", MARK0), ("mark1", MARK0 + 1), ("mark2", MARK0 + 2), ("end", T_END)):
+        rows.append((label, quantiles([rel(r, k) for r in rs if r[k]])))
+    ended = sorted((r for r in rs if r[T_END]), key=lambda r: -r[T_END])[:8]
+    last = [(r[BLOCK], r[SMID], rel(r, T_START), rel(r, MARK0), rel(r, MARK0 + 2), rel(r, T_END)) for r in ended]
+    return names[index], rows, last
+
+
 def layers(launches):
     """Per position in a layer, means over the layers: the step cut at each attention
     launch less two (norm, q/k/v, attention, ...). [(position, names, n, span, own, gap)]
@@ -108,9 +140,16 @@ def layers(launches):
 
 
 def main():
-    names, recs = load(sys.argv[1])
+    args = sys.argv[1:]
+    want = []
+    if "--blocks" in args:
+        i = args.index("--blocks")
+        want = [int(v) for v in args[i + 1].split(",")]
+        del args[i:i + 2]
+    names, recs = load(args[0])
+    back = int(args[1]) if len(args) > 1 else 2
     try:
-        launches, step_ns, notes = analyse(names, recs, int(sys.argv[2]) if len(sys.argv) > 2 else 2)
+        launches, step_ns, notes = analyse(names, recs, back)
     except ValueError as e:
         sys.exit("trace_step: %s" % e)
     for n in notes:
@@ -151,6 +190,13 @@ def main():
         if any(ks):
             print("%s: block 0 after its wait, marks at %s us" % (
                 n, ", ".join("%.2f" % (sum(k) / len(k) / 1000) if k else "-" for k in ks)))
+    for i in want:
+        name, rows, last = spread(names, recs, back, i)
+        print("\nlaunch %d (%s): over its blocks, ns after its release (min, 10%%, 50%%, 90%%, max)" % (i, name))
+        for label, q in rows:
+            print("  %-6s %s" % (label, "-" if q is None else " ".join("%7d" % v for v in q)))
+        print("  last to end (block, sm, start, mark0, mark2, end): " +
+              "; ".join(" ".join("-" if v is None else str(v) for v in b) for b in last))
 
 
 if __name__ == "__main__":

@@ -56,6 +56,15 @@ def one_step():
     out = subprocess.run([sys.executable, SCRIPT, path], capture_output=True, text=True)
     check(out.returncode == 0 and "marks at 0.30, 0.50, - us" in out.stdout and "step 9.4 us" in out.stdout,
           "one step: the printed table (%s)" % out.stdout[-200:])
+    # the gemv's blocks: release 2500; starts -1550, -1540, 500; ends 6500, 6900, 6600
+    name, rows, last = ts.spread(names, recs, 2, 1)
+    q = dict(rows)
+    check(name == "gemv" and q["start"] == [-1550, -1550, -1540, 500, 500] and q["end"] == [6500, 6500, 6600, 6900, 6900],
+          "blocks: quantiles of start and end after the release (%s)" % rows)
+    check(q["mark0"] is None and [b[0] for b in last] == [1, 2, 0], "blocks: no marks; the last to end first")
+    out = subprocess.run([sys.executable, SCRIPT, path, "--blocks", "1"], capture_output=True, text=True)
+    check(out.returncode == 0 and "launch 1 (gemv)" in out.stdout and "last to end" in out.stdout,
+          "blocks: --blocks prints the spread (%s)" % out.stdout[-300:])
     os.unlink(path)
 
 
