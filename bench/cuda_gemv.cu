@@ -50,8 +50,6 @@ int cu_gemv_wide(const cu_state *S) { return S->wide; }
 int cu_skipped(cu_state *, const char *) { return 0; }
 void cu_count_xst2(cu_state *) {}
 void cu_count_xstm(cu_state *) {}
-int cu_dyn_rounds(const cu_state *) { return 0; } /* (the lab: static splits) */
-int *cu_dyn_ctr(cu_state *) { return nullptr; }
 int cu_xst_depth(const cu_state *) { /* the backend's rule: MMV_XST_DEPTH unless MINFER_CUDA_XST_DEPTH */
     const char *e = getenv("MINFER_CUDA_XST_DEPTH");
     const int d = e ? atoi(e) : 0;

@@ -40,8 +40,6 @@
  * MINFER_CUDA_XST_DEPTH=N (xst ring rows in flight per warp, 2..16; default 2),
  * MINFER_CUDA_XST_PRE=N (of those, the rows each ring requests before the kernel's
  * wait, 0..16; default 1; mmv.cuh ring_first_rows),
- * MINFER_CUDA_DYN_ROUNDS=N (the ring GEMVs' rows per warp claimed dynamically at the
- * end, 0..16, 0 = a static split; default 2; mmv.cuh mmv_dyn_setup),
  * MINFER_CUDA_ATTN_WARPS=4|8 (the one-token attention's warps per block; default 4
  * for one query head per kv head, 8 for grouped heads; attn.cu),
  * MINFER_CUDA_NORM_THREADS=256|512 (the one-pass RMSNorm's block at most that wide
@@ -72,9 +70,6 @@
 #include <string.h>
 
 #define CU_MAX_GEMV_COLS CU_MMV_MAXCOLS
-/* ring GEMV launches of a forward with a dynamic tail (mmv.cuh): 8 counters each in the
- * batch metadata, zeroed by its upload at the forward's start (n_layer 3 + 8 of them) */
-#define CU_DYN_INTS 8
 
 struct cu_alloc_rec {
     void *p;
@@ -161,9 +156,6 @@ struct cu_state {
     int64_t xst_bytes;     /* variant 3: xst for launches of at least this many bytes */
     int xst_depth;         /* xst ring rows per warp (MINFER_CUDA_XST_DEPTH; mmv.cuh) */
     int xst_pre;           /* of those, requested before the wait (MINFER_CUDA_XST_PRE; ring_first_rows) */
-    int dyn_rounds;        /* ring GEMVs: rows per warp left to the dynamic tail (MINFER_CUDA_DYN_ROUNDS; mmv.cuh) */
-    int dyn_slots, dyn_n;  /* counter sets in the metadata; used by this forward */
-    uint64_t n_dyn;        /* launches with a dynamic tail */
     int code_arch;         /* __CUDA_ARCH__ of the code the device runs */
     int any_quant;
     /* memory */
@@ -173,7 +165,7 @@ struct cu_state {
     size_t kvbytes;
     size_t own_scratch, fw_scratch;
     __half **kc, **vc;
-    /* batch metadata [tok n_batch][pos n_batch][seq n_batch][dyn_slots x CU_DYN_INTS zeros] */
+    /* batch metadata [tok n_batch][pos n_batch][seq n_batch] */
     int32_t *d_meta, *d_idx;
     int4 *d_tiles;
     int32_t *h_meta;
@@ -227,22 +219,6 @@ struct cu_state {
 cudaStream_t cu_stream(const cu_state *S) { return S->stream; }
 int cu_pdl(const cu_state *S) { return S->f_pdl; }
 int cu_norm_threads(const cu_state *S) { return S->norm_threads; }
-int cu_dyn_rounds(const cu_state *S) { return S->dyn_rounds; }
-static size_t meta_ints(const cu_state *S) { return (size_t)3 * S->n_batch + (size_t)S->dyn_slots * CU_DYN_INTS; }
-int *cu_dyn_ctr(cu_state *S) {
-    int *c = S->d_meta + 3 * S->n_batch;
-    if (S->in_forward) {
-        /* zeroed by this forward's metadata upload, which comes first (op_embed) */
-        if (!S->meta_valid || S->dyn_n >= S->dyn_slots) return NULL;
-        S->n_dyn++;
-        return c + CU_DYN_INTS * S->dyn_n++;
-    }
-    /* an op call outside a forward (the op tests): the first set, zeroed here */
-    if (S->capturing || S->dyn_slots < 1) return NULL;
-    CU_CHECK(S, cudaMemsetAsync(c, 0, CU_DYN_INTS * sizeof(int), S->stream));
-    S->n_dyn++;
-    return c;
-}
 int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->prop.multiProcessorCount : 1; }
 int cu_gemv_wide(const cu_state *S) { return S->gemv_wide; }
 void cu_count_xst2(cu_state *S) { S->n_xst2++; }
@@ -344,7 +320,7 @@ static void upload_meta(cu_state *S, const mf_batch *b) {
     }
     /* pageable source in eager mode: cudaMemcpyAsync returns once the source has
      * been staged, so h_meta may be rewritten right away */
-    CU_CHECK(S, cudaMemcpyAsync(S->d_meta, h, meta_ints(S) * sizeof(int32_t), cudaMemcpyHostToDevice, S->stream));
+    CU_CHECK(S, cudaMemcpyAsync(S->d_meta, h, (size_t)3 * nb * sizeof(int32_t), cudaMemcpyHostToDevice, S->stream));
     S->meta_b = b;
     S->meta_valid = S->in_forward;
 }
@@ -1014,10 +990,8 @@ static int check_model(cu_state *S, const mf_model *m, mf_err *err) {
 static void free_state(cu_state *S) {
     /* the launch counts of paths tests/run_cuda.sh checks ran (xst2, the folded add, xstm) */
     if (S->verbose)
-        fprintf(stderr, "minfer/cuda: xst2 launches %llu, add-in-gemv launches %llu, xstm launches %llu, "
-                "dynamic-tail launches %llu\n",
-                (unsigned long long)S->n_xst2, (unsigned long long)S->n_add_gemv, (unsigned long long)S->n_xstm,
-                (unsigned long long)S->n_dyn);
+        fprintf(stderr, "minfer/cuda: xst2 launches %llu, add-in-gemv launches %llu, xstm launches %llu\n",
+                (unsigned long long)S->n_xst2, (unsigned long long)S->n_add_gemv, (unsigned long long)S->n_xstm);
     cu_trace_close(S->trace);
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
@@ -1075,8 +1049,6 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         if (S->f_gemv == 4) S->f_gemv = 3;
     }
     S->xst_pre = env_in_range("MINFER_CUDA_XST_PRE", MMV_XST_PRE_DEFAULT, 0, 16);
-    S->dyn_rounds = env_in_range("MINFER_CUDA_DYN_ROUNDS", 2, 0, 16);
-    S->dyn_slots = 3 * S->hp.n_layer + 8;
     {
         static const int widths[] = {256, 512, 1024};
         S->norm_threads = env_one_of("MINFER_CUDA_NORM_THREADS", 1024, widths, 3);
@@ -1136,7 +1108,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         if (!ptr) return mf_fail(err, MF_ERR_DEVICE, "cuda: scratch: %s", S->errmsg);     \
         own += bytes_;                                                                    \
     } while (0)
-    SCRATCH(S->d_meta, int32_t, meta_ints(S));
+    SCRATCH(S->d_meta, int32_t, 3 * nb);
     SCRATCH(S->d_idx, int32_t, nb);
     SCRATCH(S->d_tiles, int4, nb);
     S->q8_cap = (int64_t)CU_MAX_GEMV_COLS * ((S->kmax + 31) & ~31);
@@ -1196,17 +1168,15 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     }
 #undef SCRATCH
     S->own_scratch = own;
-    S->h_meta = (int32_t *)mf_xcalloc(meta_ints(S), sizeof(int32_t)); /* (the dyn counters stay 0) */
+    S->h_meta = (int32_t *)mf_xcalloc((size_t)3 * nb, sizeof(int32_t));
     S->h_tiles = (int4 *)mf_xcalloc((size_t)nb, sizeof(int4));
     if (S->f_graph) {
-        S->graph.pinned_cap = CU_GRAPH_PINNED + (size_t)8 * hp->n_vocab * sizeof(float) + meta_ints(S) * 4;
+        S->graph.pinned_cap = CU_GRAPH_PINNED + (size_t)8 * hp->n_vocab * sizeof(float) + (size_t)3 * nb * 4;
         if (cudaMallocHost((void **)&S->graph.pinned, S->graph.pinned_cap) != cudaSuccess) {
             (void)cudaGetLastError();
             S->graph.pinned = NULL;
             S->f_graph = 0;
             mf_log("minfer/cuda: no pinned memory for the decode graph; graphs off");
-        } else {
-            memset(S->graph.pinned, 0, meta_ints(S) * 4); /* the metadata's dyn counters stay 0 */
         }
     }
     cu_mmv_prepare(S->f_gemv);
@@ -1256,8 +1226,6 @@ static void print_notice(cu_state *S) {
     if (S->xst_depth != cu_mmv_xst_depth_default() || S->xst_pre != MMV_XST_PRE_DEFAULT)
         snprintf(ring, sizeof ring, "[depth %d, %d before the wait]", S->xst_depth,
                  S->xst_pre < S->xst_depth ? S->xst_pre : S->xst_depth);
-    snprintf(ring + strlen(ring), sizeof ring - strlen(ring), S->dyn_rounds ? "+dyn%d" : "+static",
-             S->dyn_rounds);
     const char *mixed = S->f_gemv_mixed && S->xst_bytes >= 0 ? "+xstm" : "";
     if (S->f_gemv == 4) snprintf(xs_name, sizeof xs_name, "xst%s%s", ring, mixed);
     else if (S->xst_bytes >= 0)
@@ -1308,7 +1276,7 @@ static int graph_capture(cu_state *S, mf_forward *fw, const mf_batch *b, float *
         cudaGraphExecDestroy(g->exec);
         g->valid = 0;
     }
-    g->pinned_used = meta_ints(S) * sizeof(int32_t);
+    g->pinned_used = (size_t)3 * S->n_batch * sizeof(int32_t);
     g->ncopies = 0;
     S->cap_logits = logits;
     S->cap_logits_bytes = (size_t)S->hp.n_vocab * sizeof(float);
@@ -1374,7 +1342,6 @@ static int be_forward(mf_backend *be, mf_forward *fw, const mf_batch *b, float *
     S->meta_valid = 0;
     S->q8_valid = 0;
     flush(S);
-    S->dyn_n = 0;
     int rc;
     const int eligible = S->f_graph && !S->graph_failed && b->n == 1 && (!b->logits || b->logits[0]);
     if (eligible) {

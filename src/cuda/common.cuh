@@ -360,15 +360,7 @@ struct cu_mmv_args {
     int64_t stride2;      /* xstm: row stride of the last matrix, of the second type */
     int ring_pre;         /* xst, xstm, xst2: rows each ring requests before pdl_wait, the rest of its
                              depth after (MINFER_CUDA_XST_PRE; MMV_XST_PRE_DEFAULT, mmv.cuh says why) */
-    int *dyn;             /* xst, xstm, xst2: the dynamic tail's MMV_DYN_PARTS counters (zero at
-                             launch), NULL for none; rows from dyn_r0 on are claimed (mmv.cuh) */
-    int dyn_r0;
 };
-/* The dynamic tail's rounds (MINFER_CUDA_DYN_ROUNDS; 0: none) and a launch's counters: 8
- * zeroed ints of the step's batch metadata (one set per ring launch of a forward), NULL
- * when none is left. */
-int cu_dyn_rounds(const cu_state *S);
-int *cu_dyn_ctr(cu_state *S);
 #define MMV_XST_PRE_DEFAULT 1
 /* Returns 1 when a dp4a kernel exists for the type. */
 int cu_mmv_q8_supported(uint32_t type);

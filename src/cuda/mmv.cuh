@@ -173,19 +173,6 @@ struct mmv_keep {
             }
         }
     }
-    /* put with the row's index given (g, any order: the ring kernels' dynamic tail) */
-    int g = 0;
-    __device__ __forceinline__ void put_row(const cu_mmv_args &a, int i, int n, int lane, float acc, int gi) {
-        if (lane == (i & 31)) {
-            v = acc;
-            g = gi;
-        }
-        if (((i & 31) == 31 || i == n - 1) && lane <= (i & 31)) {
-            int m, r;
-            mmv_row(a, g, &m, &r);
-            mmv_store<1>(a, m, r, &v);
-        }
-    }
 };
 
 /* v1 (MINFER_CUDA_GEMV=1; the default for 2..8 columns). Measured (tg128, 7B
@@ -594,39 +581,6 @@ static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t phase) 
 
 #define MMV_XST_WARPS 8
 
-/* The dynamic tail (a.dyn; MINFER_CUDA_DYN_ROUNDS=0 turns it off): the ring kernels give
- * each warp (xst2: pair) its rows g, g + W, ... below a.dyn_r0 (a multiple of W) as
- * before, and the rows from a.dyn_r0 on go to whichever warps get there first: ticket t
- * of counter p (one of MMV_DYN_PARTS, zeroed before the launch) is row
- * a.dyn_r0 + p + MMV_DYN_PARTS t. Why: the block timeline (bench/trace_step.py --blocks,
- * H200, 2026-11-30) shows the blocks of one launch getting their last rows 2.8-4.3 us
- * apart with the same number of rows each (all of one SM's blocks among the last: the
- * SMs stream at different rates), so a static split ends with the slowest SM. Lane 0
- * claims one ticket ahead (the first at the refill of the warp's last static row), so
- * the atomic's round trip hides behind a row; a warp stops at the first ticket past the
- * launch's rows. */
-#define MMV_DYN_PARTS 8
-/* (xst and xstm claim from counter `warp`, xst2 from pair + 2 (block % 4)) */
-static_assert(MMV_XST_WARPS == MMV_DYN_PARTS, "xst/xstm: one dynamic-tail counter per warp of a block");
-static __device__ __forceinline__ int dyn_row(const cu_mmv_args &a, int part, int t) {
-    return a.dyn_r0 + part + MMV_DYN_PARTS * t;
-}
-/* Sets a launch's dynamic tail (host): W warps (pairs) in its grid, rows from r0 = Ks W
- * on claimed, Ks = its rows per warp less cu_dyn_rounds, at least min_r0 / W (xstm: the
- * claimed rows all of the second type) and at least depth + 1 (the first claim comes at
- * the refill of row Ks - 1); none when no row would be left to claim. */
-static inline void mmv_dyn_setup(cu_state *S, cu_mmv_args *a, int W, int depth, int min_r0) {
-    a->dyn = nullptr;
-    const int rounds = cu_dyn_rounds(S);
-    if (rounds <= 0 || a->ncols != 1 || W <= 0) return;
-    const int total = mmv_total(*a);
-    int Ks = total / W - rounds;
-    if (Ks * W < min_r0) Ks = (min_r0 + W - 1) / W;
-    if (Ks < depth + 1 || (int64_t)Ks * W >= total) return;
-    a->dyn = cu_dyn_ctr(S);
-    a->dyn_r0 = Ks * W;
-}
-
 /* Waits for row i of a warp's n in a ring of depth slots (slot i % depth, phase
  * (i / depth) & 1); the last row's wait is marked in the block timeline (trace_mark
  * 1 and 2: the GEMV's tail). */
@@ -675,7 +629,7 @@ static __device__ __forceinline__ void mbar_init_ring(uint64_t *bar, int n) {
  * its ring of D slots of slot bytes each (mmv_ring_smem's layout). False for a warp
  * without rows. */
 struct xst_warp {
-    int lane, W, gw, n, total;
+    int lane, W, gw, n;
     uint64_t *bar;
     uint8_t *slot0;
 };
@@ -688,7 +642,6 @@ static __device__ __forceinline__ bool xst_warp_init(const cu_mmv_args &a, int D
     w.gw = blockIdx.x * MMV_XST_WARPS + warp;
     if (w.gw >= total) return false;
     w.n = (total - w.gw + w.W - 1) / w.W;
-    w.total = total;
     w.bar = (uint64_t *)smem + warp * D;
     w.slot0 = smem + mmv_ring_bars(MMV_XST_WARPS, D) + (size_t)warp * D * slot;
     return true;
@@ -728,47 +681,24 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
     ring_first_rows(a, false, req, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
     mmv_keep keep;
-    /* the dynamic tail (a.dyn): Ks static rows, then rows claimed by tickets (dyn_row);
-     * nr, this warp's row count, is known once a ticket runs past the launch */
-    __shared__ int ring_row[MMV_XST_WARPS][16]; /* a claimed row's index, by slot */
-    const bool dyn = a.dyn != nullptr;
-    const int Ks = dyn ? a.dyn_r0 / W : n;
-    int nr = dyn ? INT_MAX : n, ticket = 0;
-    for (int i = 0; i < nr; i++) {
+    for (int i = 0; i < n; i++) {
         const int s = i % depth;
-        const int gi = i < Ks ? gw + i * W : ring_row[warp][s];
-        ring_wait(bar, i, depth, nr);
+        ring_wait(bar, i, depth, n);
         typename U::W w[UPL];
         mmv_lane_load<U, UPL, ld_s>(slot0 + (size_t)s * stride, nb, 0, nu, lane, w);
         /* after the sum, every lane's reads of the slot are done */
         const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, 0, nu, lane));
         if (i == 0) trace_mark(0);
         const int f = i + depth; /* the row that refills slot s */
-        if (f < Ks) {
-            if (lane == (f & 31)) {
-                /* the slot was read through the generic proxy; order that before the
-                 * async-proxy write that refills it */
-                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                int m, r;
-                tma_row(slot0 + (size_t)s * stride, f < 32 ? src : mmv_row(a, gw + f * W, &m, &r),
-                        (uint32_t)stride, bar + s);
-            }
-        } else if (dyn && f < nr) {
-            int row = 0;
-            if (lane == 0) {
-                row = dyn_row(a, warp, ticket);
-                if (row < total) {
-                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                    int m, r;
-                    tma_row(slot0 + (size_t)s * stride, mmv_row(a, row, &m, &r), (uint32_t)stride, bar + s);
-                    ring_row[warp][s] = row;
-                    ticket = atomicAdd(a.dyn + warp, 1);
-                }
-            }
-            if (__shfl_sync(0xffffffffu, row, 0) >= total) nr = f;
+        if (f < n && lane == (f & 31)) {
+            /* the slot was read through the generic proxy; order that before the
+             * async-proxy write that refills it */
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            int m, r;
+            tma_row(slot0 + (size_t)s * stride, f < 32 ? src : mmv_row(a, gw + f * W, &m, &r), (uint32_t)stride,
+                    bar + s);
         }
-        if (dyn && f == Ks - 1 && lane == 0) ticket = atomicAdd(a.dyn + warp, 1); /* the first, one row ahead */
-        keep.put_row(a, i, nr, lane, acc, gi);
+        keep.put(a, i, n, gw, W, lane, acc);
         __syncwarp();
     }
     trace_end();
@@ -834,9 +764,7 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
     const size_t smem = mmv_ring_smem(MMV_XST_WARPS, depth, a->stride);
     const int blocks =
         mmv_persist_blocks(S, a, MMV_XST_WARPS, per_sm_cap > 0 ? per_sm_cap : MMV_XST_PERSM, 0);
-    cu_mmv_args b = *a;
-    mmv_dyn_setup(S, &b, blocks * MMV_XST_WARPS, depth, 0);
-    cu_launch(S, name, kernel_mmv_xst<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, b, depth);
+    cu_launch(S, name, kernel_mmv_xst<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
     return 1;
 }
 
@@ -857,55 +785,32 @@ static __device__ __forceinline__ const uint8_t *xstm_row(const cu_mmv_args &a, 
     *bytes = (uint32_t)(g >= g2 ? a.stride2 : a.stride);
     return g >= g2 ? a.w[2] + (int64_t)r * a.stride2 : src;
 }
-/* The dynamic tail of an xstm warp (as xst's): Ks static rows, nr rows in all once
- * known, lane 0's ticket, the claimed rows' indices by slot. */
-struct xstm_dyn {
-    int Ks, nr, ticket;
-    int *row;
-};
-/* Rows i0..min(i1, d.nr) of an xstm warp, all of type U (after_x runs once its
- * activation loads are issued: the kernel's post-wait first requests, ring_first_rows). */
+/* Rows i0..i1 of an xstm warp, all of type U (after_x runs once its activation loads
+ * are issued: the kernel's post-wait first requests, ring_first_rows). */
 template <typename U, int UPL, class F>
 static __device__ __forceinline__ void xstm_rows(const cu_mmv_args &a, int i0, int i1, int depth, int g2,
                                                  int64_t smax, const xst_warp &wp, const uint8_t *src,
-                                                 uint32_t bytes, mmv_keep &keep, xstm_dyn &d, F &&after_x) {
-    const int lane = wp.lane, warp = threadIdx.x >> 5;
+                                                 uint32_t bytes, mmv_keep &keep, F &&after_x) {
+    const int lane = wp.lane;
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     typename U::X x[UPL];
     mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
     after_x();
-    for (int i = i0; i < i1 && i < d.nr; i++) {
+    for (int i = i0; i < i1; i++) {
         const int s = i % depth;
-        const int gi = i < d.Ks ? wp.gw + i * wp.W : d.row[s];
-        ring_wait(wp.bar, i, depth, d.nr);
+        ring_wait(wp.bar, i, depth, wp.n);
         typename U::W w[UPL];
         mmv_lane_load<U, UPL, ld_s>(wp.slot0 + (size_t)s * smax, nb, 0, nu, lane, w);
         const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, 0, nu, lane));
         if (i == 0) trace_mark(0);
         const int f = i + depth; /* (as xst: lane f % 32 refills, after the proxy fence) */
-        if (f < d.Ks) {
-            if (lane == (f & 31)) {
-                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                if (f >= 32) src = xstm_row(a, wp.gw + f * wp.W, g2, &bytes);
-                tma_row(wp.slot0 + (size_t)s * smax, src, bytes, wp.bar + s);
-            }
-        } else if (a.dyn && f < d.nr) {
-            int row = 0;
-            if (lane == 0) {
-                row = dyn_row(a, warp, d.ticket);
-                if (row < wp.total) {
-                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                    uint32_t nbytes;
-                    tma_row(wp.slot0 + (size_t)s * smax, xstm_row(a, row, g2, &nbytes), nbytes, wp.bar + s);
-                    d.row[s] = row;
-                    d.ticket = atomicAdd(a.dyn + warp, 1);
-                }
-            }
-            if (__shfl_sync(0xffffffffu, row, 0) >= wp.total) d.nr = f;
+        if (f < wp.n && lane == (f & 31)) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            if (f >= 32) src = xstm_row(a, wp.gw + f * wp.W, g2, &bytes);
+            tma_row(wp.slot0 + (size_t)s * smax, src, bytes, wp.bar + s);
         }
-        if (a.dyn && f == d.Ks - 1 && lane == 0) d.ticket = atomicAdd(a.dyn + warp, 1); /* (as xst) */
-        keep.put_row(a, i, d.nr, lane, acc, gi);
+        keep.put(a, i, wp.n, wp.gw, wp.W, lane, acc);
         __syncwarp();
     }
 }
@@ -936,11 +841,8 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xstm(cu_
     /* this warp's rows of the first type, gw + i W < g2 (no more than n: g2 <= total) */
     const int n1 = wp.gw >= g2 ? 0 : (g2 - wp.gw + wp.W - 1) / wp.W;
     mmv_keep keep;
-    /* (the dynamic tail, as xst's: its rows are all of the second type, a.dyn_r0 >= g2) */
-    __shared__ int ring_row[MMV_XST_WARPS][16];
-    xstm_dyn d{a.dyn ? a.dyn_r0 / wp.W : wp.n, a.dyn ? INT_MAX : wp.n, 0, ring_row[threadIdx.x >> 5]};
-    if (n1 > 0) xstm_rows<U1, UPL>(a, 0, n1, depth, g2, smax, wp, src, bytes, keep, d, first_rest);
-    if (n1 < d.nr) xstm_rows<U2, UPL>(a, n1, INT_MAX, depth, g2, smax, wp, src, bytes, keep, d, first_rest);
+    if (n1 > 0) xstm_rows<U1, UPL>(a, 0, n1, depth, g2, smax, wp, src, bytes, keep, first_rest);
+    if (n1 < wp.n) xstm_rows<U2, UPL>(a, n1, wp.n, depth, g2, smax, wp, src, bytes, keep, first_rest);
     trace_end();
 #endif
 }
@@ -967,11 +869,9 @@ static int mmv_xstm_launch(cu_state *S, const cu_mmv_args *a, const char *name) 
     const size_t smem = mmv_ring_smem(MMV_XST_WARPS, depth, smax);
     const int blocks = mmv_persist_blocks(S, a, MMV_XST_WARPS, MMV_XST_PERSM, 0);
     cu_count_xstm(S);
-    cu_mmv_args b = *a;
-    mmv_dyn_setup(S, &b, blocks * MMV_XST_WARPS, depth, mmv_total(*a) - a->rows[2]);
-    if (upl == 1) cu_launch(S, name, kernel_mmv_xstm<U1, U2, 1>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, b, depth);
-    else if (upl == 2) cu_launch(S, name, kernel_mmv_xstm<U1, U2, 2>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, b, depth);
-    else cu_launch(S, name, kernel_mmv_xstm<U1, U2, 4>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, b, depth);
+    if (upl == 1) cu_launch(S, name, kernel_mmv_xstm<U1, U2, 1>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
+    else if (upl == 2) cu_launch(S, name, kernel_mmv_xstm<U1, U2, 2>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
+    else cu_launch(S, name, kernel_mmv_xstm<U1, U2, 4>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
     return 1;
 }
 
@@ -986,7 +886,6 @@ static int mmv_xstm_launch(cu_state *S, const cu_mmv_args *a, const char *name) 
  * For the 11008-wide ffn_down: lab (graph us) q4_K 10.9 vs xs2's 13.6, q6_K 12.2 vs
  * pp's 14.6; tg128 on the 7B 518.7 vs 495.8 tok/s (bench/RESULTS.md, 2026-11-29). */
 #define MMV_XST2_WARPS 4
-static_assert(MMV_XST2_WARPS / 2 * 4 == MMV_DYN_PARTS, "xst2: one dynamic-tail counter per pair and block % 4");
 void cu_count_xst2(cu_state *S); /* MINFER_CUDA_VERBOSE prints the count at the end */
 
 template <typename U, int UPL>
@@ -1021,18 +920,9 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
     mmv_lane_loadx<U, UPL>(a.q, u0, nh, lane, x);
     ring_first_rows(a, false, req, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
     mmv_keep keep;
-    /* the dynamic tail (as xst's, per pair: warp 0 claims, refills and keeps; the row
-     * count it learns reaches warp 1 through pair_nr, read after each row's barrier,
-     * which comes at least one row before that count matters: nr = f >= i + 2) */
-    __shared__ int ring_row[MMV_XST2_WARPS / 2][16], pair_nr[MMV_XST2_WARPS / 2];
-    const bool dyn = a.dyn != nullptr;
-    const int Ks = dyn ? a.dyn_r0 / P : n;
-    int nr = dyn ? INT_MAX : n, ticket = 0;
-    if (dyn && half == 0 && lane == 0) pair_nr[pair] = INT_MAX;
-    for (int i = 0; i < nr; i++) {
+    for (int i = 0; i < n; i++) {
         const int s = i % depth;
-        const int gi = i < Ks ? gp + i * P : ring_row[pair][s];
-        ring_wait(bar, i, depth, nr);
+        ring_wait(bar, i, depth, n);
         typename U::W w[UPL];
         mmv_lane_load<U, UPL, ld_s>(slot0 + (size_t)s * stride, nb, u0, nh, lane, w);
         const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, u0, nh, lane));
@@ -1042,35 +932,13 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
         asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory");
         if (half == 0) {
             const int f = i + depth;
-            if (f < Ks) {
-                if (lane == (f & 31)) {
-                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* as xst */
-                    int m, r;
-                    tma_row(slot0 + (size_t)s * stride, f < 32 ? src : mmv_row(a, gp + f * P, &m, &r),
-                            (uint32_t)stride, bar + s);
-                }
-            } else if (dyn && f < nr) {
-                int row = 0;
-                if (lane == 0) {
-                    row = dyn_row(a, pair + (MMV_XST2_WARPS / 2) * (blockIdx.x & 3), ticket);
-                    if (row < pw.total) {
-                        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                        int m, r;
-                        tma_row(slot0 + (size_t)s * stride, mmv_row(a, row, &m, &r), (uint32_t)stride, bar + s);
-                        ring_row[pair][s] = row;
-                        ticket = atomicAdd(a.dyn + pair + (MMV_XST2_WARPS / 2) * (blockIdx.x & 3), 1);
-                    }
-                }
-                if (__shfl_sync(0xffffffffu, row, 0) >= pw.total) {
-                    nr = f;
-                    if (lane == 0) pair_nr[pair] = f;
-                }
+            if (f < n && lane == (f & 31)) {
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* as xst */
+                int m, r;
+                tma_row(slot0 + (size_t)s * stride, f < 32 ? src : mmv_row(a, gp + f * P, &m, &r), (uint32_t)stride,
+                        bar + s);
             }
-            if (dyn && f == Ks - 1 && lane == 0)
-                ticket = atomicAdd(a.dyn + pair + (MMV_XST2_WARPS / 2) * (blockIdx.x & 3), 1); /* (as xst) */
-            keep.put_row(a, i, nr, lane, acc + part[pair][i & 1], gi);
-        } else if (dyn) {
-            nr = pair_nr[pair];
+            keep.put(a, i, n, gp, P, lane, acc + part[pair][i & 1]);
         }
     }
     trace_end();
@@ -1108,9 +976,7 @@ static int mmv_xst2_launch(cu_state *S, const cu_mmv_args *a, const char *name, 
         }
     }
     const int blocks = mmv_persist_blocks(S, a, MMV_XST2_WARPS / 2, per_sm, per_sm_cap);
-    cu_mmv_args b = *a;
-    mmv_dyn_setup(S, &b, blocks * (MMV_XST2_WARPS / 2), depth, 0);
-    cu_launch(S, name, kernel_mmv_xst2<U, UPL>, dim3(blocks), dim3(MMV_XST2_WARPS * 32), smem, b, depth);
+    cu_launch(S, name, kernel_mmv_xst2<U, UPL>, dim3(blocks), dim3(MMV_XST2_WARPS * 32), smem, *a, depth);
     cu_count_xst2(S);
     return 1;
 }
