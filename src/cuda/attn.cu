@@ -257,10 +257,6 @@ static __global__ void kernel_attn_combine(cu_attn_args a, const float *part, fl
  * 1295 vs 1205 tok/s on the synthetic 1B (G = 4), same call, 2026-11-29. */
 #define AD_TILE 64
 
-static __device__ __forceinline__ uint32_t smem_u32_att(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
 /* The weight of a softmax partial with running max m in a merge whose max is M >= m
  * (0 for a partial that saw no row, m = -inf). */
 static __device__ __forceinline__ float softmax_weight(float m, float M) {
@@ -293,11 +289,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     constexpr int SPT = AD_TILE / PPB;   /* steps per tile */
     __shared__ float qs[MG][HD];
     __shared__ float kvp[2][HD]; /* the fused store's k (rotated) and v at pos */
-    /* ob (the warps' outputs, after the tile loop) shares its bytes with pf's copy of the
-     * second tile (consumed inside the loop; a barrier between, below) */
-    constexpr int OB_BYTES = NW * MG * HD * 4, PF_BYTES = 2 * SPT * NT * 16;
-    __shared__ __align__(16) uint8_t ob_pf[OB_BYTES > PF_BYTES ? OB_BYTES : PF_BYTES];
-    float (*ob)[MG][HD] = reinterpret_cast<float (*)[MG][HD]>(ob_pf);
+    __shared__ float ob[NW][MG][HD];
     __shared__ float wm[NW][MG], wl[NW][MG], wc[NW][MG]; /* per warp: max, sum, weight */
     __shared__ float mh[MG], lh[MG];
     __shared__ float2 cs[HD / 2]; /* RoPE (cos, sin) at pos, the fused store's */
@@ -331,43 +323,12 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     auto load_cs = [&]() {
         if (a.kin && a.rope && tid < a.rope_dim / 2) cs[tid] = rope_cs(a.rope_cs, tid, pos, a.rope_dim, a.rope_base);
     };
-    /* pf (a.pf with pre, MINFER_CUDA_ATTN_PF=0 turns it off): the chunk's second tile,
-     * its rows before pos, copied into shared memory ahead of the wait (cp.async; each
-     * thread the pieces it reads in the tile loop, so its own wait suffices), instead of
-     * read after the wait, one round trip on the attention's critical path (~2 us of
-     * the tile loop in the block timeline, 2026-11-30) */
-    uint4 (*pfk)[NT] = reinterpret_cast<uint4 (*)[NT]>(ob_pf);
-    uint4 (*pfv)[NT] = reinterpret_cast<uint4 (*)[NT]>(ob_pf + SPT * NT * 16);
-    bool pf = false;
     if (pre) {
         pos = a.pos[t];
         seq = a.seq[t];
         if (p0 > pos) return; /* uniform per block */
         load_cs();
         load_tile(p0, min(AD_TILE, pos + 1 - p0), pos);
-        const int ts1 = p0 + AD_TILE;
-        pf = a.pf && ts1 < pos && ts1 < p0 + chunk;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-        if (pf) {
-            const int64_t base1 = ((int64_t)seq * a.n_kv + kvh) * a.n_ctx * HD + sl * 8;
-            const int lim = min(pos, p0 + chunk);
-#pragma unroll
-            for (int j = 0; j < SPT; j++) {
-                const int p = ts1 + j * PPB + warp * PPW + pr;
-                if (p < lim) {
-                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32_att(&pfk[j][tid])),
-                                 "l"(a.kc + base1 + (int64_t)p * HD)
-                                 : "memory");
-                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32_att(&pfv[j][tid])),
-                                 "l"(a.vc + base1 + (int64_t)p * HD)
-                                 : "memory");
-                }
-            }
-            asm volatile("cp.async.commit_group;" ::: "memory");
-        }
-#else
-        pf = false;
-#endif
     }
     pdl_wait();
     if (a.trigger == 1) pdl_trigger();
@@ -429,41 +390,25 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     __syncthreads(); /* qs (and kvp) written above */
     trace_mark(0);
     if (a.trigger == 2) pdl_trigger();
-    /* a tile read before the wait that holds pos, stored above after the wait: its row
-     * from shared memory, rounded to f16 as the store rounded it */
-    auto inject_pos = [&](int ts) {
-        if (pos - ts >= AD_TILE) return;
-#pragma unroll
-        for (int j = 0; j < SPT; j++)
-            if (j * PPB + warp * PPW + pr == pos - ts) {
-                __half2 hk[4], hv[4];
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    hk[e] = __floats2half2_rn(kvp[0][sl * 8 + 2 * e], kvp[0][sl * 8 + 2 * e + 1]);
-                    hv[e] = __floats2half2_rn(kvp[1][sl * 8 + 2 * e], kvp[1][sl * 8 + 2 * e + 1]);
-                }
-                kr[j] = *(const uint4 *)hk;
-                vr[j] = *(const uint4 *)hv;
-            }
-    };
     for (int ts = p0; ts < p1; ts += AD_TILE) {
         const int np = min(AD_TILE, p1 - ts);
-        if (pf && ts == p0 + AD_TILE) {
-            /* the second tile, copied ahead of the wait: this thread's own pieces */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-            asm volatile("cp.async.wait_all;" ::: "memory");
-#endif
-#pragma unroll
-            for (int j = 0; j < SPT; j++) {
-                const bool ok = j * PPB + warp * PPW + pr < np && ts + j * PPB + warp * PPW + pr < pos;
-                kr[j] = ok ? pfk[j][tid] : make_uint4(0, 0, 0, 0);
-                vr[j] = ok ? pfv[j][tid] : make_uint4(0, 0, 0, 0);
-            }
-            inject_pos(ts);
-        } else if (!pre || ts != p0) {
+        if (!pre || ts != p0) {
             load_tile(ts, np, p1);
-        } else {
-            inject_pos(ts);
+        } else if (pos - ts < AD_TILE) {
+            /* the preloaded tile holds pos, stored above after the wait: its row from
+             * shared memory, rounded to f16 as the store rounded it */
+#pragma unroll
+            for (int j = 0; j < SPT; j++)
+                if (j * PPB + warp * PPW + pr == pos - ts) {
+                    __half2 hk[4], hv[4];
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        hk[e] = __floats2half2_rn(kvp[0][sl * 8 + 2 * e], kvp[0][sl * 8 + 2 * e + 1]);
+                        hv[e] = __floats2half2_rn(kvp[1][sl * 8 + 2 * e], kvp[1][sl * 8 + 2 * e + 1]);
+                    }
+                    kr[j] = *(const uint4 *)hk;
+                    vr[j] = *(const uint4 *)hv;
+                }
         }
 #pragma unroll
         for (int h = 0; h < MG; h++) {
@@ -507,7 +452,6 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         }
     }
     trace_mark(1);
-    if (pf) __syncthreads(); /* every thread has read its copy of the second tile: ob may take the bytes */
     if (a.trigger == 3) pdl_trigger();
     /* the groups of a warp (lanes pr = 0.. PPW-1), then the warps */
 #pragma unroll

@@ -40,7 +40,6 @@
  * MINFER_CUDA_XST_DEPTH=N (xst ring rows in flight per warp, 2..16; default 2),
  * MINFER_CUDA_XST_PRE=N (of those, the rows each ring requests before the kernel's
  * wait, 0..16; default 1; mmv.cuh ring_first_rows),
- * MINFER_CUDA_XS_PRE=2 (xs loads its second row's weights before the wait too),
  * MINFER_CUDA_ATTN_WARPS=4|8 (the one-token attention's warps per block; default 4
  * for one query head per kv head, 8 for grouped heads; attn.cu),
  * MINFER_CUDA_NORM_THREADS=256|512 (the one-pass RMSNorm's block at most that wide
@@ -51,8 +50,6 @@
  * instead of one xstm launch; mmv.cuh),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
  * it before reading anything; attn.cu),
- * MINFER_CUDA_ATTN_PF=0 (with ATTN_PRE, the one-token attention reads its chunk's second
- * tile after the wait instead of copying it to shared memory before; attn.cu),
  * MINFER_CUDA_ADD_GEMV=0 (the residual add x += W a as part of the norm kernel after
  * the GEMV instead of folded into the GEMV's store, mmv.cuh),
  * MINFER_CUDA_ATTN_FIT=0 (the one-token attention kernel's head-group arrays at
@@ -149,7 +146,6 @@ struct cu_state {
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
     int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
-    int f_attn_pf;         /* ... and copies its second to shared memory before it (MINFER_CUDA_ATTN_PF) */
     int f_attn_fit;        /* decode attention's head-group arrays fitted to the model (attn.cu) */
     int attn_warps;        /* decode attention's warps per block, 4 or 8 (by the model's group; MINFER_CUDA_ATTN_WARPS) */
     int attn_trigger;      /* where decode attention lets the GEMV after it launch, 0..3 (MINFER_CUDA_ATTN_TRIGGER) */
@@ -160,7 +156,6 @@ struct cu_state {
     int64_t xst_bytes;     /* variant 3: xst for launches of at least this many bytes */
     int xst_depth;         /* xst ring rows per warp (MINFER_CUDA_XST_DEPTH; mmv.cuh) */
     int xst_pre;           /* of those, requested before the wait (MINFER_CUDA_XST_PRE; ring_first_rows) */
-    int xs_pre;            /* xs: rows per warp loaded before the wait, 1 or 2 (MINFER_CUDA_XS_PRE) */
     int code_arch;         /* __CUDA_ARCH__ of the code the device runs */
     int any_quant;
     /* memory */
@@ -370,7 +365,6 @@ static void run_mmv(cu_state *S) {
     a.x = p->mx;
     a.accum = p->maccum;
     a.ring_pre = S->xst_pre;
-    a.xs_pre2 = S->xs_pre == 2;
     const int64_t nx = (int64_t)p->mn * p->mK;
     if (a.accum) S->n_add_gemv++;
     if (p->mq8) {
@@ -604,7 +598,6 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
     a.vc = S->vc[layer];
     a.kin = a.vin = NULL;
     a.pre = 0;
-    a.pf = S->f_attn_pf;
     a.fit = S->f_attn_fit;
     a.warps = S->attn_warps;
     a.trigger = S->attn_trigger;
@@ -1056,7 +1049,6 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         if (S->f_gemv == 4) S->f_gemv = 3;
     }
     S->xst_pre = env_in_range("MINFER_CUDA_XST_PRE", MMV_XST_PRE_DEFAULT, 0, 16);
-    S->xs_pre = env_in_range("MINFER_CUDA_XS_PRE", 1, 1, 2);
     {
         static const int widths[] = {256, 512, 1024};
         S->norm_threads = env_one_of("MINFER_CUDA_NORM_THREADS", 1024, widths, 3);
@@ -1065,7 +1057,6 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
-    S->f_attn_pf = mf_env_int("MINFER_CUDA_ATTN_PF", 1) == 1;
     {
         /* decode attention warps per block (attn.cu says why): 4 for one query head per
          * kv head, 8 for grouped heads, unless MINFER_CUDA_ATTN_WARPS says 4 or 8 */
@@ -1235,7 +1226,6 @@ static void print_notice(cu_state *S) {
     if (S->xst_depth != cu_mmv_xst_depth_default() || S->xst_pre != MMV_XST_PRE_DEFAULT)
         snprintf(ring, sizeof ring, "[depth %d, %d before the wait]", S->xst_depth,
                  S->xst_pre < S->xst_depth ? S->xst_pre : S->xst_depth);
-    if (S->xs_pre == 2) snprintf(ring + strlen(ring), sizeof ring - strlen(ring), "[xs: 2 rows before the wait]");
     const char *mixed = S->f_gemv_mixed && S->xst_bytes >= 0 ? "+xstm" : "";
     if (S->f_gemv == 4) snprintf(xs_name, sizeof xs_name, "xst%s%s", ring, mixed);
     else if (S->xst_bytes >= 0)
@@ -1261,7 +1251,7 @@ static void print_notice(cu_state *S) {
             S->skip[0] ? " SKIPPING-KERNELS(output-invalid)" : "",
             S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split",
-            S->f_attn_pre && S->f_fuse && cu_attn_dec_supported(S->hp.head_dim) ? (S->f_attn_pf ? "+pre+pf" : "+pre") : "",
+            S->f_attn_pre && S->f_fuse && cu_attn_dec_supported(S->hp.head_dim) ? "+pre" : "",
             S->f_attn_fit && cu_attn_dec_supported(S->hp.head_dim) ? "+fit" : "",
             S->attn_warps == 4 && cu_attn_dec_supported(S->hp.head_dim) ? "+4warps" : "",
             S->attn_trigger == 1 ? "+trigger-after-wait" : S->attn_trigger == 2 ? "+trigger-after-qkv"

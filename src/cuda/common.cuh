@@ -360,7 +360,6 @@ struct cu_mmv_args {
     int64_t stride2;      /* xstm: row stride of the last matrix, of the second type */
     int ring_pre;         /* xst, xstm, xst2: rows each ring requests before pdl_wait, the rest of its
                              depth after (MINFER_CUDA_XST_PRE; MMV_XST_PRE_DEFAULT, mmv.cuh says why) */
-    int xs_pre2;          /* xs: its second row's weights before pdl_wait too (MINFER_CUDA_XS_PRE=2) */
 };
 #define MMV_XST_PRE_DEFAULT 1
 /* Returns 1 when a dp4a kernel exists for the type. */
@@ -414,9 +413,6 @@ struct cu_attn_args {
      * returns right after pdl_wait (2: attn_dec_wait), after the fused store (1:
      * attn_dec_store), or before writing its output (3: attn_dec_out) */
     int abl;
-    /* kernel_attn_dec with pre: the chunk's second tile copied to shared memory before the
-     * wait (MINFER_CUDA_ATTN_PF; attn.cu) */
-    int pf;
 };
 /* Stores k, v rows into the cache; with rope jobs, rotates q and k first (k in place). */
 void cu_kv_store(cu_state *S, const cu_attn_args *a, float *q, float *k, const float *v, int rope, int rope_dim,

@@ -405,15 +405,12 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_xs(cu_mmv_ar
     const int nu = nb * U::UPB;
     typename U::W A[UPL], B[UPL];
     mmv_xs_load<U, UPL>(a, gw, nb, nu, lane, A);  /* weights: before the wait */
-    /* with a.xs_pre2 the second row too (MINFER_CUDA_XS_PRE=2, an experiment) */
-    const bool b_pre = a.xs_pre2 && n > 1;
-    if (b_pre) mmv_xs_load<U, UPL>(a, gw + W, nb, nu, lane, B);
     pdl_wait();
     typename U::X x[UPL];
     mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
     mmv_keep keep;
     for (int i = 0; i < n; i += 2) {
-        if (i + 1 < n && !(b_pre && i == 0)) mmv_xs_load<U, UPL>(a, gw + (i + 1) * W, nb, nu, lane, B);
+        if (i + 1 < n) mmv_xs_load<U, UPL>(a, gw + (i + 1) * W, nb, nu, lane, B);
         keep.put(a, i, n, gw, W, lane, warp_sum(mmv_lane_dot<U, UPL>(A, x, 0, nu, lane)));
         if (i + 1 >= n) break;
         if (i + 2 < n) mmv_xs_load<U, UPL>(a, gw + (i + 2) * W, nb, nu, lane, A);
