@@ -186,7 +186,8 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
         MINFER_CUDA_GEMV_WIDE=1 "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     # 64-position attention chunks: the decode steps of 70..110 span two, so the
     # one-token kernel merges chunks with its first tile read before the wait
-    run_one "forward tiny q4_k_m, attention chunks of 64" env MINFER_CUDA_ATTN_CHUNK=64 \
+    run_one "forward tiny q4_k_m, attention chunks of 64, its dependent launched at its start" \
+        env MINFER_CUDA_ATTN_CHUNK=64 MINFER_CUDA_ATTN_TRIGGER=0 \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     run_one "forward tiny q4_k_m, attention blocks of 4 warps, its dependent launched after its tile loop" \
         env MINFER_CUDA_ATTN_WARPS=4 MINFER_CUDA_ATTN_TRIGGER=3 \

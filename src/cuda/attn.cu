@@ -278,6 +278,14 @@ static __device__ __forceinline__ float softmax_weight(float m, float M) {
  * GEMV block leaves, and its reads ahead of pdl_wait overlap only the GEMV's tail;
  * fitted to the 7B's group of 1 it holds 127. tg128 on the 7B: 513.1 vs 495.8 tok/s
  * (bench/RESULTS.md, 2026-11-29). */
+/* a.trigger (MINFER_CUDA_ATTN_TRIGGER) places the kernel's pdl_trigger(): by default (1)
+ * after its wait, so the wo GEMV after it starts its blocks and their first weight
+ * requests once the q/k/v GEMV has finished rather than beside it. tg128 on the 7B (H200,
+ * 2026-11-30, alternating in one call, bench/RESULTS.md calls 29-30): after the wait
+ * 626.75 / 628.96 / 632.84 / 630.54 and 630.23 / 627.07 / 627.52 vs at the start 624.86 /
+ * 626.77 / 623.85 / 628.86 and 625.08 / 626.36 / 624.59 (+0.6%); in a 3314 context 628.18
+ * vs 627.33; after q/k/v (2) 625.3 on average. An earlier regime measured them even
+ * (612.3 vs 613.0, call 19). */
 template <int HD, int MG, int NW>
 static __global__ void __launch_bounds__(NW * 32)
 kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float *out, int chunk, int n_chunks,

@@ -31,7 +31,7 @@
  * MINFER_CUDA_MMA=0 (prefill matmuls through the GEMV, 8 tokens at a time),
  * MINFER_CUDA_GEMV=1|2|3 (the decode GEMV: 1 = v1, one row per warp; 2 = pp, persistent
  * ping-pong; 3 = xs, x-stationary persistent warps, switching to xst, xs fed by a
- * TMA ring (sm_90+ code), for launches of MINFER_CUDA_XST_MB (16) MB or more: the
+ * TMA ring (sm_90+ code), for launches of MINFER_CUDA_XST_MB (8) MB or more: the
  * default; 4 = xst wherever it applies; mmv.cuh) and
  * MINFER_CUDA_GEMV_PERSM=N (cap on the persistent grids' blocks per SM),
  * MINFER_CUDA_GEMV_WIDE=0|1 (one-column rows too wide for xs, the 11008-wide
@@ -44,8 +44,8 @@
  * for one query head per kv head, 8 for grouped heads; attn.cu),
  * MINFER_CUDA_NORM_THREADS=256|512 (the one-pass RMSNorm's block at most that wide
  * instead of 1024; norm.cu),
- * MINFER_CUDA_ATTN_TRIGGER=1|2|3 (the one-token attention lets the GEMV after it launch
- * after its wait, after its q/k/v, after its tile loop, instead of at its start),
+ * MINFER_CUDA_ATTN_TRIGGER=0|2|3 (the one-token attention lets the GEMV after it launch
+ * at its start, after its q/k/v, after its tile loop, instead of after its wait; attn.cu),
  * MINFER_CUDA_GEMV_MIXED=0 (q and k of q4_K/q5_K and a v of q6_K as two launches
  * instead of one xstm launch; mmv.cuh),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
@@ -1041,7 +1041,13 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
                S->code_arch / 10);
         S->f_gemv = 3;
     }
-    S->xst_bytes = (int64_t)mf_env_int("MINFER_CUDA_XST_MB", 16) << 20;  /* negative: never */
+    /* 8 MB: the 7B's wo (9.4 MB) on xst. With the decode attention triggering after its
+     * wait (attn.cu) that measured faster: tg128 633.90 / 634.65 / 634.63 and 633.38 /
+     * 633.54 / 635.08 vs 627.37 / 627.03 / 629.87 and 627.54 / 630.18 / 628.03 with 16 MB;
+     * in a 3314 context 632.42 vs 629.63 (H200, 2026-11-30, bench/RESULTS.md calls 32-33).
+     * With the attention triggering at its start it had measured slower (601.9 vs 605.9,
+     * call 13). */
+    S->xst_bytes = (int64_t)mf_env_int("MINFER_CUDA_XST_MB", 8) << 20;  /* negative: never */
     if (S->code_arch < 900) S->xst_bytes = -1;
     if (S->prop.sharedMemPerBlockOptin < (size_t)cu_mmv_xst_smem_need()) {
         /* the ring does not fit (e.g. 99 KB parts); xs everywhere */
@@ -1053,7 +1059,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         static const int widths[] = {256, 512, 1024};
         S->norm_threads = env_one_of("MINFER_CUDA_NORM_THREADS", 1024, widths, 3);
     }
-    S->attn_trigger = env_in_range("MINFER_CUDA_ATTN_TRIGGER", 0, 0, 3);
+    S->attn_trigger = env_in_range("MINFER_CUDA_ATTN_TRIGGER", 1, 0, 3); /* (attn.cu says why 1) */
     S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
@@ -1254,7 +1260,7 @@ static void print_notice(cu_state *S) {
             S->f_attn_pre && S->f_fuse && cu_attn_dec_supported(S->hp.head_dim) ? "+pre" : "",
             S->f_attn_fit && cu_attn_dec_supported(S->hp.head_dim) ? "+fit" : "",
             S->attn_warps == 4 && cu_attn_dec_supported(S->hp.head_dim) ? "+4warps" : "",
-            S->attn_trigger == 1 ? "+trigger-after-wait" : S->attn_trigger == 2 ? "+trigger-after-qkv"
+            S->attn_trigger == 0 ? "+trigger-at-start" : S->attn_trigger == 2 ? "+trigger-after-qkv"
             : S->attn_trigger == 3 ? "+trigger-after-tiles" : "",
             S->norm_threads == 256 ? " norm=256-threads" : S->norm_threads == 512 ? " norm=512-threads" : "",
             S->wbytes / gib,

@@ -7,8 +7,8 @@
  *   - every kernel is `static __global__ kernel_*` in its family's file, reached
  *     through one launcher `cu_*` declared here; launchers take the backend state
  *     (stream, flags) and never synchronise.
- *   - every kernel calls pdl_trigger() first (the decode attention can be told to
- *     call it later: MINFER_CUDA_ATTN_TRIGGER, an experiment) and pdl_wait() before it touches
+ *   - every kernel calls pdl_trigger() first (the decode attention: after its
+ *     pdl_wait(), MINFER_CUDA_ATTN_TRIGGER; attn.cu says why) and pdl_wait() before it touches
  *     memory that an earlier kernel wrote (or that a later kernel reads): under
  *     programmatic dependent launch a kernel starts while its predecessor drains,
  *     so only immutable data (weights) may be read before pdl_wait(), and nothing
@@ -406,7 +406,7 @@ struct cu_attn_args {
     /* kernel_attn_dec: warps per block, 8 or 4 (MINFER_CUDA_ATTN_WARPS; attn.cu) */
     int warps;
     /* kernel_attn_dec: where it lets the GEMV after it launch (MINFER_CUDA_ATTN_TRIGGER):
-     * 0 at its start (default), 1 after its wait, 2 once q/k/v are in and stored, 3 after
+     * 0 at its start, 1 after its wait (default), 2 once q/k/v are in and stored, 3 after
      * its tile loop (the later, the less that GEMV's early requests meet its loads) */
     int trigger;
     /* timing experiments only (MINFER_CUDA_SKIP names, output invalid): kernel_attn_dec

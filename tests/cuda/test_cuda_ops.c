@@ -541,7 +541,8 @@ int main(void) {
         test_matmul_mixed(&e, QTYPE_Q5_K, QTYPE_Q6_K, 4096, 4096, nmx, 2);
         test_matmul_mixed(&e, QTYPE_Q4_K, QTYPE_Q6_K, 300, 2048, nmx, 3);
         /* the one-token add/norm chain; k1 11008 puts the first GEMV on xst2 (or xs2,
-         * pp), 4096 on xs */
+         * pp), 4096 on xst (9.4-17.8 MB, from the 8 MB xst size on sm_90; else xs), the
+         * 2048-wide q4_0 on xs */
         test_chain(&e, QTYPE_Q4_K, 4096, 4096, 300);
         test_chain(&e, QTYPE_Q4_K, 4096, 11008, 4096);
         test_chain(&e, QTYPE_Q6_K, 4096, 4096, 257);
