@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/trace_step.py TRACE [STEP_FROM_END] [--blocks I,J,..] - one decode step of a block timeline
+"""bench/trace_step.py TRACE [STEP_FROM_END] [--blocks I,J,..] [--sms PREFIX] - one decode step of a block timeline
 (MINFER_CUDA_TRACE=FILE on a build with -DMINFER_CUDA_TRACE=1; src/cuda/trace.cu).
 
 The graph's launches are named in order in the file. A graph's kernel nodes keep their
@@ -19,8 +19,12 @@ then the spans (and the boundaries) summed by kernel name, per position in a lay
 boundary, and for kernels with trace_mark(k) points block 0's mean time from its
 wait to each. With --blocks, for the step's launches I, J, .. (their # in the table) the
 spread over their blocks: quantiles of each block's start, marks and end after the
-launch's release, and the blocks that ended last (where a GEMV's tail comes from). Times
-are the GPU's global timer (ns)."""
+launch's release, and the blocks that ended last (where a GEMV's tail comes from). With
+--sms, over the step's launches whose name starts with PREFIX (e.g. mmv): each SM's
+lateness (its blocks' end less their launch's median end, averaged), the slowest and
+fastest SMs, and how well an SM's lateness in the first half of those launches predicts
+it in the second (a correlation near 1: the SMs keep their rates, and rows weighted per SM
+could even the tails). Times are the GPU's global timer (ns)."""
 import collections
 import sys
 
@@ -116,6 +120,42 @@ def spread(names, recs, back, index):
     return names[index], rows, last
 
 
+def sm_lateness(names, recs, back, prefix):
+    """Over the step's launches named prefix*: ({smid: (mean lateness ns, blocks)}, r, n)
+    with lateness = a block's end less its launch's median end, r the correlation of the
+    SMs' mean lateness in the first half of those launches with the second (None when
+    fewer than 3 SMs have both), n the launches."""
+    L = len(names)
+    grids = sorted(recs)
+    if len(grids) == L:
+        back = 1
+    step = grids[len(grids) - back * L:len(grids) - (back - 1) * L]
+    idx = [i for i in range(L) if names[i].startswith(prefix)]
+    halves = [collections.defaultdict(list), collections.defaultdict(list)]
+    total = collections.defaultdict(list)
+    for k, i in enumerate(idx):
+        ends = sorted(r[T_END] for r in recs[step[i]] if r[T_END])
+        if not ends:
+            continue
+        med = ends[len(ends) // 2]
+        for r in recs[step[i]]:
+            if r[T_END]:
+                halves[0 if k < len(idx) // 2 else 1][r[SMID]].append(r[T_END] - med)
+                total[r[SMID]].append(r[T_END] - med)
+    mean = lambda v: sum(v) / len(v)
+    both = [s for s in halves[0] if s in halves[1]]
+    r = None
+    if len(both) >= 3:
+        a = [mean(halves[0][s]) for s in both]
+        b = [mean(halves[1][s]) for s in both]
+        ma, mb = mean(a), mean(b)
+        va = sum((x - ma) ** 2 for x in a)
+        vb = sum((y - mb) ** 2 for y in b)
+        if va > 0 and vb > 0:
+            r = sum((x - ma) * (y - mb) for x, y in zip(a, b)) / (va * vb) ** 0.5
+    return {s: (mean(v), len(v)) for s, v in total.items()}, r, len(idx)
+
+
 def layers(launches):
     """Per position in a layer, means over the layers: the step cut at each attention
     launch less two (norm, q/k/v, attention, ...). [(position, names, n, span, own, gap)]
@@ -141,10 +181,14 @@ def layers(launches):
 
 def main():
     args = sys.argv[1:]
-    want = []
+    want, sms = [], None
     if "--blocks" in args:
         i = args.index("--blocks")
         want = [int(v) for v in args[i + 1].split(",")]
+        del args[i:i + 2]
+    if "--sms" in args:
+        i = args.index("--sms")
+        sms = args[i + 1]
         del args[i:i + 2]
     names, recs = load(args[0])
     back = int(args[1]) if len(args) > 1 else 2
@@ -197,6 +241,15 @@ def main():
             print("  %-6s %s" % (label, "-" if q is None else " ".join("%7d" % v for v in q)))
         print("  last to end (block, sm, start, mark0, mark2, end): " +
               "; ".join(" ".join("-" if v is None else str(v) for v in b) for b in last))
+    if sms is not None:
+        late, r, n = sm_lateness(names, recs, back, sms)
+        order = sorted(late.items(), key=lambda kv: -kv[1][0])
+        fmt = lambda kv: "%d:%+.0f" % (kv[0], kv[1][0])
+        print("\nSMs over %d launches named %s*: lateness (end less the launch's median end, mean ns)" % (n, sms))
+        print("  slowest: " + " ".join(fmt(kv) for kv in order[:10]))
+        print("  fastest: " + " ".join(fmt(kv) for kv in order[-10:]))
+        print("  first half vs second half of the launches, correlation of the SMs' lateness: %s" %
+              ("-" if r is None else "%.2f" % r))
 
 
 if __name__ == "__main__":

@@ -116,7 +116,27 @@ def per_layer():
     os.unlink(path)
 
 
+def sms():
+    # four launches of two blocks on SMs 1 and 2 (SM 2 always 100 ns later), then a launch
+    # of another name (not counted)
+    lines = ["name %d mmv\n" % i for i in range(4)] + ["name 4 attn\n"]
+    for g in range(4):
+        t = 1000 * g
+        lines += [rec(10 + g, t, t + 10, t + 500, 0, smid=1), rec(10 + g, t, t + 10, t + 600 + 10 * g, 1, smid=2)]
+    lines += [rec(14, 5000, 5010, 5500, 0, smid=3)]
+    path = write(lines)
+    names, recs = ts.load(path)
+    late, r, n = ts.sm_lateness(names, recs, 2, "mmv")
+    check(n == 4 and sorted(late) == [1, 2], "sms: four mmv launches, SMs 1 and 2 (%s)" % late)
+    check(late[1][0] == -115.0 and late[2][0] == 0.0 and late[1][1] == 4, "sms: mean lateness against the median end")
+    check(r is None, "sms: no correlation from two SMs")
+    out = subprocess.run([sys.executable, SCRIPT, path, "--sms", "mmv"], capture_output=True, text=True)
+    check(out.returncode == 0 and "slowest: 2:+0 1:-115" in out.stdout, "sms: printed (%s)" % out.stdout[-300:])
+    os.unlink(path)
+
+
 one_step()
+sms()
 per_layer()
 two_steps()
 errors()
