@@ -277,8 +277,10 @@ static __device__ __forceinline__ float softmax_weight(float m, float M) {
  * 2 x 22.5K per SM, so no attention block can join an SM (64K registers) before a
  * GEMV block leaves, and its reads ahead of pdl_wait overlap only the GEMV's tail;
  * fitted to the 7B's group of 1 it holds 127. tg128 on the 7B: 513.1 vs 495.8 tok/s
- * (bench/RESULTS.md, 2026-11-29). */
-/* a.trigger (MINFER_CUDA_ATTN_TRIGGER) places the kernel's pdl_trigger(): by default (1)
+ * (bench/RESULTS.md, 2026-11-29). (Beside the two xstm blocks of the 7B's q/k/v, 2 x 256
+ * threads at 120 registers, even the fitted block cannot start before they leave: the
+ * block timeline, 2026-11-30; making room for it measured slower, RESULTS.md call 30.)
+ * a.trigger (MINFER_CUDA_ATTN_TRIGGER) places the kernel's pdl_trigger(): by default (1)
  * after its wait, so the wo GEMV after it starts its blocks and their first weight
  * requests once the q/k/v GEMV has finished rather than beside it. tg128 on the 7B (H200,
  * 2026-11-30, alternating in one call, bench/RESULTS.md calls 29-30): after the wait
