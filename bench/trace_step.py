@@ -51,21 +51,28 @@ def release(rs):
     return min(w) if w else min(r[T_START] for r in rs)
 
 
+def step_grids(names, recs, back):
+    """The grid ids of the step shown, the sorted ids of all grids and back as used: a
+    graph's kernel nodes keep their grid ids from replay to replay (seen on the H200,
+    2026-11-29), so with as many grids as launches the slots hold the last replay, one
+    step (back 1)."""
+    L = len(names)
+    grids = sorted(recs)
+    if len(grids) == L:
+        back = 1
+    if L == 0 or len(grids) < back * L:
+        raise ValueError("%d named launches, %d grids: not enough for step -%d" % (L, len(grids), back))
+    return grids[len(grids) - back * L:len(grids) - (back - 1) * L], grids, back
+
+
 def analyse(names, recs, back=2):
     """One step: (launches, step_ns, notes); a launch is a dict with name, blocks,
     start, wait, late, span, end, gap (times relative to the step's first release;
     end and gap None without trace_end) and marks (block 0's trace_mark times after
     its wait, None where not reached)."""
     L = len(names)
-    grids = sorted(recs)
     notes = []
-    if len(grids) == L:
-        # a graph's kernel nodes keep their grid ids from replay to replay (seen on the
-        # H200, 2026-11-29): the slots hold the last replay, one step
-        back = 1
-    if L == 0 or len(grids) < back * L:
-        raise ValueError("%d named launches, %d grids: not enough for step -%d" % (L, len(grids), back))
-    step = grids[len(grids) - back * L:len(grids) - (back - 1) * L]
+    step, grids, back = step_grids(names, recs, back)
     if step[-1] - step[0] != L - 1:
         notes.append("grid ids of the step are not consecutive (%d..%d for %d launches)" % (step[0], step[-1], L))
     waits = [release(recs[g]) for g in step]
@@ -104,11 +111,7 @@ def spread(names, recs, back, index):
     90, 100%) over its blocks of start, mark0..2 and end, relative to its release (None
     where no block reached it), and last its 8 latest-ending blocks as (block, smid,
     start, mark0, mark2, end)."""
-    L = len(names)
-    grids = sorted(recs)
-    if len(grids) == L:
-        back = 1
-    step = grids[len(grids) - back * L:len(grids) - (back - 1) * L]
+    step = step_grids(names, recs, back)[0]
     rs = recs[step[index]]
     t0 = release(rs)
     rel = lambda r, k: r[k] - t0 if r[k] else None
@@ -125,12 +128,8 @@ def sm_lateness(names, recs, back, prefix):
     with lateness = a block's end less its launch's median end, r the correlation of the
     SMs' mean lateness in the first half of those launches with the second (None when
     fewer than 3 SMs have both), n the launches."""
-    L = len(names)
-    grids = sorted(recs)
-    if len(grids) == L:
-        back = 1
-    step = grids[len(grids) - back * L:len(grids) - (back - 1) * L]
-    idx = [i for i in range(L) if names[i].startswith(prefix)]
+    step = step_grids(names, recs, back)[0]
+    idx = [i for i in range(len(names)) if names[i].startswith(prefix)]
     halves = [collections.defaultdict(list), collections.defaultdict(list)]
     total = collections.defaultdict(list)
     for k, i in enumerate(idx):
