@@ -139,6 +139,12 @@ $(BUILD)/bench/cuda_gemv: bench/cuda_gemv.cu $(wildcard src/cuda/mmv*.cu src/cud
 bench/cuda-gemv: $(BUILD)/bench/cuda_gemv
 bench-cuda: $(BUILD)/bench/cuda_gemv
 .PHONY: bench/cuda-gemv
+# SM streaming-rate and GPC probe (bench/sm_rates.cu; needs sm_90 to run)
+$(BUILD)/bench/sm_rates: bench/sm_rates.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -o $@ $<
+bench/sm-rates: $(BUILD)/bench/sm_rates
+.PHONY: bench/sm-rates
 endif
 
 # CPU kernel lab: bench/cpu_gemm.c (packed vs row kernels, decode and prefill) and

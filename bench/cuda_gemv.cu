@@ -187,19 +187,42 @@ static cu_q8 q8_random(int K, std::vector<int8_t> &hq, std::vector<float> &hd) {
             hs[2 * j + h] = d * (float)sum;
         }
     }
-    cu_q8 q;
+    /* the lane-major copies the engine's q8 writers make (common.cuh, cu_xl_off) */
+    const size_t xb = cu_xl_bytes(K);
+    std::vector<uint8_t> x4(xb, 0), x6(xb, 0);
+    for (int i = 0; i < K; i++) {
+        const int u = i / 64, j = i % 64;
+        x4[cu_xl_off(u, j / 16) + j % 16] = (uint8_t)hq[i];
+        const int r = i % 256, hh = r / 128, qq = r / 32 % 4, l = r % 32;
+        x6[cu_xl_off(i / 256 * 4 + 2 * hh + l / 16, qq) + l % 16] = (uint8_t)hq[i];
+    }
+    for (int j = 0; j < K / 32; j++) {
+        float *e = (float *)&x4[cu_xl_off(j / 2, 4)];
+        e[j % 2] = hd[j];
+        e[2 + j % 2] = hs[2 * j] + hs[2 * j + 1];
+        const int r = 32 * j % 256, u0 = 32 * j / 256 * 4 + 2 * (r / 128);
+        ((float *)&x6[cu_xl_off(u0, 4)])[r / 32 % 4] = hd[j];
+        ((float *)&x6[cu_xl_off(u0 + 1, 4)])[r / 32 % 4] = hd[j];
+    }
+    cu_q8 q = {};
     CK(cudaMalloc(&q.qs, K));
     CK(cudaMalloc(&q.d, K / 32 * 4));
     CK(cudaMalloc(&q.s, K / 16 * 4));
     CK(cudaMemcpy(q.qs, hq.data(), K, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(q.d, hd.data(), K / 32 * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(q.s, hs.data(), K / 16 * 4, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&q.xl4, xb));
+    CK(cudaMalloc(&q.xl6, xb));
+    CK(cudaMemcpy(q.xl4, x4.data(), xb, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(q.xl6, x6.data(), xb, cudaMemcpyHostToDevice));
     return q;
 }
 static void q8_free(cu_q8 &q) {
     CK(cudaFree(q.qs));
     CK(cudaFree(q.d));
     CK(cudaFree(q.s));
+    CK(cudaFree(q.xl4));
+    CK(cudaFree(q.xl6));
 }
 
 /* ---- Chain experiment (lab only, not in the engine) ----

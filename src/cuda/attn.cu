@@ -594,7 +594,7 @@ void cu_attn_split(cu_state *S, const cu_attn_args *a, const float *q, float *ou
     const float scale = 1.0f / sqrtf((float)a->hd);
     dim3 grid(n_chunks, a->n_kv * nsub, a->n);
     const int do_q8 = q8 && a->hd % 32 == 0;
-    cu_q8 qq = q8 ? *q8 : cu_q8{nullptr, nullptr, nullptr};
+    cu_q8 qq = q8 ? *q8 : cu_q8{};
     if (counter && cu_attn_dec_supported(a->hd)) {
         /* heads per block: ATT_MAXG, or with a.fit the power of two >= G (<= ATT_MAXG;
          * same grid, since nsub is 1 for G <= 8 either way) */

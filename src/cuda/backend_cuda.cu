@@ -40,6 +40,8 @@
  * MINFER_CUDA_XST_DEPTH=N (xst ring rows in flight per warp, 2..16; default 2),
  * MINFER_CUDA_XST_PRE=N (of those, the rows each ring requests before the kernel's
  * wait, 0..16; default 1; mmv.cuh ring_first_rows),
+ * MINFER_CUDA_XST_PRE_ATTN=N (the same for the GEMV right after a one-token attention,
+ * which leaves 100 of 132 SMs idle; default XST_PRE),
  * MINFER_CUDA_ATTN_WARPS=4|8 (the one-token attention's warps per block; default 4
  * for one query head per kv head, 8 for grouped heads; attn.cu),
  * MINFER_CUDA_NORM_THREADS=256|512 (the one-pass RMSNorm's block at most that wide
@@ -156,6 +158,8 @@ struct cu_state {
     int64_t xst_bytes;     /* variant 3: xst for launches of at least this many bytes */
     int xst_depth;         /* xst ring rows per warp (MINFER_CUDA_XST_DEPTH; mmv.cuh) */
     int xst_pre;           /* of those, requested before the wait (MINFER_CUDA_XST_PRE; ring_first_rows) */
+    int xst_pre_attn;      /* the same for the GEMV after a one-token attention (MINFER_CUDA_XST_PRE_ATTN) */
+    int after_attn;        /* the last kernel launched was the one-token attention (cu_launch_check) */
     int code_arch;         /* __CUDA_ARCH__ of the code the device runs */
     int any_quant;
     /* memory */
@@ -240,6 +244,7 @@ void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, i
 
 void cu_launch_check(cu_state *S, const char *what, const char *file, int line) {
     S->launches++;
+    S->after_attn = strncmp(what, "attn_dec", 8) == 0; /* the one-token attention's names */
     if (S->capturing) cu_trace_launch(S->trace, what);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cu_record(S, e, what, file, line);
@@ -364,7 +369,7 @@ static void run_mmv(cu_state *S) {
     a.ncols = p->mn;
     a.x = p->mx;
     a.accum = p->maccum;
-    a.ring_pre = S->xst_pre;
+    a.ring_pre = S->after_attn ? S->xst_pre_attn : S->xst_pre;
     const int64_t nx = (int64_t)p->mn * p->mK;
     if (a.accum) S->n_add_gemv++;
     if (p->mq8) {
@@ -995,7 +1000,7 @@ static void free_state(cu_state *S) {
     cu_trace_close(S->trace);
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
-    void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s,
+    void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s, S->q8.xl4, S->q8.xl6,
                    S->att_part, S->x16, S->w16, S->rope_cs, S->att_count};
     for (size_t i = 0; i < MF_ARRAY_LEN(dev); i++)
         if (dev[i]) cudaFree(dev[i]);
@@ -1055,6 +1060,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         if (S->f_gemv == 4) S->f_gemv = 3;
     }
     S->xst_pre = env_in_range("MINFER_CUDA_XST_PRE", MMV_XST_PRE_DEFAULT, 0, 16);
+    S->xst_pre_attn = env_in_range("MINFER_CUDA_XST_PRE_ATTN", S->xst_pre, 0, 16);
     {
         static const int widths[] = {256, 512, 1024};
         S->norm_threads = env_one_of("MINFER_CUDA_NORM_THREADS", 1024, widths, 3);
@@ -1121,6 +1127,9 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     SCRATCH(S->q8.qs, int8_t, S->q8_cap + 16);
     SCRATCH(S->q8.d, float, S->q8_cap / 32 + 1);
     SCRATCH(S->q8.s, float, S->q8_cap / 16 + 1);
+    /* lane-major copies, which the x-stationary GEMVs of q4_K, q5_K, q6_K read (common.cuh) */
+    SCRATCH(S->q8.xl4, uint8_t, cu_xl_bytes(S->q8_cap));
+    SCRATCH(S->q8.xl6, uint8_t, cu_xl_bytes(S->q8_cap));
     /* attention chunks: multiples of 64 positions, at most 16 per head: the grid
      * covers the whole context, and every early-exit block still costs a slot
      * (64 chunks x 32 heads measured 10 us for one position; ncu, H200, when the
@@ -1228,10 +1237,12 @@ static void print_notice(cu_state *S) {
     const size_t plane = (size_t)S->w16_cap * sizeof(__half);
     const size_t scratch = S->own_scratch + S->fw_scratch - plane;
     const double base = (double)S->wbytes + (double)S->kvbytes;
-    char gemv_name[320], xs_name[128], ring[64] = "";
-    if (S->xst_depth != cu_mmv_xst_depth_default() || S->xst_pre != MMV_XST_PRE_DEFAULT)
-        snprintf(ring, sizeof ring, "[depth %d, %d before the wait]", S->xst_depth,
-                 S->xst_pre < S->xst_depth ? S->xst_pre : S->xst_depth);
+    char gemv_name[320], xs_name[160], ring[96] = "";
+    if (S->xst_depth != cu_mmv_xst_depth_default() || S->xst_pre != MMV_XST_PRE_DEFAULT ||
+        S->xst_pre_attn != S->xst_pre)
+        snprintf(ring, sizeof ring, "[depth %d, %d before the wait, %d after attention]", S->xst_depth,
+                 S->xst_pre < S->xst_depth ? S->xst_pre : S->xst_depth,
+                 S->xst_pre_attn < S->xst_depth ? S->xst_pre_attn : S->xst_depth);
     const char *mixed = S->f_gemv_mixed && S->xst_bytes >= 0 ? "+xstm" : "";
     if (S->f_gemv == 4) snprintf(xs_name, sizeof xs_name, "xst%s%s", ring, mixed);
     else if (S->xst_bytes >= 0)

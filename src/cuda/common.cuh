@@ -73,7 +73,33 @@ struct cu_q8 {
     int8_t *qs;
     float *d;
     float *s;
+    uint8_t *xl4, *xl6; /* the same, lane-major for the x-stationary GEMVs (below); NULL: none */
 };
+
+/* Lane-major copies of q8 activations. The x-stationary GEMVs (mmv.cuh: xst, xstm,
+ * xst2) give lane l of a warp the 64-value units l, l + 32, ... of a row and load each
+ * unit's activations (its U::X) once. From the layout above a warp's 16-byte load
+ * spans 2 KB (each lane's unit 64 bytes from the next): 16 L1 wavefronts instead of 4,
+ * ~20 of them per lane, and every warp of the grid does it at the same instant after
+ * its wait. Measured (bench/sm_rates.cu fanin, H200, 2026-11-30): 2112 warps loading
+ * the same 5.6 KB take 1.57 us that way and 0.67 us with each load covering 512
+ * contiguous bytes. So the q8 writers (q8_store4, q8_store1) also write each unit's
+ * X, already combined, in 5 chunks of 16 bytes: chunk c of unit u at byte
+ * ((u / 32 * 5 + c) * 32 + u % 32) * 16, so the 32 lanes' chunk c is one 512-byte
+ * run. Two unit shapes (the 7B's q4_k_m has both):
+ *   xl4 (q4_K, q5_K: unit u = values 64u .. 64u+63): chunks 0-3 the 64 codes, chunk 4
+ *       the two 32-blocks' d and then their sums s[4u] + s[4u+1], s[4u+2] + s[4u+3];
+ *   xl6 (q6_K: unit u = 4b + 2hh + (l0 / 16) of 256-block b, values 256b + 128hh +
+ *       32qq + l0 .. +15 for qq = 0..3): chunk qq those 16 codes, chunk 4 the d of
+ *       the four 32-blocks they lie in.
+ * The sums are the same float additions the GEMVs did on the plain layout, so the
+ * results are bit-identical. */
+#define CU_XL_CHUNKS 5
+static __host__ __device__ __forceinline__ int64_t cu_xl_off(int64_t u, int c) {
+    return (((u >> 5) * CU_XL_CHUNKS + c) * 32 + (u & 31)) * 16;
+}
+/* bytes of one lane-major layout for n values (whole groups of 32 units) */
+static inline size_t cu_xl_bytes(int64_t n) { return (size_t)((n + 2047) / 2048) * 32 * CU_XL_CHUNKS * 16; }
 
 /* ------------------------------------------------------------------------- */
 /* Backend state (defined in backend_cuda.cu, used by every launcher)        */
@@ -266,12 +292,33 @@ static __device__ __forceinline__ void q8_store4(cu_q8 q, int64_t idx4, float4 v
     int s = q0 + q1 + q2 + q3;
     s += __shfl_xor_sync(0xffffffffu, s, 1);
     s += __shfl_xor_sync(0xffffffffu, s, 2);
+    const float ds = d * (float)s;
+    const float ds_hi = q.xl4 ? __shfl_xor_sync(0xffffffffu, ds, 4) : 0.0f; /* the 32-block's second 16 */
     if (valid) {
         const uint32_t packed = (uint32_t)(q0 & 0xff) | ((uint32_t)(q1 & 0xff) << 8) |
                                 ((uint32_t)(q2 & 0xff) << 16) | ((uint32_t)(q3 & 0xff) << 24);
         *(uint32_t *)(q.qs + idx4) = packed;
         if ((idx4 & 31) == 0) q.d[idx4 >> 5] = d;
-        if ((idx4 & 15) == 0) q.s[idx4 >> 4] = d * (float)s;
+        if ((idx4 & 15) == 0) q.s[idx4 >> 4] = ds;
+        if (q.xl4) {
+            const int64_t u = idx4 >> 6;
+            const int j = (int)(idx4 & 63);
+            *(uint32_t *)(q.xl4 + cu_xl_off(u, j >> 4) + (j & 15)) = packed;
+            if ((idx4 & 31) == 0) {
+                float *e = (float *)(q.xl4 + cu_xl_off(u, 4));
+                e[j >> 5] = d;
+                e[2 + (j >> 5)] = ds + ds_hi;
+            }
+        }
+        if (q.xl6) {
+            const int r = (int)(idx4 & 255), hh = r >> 7, qq = (r >> 5) & 3, l = r & 31;
+            const int64_t u0 = (idx4 >> 8) * 4 + 2 * hh;
+            *(uint32_t *)(q.xl6 + cu_xl_off(u0 + (l >> 4), qq) + (l & 15)) = packed;
+            if (l == 0) {
+                ((float *)(q.xl6 + cu_xl_off(u0, 4)))[qq] = d;
+                ((float *)(q.xl6 + cu_xl_off(u0 + 1, 4)))[qq] = d;
+            }
+        }
     }
 }
 
@@ -285,10 +332,31 @@ static __device__ __forceinline__ void q8_store1(cu_q8 q, int64_t idx, float v, 
     int s = qv;
 #pragma unroll
     for (int o = 1; o < 16; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const float ds = d * (float)s;
+    const float ds_hi = q.xl4 ? __shfl_xor_sync(0xffffffffu, ds, 16) : 0.0f; /* the second 16 */
     if (valid) {
         q.qs[idx] = (int8_t)qv;
         if ((idx & 31) == 0) q.d[idx >> 5] = d;
-        if ((idx & 15) == 0) q.s[idx >> 4] = d * (float)s;
+        if ((idx & 15) == 0) q.s[idx >> 4] = ds;
+        if (q.xl4) {
+            const int64_t u = idx >> 6;
+            const int j = (int)(idx & 63);
+            q.xl4[cu_xl_off(u, j >> 4) + (j & 15)] = (uint8_t)qv;
+            if ((idx & 31) == 0) {
+                float *e = (float *)(q.xl4 + cu_xl_off(u, 4));
+                e[j >> 5] = d;
+                e[2 + (j >> 5)] = ds + ds_hi;
+            }
+        }
+        if (q.xl6) {
+            const int r = (int)(idx & 255), hh = r >> 7, qq = (r >> 5) & 3, l = r & 31;
+            const int64_t u0 = (idx >> 8) * 4 + 2 * hh;
+            q.xl6[cu_xl_off(u0 + (l >> 4), qq) + (l & 15)] = (uint8_t)qv;
+            if (l == 0) {
+                ((float *)(q.xl6 + cu_xl_off(u0, 4)))[qq] = d;
+                ((float *)(q.xl6 + cu_xl_off(u0 + 1, 4)))[qq] = d;
+            }
+        }
     }
 }
 

@@ -365,12 +365,39 @@ static __device__ __forceinline__ void mmv_lane_load(const uint8_t *row, int nb,
         if (j < nh) U::template load<L>(row, nb, u0 + j, w[k]);
     }
 }
+/* Units with a lane-major activation copy (U::XL, U::xl, U::loadx_lane; common.cuh
+ * says why) read only that: every q8 the backend hands a GEMV has it (the writers
+ * q8_store4/q8_store1 make it), and without the plain path beside it xstm keeps 118
+ * registers instead of 128 (ptxas, sm_90a). The other units read the plain layout.
+ * The lane loads are plain ld.global, not the read-only path: the kernel before
+ * writes these bytes while this grid is already resident (PDL), which ld.global.nc
+ * does not allow (the data must not change during the kernel), and on the synthetic
+ * 1B under xs it returned stale bytes (greedy diverged at the first decode step;
+ * correct with PDL off and on the ring kernels; 2026-11-30). griddepcontrol.wait
+ * makes the kernel before's writes visible to plain loads after it. */
+template <typename U, typename = void>
+struct mmv_has_xl {
+    static constexpr bool value = false;
+};
+template <typename U>
+struct mmv_has_xl<U, decltype((void)U::XL, void())> {
+    static constexpr bool value = true;
+};
 template <typename U, int UPL>
 static __device__ __forceinline__ void mmv_lane_loadx(const cu_q8 &q, int u0, int nh, int lane, typename U::X *x) {
+    if constexpr (mmv_has_xl<U>::value) {
+        const uint8_t *xl = U::xl(q); /* never NULL here (above) */
 #pragma unroll
-    for (int k = 0; k < UPL; k++) {
-        const int j = lane + 32 * k;
-        if (j < nh) U::loadx(q, 0, u0 + j, x[k]);
+        for (int k = 0; k < UPL; k++) {
+            const int j = lane + 32 * k;
+            if (j < nh) U::loadx_lane(xl, u0 + j, x[k]);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < UPL; k++) {
+            const int j = lane + 32 * k;
+            if (j < nh) U::loadx(q, 0, u0 + j, x[k]);
+        }
     }
 }
 template <typename U, int UPL>

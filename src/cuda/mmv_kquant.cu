@@ -64,6 +64,21 @@ struct unit_k45 {
         x.s0 = q.s[i16] + q.s[i16 + 1];
         x.s1 = q.s[i16 + 2] + q.s[i16 + 3];
     }
+    /* the lane-major copy (common.cuh, cu_q8.xl4): five 16-byte plain loads
+     * (mmv.cuh, mmv_lane_loadx, says why not the read-only path) */
+    enum { XL = 4 };
+    static __device__ __forceinline__ const uint8_t *xl(const cu_q8 &q) { return q.xl4; }
+    static __device__ __forceinline__ void loadx_lane(const uint8_t *xl, int u, X &x) {
+        x.a0 = *((const int4 *)(xl + cu_xl_off(u, 0)));
+        x.a1 = *((const int4 *)(xl + cu_xl_off(u, 1)));
+        x.b0 = *((const int4 *)(xl + cu_xl_off(u, 2)));
+        x.b1 = *((const int4 *)(xl + cu_xl_off(u, 3)));
+        const float4 e = *((const float4 *)(xl + cu_xl_off(u, 4)));
+        x.d0 = e.x;
+        x.d1 = e.y;
+        x.s0 = e.z;
+        x.s1 = e.w;
+    }
     static __device__ __forceinline__ float dotx(const W &w, const X &x, int u) {
         const int g = u & 3;
         const uint32_t sm = k4_scales(w.h, g);
@@ -130,6 +145,23 @@ struct unit_q6k {
         const int64_t i32 = xb >> 5;
 #pragma unroll
         for (int qq = 0; qq < 4; qq++) x.d[qq] = q.d[i32 + qq];
+#pragma unroll
+        for (int qq = 0; qq < 4; qq++) {
+            const int4 v = x.x[qq];
+            x.s[qq] = dp4a(0x01010101, v.x, dp4a(0x01010101, v.y, dp4a(0x01010101, v.z, dp4a(0x01010101, v.w, 0))));
+        }
+    }
+    /* the lane-major copy (common.cuh, cu_q8.xl6): five 16-byte plain loads */
+    enum { XL = 6 };
+    static __device__ __forceinline__ const uint8_t *xl(const cu_q8 &q) { return q.xl6; }
+    static __device__ __forceinline__ void loadx_lane(const uint8_t *xl, int u, X &x) {
+#pragma unroll
+        for (int qq = 0; qq < 4; qq++) x.x[qq] = *((const int4 *)(xl + cu_xl_off(u, qq)));
+        const float4 e = *((const float4 *)(xl + cu_xl_off(u, 4)));
+        x.d[0] = e.x;
+        x.d[1] = e.y;
+        x.d[2] = e.z;
+        x.d[3] = e.w;
 #pragma unroll
         for (int qq = 0; qq < 4; qq++) {
             const int4 v = x.x[qq];

@@ -116,7 +116,7 @@ static void launch_reg(cu_state *S, float *out, float *x, const float *y, const 
 void cu_rmsnorm(cu_state *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
                 const cu_q8 *q) {
     const int q8 = q && dim % 32 == 0;
-    cu_q8 qq = q ? *q : cu_q8{nullptr, nullptr, nullptr};
+    cu_q8 qq = q ? *q : cu_q8{};
     if (dim % 4 == 0 && dim <= 16384) {
         if (y) {
             if (q8) launch_reg<true, true>(S, out, x, y, w, n, dim, eps, qq);
