@@ -65,7 +65,8 @@ static __device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
  * pointer derives from the __shared__ ring). */
 /* (weights, u*: with the streamed-weight L2 policy, l2_stream_policy; the asm is not
  * volatile, like __ldg, since weights may be read before pdl_wait; activations, i128,
- * stay plain __ldg, ordered after the wait) */
+ * are plain loads after the wait: the kernel before writes them while this grid is
+ * resident, which the read-only path does not allow; mmv_lane_loadx) */
 struct ld_g {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && MINFER_CUDA_L2_HINT
     static __device__ __forceinline__ uint4 u128(const uint8_t *p) {
@@ -96,7 +97,7 @@ struct ld_g {
     static __device__ __forceinline__ uint32_t u32(const uint8_t *p) { return __ldg((const unsigned int *)p); }
     static __device__ __forceinline__ uint16_t u16(const uint8_t *p) { return __ldg((const unsigned short *)p); }
 #endif
-    static __device__ __forceinline__ int4 i128(const int8_t *p) { return __ldg((const int4 *)p); }
+    static __device__ __forceinline__ int4 i128(const int8_t *p) { return *(const int4 *)p; }
 };
 struct ld_s {
     static __device__ __forceinline__ uint4 u128(const uint8_t *p) { return *(const uint4 *)p; }

@@ -26,7 +26,8 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_f(cu_mmv_arg
 #pragma unroll
             for (int c = 0; c < NC; c++)
                 if (c < a.ncols) {
-                    const float4 x = __ldg((const float4 *)(a.x + (int64_t)c * K) + i);
+                    /* activations: plain loads (written while this grid is resident; mmv.cuh ld_g) */
+                    const float4 x = *((const float4 *)(a.x + (int64_t)c * K) + i);
                     acc[c] += w.x * x.x + w.y * x.y + w.z * x.z + w.w * x.w;
                 }
         }
@@ -51,7 +52,7 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_f(cu_mmv_arg
             for (int c = 0; c < NC; c++)
                 if (c < a.ncols) {
                     const float4 *xp = (const float4 *)(a.x + (int64_t)c * K + (int64_t)i * 8);
-                    const float4 x0 = __ldg(xp), x1 = __ldg(xp + 1);
+                    const float4 x0 = xp[0], x1 = xp[1];
                     acc[c] += f[0] * x0.x + f[1] * x0.y + f[2] * x0.z + f[3] * x0.w + f[4] * x1.x + f[5] * x1.y +
                               f[6] * x1.z + f[7] * x1.w;
                 }
