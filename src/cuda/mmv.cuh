@@ -635,6 +635,30 @@ static __device__ __forceinline__ void ring_first_rows(const cu_mmv_args &a, boo
     if (req && (lane < a.ring_pre) == before_wait) tma_row(slot, src, bytes, bar);
 }
 
+/* The ring loop's two steps that xst, xstm and xst2 share. ring_dot: the lane's units
+ * u0 + lane + 32k (< u0 + nh) of the row in a slot, dotted with its activations and
+ * summed over the warp (after the sum every lane's reads of the slot are done).
+ * ring_refill: row f (< n) into the slot its ring just read, requested by lane f % 32
+ * (which worked out rows below 32 ahead of the wait), after a proxy fence: the slot was
+ * read through the generic proxy and the refill writes through the async one. row(&bytes)
+ * gives the row's weights and length; it runs on that lane only. */
+template <typename U, int UPL>
+static __device__ __forceinline__ float ring_dot(const uint8_t *slot, int nb, int u0, int nh, int lane,
+                                                 const typename U::X *x) {
+    typename U::W w[UPL];
+    mmv_lane_load<U, UPL, ld_s>(slot, nb, u0, nh, lane, w);
+    return warp_sum(mmv_lane_dot<U, UPL>(w, x, u0, nh, lane));
+}
+template <class R>
+static __device__ __forceinline__ void ring_refill(int f, int n, int lane, void *slot, uint64_t *bar, R &&row) {
+    if (f < n && lane == (f & 31)) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        uint32_t bytes;
+        const uint8_t *src = row(&bytes);
+        tma_row(slot, src, bytes, bar);
+    }
+}
+
 /* Shared memory of a block of nrings rings (xst: one per warp; xst2: one per pair):
  * nrings*depth barriers, then the slots (128-aligned). */
 static __host__ __device__ __forceinline__ size_t mmv_ring_bars(int nrings, int depth) {
@@ -712,20 +736,14 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     for (int i = 0; i < n; i++) {
         const int s = i % depth;
         ring_wait(bar, i, depth, n);
-        typename U::W w[UPL];
-        mmv_lane_load<U, UPL, ld_s>(slot0 + (size_t)s * stride, nb, 0, nu, lane, w);
-        /* after the sum, every lane's reads of the slot are done */
-        const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, 0, nu, lane));
+        const float acc = ring_dot<U, UPL>(slot0 + (size_t)s * stride, nb, 0, nu, lane, x);
         if (i == 0) trace_mark(0);
         const int f = i + depth; /* the row that refills slot s */
-        if (f < n && lane == (f & 31)) {
-            /* the slot was read through the generic proxy; order that before the
-             * async-proxy write that refills it */
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        ring_refill(f, n, lane, slot0 + (size_t)s * stride, bar + s, [&](uint32_t *bytes) {
             int m, r;
-            tma_row(slot0 + (size_t)s * stride, f < 32 ? src : mmv_row(a, gw + f * W, &m, &r), (uint32_t)stride,
-                    bar + s);
-        }
+            *bytes = (uint32_t)stride;
+            return f < 32 ? src : mmv_row(a, gw + f * W, &m, &r);
+        });
         keep.put(a, i, n, gw, W, lane, acc);
         __syncwarp();
     }
@@ -828,16 +846,14 @@ static __device__ __forceinline__ void xstm_rows(const cu_mmv_args &a, int i0, i
     for (int i = i0; i < i1; i++) {
         const int s = i % depth;
         ring_wait(wp.bar, i, depth, wp.n);
-        typename U::W w[UPL];
-        mmv_lane_load<U, UPL, ld_s>(wp.slot0 + (size_t)s * smax, nb, 0, nu, lane, w);
-        const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, 0, nu, lane));
+        const float acc = ring_dot<U, UPL>(wp.slot0 + (size_t)s * smax, nb, 0, nu, lane, x);
         if (i == 0) trace_mark(0);
-        const int f = i + depth; /* (as xst: lane f % 32 refills, after the proxy fence) */
-        if (f < wp.n && lane == (f & 31)) {
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        const int f = i + depth;
+        ring_refill(f, wp.n, lane, wp.slot0 + (size_t)s * smax, wp.bar + s, [&](uint32_t *b) {
             if (f >= 32) src = xstm_row(a, wp.gw + f * wp.W, g2, &bytes);
-            tma_row(wp.slot0 + (size_t)s * smax, src, bytes, wp.bar + s);
-        }
+            *b = bytes;
+            return src;
+        });
         keep.put(a, i, wp.n, wp.gw, wp.W, lane, acc);
         __syncwarp();
     }
@@ -951,21 +967,18 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
     for (int i = 0; i < n; i++) {
         const int s = i % depth;
         ring_wait(bar, i, depth, n);
-        typename U::W w[UPL];
-        mmv_lane_load<U, UPL, ld_s>(slot0 + (size_t)s * stride, nb, u0, nh, lane, w);
-        const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, u0, nh, lane));
+        const float acc = ring_dot<U, UPL>(slot0 + (size_t)s * stride, nb, u0, nh, lane, x);
         if (i == 0) trace_mark(0);
         if (half == 1 && lane == 0) part[pair][i & 1] = acc;
         /* both halves have read slot s; warp 1's partial is in part */
         asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory");
         if (half == 0) {
             const int f = i + depth;
-            if (f < n && lane == (f & 31)) {
-                asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* as xst */
+            ring_refill(f, n, lane, slot0 + (size_t)s * stride, bar + s, [&](uint32_t *bytes) {
                 int m, r;
-                tma_row(slot0 + (size_t)s * stride, f < 32 ? src : mmv_row(a, gp + f * P, &m, &r), (uint32_t)stride,
-                        bar + s);
-            }
+                *bytes = (uint32_t)stride;
+                return f < 32 ? src : mmv_row(a, gp + f * P, &m, &r);
+            });
             keep.put(a, i, n, gp, P, lane, acc + part[pair][i & 1]);
         }
     }
