@@ -191,19 +191,10 @@ static cu_q8 q8_random(int K, std::vector<int8_t> &hq, std::vector<float> &hd) {
     const size_t xb = cu_xl_bytes(K);
     std::vector<uint8_t> x4(xb, 0), x6(xb, 0);
     for (int i = 0; i < K; i++) {
-        const int u = i / 64, j = i % 64;
-        x4[cu_xl_off(u, j / 16) + j % 16] = (uint8_t)hq[i];
-        const int r = i % 256, hh = r / 128, qq = r / 32 % 4, l = r % 32;
-        x6[cu_xl_off(i / 256 * 4 + 2 * hh + l / 16, qq) + l % 16] = (uint8_t)hq[i];
+        x4[cu_xl4_at(i)] = (uint8_t)hq[i];
+        x6[cu_xl6_at(i)] = (uint8_t)hq[i];
     }
-    for (int j = 0; j < K / 32; j++) {
-        float *e = (float *)&x4[cu_xl_off(j / 2, 4)];
-        e[j % 2] = hd[j];
-        e[2 + j % 2] = hs[2 * j] + hs[2 * j + 1];
-        const int r = 32 * j % 256, u0 = 32 * j / 256 * 4 + 2 * (r / 128);
-        ((float *)&x6[cu_xl_off(u0, 4)])[r / 32 % 4] = hd[j];
-        ((float *)&x6[cu_xl_off(u0 + 1, 4)])[r / 32 % 4] = hd[j];
-    }
+    for (int j = 0; j < K / 32; j++) cu_xl_block(x4.data(), x6.data(), 32 * j, hd[j], hs[2 * j] + hs[2 * j + 1]);
     cu_q8 q = {};
     CK(cudaMalloc(&q.qs, K));
     CK(cudaMalloc(&q.d, K / 32 * 4));

@@ -73,11 +73,11 @@ struct cu_q8 {
     int8_t *qs;
     float *d;
     float *s;
-    uint8_t *xl4, *xl6; /* the same, lane-major for the x-stationary GEMVs (below); NULL: none */
+    uint8_t *xl4, *xl6; /* the same, lane-major (below); the backend always sets them */
 };
 
-/* Lane-major copies of q8 activations. The x-stationary GEMVs (mmv.cuh: xst, xstm,
- * xst2) give lane l of a warp the 64-value units l, l + 32, ... of a row and load each
+/* Lane-major copies of q8 activations. The x-stationary GEMVs (mmv.cuh: xs, xs2, xst,
+ * xstm, xst2) give lane l of a warp the 64-value units l, l + 32, ... of a row and load each
  * unit's activations (its U::X) once. From the layout above a warp's 16-byte load
  * spans 2 KB (each lane's unit 64 bytes from the next): 16 L1 wavefronts instead of 4,
  * ~20 of them per lane, and every warp of the grid does it at the same instant after
@@ -100,6 +100,32 @@ static __host__ __device__ __forceinline__ int64_t cu_xl_off(int64_t u, int c) {
 }
 /* bytes of one lane-major layout for n values (whole groups of 32 units) */
 static inline size_t cu_xl_bytes(int64_t n) { return (size_t)((n + 2047) / 2048) * 32 * CU_XL_CHUNKS * 16; }
+/* where the code of value i goes in xl4 and in xl6 */
+static __host__ __device__ __forceinline__ int64_t cu_xl4_at(int64_t i) {
+    return cu_xl_off(i >> 6, (int)(i & 63) >> 4) + (i & 15);
+}
+static __host__ __device__ __forceinline__ int64_t cu_xl6_at(int64_t i) {
+    const int r = (int)(i & 255); /* 256-block: half r / 128, 32-run (r / 32) % 4, lane half (r % 32) / 16 */
+    return cu_xl_off((i >> 8) * 4 + 2 * (r >> 7) + ((r & 31) >> 4), (r >> 5) & 3) + (r & 15);
+}
+/* The 32-block that starts at value i (32-aligned): its scale d, and for xl4 the sum
+ * ds32 = s[2j] + s[2j+1] of its two 16-value sums, into the chunks 4 of the units that
+ * read them (xl6: the two units of its 128-value half). The lab's host builder
+ * (bench/cuda_gemv.cu q8_random) writes its copies through these same three. */
+static __host__ __device__ __forceinline__ void cu_xl_block(uint8_t *xl4, uint8_t *xl6, int64_t i, float d,
+                                                            float ds32) {
+    if (xl4) {
+        float *e = (float *)(xl4 + cu_xl_off(i >> 6, 4));
+        e[(i >> 5) & 1] = d;
+        e[2 + ((i >> 5) & 1)] = ds32;
+    }
+    if (xl6) {
+        const int r = (int)(i & 255), qq = (r >> 5) & 3;
+        const int64_t u0 = (i >> 8) * 4 + 2 * (r >> 7);
+        ((float *)(xl6 + cu_xl_off(u0, 4)))[qq] = d;
+        ((float *)(xl6 + cu_xl_off(u0 + 1, 4)))[qq] = d;
+    }
+}
 
 /* ------------------------------------------------------------------------- */
 /* Backend state (defined in backend_cuda.cu, used by every launcher)        */
@@ -300,25 +326,10 @@ static __device__ __forceinline__ void q8_store4(cu_q8 q, int64_t idx4, float4 v
         *(uint32_t *)(q.qs + idx4) = packed;
         if ((idx4 & 31) == 0) q.d[idx4 >> 5] = d;
         if ((idx4 & 15) == 0) q.s[idx4 >> 4] = ds;
-        if (q.xl4) {
-            const int64_t u = idx4 >> 6;
-            const int j = (int)(idx4 & 63);
-            *(uint32_t *)(q.xl4 + cu_xl_off(u, j >> 4) + (j & 15)) = packed;
-            if ((idx4 & 31) == 0) {
-                float *e = (float *)(q.xl4 + cu_xl_off(u, 4));
-                e[j >> 5] = d;
-                e[2 + (j >> 5)] = ds + ds_hi;
-            }
-        }
-        if (q.xl6) {
-            const int r = (int)(idx4 & 255), hh = r >> 7, qq = (r >> 5) & 3, l = r & 31;
-            const int64_t u0 = (idx4 >> 8) * 4 + 2 * hh;
-            *(uint32_t *)(q.xl6 + cu_xl_off(u0 + (l >> 4), qq) + (l & 15)) = packed;
-            if (l == 0) {
-                ((float *)(q.xl6 + cu_xl_off(u0, 4)))[qq] = d;
-                ((float *)(q.xl6 + cu_xl_off(u0 + 1, 4)))[qq] = d;
-            }
-        }
+        /* (4 values at idx4, 4-aligned: one word in either copy) */
+        if (q.xl4) *(uint32_t *)(q.xl4 + cu_xl4_at(idx4)) = packed;
+        if (q.xl6) *(uint32_t *)(q.xl6 + cu_xl6_at(idx4)) = packed;
+        if ((idx4 & 31) == 0) cu_xl_block(q.xl4, q.xl6, idx4, d, ds + ds_hi);
     }
 }
 
@@ -338,25 +349,9 @@ static __device__ __forceinline__ void q8_store1(cu_q8 q, int64_t idx, float v, 
         q.qs[idx] = (int8_t)qv;
         if ((idx & 31) == 0) q.d[idx >> 5] = d;
         if ((idx & 15) == 0) q.s[idx >> 4] = ds;
-        if (q.xl4) {
-            const int64_t u = idx >> 6;
-            const int j = (int)(idx & 63);
-            q.xl4[cu_xl_off(u, j >> 4) + (j & 15)] = (uint8_t)qv;
-            if ((idx & 31) == 0) {
-                float *e = (float *)(q.xl4 + cu_xl_off(u, 4));
-                e[j >> 5] = d;
-                e[2 + (j >> 5)] = ds + ds_hi;
-            }
-        }
-        if (q.xl6) {
-            const int r = (int)(idx & 255), hh = r >> 7, qq = (r >> 5) & 3, l = r & 31;
-            const int64_t u0 = (idx >> 8) * 4 + 2 * hh;
-            q.xl6[cu_xl_off(u0 + (l >> 4), qq) + (l & 15)] = (uint8_t)qv;
-            if (l == 0) {
-                ((float *)(q.xl6 + cu_xl_off(u0, 4)))[qq] = d;
-                ((float *)(q.xl6 + cu_xl_off(u0 + 1, 4)))[qq] = d;
-            }
-        }
+        if (q.xl4) q.xl4[cu_xl4_at(idx)] = (uint8_t)qv;
+        if (q.xl6) q.xl6[cu_xl6_at(idx)] = (uint8_t)qv;
+        if ((idx & 31) == 0) cu_xl_block(q.xl4, q.xl6, idx, d, ds + ds_hi);
     }
 }
 
