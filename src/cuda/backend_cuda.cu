@@ -13,7 +13,8 @@
  *   matmul x3 on one input (GEMV)   -> one launch over the stacked rows (q/k/v, gate/up)
  *   rope(q) + rope(k) + attention   -> RoPE inside the KV-store kernel
  * and every producer of a GEMV input (norm, swiglu, attention) also writes its q8
- * quantization, so no GEMV quantizes its own input. Any other op flushes what is
+ * quantization (and its lane-major copies, common.cuh), so no GEMV quantizes its own
+ * input. Any other op flushes what is
  * held back first, and download() flushes everything.
  *
  * Graph (MINFER_CUDA_GRAPH=0 turns it off): a batch of one token is captured once

@@ -14,7 +14,11 @@
  *     so only immutable data (weights) may be read before pdl_wait(), and nothing
  *     may be written. One labelled exception: the one-token decode attention
  *     (cu_attn_args.pre, attn.cu) also reads the batch metadata and KV-cache rows
- *     that only earlier steps wrote. */
+ *     that only earlier steps wrote.
+ *   - what an earlier kernel of the step wrote is read with plain loads, never through
+ *     the read-only path (__ldg, ld.global.nc, const __restrict__): under PDL it is
+ *     written while the reading grid is already resident, which that path does not
+ *     allow, and it returned stale bytes (mmv.cuh, mmv_lane_loadx, 2026-11-30). */
 #ifndef MINFER_CUDA_COMMON_CUH
 #define MINFER_CUDA_COMMON_CUH
 
