@@ -305,9 +305,7 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_chain(chain_
         for (int r = gw; r < c.rows[p]; r += W, i++) {
             const int s = i % depth;
             mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
-            typename U::W w[UPL];
-            mmv_lane_load<U, UPL, ld_s>(slot0 + (size_t)s * stride, nb, 0, nu, lane, w);
-            const float acc = warp_sum(mmv_lane_dot<U, UPL>(w, x, 0, nu, lane)); /* the slot's reads are done */
+            const float acc = ring_dot<U, UPL>(slot0 + (size_t)s * stride, nb, 0, nu, lane, x); /* the slot's reads are done */
             if (lane == 0) {
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                 issue(s);

@@ -19,6 +19,7 @@
  *    x-stationary GEMVs' activation loads after their wait), against the same loads
  *    spread over 2..2112 copies of the data (k_fanin below).
  * Needs sm_90 (bulk copies); build: make BUILD=... bench/sm-rates (CUDA=1). */
+#include "cuda/mmv.cuh" /* smem_u32, mbar_init_ring, mbar_wait: the engine's ring pieces */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -59,7 +60,15 @@ static __global__ void k_cluster(unsigned *sm) {
     }
 }
 
-static __device__ __forceinline__ uint32_t su32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+/* (sm_90) bytes from global into shared memory, completing on bar: tma_row of mmv.cuh
+ * without its L2 evict-first hint, so the probe measures the plain copy */
+static __device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
+                 : "memory");
+}
 
 static __global__ void __launch_bounds__(WARPS * 32) k_stream(const uint8_t *src, int64_t nchunks, unsigned *sm,
                                                                 uint64_t *t0, uint64_t *t1, unsigned *sink) {
@@ -74,31 +83,17 @@ static __global__ void __launch_bounds__(WARPS * 32) k_stream(const uint8_t *src
         t0[blockIdx.x] = gtime();
     }
     const int64_t n = gw < nchunks ? (nchunks - gw + W - 1) / W : 0;
-    if (lane == 0) {
-        for (int s = 0; s < DEPTH; s++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(su32(&bar[warp][s])));
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
+    if (lane == 0) mbar_init_ring(bar[warp], DEPTH);
     __syncwarp();
     auto request = [&](int64_t i) {
         const int s = (int)(i % DEPTH);
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(su32(&bar[warp][s])), "r"(CHUNK)
-                     : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                         su32(slot[warp][s])),
-                     "l"(src + (gw + i * W) * CHUNK), "r"(CHUNK), "r"(su32(&bar[warp][s]))
-                     : "memory");
+        bulk_copy(slot[warp][s], src + (gw + i * W) * CHUNK, CHUNK, &bar[warp][s]);
     };
     if (lane < DEPTH && lane < n) request(lane);
     unsigned acc = 0;
     for (int64_t i = 0; i < n; i++) {
         const int s = (int)(i % DEPTH);
-        uint32_t done = 0;
-        while (!done)
-            asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                         " selp.u32 %0, 1, 0, p;\n}"
-                         : "=r"(done)
-                         : "r"(su32(&bar[warp][s])), "r"((uint32_t)((i / DEPTH) & 1))
-                         : "memory");
+        mbar_wait(&bar[warp][s], (uint32_t)((i / DEPTH) & 1));
         const uint4 *v = (const uint4 *)slot[warp][s];
         for (int k = lane; k < CHUNK / 16; k += 32) acc ^= v[k].x ^ v[k].w;
         __syncwarp();
@@ -127,6 +122,44 @@ static __global__ void k_fill(uint8_t *buf, int64_t n) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         buf[i] = (uint8_t)(i * 7 + 1);
 }
+/* A lane's two units of the 5.6 KB at x, as the GEMVs read them (from global memory
+ * through the read-only path, or from shared memory), folded into acc and f so no
+ * load can be dropped. */
+template <bool GLOBAL>
+static __device__ __forceinline__ void fan_units(const uint8_t *x, int lane, unsigned &acc, float &f) {
+    auto ld4 = [](const int4 *p) { return GLOBAL ? __ldg(p) : *p; };
+    auto ldf = [](const float *p) { return GLOBAL ? __ldg(p) : *p; };
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const int u = lane + 32 * k;
+        const int4 *q = (const int4 *)(x + 64 * u);
+        const int4 a0 = ld4(q), a1 = ld4(q + 1), b0 = ld4(q + 2), b1 = ld4(q + 3);
+        acc ^= a0.x ^ a0.y ^ a0.z ^ a0.w ^ a1.x ^ a1.y ^ a1.z ^ a1.w;
+        acc += b0.x ^ b0.y ^ b0.z ^ b0.w ^ b1.x ^ b1.y ^ b1.z ^ b1.w;
+        const float *d = (const float *)(x + FAN_QS) + 2 * u;
+        const float *sv = (const float *)(x + FAN_QS + FAN_QS / 32 * 4) + 4 * u;
+        f += ldf(d) + ldf(d + 1) + ldf(sv) + ldf(sv + 1) + ldf(sv + 2) + ldf(sv + 3);
+    }
+}
+/* Spins until the release instant (30 us after k_now: every block is resident); the
+ * spin depends on dep, so a load that gave dep is complete before it ends. */
+static __device__ __forceinline__ void fan_release(const uint64_t *tnow, unsigned dep) {
+    const uint64_t go = tnow[0] + 30000;
+    while (gtime() < go + (dep == 0x9e3779b9u)) {
+    }
+}
+/* The warp's latency since t0, once acc and f are in (a branch on them orders the
+ * timer read after the loads): the slowest lane's, by lane 0. */
+static __device__ __forceinline__ void fan_record(unsigned acc, float f, uint64_t t0, uint32_t *lat, int gw,
+                                                  int lane) {
+    if ((acc ^ __float_as_uint(f)) == 0x9e3779b9u) acc = __shfl_xor_sync(0xffffffffu, acc, 1);
+    __syncwarp();
+    const uint64_t t1 = gtime() + (acc == 0x12345u);
+    uint32_t l = (uint32_t)(t1 - t0);
+    for (int o = 16; o; o >>= 1) l = max(l, __shfl_xor_sync(0xffffffffu, l, o));
+    if (lane == 0) lat[gw] = l;
+}
+
 static __global__ void __launch_bounds__(256) k_fanin(const uint8_t *buf, int copies, int64_t cstride,
                                                     const uint64_t *tnow, uint32_t *lat, int pre) {
     const int lane = threadIdx.x & 31;
@@ -134,22 +167,13 @@ static __global__ void __launch_bounds__(256) k_fanin(const uint8_t *buf, int co
     const uint8_t *base = buf + (int64_t)(gw % copies) * cstride;
     unsigned touch = 0;
     if (pre & 1) touch = __ldcg((const unsigned *)(base + FAN_BYTES + 128)); /* its page, another line */
-    const uint64_t go = tnow[0] + 30000; /* 30 us after k_now: every block is resident */
-    while (gtime() < go + (touch == 0x9e3779b9u)) {
-    }
-    if (pre & 2) { /* one line only: the bare round trip */
-        const uint64_t t0 = gtime();
-        const unsigned v = __ldcg((const unsigned *)base + lane);
-        if (v == 0x9e3779b9u) touch++;
-        __syncwarp();
-        const uint64_t t1 = gtime() + (touch == 0x12345u);
-        if (lane == 0) lat[gw] = (uint32_t)(t1 - t0);
-        return;
-    }
+    fan_release(tnow, touch);
     const uint64_t t0 = gtime();
     unsigned acc = 0;
     float f = 0.0f;
-    if (pre & 4) {
+    if (pre & 2) { /* one line only: the bare round trip */
+        acc ^= __ldcg((const unsigned *)base + lane);
+    } else if (pre & 4) {
         /* the same bytes laid out lane-major: load c of lane l at (32c + l) * 16, so an
          * instruction covers 512 contiguous bytes */
 #pragma unroll
@@ -158,25 +182,10 @@ static __global__ void __launch_bounds__(256) k_fanin(const uint8_t *buf, int co
             acc ^= v.x ^ v.y ^ v.z;
             f += __int_as_float(v.w & 0x3fffffff);
         }
-    } else
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        const int u = lane + 32 * k;
-        const int4 *q = (const int4 *)(base + 64 * u);
-        int4 a0 = __ldg(q), a1 = __ldg(q + 1), b0 = __ldg(q + 2), b1 = __ldg(q + 3);
-        acc ^= a0.x ^ a0.y ^ a0.z ^ a0.w ^ a1.x ^ a1.y ^ a1.z ^ a1.w;
-        acc += b0.x ^ b0.y ^ b0.z ^ b0.w ^ b1.x ^ b1.y ^ b1.z ^ b1.w;
-        const float *d = (const float *)(base + FAN_QS) + 2 * u;
-        const float *sv = (const float *)(base + FAN_QS + FAN_QS / 32 * 4) + 4 * u;
-        f += __ldg(d) + __ldg(d + 1) + __ldg(sv) + __ldg(sv + 1) + __ldg(sv + 2) + __ldg(sv + 3);
+    } else {
+        fan_units<true>(base, lane, acc, f);
     }
-    /* a branch on the values: the timer is read only once they are in */
-    if ((acc ^ __float_as_uint(f)) == 0x9e3779b9u) acc = __shfl_xor_sync(0xffffffffu, acc, 1);
-    __syncwarp();
-    const uint64_t t1 = gtime() + (acc == 0x12345u);
-    uint32_t l = (uint32_t)(t1 - t0);
-    for (int o = 16; o; o >>= 1) l = max(l, __shfl_xor_sync(0xffffffffu, l, o));
-    if (lane == 0) lat[gw] = l;
+    fan_record(acc, f, t0, lat, gw, lane);
 }
 
 /* The same activations staged once per block: thread 0 copies the 5.6 KB into shared
@@ -191,54 +200,21 @@ static __global__ void __launch_bounds__(256) k_fanin_staged(const uint8_t *buf,
     const int lane = threadIdx.x & 31;
     const int gw = blockIdx.x * 8 + (threadIdx.x >> 5);
     const uint8_t *base = buf + (int64_t)(blockIdx.x % copies) * cstride;
-    if (threadIdx.x == 0) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(su32(&bar)));
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
+    if (threadIdx.x == 0) mbar_init_ring(&bar, 1);
     __syncthreads();
-    const uint64_t go = tnow[0] + 30000;
-    while (gtime() < go) {
-    }
+    fan_release(tnow, 0);
     const uint64_t t0 = gtime();
     if (mode == 1) {
-        if (threadIdx.x == 0) {
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(su32(&bar)), "r"(FAN_BYTES)
-                         : "memory");
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                             su32(xs)),
-                         "l"(base), "r"(FAN_BYTES), "r"(su32(&bar))
-                         : "memory");
-        }
-        uint32_t done = 0;
-        while (!done)
-            asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n"
-                         " selp.u32 %0, 1, 0, p;\n}"
-                         : "=r"(done)
-                         : "r"(su32(&bar))
-                         : "memory");
+        if (threadIdx.x == 0) bulk_copy(xs, base, FAN_BYTES, &bar);
+        mbar_wait(&bar, 0);
     } else {
         for (int i = threadIdx.x; i < FAN_BYTES / 16; i += 256) ((int4 *)xs)[i] = __ldg((const int4 *)base + i);
         __syncthreads();
     }
     unsigned acc = 0;
     float f = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        const int u = lane + 32 * k;
-        const int4 *q = (const int4 *)(xs + 64 * u);
-        int4 a0 = q[0], a1 = q[1], b0 = q[2], b1 = q[3];
-        acc ^= a0.x ^ a0.y ^ a0.z ^ a0.w ^ a1.x ^ a1.y ^ a1.z ^ a1.w;
-        acc += b0.x ^ b0.y ^ b0.z ^ b0.w ^ b1.x ^ b1.y ^ b1.z ^ b1.w;
-        const float *d = (const float *)(xs + FAN_QS) + 2 * u;
-        const float *sv = (const float *)(xs + FAN_QS + FAN_QS / 32 * 4) + 4 * u;
-        f += d[0] + d[1] + sv[0] + sv[1] + sv[2] + sv[3];
-    }
-    if ((acc ^ __float_as_uint(f)) == 0x9e3779b9u) acc = __shfl_xor_sync(0xffffffffu, acc, 1);
-    __syncwarp();
-    const uint64_t t1 = gtime() + (acc == 0x12345u);
-    uint32_t l = (uint32_t)(t1 - t0);
-    for (int o = 16; o; o >>= 1) l = max(l, __shfl_xor_sync(0xffffffffu, l, o));
-    if (lane == 0) lat[gw] = l;
+    fan_units<false>(xs, lane, acc, f);
+    fan_record(acc, f, t0, lat, gw, lane);
 #endif
 }
 
