@@ -150,14 +150,16 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
             "$TESTS/test_cuda_ops"
     # wide rows (xst2 by default, from the xst size: the 25-37 MB ffn_down of the FFN and
     # chain tests; under variant 4, every wide launch) on xs2 and on pp instead
+    # (and the chains' norm split over 8 blocks per row, 2 with wide 0)
     for w in 1 0; do
         bg_start cuda_ops_wide$w env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_WIDE=$w \
-            "$TESTS/test_cuda_ops"
+            MINFER_CUDA_NORM_SPLIT=$(( w ? 8 : 2 )) "$TESTS/test_cuda_ops"
     done
     # q, k and a v of another type: one launch by default (xstm, by size; under variant 4,
     # the GEMV=4 run above, everywhere), split in two with MINFER_CUDA_GEMV_MIXED=0
+    # (and the norm of the chains as one block per row, not split in 4)
     bg_start cuda_ops_mixed0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_MIXED=0 \
-        MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
+        MINFER_CUDA_NORM_SPLIT=1 MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
     # the residual add in the norm kernel, not folded into the GEMV before it (with the
     # norm's blocks at 256 threads: 4 float4 per thread on the 4096-wide chains)
     bg_start cuda_ops_add_gemv0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_ADD_GEMV=0 \

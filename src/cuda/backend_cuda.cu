@@ -47,6 +47,10 @@
  * for one query head per kv head, 8 for grouped heads; attn.cu),
  * MINFER_CUDA_NORM_THREADS=256|512 (the one-pass RMSNorm's block at most that wide
  * instead of 1024; norm.cu),
+ * MINFER_CUDA_NORM_SPLIT=1|2|8 (the one-pass RMSNorm's row over that many blocks, each
+ * summing the whole row and writing its part, instead of 4; norm.cu),
+ * MINFER_CUDA_SWIGLU_THREADS=64..1024 (the q8 SwiGLU's block width, default 256;
+ * elementwise.cu),
  * MINFER_CUDA_ATTN_TRIGGER=0|2|3 (the one-token attention lets the GEMV after it launch
  * at its start, after its q/k/v, after its tile loop, instead of after its wait; attn.cu),
  * MINFER_CUDA_GEMV_MIXED=0 (q and k of q4_K/q5_K and a v of q6_K as two launches
@@ -153,6 +157,8 @@ struct cu_state {
     int attn_warps;        /* decode attention's warps per block, 4 or 8 (by the model's group; MINFER_CUDA_ATTN_WARPS) */
     int attn_trigger;      /* where decode attention lets the GEMV after it launch, 0..3 (MINFER_CUDA_ATTN_TRIGGER) */
     int norm_threads;      /* one-pass RMSNorm block width at most: 256, 512 or 1024 (MINFER_CUDA_NORM_THREADS) */
+    int norm_split;        /* one-pass RMSNorm blocks per row: 1, 2, 4, 8 (MINFER_CUDA_NORM_SPLIT) */
+    int swiglu_threads;    /* q8 SwiGLU block width: 64..1024 (MINFER_CUDA_SWIGLU_THREADS) */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
     int gemv_wide;         /* rows of 129..256 units: 0 pp, 1 xs2, 2 xst2 (cu_gemv_wide, mmv.cuh) */
     int xs_wide_mats;      /* quantized matrices too wide for xs (to xs2 or pp) */
@@ -224,6 +230,8 @@ struct cu_state {
 cudaStream_t cu_stream(const cu_state *S) { return S->stream; }
 int cu_pdl(const cu_state *S) { return S->f_pdl; }
 int cu_norm_threads(const cu_state *S) { return S->norm_threads; }
+int cu_norm_split(const cu_state *S) { return S->norm_split; }
+int cu_swiglu_threads(const cu_state *S) { return S->swiglu_threads; }
 int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->prop.multiProcessorCount : 1; }
 int cu_gemv_wide(const cu_state *S) { return S->gemv_wide; }
 void cu_count_xst2(cu_state *S) { S->n_xst2++; }
@@ -1065,6 +1073,10 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     {
         static const int widths[] = {256, 512, 1024};
         S->norm_threads = env_one_of("MINFER_CUDA_NORM_THREADS", 1024, widths, 3);
+        static const int splits[] = {1, 2, 4, 8};
+        S->norm_split = env_one_of("MINFER_CUDA_NORM_SPLIT", 4, splits, 4);
+        static const int sw[] = {64, 128, 256, 512, 1024};
+        S->swiglu_threads = env_one_of("MINFER_CUDA_SWIGLU_THREADS", 256, sw, 5);
     }
     S->attn_trigger = env_in_range("MINFER_CUDA_ATTN_TRIGGER", 1, 0, 3); /* (attn.cu says why 1) */
     S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
@@ -1260,7 +1272,7 @@ static void print_notice(cu_state *S) {
     else if (S->f_gemv >= 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(v1 for batches)", xs_name);
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
-            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s%s%s%s%s%s; "
+            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s%s%s%s%s%s%s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, MINFER_CUDA_L2_HINT ? "+l2-evict-first" : "",
@@ -1275,6 +1287,7 @@ static void print_notice(cu_state *S) {
             S->attn_trigger == 0 ? "+trigger-at-start" : S->attn_trigger == 2 ? "+trigger-after-qkv"
             : S->attn_trigger == 3 ? "+trigger-after-tiles" : "",
             S->norm_threads == 256 ? " norm=256-threads" : S->norm_threads == 512 ? " norm=512-threads" : "",
+            S->norm_split == 1 ? " norm-split=1" : S->norm_split == 2 ? " norm-split=2" : S->norm_split == 8 ? " norm-split=8" : "",
             S->wbytes / gib,
             S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0, plane / gib);
     if (S->verbose)

@@ -138,6 +138,8 @@ struct cu_state;
 cudaStream_t cu_stream(const cu_state *S);
 int cu_pdl(const cu_state *S);               /* programmatic dependent launch on */
 int cu_norm_threads(const cu_state *S);      /* most threads of a one-pass norm block */
+int cu_norm_split(const cu_state *S);        /* blocks per row of the one-pass norm (1, 2, 4, 8) */
+int cu_swiglu_threads(const cu_state *S);    /* threads per block of the q8 SwiGLU */
 void cu_launch_check(cu_state *S, const char *what, const char *file, int line);
 /* Records the first CUDA error (sticky) as an mf_err message. */
 void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, int line);
@@ -200,7 +202,10 @@ struct cu_trace_rec {
 };
 int cu_trace_register(int (*attach)(void *buf));
 #if MINFER_CUDA_TRACE
-static __device__ cu_trace_rec *cu_trace_buf;
+/* (__constant__: a plain __device__ pointer was re-read from memory after each
+ * "memory" clobber, a round trip under load ahead of the timer read it served,
+ * which put the wait and end stamps late; the constant cache answers in cycles) */
+static __constant__ cu_trace_rec *cu_trace_buf;
 static int cu_trace_attach(void *buf) {
     return cudaMemcpyToSymbol(cu_trace_buf, &buf, sizeof buf) == cudaSuccess ? 0 : -1;
 }
@@ -238,8 +243,9 @@ static __device__ __forceinline__ void pdl_wait() {
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 #if MINFER_CUDA_TRACE
+    const unsigned long long t = trace_now(); /* (the time first, then the record) */
     unsigned long long g;
-    if (cu_trace_rec *r = trace_slot(&g)) r->t_wait = trace_now();
+    if (cu_trace_rec *r = trace_slot(&g)) r->t_wait = t;
 #endif
 }
 static __device__ __forceinline__ void pdl_trigger() {
@@ -247,11 +253,12 @@ static __device__ __forceinline__ void pdl_trigger() {
     asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 #if MINFER_CUDA_TRACE && defined(__CUDA_ARCH__)
+    const unsigned long long t = trace_now();
     unsigned long long g;
     if (cu_trace_rec *r = trace_slot(&g)) {
         unsigned sm;
         asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-        *r = cu_trace_rec{g, trace_now(), 0, 0, {0, 0, 0}, sm, trace_block()};
+        *r = cu_trace_rec{g, t, 0, 0, {0, 0, 0}, sm, trace_block()};
     }
 #endif
 }
@@ -261,8 +268,9 @@ static __device__ __forceinline__ void pdl_trigger() {
  * reduced; 1 the last row's wait begins; 2 its weights arrived). */
 static __device__ __forceinline__ void trace_mark(int k) {
 #if MINFER_CUDA_TRACE
+    const unsigned long long t = trace_now();
     unsigned long long g;
-    if (cu_trace_rec *r = trace_slot(&g)) r->mark[k] = trace_now();
+    if (cu_trace_rec *r = trace_slot(&g)) r->mark[k] = t;
 #endif
 }
 /* The block timeline's end of a block: every warp that gets here (lane 0) (nothing
@@ -271,7 +279,8 @@ static __device__ __forceinline__ void trace_end() {
 #if MINFER_CUDA_TRACE && defined(__CUDA_ARCH__)
     unsigned long long g;
     if (threadIdx.x & 31) return;
-    if (cu_trace_rec *r = trace_rec(&g)) atomicMax(&r->t_end, trace_now());
+    const unsigned long long t = trace_now();
+    if (cu_trace_rec *r = trace_rec(&g)) atomicMax(&r->t_end, t);
 #endif
 }
 

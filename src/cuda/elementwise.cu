@@ -95,9 +95,10 @@ static __global__ void kernel_swiglu_q8(float *out, const float *g, const float 
 }
 
 void cu_swiglu(cu_state *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q) {
-    if (q && n % 32 == 0)
-        cu_launch(S, "swiglu_q8", kernel_swiglu_q8, dim3(grid_for(n / 4, 256)), dim3(256), 0, out, g, u, n, *q);
-    else
+    if (q && n % 32 == 0) {
+        const int t = cu_swiglu_threads(S);
+        cu_launch(S, "swiglu_q8", kernel_swiglu_q8, dim3(grid_for(n / 4, t)), dim3(t), 0, out, g, u, n, *q);
+    } else
         cu_launch(S, "swiglu", kernel_swiglu, dim3(grid_for(n, 256)), dim3(256), 0, out, g, u, n);
 }
 

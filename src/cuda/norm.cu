@@ -45,7 +45,10 @@ static __global__ void kernel_rmsnorm(float *out, float *x, const float *y, cons
 
 /* dim % 4 == 0, dim <= 4 * NPT * blockDim: one pass, the row held in registers
  * (NPT float4 per thread, all loads in flight at once), up to 1024 threads so a
- * single decode row is one memory round trip. Q8 needs dim % 32 == 0. */
+ * single decode row is one memory round trip. Q8 needs dim % 32 == 0.
+ * Split rows (gridDim.y = S > 1, then NPT == S and blockDim * S * 4 == dim): the S
+ * blocks of a row each read and sum the whole row and write only their S-th of it,
+ * float4 k == blockIdx.y of each thread, so the stores leave from S SMs. */
 template <bool ADD, bool Q8, int NPT>
 static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, const float *w, int dim, float eps,
                                           cu_q8 q) {
@@ -53,10 +56,12 @@ static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, 
     pdl_trigger();
     const int n4 = dim / 4;
     const int tid = threadIdx.x, T = blockDim.x;
+    const int split = gridDim.y, slice = blockIdx.y;
     float4 g[NPT];
 #pragma unroll
     for (int k = 0; k < NPT; k++)
-        if (tid + k * T < n4) g[k] = ((const float4 *)w)[tid + k * T];  /* weights: before the wait */
+        if (tid + k * T < n4 && (split == 1 || k == slice))
+            g[k] = ((const float4 *)w)[tid + k * T];  /* weights: before the wait */
     pdl_wait();
     const int64_t row = blockIdx.x;
     float4 *xr = (float4 *)(x + row * dim);
@@ -72,7 +77,7 @@ static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, 
             if (ADD) {
                 const float4 a = yr[i];
                 v[k].x += a.x; v[k].y += a.y; v[k].z += a.z; v[k].w += a.w;
-                xr[i] = v[k];
+                if (split == 1 || k == slice) xr[i] = v[k];
             }
         }
         ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
@@ -84,6 +89,7 @@ static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, 
     float4 *orow = (float4 *)(out + row * dim);
 #pragma unroll
     for (int k = 0; k < NPT; k++) {
+        if (split > 1 && k != slice) continue; /* (block-uniform: q8_store4's shuffles see whole warps) */
         const int i = tid + k * T;
         const int valid = i < n4;
         float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -104,10 +110,26 @@ static void launch_reg(cu_state *S, float *out, float *x, const float *y, const 
      * blocks ahead of it under PDL, measured slower: 256 -6%, 512 -2% tg128 on the 7B,
      * bench/RESULTS.md; before the ring GEMVs asked for one row ahead of their wait.) */
     const int n4 = dim / 4, maxt = cu_norm_threads(S);
+    const char *name = ADD ? (Q8 ? "add_rmsnorm_q8" : "add_rmsnorm") : (Q8 ? "rmsnorm_q8" : "rmsnorm");
+    /* Split rows (MINFER_CUDA_NORM_SPLIT, default 4): the one block of 1024 threads
+     * took ~1.4 us from its sum to its last store in the block timeline (trace build),
+     * its 4096 values' f32, q8 and lane-major stores all leaving one SM; four blocks of
+     * 256 each write a quarter. tg128 on the 7B (H200, 2026-11-30, alternating, three
+     * rounds, bench/RESULTS.md call 45): split 4 659.83 / 662.15 / 660.53, split 2
+     * 657.21 / 655.20 / 655.15, split 8 644.66 / 645.26 / 644.42 (eight reads of the row),
+     * one block 653.82 / 653.41 / 653.03. */
+    const int split = cu_norm_split(S);
+    if (!ADD && split > 1 && n4 % (split * 32) == 0 && n4 / split <= 1024) {
+        /* (not with ADD: a block would read x where another already added y) */
+        const dim3 grid(n, split), block(n4 / split);
+        if (split == 2) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 2>, grid, block, 0, out, x, y, w, dim, eps, q);
+        else if (split == 4) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 4>, grid, block, 0, out, x, y, w, dim, eps, q);
+        else cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 8>, grid, block, 0, out, x, y, w, dim, eps, q);
+        return;
+    }
     const int npt = n4 <= maxt ? 1 : n4 <= 2 * maxt ? 2 : 4;
     int threads = (n4 + npt - 1) / npt;
     threads = (threads + 31) / 32 * 32;
-    const char *name = ADD ? (Q8 ? "add_rmsnorm_q8" : "add_rmsnorm") : (Q8 ? "rmsnorm_q8" : "rmsnorm");
     if (npt == 1) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 1>, dim3(n), dim3(threads), 0, out, x, y, w, dim, eps, q);
     else if (npt == 2) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 2>, dim3(n), dim3(threads), 0, out, x, y, w, dim, eps, q);
     else cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 4>, dim3(n), dim3(threads), 0, out, x, y, w, dim, eps, q);
