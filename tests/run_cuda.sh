@@ -9,7 +9,7 @@
 #      (by default; with MINFER_CUDA_GEMV=4 on every launch) and split in two
 #      (MINFER_CUDA_GEMV_MIXED=0), with the residual add in the norm kernel instead of
 #      the GEMV before it (MINFER_CUDA_ADD_GEMV=0, with MINFER_CUDA_NORM_THREADS=256), and (attention only) with
-#      MINFER_CUDA_ATTN_FIT=0 and MINFER_CUDA_ATTN_WARPS=8;
+#      MINFER_CUDA_ATTN_FIT=0 and MINFER_CUDA_ATTN_WARPS=4;
 #   2. end to end: stories260K greedy 200 tokens from BOS on the GPU must print
 #      models/stories260K.greedy200.txt exactly, with each optional path switched off in turn;
 #      a prompted run must print the same text on the GPU as on the CPU;
@@ -165,11 +165,11 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     bg_start cuda_ops_add_gemv0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_ADD_GEMV=0 \
         MINFER_CUDA_NORM_THREADS=256 "$TESTS/test_cuda_ops"
     # the decode attention's head-group arrays at their full size instead of fitted,
-    # and its blocks of 8 warps for every group (by default 4 for one query head per kv
-    # head: the 32/32/128 case; the tiny forward run below has grouped heads on 4)
+    # and its blocks of 4 warps instead of 8 (64-row tiles; by default one query head
+    # per kv head, the 32/32/128 case, reads 128-row tiles on 8 warps)
     [ "$QUICK" = 2 ] ||
         bg_start cuda_ops_fit0 env MINFER_TEST_THREADS=$THA MINFER_TEST_OPS=attention MINFER_CUDA_ATTN_FIT=0 \
-            MINFER_CUDA_ATTN_WARPS=8 "$TESTS/test_cuda_ops"
+            MINFER_CUDA_ATTN_WARPS=4 "$TESTS/test_cuda_ops"
     bg_collect
     # a default path that never ran would pass the parity runs above unnoticed
     check "xst2 launched in the default op run" grep -qE 'xst2 launches [1-9]' "$TMP/bg-cuda_ops.log"

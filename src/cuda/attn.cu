@@ -263,13 +263,14 @@ static __device__ __forceinline__ float softmax_weight(float m, float M) {
     return m == -INFINITY ? 0.0f : expf(m - M);
 }
 
-/* NW: warps per block, 8 for grouped heads and 4 for one query head per kv head
- * (MINFER_CUDA_ATTN_WARPS=4|8 overrides): with 8 each lane group walks half as many rows
- * of a tile. tg128, H200, 2026-11-29: synthetic 1B (4 query heads per kv head)
- * 1,437.7 vs 1,344.1 tok/s with 8; on the 7B (1 per kv head) 8 first measured even
- * (616.3 / 613.8 vs 609.3 / 613.4), then 4 ahead in later runs: 613.5 / 611.1 vs
- * 605.9 / 605.5, and with one ring row ahead of the GEMVs' wait (mmv.cuh) 614.3 /
- * 612.5 vs 601.6 / 603.2 (same runs each; bench/RESULTS.md).
+/* NW: warps per block, 8 (MINFER_CUDA_ATTN_WARPS=4 for 4): with 8 each lane group
+ * walks half as many rows of a tile, or, with one query head per block, as many rows
+ * of a tile twice as long (TILE below). tg128, H200: synthetic 1B (4 query heads per
+ * kv head) 1,437.7 vs 1,344.1 tok/s with 8 (2026-11-29); on the 7B (1 per kv head),
+ * with 64-row tiles, 4 was ahead (613.5 / 611.1 vs 605.9 / 605.5; with one ring row
+ * ahead of the GEMVs' wait 614.3 / 612.5 vs 601.6 / 603.2), and with 128-row tiles 8
+ * is: 668.57 / 666.34 / 666.54 vs 661.65 / 663.35 / 658.59, the kernel's span in the
+ * block timeline 6.24 vs 7.67 us per layer (2026-11-30, bench/RESULTS.md call 47).
  * MG: query heads per block, the size of the head-group arrays (acc alone is MG x 8
  * registers per thread): with a.fit (the default) the model's group rounded up to a
  * power of two, else ATT_MAXG. Why fit: at ATT_MAXG the HD=128 kernel holds 168
@@ -296,7 +297,12 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     constexpr int PPW = 32 / LPP;        /* rows per warp step */
     constexpr int PPB = PPW * NW;        /* rows per block step */
     constexpr int NT = NW * 32;          /* threads */
-    constexpr int SPT = AD_TILE / PPB;   /* steps per tile */
+    /* rows per tile: AD_TILE, or twice that for one query head per block on 8 warps,
+     * which then hold as many rows per lane as 4 warps do (SPT 8 at HD 128) and read
+     * a whole 128-position chunk ahead of the wait instead of its second half inside
+     * the tile loop, one memory round trip after it (MINFER_CUDA_ATTN_WARPS=8 on the 7B) */
+    constexpr int TILE = AD_TILE * (MG == 1 && NW == 8 ? 2 : 1);
+    constexpr int SPT = TILE / PPB;      /* steps per tile */
     __shared__ float qs[MG][HD];
     __shared__ float kvp[2][HD]; /* the fused store's k (rotated) and v at pos */
     __shared__ float ob[NW][MG][HD];
@@ -338,7 +344,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         seq = a.seq[t];
         if (p0 > pos) return; /* uniform per block */
         load_cs();
-        load_tile(p0, min(AD_TILE, pos + 1 - p0), pos);
+        load_tile(p0, min(TILE, pos + 1 - p0), pos);
     }
     pdl_wait();
     if (a.trigger == 1) pdl_trigger();
@@ -400,11 +406,11 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     __syncthreads(); /* qs (and kvp) written above */
     trace_mark(0);
     if (a.trigger == 2) pdl_trigger();
-    for (int ts = p0; ts < p1; ts += AD_TILE) {
-        const int np = min(AD_TILE, p1 - ts);
+    for (int ts = p0; ts < p1; ts += TILE) {
+        const int np = min(TILE, p1 - ts);
         if (!pre || ts != p0) {
             load_tile(ts, np, p1);
-        } else if (pos - ts < AD_TILE) {
+        } else if (pos - ts < TILE) {
             /* the preloaded tile holds pos, stored above after the wait: its row from
              * shared memory, rounded to f16 as the store rounded it */
 #pragma unroll

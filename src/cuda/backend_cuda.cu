@@ -43,8 +43,8 @@
  * wait, 0..16; default 1; mmv.cuh ring_first_rows),
  * MINFER_CUDA_XST_PRE_ATTN=N (the same for the GEMV right after a one-token attention,
  * which leaves 100 of 132 SMs idle; default XST_PRE),
- * MINFER_CUDA_ATTN_WARPS=4|8 (the one-token attention's warps per block; default 4
- * for one query head per kv head, 8 for grouped heads; attn.cu),
+ * MINFER_CUDA_ATTN_WARPS=4 (the one-token attention's warps per block instead of 8;
+ * attn.cu),
  * MINFER_CUDA_NORM_THREADS=256|512 (the one-pass RMSNorm's block at most that wide
  * instead of 1024; norm.cu),
  * MINFER_CUDA_NORM_SPLIT=1|2|8 (the one-pass RMSNorm's row over that many blocks, each
@@ -154,7 +154,7 @@ struct cu_state {
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
     int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
     int f_attn_fit;        /* decode attention's head-group arrays fitted to the model (attn.cu) */
-    int attn_warps;        /* decode attention's warps per block, 4 or 8 (by the model's group; MINFER_CUDA_ATTN_WARPS) */
+    int attn_warps;        /* decode attention's warps per block, 8 or 4 (MINFER_CUDA_ATTN_WARPS) */
     int attn_trigger;      /* where decode attention lets the GEMV after it launch, 0..3 (MINFER_CUDA_ATTN_TRIGGER) */
     int norm_threads;      /* one-pass RMSNorm block width at most: 256, 512 or 1024 (MINFER_CUDA_NORM_THREADS) */
     int norm_split;        /* one-pass RMSNorm blocks per row: 1, 2, 4, 8 (MINFER_CUDA_NORM_SPLIT) */
@@ -1083,11 +1083,10 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
     {
-        /* decode attention warps per block (attn.cu says why): 4 for one query head per
-         * kv head, 8 for grouped heads, unless MINFER_CUDA_ATTN_WARPS says 4 or 8 */
+        /* decode attention warps per block (attn.cu says why): 8 unless
+         * MINFER_CUDA_ATTN_WARPS says 4 */
         static const int warps[] = {4, 8};
-        const int grouped = S->hp.n_head_kv > 0 && S->hp.n_head > S->hp.n_head_kv;
-        S->attn_warps = env_one_of("MINFER_CUDA_ATTN_WARPS", grouped ? 8 : 4, warps, 2);
+        S->attn_warps = env_one_of("MINFER_CUDA_ATTN_WARPS", 8, warps, 2);
     }
     {
         const char *sk = getenv("MINFER_CUDA_SKIP");
