@@ -264,8 +264,9 @@ static __device__ __forceinline__ void pdl_trigger() {
 }
 /* A point inside a kernel (k < 3), thread 0's time there: where a kernel's own time goes.
  * Placed in: the decode attention (0 q/k/v loaded, rotated and stored; 1 tile loop done;
- * 2 warps merged), rmsnorm (0 row loaded; 1 sum done), the ring GEMVs (0 first row
- * reduced; 1 the last row's wait begins; 2 its weights arrived). */
+ * 2 warps merged), rmsnorm (0 row loaded; 1 sum done; 2 its f32 stored, the q8 next),
+ * the q8 SwiGLU (0 its first values computed and stored in f32, the q8 next), the ring
+ * GEMVs (0 first row reduced; 1 the last row's wait begins; 2 its weights arrived). */
 static __device__ __forceinline__ void trace_mark(int k) {
 #if MINFER_CUDA_TRACE
     const unsigned long long t = trace_now();

@@ -88,6 +88,7 @@ static __global__ void kernel_swiglu_q8(float *out, const float *g, const float 
             const float4 a = ((const float4 *)g)[i], b = ((const float4 *)u)[i];
             r = make_float4(silu_mul(a.x, b.x), silu_mul(a.y, b.y), silu_mul(a.z, b.z), silu_mul(a.w, b.w));
             ((float4 *)out)[i] = r;
+            trace_mark(0);
         }
         q8_store4(q, i * 4, r, valid);
     }

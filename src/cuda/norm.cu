@@ -97,6 +97,7 @@ static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, 
             r = make_float4(v[k].x * inv * g[k].x, v[k].y * inv * g[k].y, v[k].z * inv * g[k].z, v[k].w * inv * g[k].w);
             orow[i] = r;
         }
+        if (k == NPT - 1 || split > 1) trace_mark(2);
         if (Q8) q8_store4(q, row * dim + (int64_t)i * 4, r, valid);
     }
     trace_end();
