@@ -46,7 +46,8 @@
  * MINFER_CUDA_ATTN_WARPS=4 (the one-token attention's warps per block instead of 8;
  * attn.cu),
  * MINFER_CUDA_NORM_THREADS=256|512 (the one-pass RMSNorm's block at most that wide
- * instead of 1024; norm.cu),
+ * instead of 1024, where a row is one block: NORM_SPLIT=1, or a row that does not split;
+ * norm.cu),
  * MINFER_CUDA_NORM_SPLIT=1|2|8 (the one-pass RMSNorm's row over that many blocks, each
  * summing the whole row and writing its part, instead of 4; norm.cu),
  * MINFER_CUDA_SWIGLU_THREADS=64..1024 (the q8 SwiGLU's block width, default 256;
