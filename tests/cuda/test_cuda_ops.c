@@ -594,9 +594,10 @@ int main(void) {
     if (!do_attn) return test_summary("cuda_ops");
 
     /* attention: decode (split) and prefill (flash for hd 64/128), GQA groups
-     * 1..16, two sequences, long contexts */
+     * 1..16, two sequences, long contexts; one query head per kv head at hd 128 and
+     * 64 (the one-token kernel's 128-row tiles on 8 warps) */
     struct { int nh, nkv, hd; } cfg[] = {{8, 4, 8}, {32, 8, 64}, {32, 32, 128}, {14, 2, 64}, {32, 2, 128}, {12, 4, 96},
-                                         {16, 8, 128}};
+                                         {16, 8, 128}, {16, 16, 64}};
     for (size_t ci = 0; ci < MF_ARRAY_LEN(cfg); ci++) {
         const int nh = cfg[ci].nh, nkv = cfg[ci].nkv, hd = cfg[ci].hd, big = ci == 1 || ci == 2;
         const int s0[] = {0}, c_new[] = {1, 13, 100};
