@@ -386,19 +386,12 @@ struct mmv_has_xl<U, decltype((void)U::XL, void())> {
 };
 template <typename U, int UPL>
 static __device__ __forceinline__ void mmv_lane_loadx(const cu_q8 &q, int u0, int nh, int lane, typename U::X *x) {
-    if constexpr (mmv_has_xl<U>::value) {
-        const uint8_t *xl = U::xl(q); /* never NULL here (above) */
 #pragma unroll
-        for (int k = 0; k < UPL; k++) {
-            const int j = lane + 32 * k;
-            if (j < nh) U::loadx_lane(xl, u0 + j, x[k]);
-        }
-    } else {
-#pragma unroll
-        for (int k = 0; k < UPL; k++) {
-            const int j = lane + 32 * k;
-            if (j < nh) U::loadx(q, 0, u0 + j, x[k]);
-        }
+    for (int k = 0; k < UPL; k++) {
+        const int j = lane + 32 * k;
+        if (j >= nh) continue;
+        if constexpr (mmv_has_xl<U>::value) U::loadx_lane(U::xl(q), u0 + j, x[k]); /* (never NULL: above) */
+        else U::loadx(q, 0, u0 + j, x[k]);
     }
 }
 template <typename U, int UPL>

@@ -136,6 +136,14 @@ struct unit_q6k {
         float d[4];
         int s[4]; /* the sum of each x[qq]'s 16 values */
     };
+    /* x.s from the codes (both layouts load the codes only) */
+    static __device__ __forceinline__ void code_sums(X &x) {
+#pragma unroll
+        for (int qq = 0; qq < 4; qq++) {
+            const int4 v = x.x[qq];
+            x.s[qq] = dp4a(0x01010101, v.x, dp4a(0x01010101, v.y, dp4a(0x01010101, v.z, dp4a(0x01010101, v.w, 0))));
+        }
+    }
     template <class L = ld_g>
     static __device__ __forceinline__ void loadx(const cu_q8 &q, int64_t xoff, int u, X &x) {
         const int b = u >> 2, hh = (u >> 1) & 1, l0 = (u & 1) * 16;
@@ -145,11 +153,7 @@ struct unit_q6k {
         const int64_t i32 = xb >> 5;
 #pragma unroll
         for (int qq = 0; qq < 4; qq++) x.d[qq] = q.d[i32 + qq];
-#pragma unroll
-        for (int qq = 0; qq < 4; qq++) {
-            const int4 v = x.x[qq];
-            x.s[qq] = dp4a(0x01010101, v.x, dp4a(0x01010101, v.y, dp4a(0x01010101, v.z, dp4a(0x01010101, v.w, 0))));
-        }
+        code_sums(x);
     }
     /* the lane-major copy (common.cuh, cu_q8.xl6): five 16-byte plain loads */
     enum { XL = 6 };
@@ -162,11 +166,7 @@ struct unit_q6k {
         x.d[1] = e.y;
         x.d[2] = e.z;
         x.d[3] = e.w;
-#pragma unroll
-        for (int qq = 0; qq < 4; qq++) {
-            const int4 v = x.x[qq];
-            x.s[qq] = dp4a(0x01010101, v.x, dp4a(0x01010101, v.y, dp4a(0x01010101, v.z, dp4a(0x01010101, v.w, 0))));
-        }
+        code_sums(x);
     }
     static __device__ __forceinline__ float dotx(const W &w, const X &xr, int u) {
         const int l0 = (u & 1) * 16;
