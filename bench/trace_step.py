@@ -178,23 +178,40 @@ def layers(launches):
     return out
 
 
+USAGE = "usage: trace_step.py TRACE [STEP_FROM_END] [--blocks I,J,..] [--sms PREFIX]"
+
+
+def take_option(args, flag):
+    """The value after flag in args (both removed), None without flag; a usage error
+    when nothing follows it."""
+    if flag not in args:
+        return None
+    i = args.index(flag)
+    if i + 1 >= len(args) or args[i + 1].startswith("--"):
+        sys.exit("trace_step: %s needs a value; %s" % (flag, USAGE))
+    v = args[i + 1]
+    del args[i:i + 2]
+    return v
+
+
 def main():
     args = sys.argv[1:]
-    want, sms = [], None
-    if "--blocks" in args:
-        i = args.index("--blocks")
-        want = [int(v) for v in args[i + 1].split(",")]
-        del args[i:i + 2]
-    if "--sms" in args:
-        i = args.index("--sms")
-        sms = args[i + 1]
-        del args[i:i + 2]
+    blocks, sms = take_option(args, "--blocks"), take_option(args, "--sms")
+    try:
+        want = [int(v) for v in blocks.split(",")] if blocks is not None else []
+    except ValueError:
+        sys.exit("trace_step: --blocks takes launch numbers, e.g. 3,11; %s" % USAGE)
+    if not args:
+        sys.exit(USAGE)
     names, recs = load(args[0])
     back = int(args[1]) if len(args) > 1 else 2
     try:
         launches, step_ns, notes = analyse(names, recs, back)
     except ValueError as e:
         sys.exit("trace_step: %s" % e)
+    bad = [i for i in want if not 0 <= i < len(launches)]
+    if bad:
+        sys.exit("trace_step: --blocks %s: the step has launches 0..%d" % (",".join(map(str, bad)), len(launches) - 1))
     for n in notes:
         print("trace_step: note: %s" % n)
     print("%4s %-22s %6s %9s %9s %5s %8s %9s %6s  %s" % ("#", "kernel", "blocks", "start", "wait", "late", "span",

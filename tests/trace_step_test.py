@@ -65,6 +65,12 @@ def one_step():
     out = subprocess.run([sys.executable, SCRIPT, path, "--blocks", "1"], capture_output=True, text=True)
     check(out.returncode == 0 and "launch 1 (gemv)" in out.stdout and "last to end" in out.stdout,
           "blocks: --blocks prints the spread (%s)" % out.stdout[-300:])
+    out = subprocess.run([sys.executable, SCRIPT, path, "--blocks"], capture_output=True, text=True)
+    check(out.returncode == 1 and "--blocks needs a value" in out.stderr and "Traceback" not in out.stderr,
+          "blocks: --blocks without its value is a usage error (%s)" % out.stderr[-200:])
+    out = subprocess.run([sys.executable, SCRIPT, path, "--blocks", "9"], capture_output=True, text=True)
+    check(out.returncode == 1 and "the step has launches 0.." in out.stderr and "Traceback" not in out.stderr,
+          "blocks: a launch past the step is a usage error (%s)" % out.stderr[-200:])
     os.unlink(path)
 
 
