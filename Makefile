@@ -145,6 +145,12 @@ $(BUILD)/bench/sm_rates: bench/sm_rates.cu $(wildcard src/cuda/mmv.cuh src/cuda/
 	$(NVCC) $(NVCCFLAGS) -o $@ $<
 bench/sm-rates: $(BUILD)/bench/sm_rates
 .PHONY: bench/sm-rates
+# instruction-cache probe (bench/icache.cu): a kernel's first pass over its code, per launch
+$(BUILD)/bench/icache: bench/icache.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -o $@ $<
+bench/icache: $(BUILD)/bench/icache
+.PHONY: bench/icache
 endif
 
 # CPU kernel lab: bench/cpu_gemm.c (packed vs row kernels, decode and prefill) and

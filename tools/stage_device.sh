@@ -4,7 +4,7 @@
 # builds build/h200-stage for sm_90a only and without line info (21.9 MB of minfer
 # becomes 8.4 MB, bench/RESULTS.md; the tree that travels is limited to 64 MiB; STAGE_LINEINFO=1 keeps
 # it, for ncu source views), then puts stripped binaries in DIR/b (minfer,
-# bench/cuda_gemv, tests/cuda/*), libpcre2-8 in DIR/lib and stories260K (+ its greedy
+# bench/cuda_gemv, bench/sm_rates, bench/icache, tests/cuda/*), libpcre2-8 in DIR/lib and stories260K (+ its greedy
 # text) in DIR/models. DIR (default .device) is git-ignored. On the GPU machine:
 #   bash tools/device_session.sh DIR
 # STAGE_TRACE=1 also builds DIR/b/minfer.trace (-DMINFER_CUDA_TRACE=1: the block
@@ -17,12 +17,12 @@ LINE=
 [ "${STAGE_LINEINFO:-0}" = 1 ] && LINE="-lineinfo" && B=build/h200
 make -j"$(nproc)" BUILD=$B CUDA_ARCHS="$ARCH" \
     NVCCFLAGS="-O3 $LINE -std=c++17 $ARCH -Isrc -Xcompiler -Wall,-Wextra,-Wno-unused-parameter --expt-relaxed-constexpr" \
-    $B/minfer $B/bench/cuda_gemv $B/bench/sm_rates $B/tests/cuda/test_cuda_ops $B/tests/cuda/test_cuda_forward >/dev/null
+    $B/minfer $B/bench/cuda_gemv $B/bench/sm_rates $B/bench/icache $B/tests/cuda/test_cuda_ops $B/tests/cuda/test_cuda_forward >/dev/null
 mkdir -p "$DIR/b/bench" "$DIR/b/tests/cuda" "$DIR/lib" "$DIR/models"
 cp $B/minfer "$DIR/b/minfer"
-cp $B/bench/cuda_gemv $B/bench/sm_rates "$DIR/b/bench/"
+cp $B/bench/cuda_gemv $B/bench/sm_rates $B/bench/icache "$DIR/b/bench/"
 cp $B/tests/cuda/test_cuda_ops $B/tests/cuda/test_cuda_forward "$DIR/b/tests/cuda/"
-strip "$DIR/b/minfer" "$DIR/b/bench/cuda_gemv" "$DIR/b/bench/sm_rates" "$DIR/b/tests/cuda/"*
+strip "$DIR/b/minfer" "$DIR/b/bench/cuda_gemv" "$DIR/b/bench/sm_rates" "$DIR/b/bench/icache" "$DIR/b/tests/cuda/"*
 if [ "${STAGE_TRACE:-0}" = 1 ]; then
     # the block-timeline build (src/cuda/trace.cu) beside the normal one: DIR/b/minfer.trace
     make -j"$(nproc)" BUILD=build/h200-trace CUDA_ARCHS="$ARCH" \
