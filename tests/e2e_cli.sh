@@ -53,6 +53,12 @@ if "$BIN" synth --shape tiny --quant q4_k_m --seed 7 -o "$TMP/tiny.gguf" 2>"$TMP
     check "synth deterministic across thread counts" cmp -s "$TMP/tiny.gguf" "$TMP/tiny2.gguf"
     "$BIN" info -m "$TMP/tiny.gguf" >"$TMP/info.txt" 2>&1
     check "q4_k_m mix has q6_K output" grep -q 'q6_K' "$TMP/info.txt"
+    # tiny-mha: the GPU tests' model with one kv head per query head at head dim 128
+    "$BIN" synth --shape tiny-mha --quant q4_k_m -o "$TMP/mha.gguf" 2>/dev/null
+    "$BIN" info -m "$TMP/mha.gguf" >"$TMP/mha.txt" 2>&1
+    check "synth tiny-mha: heads 2/2, head dim 128" grep -q 'heads 2/2 (kv), head dim 128' "$TMP/mha.txt"
+    "$BIN" run -m "$TMP/mha.gguf" -p "hello" -n 4 --temp 0 --device cpu >/dev/null 2>&1; rc=$?
+    check "synth tiny-mha runs (exit $rc)" [ "$rc" -eq 0 ]
     out=$("$BIN" run -m "$TMP/tiny.gguf" -p "hello" -n 8 --temp 0 --device cpu 2>/dev/null); rc=$?
     check "run on synth tiny (exit $rc)" [ "$rc" -eq 0 ]
     out2=$("$BIN" run -m "$TMP/tiny.gguf" -p "hello" -n 8 --temp 0.9 --seed 3 --device cpu 2>/dev/null)

@@ -204,6 +204,15 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
     run_one "forward tiny q4_k_m, attention blocks of 4 warps, its dependent launched after its tile loop" \
         env MINFER_CUDA_ATTN_WARPS=4 MINFER_CUDA_ATTN_TRIGGER=3 \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
+    # one kv head per query head at head dim 128, as the 7B: the one-token attention's
+    # fast store (attn.cu `fast`: the RoPE row from the embedding kernel, the first
+    # chunk read before pos is known); 70 + 100 positions span two 128-position chunks
+    "$BIN" synth --shape tiny-mha --quant q4_k_m -o "$TMP/mha.gguf" >/dev/null 2>&1
+    run_one "forward tiny-mha q4_k_m (fast store)" "$TESTS/test_cuda_forward" "$TMP/mha.gguf" 70 100 0.06
+    run_one "forward tiny-mha q4_k_m, RoPE row from the table" env MINFER_CUDA_ATTN_FAST=0 \
+        "$TESTS/test_cuda_forward" "$TMP/mha.gguf" 70 100 0.06
+    run_one "forward tiny-mha q4_k_m, fast store, attention chunks of 64" env MINFER_CUDA_ATTN_CHUNK=64 \
+        "$TESTS/test_cuda_forward" "$TMP/mha.gguf" 70 100 0.06
     for g in $GV; do
         run_one "forward tiny q4_k_m, gemv variant $g" env MINFER_CUDA_GEMV=$g \
             "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06

@@ -29,12 +29,15 @@ typedef struct synth_shape {
     float rope_base;
 } synth_shape;
 
-/* 7b: llama-2-7B; 8b: llama-3-8B; 1b: TinyLlama-1.1B (llama-2 vocab); tiny: tests. */
+/* 7b: llama-2-7B; 8b: llama-3-8B; 1b: TinyLlama-1.1B (llama-2 vocab); tiny: tests; tiny-mha:
+ * tests, one kv head per query head at head dim 128 as the 7B has (the one-token attention's
+ * paths for that group, attn.cu). */
 static const synth_shape shapes[] = {
     { "7b", 4096, 32, 11008, 32, 32, 32000, 4096, 10000.0f },
     { "8b", 4096, 32, 14336, 32, 8, 128256, 8192, 500000.0f },
     { "1b", 2048, 22, 5632, 32, 4, 32000, 2048, 10000.0f },
     { "tiny", 256, 2, 768, 4, 2, 512, 2048, 10000.0f },
+    { "tiny-mha", 256, 2, 768, 2, 2, 512, 2048, 10000.0f },
 };
 
 typedef struct synth_tensor {
@@ -254,8 +257,8 @@ static int copy_vocab(gguf_writer *w, const char *path) {
 }
 
 static const char synth_usage[] =
-    "usage: minfer synth --shape 7b|8b|1b|tiny --quant q4_k_m|q8_0|f16 -o OUT.gguf [options]\n"
-    "  --shape S        7b (llama-2-7B), 8b (llama-3-8B), 1b (TinyLlama-1.1B), tiny (tests)\n"
+    "usage: minfer synth --shape 7b|8b|1b|tiny|tiny-mha --quant q4_k_m|q8_0|f16 -o OUT.gguf [options]\n"
+    "  --shape S        7b (llama-2-7B), 8b (llama-3-8B), 1b (TinyLlama-1.1B), tiny, tiny-mha (tests)\n"
     "  --quant Q        q4_k_m (llama.cpp's mix), q8_0, f16\n"
     "  --vocab V.gguf   copy the tokenizer of a (vocab-only) GGUF; vocab size follows it\n"
     "  --layers N       override the layer count (quick experiments)\n"
@@ -289,7 +292,7 @@ int cmd_synth(int argc, char **argv) {
     const synth_shape *sh = NULL;
     for (size_t i = 0; i < MF_ARRAY_LEN(shapes); i++)
         if (!strcmp(shapes[i].name, shape_name)) sh = &shapes[i];
-    if (!sh) return cli_error(1, "synth: unknown shape '%s' (7b, 8b, 1b, tiny)", shape_name);
+    if (!sh) return cli_error(1, "synth: unknown shape '%s' (7b, 8b, 1b, tiny, tiny-mha)", shape_name);
     uint32_t base_type, file_type;
     if (!strcmp(quant, "q4_k_m")) { base_type = QTYPE_Q4_K; file_type = 15; }
     else if (!strcmp(quant, "q8_0")) { base_type = QTYPE_Q8_0; file_type = 7; }

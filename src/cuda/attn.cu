@@ -339,11 +339,28 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     auto load_cs = [&]() {
         if (a.kin && a.rope && tid < a.rope_dim / 2) cs[tid] = rope_cs(a.rope_cs, tid, pos, a.rope_dim, a.rope_base);
     };
-    if (pre) {
+    /* The fast store (a.cs_now; one query head per block, RoPE of adjacent pairs over the
+     * whole head, NT >= 2 HD, one sequence): the (cos, sin) row at pos comes from the
+     * step's embedding kernel, so nothing after the wait waits for pos first; the block
+     * of the first chunk does not wait for it before the wait either: it reads rows 0 ..
+     * TILE - 1 of the cache whatever pos is and zeroes those at and past pos once pos is
+     * in (row pos from shared memory, as below). Why: the blocks of this kernel start when
+     * the q/k/v GEMV's blocks leave their SMs, about when that GEMV ends, so "before the
+     * wait" is after it: pos, then the table row, then q/k/v had been three round trips in
+     * a row (the block timeline: q/k/v in at ~1.5 us after the release, the RoPE and the
+     * store ~0.75 us more; with this, q/k/v rotated and stored at ~1.1 us). tg128 on the 7B
+     * (H200, 2026-11-30, bench/RESULTS.md calls 62-63): 676.58 / 678.23 / 675.51 vs
+     * 670.38 / 669.49 / 669.72 with MINFER_CUDA_ATTN_FAST=0; kernel span 6.24 -> 5.33 us. */
+    const bool fast = MG == 1 && a.cs_now && a.kin && pre && a.seq1 && a.rope && a.rope_mode == 0 &&
+                      a.rope_dim == HD && NT >= 2 * HD;
+    if (fast && c == 0) {
+        pos = a.pos[t]; /* (used after the wait) */
+        load_tile(0, TILE, a.n_ctx);
+    } else if (pre) {
         pos = a.pos[t];
         seq = a.seq[t];
         if (p0 > pos) return; /* uniform per block */
-        load_cs();
+        if (!fast) load_cs();
         load_tile(p0, min(TILE, pos + 1 - p0), pos);
     }
     pdl_wait();
@@ -355,9 +372,39 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         if (p0 > pos) return;
         load_cs();
     }
-    const int p1 = min(pos + 1, p0 + chunk);
     const int64_t base = ((int64_t)seq * a.n_kv + kvh) * a.n_ctx * HD;
-    if (a.kin) {
+    if (fast) {
+        /* thread d < HD: q[d]; HD + d: k[d] and v[d]; the pair (2i, 2i+1) of a row in
+         * adjacent lanes, rotated as rope_pair does (rope_rot) */
+        const int d = tid & (HD - 1);
+        const bool isq = tid < HD, isk = tid >= HD && tid < 2 * HD;
+        float x = 0.0f, vv = 0.0f;
+        float2 c2 = make_float2(1.0f, 0.0f);
+        if (isq) x = q[(int64_t)t * q_ld + (int64_t)h0 * HD + d];
+        if (isk) {
+            x = a.kin[(int64_t)t * a.n_kv * HD + kvh * HD + d];
+            vv = a.vin[(int64_t)t * a.n_kv * HD + kvh * HD + d];
+        }
+        if (tid < 2 * HD) c2 = a.cs_now[d >> 1];
+        const float xp = __shfl_xor_sync(0xffffffffu, x, 1);
+        const float xr = rope_rot(x, xp, c2, d & 1);
+        if (isq) qs[0][d] = xr * scale;
+        if (isk && pos / chunk == c) {
+            kvp[0][d] = xr;
+            kvp[1][d] = vv;
+            a.kc[base + (int64_t)pos * HD + d] = __float2half_rn(xr);
+            a.vc[base + (int64_t)pos * HD + d] = __float2half_rn(vv);
+        }
+        if (c == 0) {
+            /* the first tile was read whatever pos was: rows at and past pos to zero */
+#pragma unroll
+            for (int j = 0; j < SPT; j++)
+                if (j * PPB + warp * PPW + pr >= pos) {
+                    kr[j] = make_uint4(0, 0, 0, 0);
+                    vr[j] = make_uint4(0, 0, 0, 0);
+                }
+        }
+    } else if (a.kin) {
         /* fused store (one token): rotate q heads in shared memory; the block
          * whose chunk holds pos also rotates k and writes k, v at pos (every head
          * group of that kv head writes the same bits) and keeps them in kvp
@@ -390,6 +437,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         for (int e = tid; e < hc * HD; e += NT)
             qs[e / HD][e % HD] = q[(int64_t)t * q_ld + (int64_t)h0 * HD + e] * scale;
     }
+    const int p1 = min(pos + 1, p0 + chunk);
     if (a.abl == 1) return;
     /* Each lane group (the LPP lanes of a row) runs its own online softmax over the
      * rows it visits, a tile at a time (its SPT scores, their max, one rescale), so the

@@ -58,6 +58,9 @@
  * instead of one xstm launch; mmv.cuh),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
  * it before reading anything; attn.cu),
+ * MINFER_CUDA_ATTN_FAST=0 (the one-token attention reads the RoPE row at pos from the
+ * table, after pos, instead of from the copy the step's embedding kernel makes: the
+ * notice's "+rope-row"; attn.cu, `fast`),
  * MINFER_CUDA_ADD_GEMV=0 (the residual add x += W a as part of the norm kernel after
  * the GEMV instead of folded into the GEMV's store, mmv.cuh),
  * MINFER_CUDA_ATTN_FIT=0 (the one-token attention kernel's head-group arrays at
@@ -154,6 +157,7 @@ struct cu_state {
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
     int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
+    int f_attn_fast;       /* its RoPE row from the embedding kernel (MINFER_CUDA_ATTN_FAST; attn.cu) */
     int f_attn_fit;        /* decode attention's head-group arrays fitted to the model (attn.cu) */
     int attn_warps;        /* decode attention's warps per block, 8 or 4 (MINFER_CUDA_ATTN_WARPS) */
     int attn_trigger;      /* where decode attention lets the GEMV after it launch, 0..3 (MINFER_CUDA_ATTN_TRIGGER) */
@@ -192,6 +196,8 @@ struct cu_state {
     int q8_valid;
     /* RoPE (cos, sin) table [n_ctx][rope_dim/2] of the model's rope_dim/base */
     float2 *rope_cs;
+    float2 *cs_now;        /* the table's row at the step's position (cu_embed), for the attention */
+    int cs_now_ok;         /* cs_now written by this forward's embedding (one token) */
     /* attention partials */
     float *att_part;
     int *att_count;   /* [8][n_kv * head groups] arrival counters of kernel_attn_dec */
@@ -444,7 +450,12 @@ static int overlaps(const void *a, size_t na, const void *b, size_t nb) {
 static void op_embed(mf_backend *be, float *out, const mf_weight *w, const mf_batch *b) {
     cu_state *S = ST(be);
     flush(S);
-    cu_embed(S, out, w, meta_tok(S, b), b->n);
+    /* one token: the embedding kernel also copies the RoPE table's row at pos for the
+     * attention kernels of the step (cu_attn_args.cs_now) */
+    const int cs = b->n == 1 && S->f_attn_fast && S->cs_now;
+    cu_embed(S, out, w, meta_tok(S, b), b->n, S->rope_cs, S->hp.rope_dim / 2, meta_pos(S, b),
+             cs ? S->cs_now : NULL);
+    S->cs_now_ok = cs;
     q8_touch(S, out, (size_t)b->n * w->cols * 4);
 }
 
@@ -613,6 +624,8 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
     a.vc = S->vc[layer];
     a.kin = a.vin = NULL;
     a.pre = 0;
+    a.cs_now = NULL;
+    a.seq1 = S->n_seq == 1;
     a.fit = S->f_attn_fit;
     a.warps = S->attn_warps;
     a.trigger = S->attn_trigger;
@@ -629,6 +642,7 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
         a.vin = v;
         a.rope = rope;
         a.pre = S->f_attn_pre;
+        if (S->cs_now_ok && a.rope_cs == S->rope_cs) a.cs_now = S->cs_now;
     } else {
         cu_kv_store(S, &a, (float *)q, (float *)k, v, rope, rdim, rbase, rmode, a.rope_cs);
     }
@@ -1082,6 +1096,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->attn_trigger = env_in_range("MINFER_CUDA_ATTN_TRIGGER", 1, 0, 3); /* (attn.cu says why 1) */
     S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
+    S->f_attn_fast = mf_env_int("MINFER_CUDA_ATTN_FAST", 1) == 1;
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
     {
         /* decode attention warps per block (attn.cu says why): 8 unless
@@ -1171,6 +1186,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     }
     if (hp->rope_dim > 0) {
         SCRATCH(S->rope_cs, float2, (size_t)S->n_ctx * (hp->rope_dim / 2));
+        SCRATCH(S->cs_now, float2, (size_t)hp->rope_dim / 2);
         cu_rope_table(S, S->rope_cs, S->n_ctx, hp->rope_dim, hp->rope_base);
     }
     SCRATCH(S->att_part, float, (size_t)CU_MAX_GEMV_COLS * hp->n_head * S->att_nchunks * (hp->head_dim + 2));
@@ -1272,7 +1288,7 @@ static void print_notice(cu_state *S) {
     else if (S->f_gemv >= 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(v1 for batches)", xs_name);
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
-            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s%s%s%s%s%s%s; "
+            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s%s%s%s%s%s%s%s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, MINFER_CUDA_L2_HINT ? "+l2-evict-first" : "",
@@ -1284,6 +1300,12 @@ static void print_notice(cu_state *S) {
             S->f_attn_pre && S->f_fuse && cu_attn_dec_supported(S->hp.head_dim) ? "+pre" : "",
             S->f_attn_fit && cu_attn_dec_supported(S->hp.head_dim) ? "+fit" : "",
             S->attn_warps == 4 && cu_attn_dec_supported(S->hp.head_dim) ? "+4warps" : "",
+            /* the fast store's conditions that the model decides (attn.cu, `fast`) */
+            S->f_attn_fast && S->f_attn_pre && S->f_fuse && S->cs_now && S->n_seq == 1 &&
+                    cu_attn_dec_supported(S->hp.head_dim) && S->hp.n_head == S->hp.n_head_kv &&
+                    S->hp.rope_mode == MF_ROPE_NORM && S->hp.rope_dim == S->hp.head_dim
+                ? "+rope-row"
+                : "",
             S->attn_trigger == 0 ? "+trigger-at-start" : S->attn_trigger == 2 ? "+trigger-after-qkv"
             : S->attn_trigger == 3 ? "+trigger-after-tiles" : "",
             S->norm_threads == 256 ? " norm=256-threads" : S->norm_threads == 512 ? " norm=512-threads" : "",
@@ -1372,6 +1394,7 @@ static int be_forward(mf_backend *be, mf_forward *fw, const mf_batch *b, float *
     S->in_forward = 1;
     S->meta_valid = 0;
     S->q8_valid = 0;
+    S->cs_now_ok = 0;
     flush(S);
     int rc;
     const int eligible = S->f_graph && !S->graph_failed && b->n == 1 && (!b->logits || b->logits[0]);

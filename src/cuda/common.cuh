@@ -380,12 +380,20 @@ static __device__ __forceinline__ float2 rope_cs(const float2 *cs, int i, int p,
     sincos(theta, &sd, &cd);
     return make_float2((float)cd, (float)sd);
 }
+/* x rotated with its pair partner p by cs = (cos, sin): x cos - p sin for the first of
+ * the pair, x cos + p sin for the second, the own product fused and the partner's
+ * rounded, as the CPU backend's AVX2 RoPE (fmaddsub), so that every GPU path (rope_pair,
+ * the one-token attention's registers) rounds alike whatever the compiler contracts */
+static __device__ __forceinline__ float rope_rot(float x, float p, float2 cs, bool second) {
+    const float ps = __fmul_rn(p, cs.y);
+    return __fmaf_rn(x, cs.x, second ? ps : -ps);
+}
 static __device__ __forceinline__ void rope_pair(float *xh, int i, float2 cs, int rope_dim, int mode) {
     const int half = rope_dim / 2;
     const int a = mode ? i : 2 * i, b = mode ? i + half : 2 * i + 1;
     const float x0 = xh[a], x1 = xh[b];
-    xh[a] = x0 * cs.x - x1 * cs.y;
-    xh[b] = x0 * cs.y + x1 * cs.x;
+    xh[a] = rope_rot(x0, x1, cs, false);
+    xh[b] = rope_rot(x1, x0, cs, true);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -393,7 +401,10 @@ static __device__ __forceinline__ void rope_pair(float *xh, int i, float2 cs, in
 /* ------------------------------------------------------------------------- */
 /* dequant.cu: per-type dequantization of 8 consecutive values (device layout). */
 /* elementwise.cu */
-void cu_embed(cu_state *S, float *out, const mf_weight *w, const int32_t *d_tok, int n);
+/* cs_now (NULL: not written): the RoPE table's row at pos[0] (half float2), for the
+ * one-token attention (cu_attn_args.cs_now) */
+void cu_embed(cu_state *S, float *out, const mf_weight *w, const int32_t *d_tok, int n, const float2 *cs_tab,
+              int half, const int32_t *d_pos, float2 *cs_now);
 void cu_get_rows(cu_state *S, float *dst, const float *src, const int32_t *d_idx, int n_idx, int width);
 void cu_add(cu_state *S, float *x, const float *y, int64_t n);
 /* out = silu(g) * u; also writes q8 of out when q != NULL (n % 32 == 0). */
@@ -477,6 +488,12 @@ struct cu_attn_args {
      * rows before pos ahead of pdl_wait (MINFER_CUDA_ATTN_PRE; attn.cu says why
      * that is safe) */
     int pre;
+    /* kernel_attn_dec with the fused store and one query head per kv head: the RoPE
+     * (cos, sin) row at pos, written by the step's embedding kernel (cu_embed), so q, k,
+     * v and it are one round trip after the wait, and the rotation is done in registers
+     * (MINFER_CUDA_ATTN_FAST=0: NULL; attn.cu says when it applies) */
+    const float2 *cs_now;
+    int seq1;             /* the cache holds one sequence: seq is 0 */
     /* kernel_attn_dec: its head-group arrays sized to the model's group (1, 2, 4 or 8
      * query heads per kv head) instead of ATT_MAXG; MINFER_CUDA_ATTN_FIT (attn.cu) */
     int fit;

@@ -6,9 +6,12 @@
 /* ---- embedding: out[t][:] = dequant(row tok[t]) ---- */
 template <int T>
 static __global__ void kernel_embed(float *out, const uint8_t *w, int64_t stride, int dim, int nb,
-                                    const int32_t *tok) {
+                                    const int32_t *tok, const float2 *cs_tab, int half, const int32_t *pos,
+                                    float2 *cs_now) {
     pdl_trigger();
     pdl_wait();
+    if (cs_now && blockIdx.x == 0 && blockIdx.y == 0)
+        for (int i = threadIdx.x; i < half; i += blockDim.x) cs_now[i] = cs_tab[(int64_t)pos[0] * half + i];
     const int t = blockIdx.y;
     const uint8_t *row = w + (int64_t)tok[t] * stride;
     for (int i = (blockIdx.x * blockDim.x + threadIdx.x) * 8; i < dim; i += gridDim.x * blockDim.x * 8) {
@@ -21,12 +24,15 @@ static __global__ void kernel_embed(float *out, const uint8_t *w, int64_t stride
     }
 }
 
-void cu_embed(cu_state *S, float *out, const mf_weight *w, const int32_t *d_tok, int n) {
+void cu_embed(cu_state *S, float *out, const mf_weight *w, const int32_t *d_tok, int n, const float2 *cs_tab,
+              int half, const int32_t *d_pos, float2 *cs_now) {
     const qtype_traits *tr = qtype_get(w->type);
     const int dim = (int)w->cols, nb = (int)(w->cols / tr->blck);
     const int64_t stride = cu_row_stride(w->type, w->cols);
     dim3 grid(((dim + 7) / 8 + 127) / 128, n);
-#define CALL(T) cu_launch(S, "embed", kernel_embed<T>, grid, dim3(128), 0, out, (const uint8_t *)w->dev, stride, dim, nb, d_tok)
+#define CALL(T)                                                                                               \
+    cu_launch(S, "embed", kernel_embed<T>, grid, dim3(128), 0, out, (const uint8_t *)w->dev, stride, dim, nb, d_tok, \
+              cs_tab, half, d_pos, cs_now)
     CU_DQ_DISPATCH(w->type, CALL)
 #undef CALL
 }
