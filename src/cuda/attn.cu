@@ -545,29 +545,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         }
     }
     __syncthreads();
-    if (tid < hc) {
-        /* the block's max and sum per head, and each warp's weight in them */
-        float M = -INFINITY, L = 0.0f;
-        for (int w = 0; w < NW; w++) M = fmaxf(M, wm[w][tid]);
-        for (int w = 0; w < NW; w++) {
-            const float cw = softmax_weight(wm[w][tid], M);
-            wc[w][tid] = cw;
-            L += cw * wl[w][tid];
-        }
-        mh[tid] = M;
-        lh[tid] = L;
-    }
-    __syncthreads();
     const int nch = pos / chunk + 1;
-    trace_mark(2);
-    if (a.abl == 3) return;
-    /* the block's unnormalized output of head h, element d */
-    auto merged = [&](int h, int d) {
-        float o = 0.0f;
-#pragma unroll
-        for (int w = 0; w < NW; w++) o += wc[w][h] * ob[w][h][d];
-        return o;
-    };
     /* the block's output rows (h < hc), value(h, d) each, and their q8; the loop
      * bound is block-uniform so q8_store1's shuffles see whole warps */
     auto write_out = [&](auto value) {
@@ -582,11 +560,50 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         }
     };
     if (nch == 1) {
-        /* the only chunk: the merge below would compute exactly this (weight 1) */
-        write_out([&](int h, int d) { return merged(h, d) / lh[h]; });
+        /* the only chunk: the block's output, each thread working out the block's max,
+         * sum and warp weights of head h itself (the same sums, in the same order, as
+         * below), so no second barrier and no one-thread phase before the output. tg128
+         * on the 7B (H200, 2026-11-30, bench/RESULTS.md call 66): 677.07 / 672.83 / 675.00
+         * vs 674.48 / 669.70 / 672.69, the same tokens */
+        trace_mark(2);
+        if (a.abl == 3) return;
+        write_out([&](int h, int d) {
+            float M = -INFINITY, L = 0.0f, o = 0.0f;
+#pragma unroll
+            for (int w = 0; w < NW; w++) M = fmaxf(M, wm[w][h]);
+#pragma unroll
+            for (int w = 0; w < NW; w++) {
+                const float cw = softmax_weight(wm[w][h], M);
+                L += cw * wl[w][h];
+                o += cw * ob[w][h][d];
+            }
+            return o / L;
+        });
         trace_end();
         return;
     }
+    if (tid < hc) {
+        /* the block's max and sum per head, and each warp's weight in them */
+        float M = -INFINITY, L = 0.0f;
+        for (int w = 0; w < NW; w++) M = fmaxf(M, wm[w][tid]);
+        for (int w = 0; w < NW; w++) {
+            const float cw = softmax_weight(wm[w][tid], M);
+            wc[w][tid] = cw;
+            L += cw * wl[w][tid];
+        }
+        mh[tid] = M;
+        lh[tid] = L;
+    }
+    __syncthreads();
+    trace_mark(2);
+    if (a.abl == 3) return;
+    /* the block's unnormalized output of head h, element d */
+    auto merged = [&](int h, int d) {
+        float o = 0.0f;
+#pragma unroll
+        for (int w = 0; w < NW; w++) o += wc[w][h] * ob[w][h][d];
+        return o;
+    };
     for (int e = tid; e < hc * HD; e += NT) {
         const int h = e / HD, d = e % HD;
         const float o = merged(h, d);
