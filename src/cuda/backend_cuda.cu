@@ -1303,7 +1303,7 @@ static void print_notice(cu_state *S) {
             /* the fast store's conditions that the model decides (attn.cu, `fast`) */
             S->f_attn_fast && S->f_attn_pre && S->f_fuse && S->cs_now && S->n_seq == 1 &&
                     cu_attn_dec_supported(S->hp.head_dim) && S->hp.n_head == S->hp.n_head_kv &&
-                    S->hp.rope_mode == MF_ROPE_NORM && S->hp.rope_dim == S->hp.head_dim
+                    S->hp.rope_mode == MF_ROPE_NORM && S->hp.head_dim == 128 && S->hp.rope_dim == 128
                 ? "+rope-row"
                 : "",
             S->attn_trigger == 0 ? "+trigger-at-start" : S->attn_trigger == 2 ? "+trigger-after-qkv"
