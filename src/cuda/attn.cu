@@ -339,20 +339,20 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     auto load_cs = [&]() {
         if (a.kin && a.rope && tid < a.rope_dim / 2) cs[tid] = rope_cs(a.rope_cs, tid, pos, a.rope_dim, a.rope_base);
     };
-    /* The fast store (a.cs_now; one query head per block, head dim 128, RoPE of adjacent
-     * pairs over the whole head, NT >= 2 HD, one sequence): the (cos, sin) row at pos comes from the
-     * step's embedding kernel, so nothing after the wait waits for pos first; the block
-     * of the first chunk does not wait for it before the wait either: it reads rows 0 ..
-     * TILE - 1 of the cache whatever pos is and zeroes those at and past pos once pos is
-     * in (row pos from shared memory, as below). Why: the blocks of this kernel start when
+    /* The fast store (a.cs_now, which the backend sets for a model with one query head per
+     * kv head, head dim 128, RoPE of adjacent pairs over the whole head and one sequence):
+     * the (cos, sin) row at pos comes from the step's embedding kernel, so nothing after
+     * the wait waits for pos first; the block of the first chunk does not wait for it
+     * before the wait either: it reads rows 0 .. TILE - 1 of the cache whatever pos is and
+     * zeroes those at and past pos once pos is in (row pos from shared memory, as below). Why: the blocks of this kernel start when
      * the q/k/v GEMV's blocks leave their SMs, about when that GEMV ends, so "before the
      * wait" is after it: pos, then the table row, then q/k/v had been three round trips in
      * a row (the block timeline: q/k/v in at ~1.5 us after the release, the RoPE and the
      * store ~0.75 us more; with this, q/k/v rotated and stored at ~1.1 us). tg128 on the 7B
      * (H200, 2026-11-30, bench/RESULTS.md calls 62-63): 676.58 / 678.23 / 675.51 vs
-     * 670.38 / 669.49 / 669.72 with MINFER_CUDA_ATTN_FAST=0; kernel span 6.24 -> 5.33 us. */
-    /* (head dim 128 only: the case the GPU tests cover, tiny-mha and the 7B; at 64 the
-     * same code would run but no test model has one query head per kv head there) */
+     * 670.38 / 669.49 / 669.72 with MINFER_CUDA_ATTN_FAST=0; kernel span 6.24 -> 5.33 us.
+     * (Head dim 128 only: the case the GPU tests cover, tiny-mha and the 7B; at 64 the
+     * same code would run but no test model has one query head per kv head there.) */
     const bool fast = MG == 1 && HD == 128 && a.cs_now && a.kin && pre && a.seq1 && a.rope &&
                       a.rope_mode == 0 && a.rope_dim == HD && NT >= 2 * HD;
     if (fast && c == 0) {

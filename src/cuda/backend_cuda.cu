@@ -157,7 +157,8 @@ struct cu_state {
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
     int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
-    int f_attn_fast;       /* its RoPE row from the embedding kernel (MINFER_CUDA_ATTN_FAST; attn.cu) */
+    int f_attn_fast;       /* its RoPE row from the embedding kernel: on (MINFER_CUDA_ATTN_FAST) and the
+                              model one the fast store takes (be_init; attn.cu `fast`) */
     int f_attn_fit;        /* decode attention's head-group arrays fitted to the model (attn.cu) */
     int attn_warps;        /* decode attention's warps per block, 8 or 4 (MINFER_CUDA_ATTN_WARPS) */
     int attn_trigger;      /* where decode attention lets the GEMV after it launch, 0..3 (MINFER_CUDA_ATTN_TRIGGER) */
@@ -452,7 +453,7 @@ static void op_embed(mf_backend *be, float *out, const mf_weight *w, const mf_ba
     flush(S);
     /* one token: the embedding kernel also copies the RoPE table's row at pos for the
      * attention kernels of the step (cu_attn_args.cs_now) */
-    const int cs = b->n == 1 && S->f_attn_fast && S->cs_now;
+    const int cs = b->n == 1 && S->f_attn_fast;
     cu_embed(S, out, w, meta_tok(S, b), b->n, S->rope_cs, S->hp.rope_dim / 2, meta_pos(S, b),
              cs ? S->cs_now : NULL);
     S->cs_now_ok = cs;
@@ -1096,7 +1097,6 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->attn_trigger = env_in_range("MINFER_CUDA_ATTN_TRIGGER", 1, 0, 3); /* (attn.cu says why 1) */
     S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
-    S->f_attn_fast = mf_env_int("MINFER_CUDA_ATTN_FAST", 1) == 1;
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
     {
         /* decode attention warps per block (attn.cu says why): 8 unless
@@ -1189,6 +1189,12 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         SCRATCH(S->cs_now, float2, (size_t)hp->rope_dim / 2);
         cu_rope_table(S, S->rope_cs, S->n_ctx, hp->rope_dim, hp->rope_base);
     }
+    /* the one-token attention's fast store (attn.cu `fast`): the model decides it once
+     * here, for the embedding kernel's copy of the RoPE row, the attention's argument and
+     * the notice's "+rope-row" alike */
+    S->f_attn_fast = mf_env_int("MINFER_CUDA_ATTN_FAST", 1) == 1 && S->f_attn_pre && S->f_fuse && S->cs_now &&
+                     S->n_seq == 1 && hp->n_head == hp->n_head_kv && hp->rope_mode == MF_ROPE_NORM &&
+                     hp->head_dim == 128 && hp->rope_dim == 128;
     SCRATCH(S->att_part, float, (size_t)CU_MAX_GEMV_COLS * hp->n_head * S->att_nchunks * (hp->head_dim + 2));
     if (nb > CU_MAX_GEMV_COLS) {
         const int64_t kp = (S->kmax + 31) & ~31;
@@ -1300,12 +1306,7 @@ static void print_notice(cu_state *S) {
             S->f_attn_pre && S->f_fuse && cu_attn_dec_supported(S->hp.head_dim) ? "+pre" : "",
             S->f_attn_fit && cu_attn_dec_supported(S->hp.head_dim) ? "+fit" : "",
             S->attn_warps == 4 && cu_attn_dec_supported(S->hp.head_dim) ? "+4warps" : "",
-            /* the fast store's conditions that the model decides (attn.cu, `fast`) */
-            S->f_attn_fast && S->f_attn_pre && S->f_fuse && S->cs_now && S->n_seq == 1 &&
-                    cu_attn_dec_supported(S->hp.head_dim) && S->hp.n_head == S->hp.n_head_kv &&
-                    S->hp.rope_mode == MF_ROPE_NORM && S->hp.head_dim == 128 && S->hp.rope_dim == 128
-                ? "+rope-row"
-                : "",
+            S->f_attn_fast ? "+rope-row" : "",
             S->attn_trigger == 0 ? "+trigger-at-start" : S->attn_trigger == 2 ? "+trigger-after-qkv"
             : S->attn_trigger == 3 ? "+trigger-after-tiles" : "",
             S->norm_threads == 256 ? " norm=256-threads" : S->norm_threads == 512 ? " norm=512-threads" : "",
