@@ -207,8 +207,20 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
     # one kv head per query head at head dim 128, as the 7B: the one-token attention's
     # fast store (attn.cu `fast`: the RoPE row from the embedding kernel, the first
     # chunk read before pos is known); 70 + 100 positions span two 128-position chunks
+    # and (MINFER_CUDA_ATTN_WO=1, an experiment) with its o-projection and the add after it
+    # (attn_wo.cu: 4 blocks per head, 512 positions a tile; 8 blocks, 1024): 1100 prompt
+    # positions put the decode steps in a second (and third) tile
     "$BIN" synth --shape tiny-mha --quant q4_k_m -o "$TMP/mha.gguf" >/dev/null 2>&1
     run_one "forward tiny-mha q4_k_m (fast store)" "$TESTS/test_cuda_forward" "$TMP/mha.gguf" 70 100 0.06
+    out=$(MINFER_CUDA_ATTN_WO=1 MINFER_CUDA_VERBOSE=1 $TO "$TESTS/test_cuda_forward" "$TMP/mha.gguf" 70 100 0.06 2>&1)
+    count "forward tiny-mha q4_k_m, attention+wo" $? "$out"
+    check "attention+wo fused in the tiny-mha run" grep -qE 'attn-wo launches [1-9]' <<<"$out"
+    run_one "forward tiny-mha q4_k_m, attention+wo, 8 blocks a head" env MINFER_CUDA_ATTN_WO=1 \
+        MINFER_CUDA_ATTN_WO_C=8 "$TESTS/test_cuda_forward" "$TMP/mha.gguf" 70 100 0.06
+    run_one "forward tiny-mha q4_k_m, attention+wo, 1100 positions" env MINFER_CUDA_ATTN_WO=1 \
+        "$TESTS/test_cuda_forward" "$TMP/mha.gguf" 1100 40 0.06
+    run_one "forward tiny-mha q4_k_m, attention+wo, 8 blocks a head, 1100 positions" env MINFER_CUDA_ATTN_WO=1 \
+        MINFER_CUDA_ATTN_WO_C=8 "$TESTS/test_cuda_forward" "$TMP/mha.gguf" 1100 40 0.06
     run_one "forward tiny-mha q4_k_m, RoPE row from the table" env MINFER_CUDA_ATTN_FAST=0 \
         "$TESTS/test_cuda_forward" "$TMP/mha.gguf" 70 100 0.06
     run_one "forward tiny-mha q4_k_m, fast store, attention chunks of 64" env MINFER_CUDA_ATTN_CHUNK=64 \

@@ -257,12 +257,6 @@ static __global__ void kernel_attn_combine(cu_attn_args a, const float *part, fl
  * 1295 vs 1205 tok/s on the synthetic 1B (G = 4), same call, 2026-11-29. */
 #define AD_TILE 64
 
-/* The weight of a softmax partial with running max m in a merge whose max is M >= m
- * (0 for a partial that saw no row, m = -inf). */
-static __device__ __forceinline__ float softmax_weight(float m, float M) {
-    return m == -INFINITY ? 0.0f : expf(m - M);
-}
-
 /* NW: warps per block, 8 (MINFER_CUDA_ATTN_WARPS=4 for 4): with 8 each lane group
  * walks half as many rows of a tile, or, with one query head per block, as many rows
  * of a tile twice as long (TILE below). tg128, H200: synthetic 1B (4 query heads per

@@ -87,7 +87,7 @@ struct cu_alloc_rec {
     size_t n;
 };
 
-enum cu_pend_kind { PEND_NONE = 0, PEND_ADD, PEND_MMV, PEND_ROPE };
+enum cu_pend_kind { PEND_NONE = 0, PEND_ADD, PEND_MMV, PEND_ROPE, PEND_ATTN };
 
 struct cu_pend {
     int kind;
@@ -116,6 +116,18 @@ struct cu_pend {
     const mf_batch *rb;
     int rhd, rdim, rmode;
     float rbase;
+    /* a one-token attention the fused path may take (attn_wo.cu): held for the
+     * o-projection that reads its output (awo, into awo_out), the add x += awo_out after
+     * that (ares) and the norm that overwrites awo_out; anything else launches it as issued
+     * (attn_demote) */
+    cu_attn_args aa;
+    int alayer;
+    const mf_batch *ab;
+    const float *aq;
+    float *aout;
+    const mf_weight *awo;
+    float *awo_out;
+    float *ares;
 };
 
 struct cu_copy {
@@ -160,6 +172,14 @@ struct cu_state {
     int f_attn_fast;       /* its RoPE row from the embedding kernel: on (MINFER_CUDA_ATTN_FAST) and the
                               model one the fast store takes (be_init; attn.cu `fast`) */
     int f_attn_fit;        /* decode attention's head-group arrays fitted to the model (attn.cu) */
+    int f_attn_wo;         /* the one-token attention fused with wo and the add (attn_wo.cu): on
+                              (MINFER_CUDA_ATTN_WO) and the model one it takes (be_init) */
+    int attn_wo_c;         /* its blocks per head, 4 or 8 (MINFER_CUDA_ATTN_WO_C) */
+    long long *wo_acc;     /* its 32.32 fixed-point sums [n_embd], zero between uses */
+    float *wo_part;        /* its blocks' partials */
+    unsigned *wo_bar;      /* its heads' barriers (count, generation), zero at init */
+    uint8_t *wo_plane;     /* its copy of every layer's wo (cu_attn_wo_plane), wo_plane_layer bytes each */
+    size_t wo_plane_layer;
     int attn_warps;        /* decode attention's warps per block, 8 or 4 (MINFER_CUDA_ATTN_WARPS) */
     int attn_trigger;      /* where decode attention lets the GEMV after it launch, 0..3 (MINFER_CUDA_ATTN_TRIGGER) */
     int norm_threads;      /* one-pass RMSNorm block width at most: 256, 512 or 1024 (MINFER_CUDA_NORM_THREADS) */
@@ -229,6 +249,18 @@ struct cu_state {
     uint64_t n_xst2; /* kernel_mmv_xst2 launches (eager or captured) */
     uint64_t n_add_gemv; /* GEMV launches with the residual add folded in */
     uint64_t n_xstm;     /* kernel_mmv_xstm launches (two block types in one launch) */
+    uint64_t n_attn_wo;  /* kernel_attn_wo launches (attention, wo and the add in one) */
+    /* MINFER_CUDA_STEPTIME=1: where a replayed step's wall time goes (step_replay; the
+     * summary goes to stderr at destroy). gpu: event before the graph launch to event after
+     * it (the graph's run plus the launch's submission); call: step_replay's own wall time
+     * (launch, sync, copy-out); copy: the copy-out alone; wall: one step_replay's start to
+     * the next's (the caller's loop included) */
+    struct {
+        int on;
+        cudaEvent_t e0, e1;
+        uint64_t n, nwall;
+        double gpu_ms, call_s, copy_s, wall_s, t_prev;
+    } st;
     cu_trace *trace;     /* MINFER_CUDA_TRACE=FILE on a trace build (trace.cu) */
 };
 
@@ -417,8 +449,12 @@ static const float2 *rope_table(cu_state *S, int rope_dim, float base, const mf_
     return S->rope_cs;
 }
 
+static void attn_run(cu_state *S, const cu_attn_args *a, const float *q, float *out, const mf_batch *b);
+static void attn_demote(cu_state *S);
+
 static void flush(cu_state *S) {
     cu_pend *p = &S->pend;
+    if (p->kind == PEND_ATTN) attn_demote(S); /* (then its GEMV, if one was held with it) */
     switch (p->kind) {
     case PEND_ADD:
         cu_add(S, p->ax, p->ay, p->an);
@@ -465,6 +501,33 @@ static void op_rmsnorm(mf_backend *be, float *out, const float *x, const mf_weig
     cu_pend *p = &S->pend;
     const float *y = NULL;
     const int64_t total = (int64_t)n * dim;
+    if (p->kind == PEND_ATTN) {
+        const cu_q8 *q = q8_for(S, total);
+        if (p->awo && p->ares == x && p->awo_out == out && n == 1 && dim == p->awo->rows && q &&
+            cu_rmsnorm_acc_fits(dim)) {
+            /* attention, o-projection, x += it and this norm (which overwrites the
+             * projection's output, so that is never written): two launches (attn_wo.cu) */
+            cu_attn_wo_args wa;
+            wa.a = p->aa;
+            wa.q = p->aq;
+            wa.out = p->aout;
+            wa.plane = S->wo_plane + (size_t)p->alayer * S->wo_plane_layer;
+            wa.part = S->wo_part;
+            wa.bar = S->wo_bar;
+            wa.rows = (int)p->awo->rows;
+            wa.acc = S->wo_acc;
+            wa.abl = cu_skipped(S, "attn_wo_red") ? 1 : cu_skipped(S, "attn_wo_slice") ? 2 : 0;
+            p->kind = PEND_NONE;
+            cu_attn_wo(S, &wa, S->attn_wo_c);
+            S->n_attn_wo++;
+            q8_touch(S, p->aout, (size_t)p->awo->cols * 4);
+            cu_rmsnorm_acc(S, out, (float *)x, S->wo_acc, (const float *)w->dev, dim, eps, q);
+            q8_touch(S, x, (size_t)total * 4);
+            q8_set(S, out, total);
+            return;
+        }
+        attn_demote(S); /* (its add may still fold into its GEMV, below) */
+    }
     if (p->kind == PEND_ADD && p->ax == x && p->an == total) {
         y = p->ay;
         p->kind = PEND_NONE;
@@ -524,9 +587,21 @@ static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weigh
     }
     /* f32 weights stay f32 in prefill too (the f16 GEMM would round them; f32
      * models are the tiny ones) */
+    cu_pend *p = &S->pend;
+    if (p->kind == PEND_ATTN) {
+        /* the o-projection of the held attention joins it (attn_wo.cu takes q4_K wo of
+         * the model's shape); anything else launches the attention first */
+        if (!p->awo && n == 1 && x == p->aout && w->type == QTYPE_Q4_K && !bd && K == p->aa.n_head * p->aa.hd &&
+            R == S->hp.n_embd && !overlaps(out, (size_t)R * 4, x, (size_t)K * 4)) {
+            p->awo = w;
+            p->awo_out = out;
+            q8_touch(S, out, (size_t)R * 4);
+            return;
+        }
+        flush(S);
+    }
     if (n <= CU_MAX_GEMV_COLS || !S->f_mma || w->type == QTYPE_F32) {
         const int q8 = S->f_dp4a && cu_mmv_q8_supported(w->type) && (int64_t)n * K <= S->q8_cap;
-        cu_pend *p = &S->pend;
         if (n > CU_MAX_GEMV_COLS) {
             /* no tensor-core path: GEMV over groups of 8 tokens (MINFER_CUDA_MMA=0) */
             flush(S);
@@ -647,7 +722,29 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
     } else {
         cu_kv_store(S, &a, (float *)q, (float *)k, v, rope, rdim, rbase, rmode, a.rope_cs);
     }
-    const int64_t qd = (int64_t)hp->n_head * hd;
+    if (n == 1 && S->f_attn_wo && a.cs_now && a.kin && a.rope && a.pre && a.seq1 && !a.abl) {
+        /* held: the o-projection and the add after it may join it (attn_wo.cu) */
+        p->kind = PEND_ATTN;
+        p->aa = a;
+        p->alayer = layer;
+        p->ab = b;
+        p->aq = q;
+        p->aout = out;
+        p->awo = NULL;
+        p->awo_out = NULL;
+        p->ares = NULL;
+    } else {
+        attn_run(S, &a, q, out, b);
+    }
+    q8_touch(S, q, (size_t)n * hp->n_head * hd * 4);
+    q8_touch(S, k, (size_t)n * hp->n_head_kv * hd * 4);
+}
+
+/* Launches the attention op_attention prepared (a) as issued. */
+static void attn_run(cu_state *S, const cu_attn_args *ap, const float *q, float *out, const mf_batch *b) {
+    const cu_attn_args &a = *ap;
+    const int n = a.n, hd = a.hd;
+    const int64_t qd = (int64_t)a.n_head * hd;
     if (n > CU_MAX_GEMV_COLS && S->f_flash && cu_attn_flash_supported(hd) && !S->capturing) {
         /* tiles of <= 64 consecutive tokens of one sequence */
         int nt = 0;
@@ -678,8 +775,24 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
             else q8_touch(S, out, (size_t)n * qd * 4);
         }
     }
-    q8_touch(S, q, (size_t)n * qd * 4);
-    q8_touch(S, k, (size_t)n * hp->n_head_kv * hd * 4);
+}
+
+/* The held attention launched as issued; an o-projection held with it becomes a held
+ * GEMV again (with its add), as op_matmul and op_add would have left it. */
+static void attn_demote(cu_state *S) {
+    cu_pend *p = &S->pend;
+    p->kind = PEND_NONE;
+    attn_run(S, &p->aa, p->aq, p->aout, p->ab);
+    if (!p->awo) return;
+    const mf_weight *w = p->awo;
+    const int K = (int)w->cols;
+    const int q8 = S->f_dp4a && cu_mmv_q8_supported(w->type) && K <= S->q8_cap;
+    pend_mmv_start(p, w->type, q8, 1, K, p->aout);
+    p->mnmat = 1;
+    p->mout[0] = p->awo_out;
+    p->mw[0] = w;
+    p->mbias[0] = NULL;
+    p->macc = p->ares;
 }
 
 static void op_swiglu(mf_backend *be, float *out, const float *gate, const float *up, int64_t n) {
@@ -694,6 +807,13 @@ static void op_swiglu(mf_backend *be, float *out, const float *gate, const float
 static void op_add(mf_backend *be, float *x, const float *y, int64_t n) {
     cu_state *S = ST(be);
     cu_pend *p = &S->pend;
+    if (p->kind == PEND_ATTN && p->awo && !p->ares && y == p->awo_out && n == p->awo->rows &&
+        !overlaps(x, (size_t)n * 4, p->aout, (size_t)p->awo->cols * 4)) {
+        /* x += the held attention's o-projection: held with them */
+        p->ares = x;
+        q8_touch(S, x, (size_t)n * 4);
+        return;
+    }
     /* x += the held one-matrix GEMV's output: held with it (op_rmsnorm may fold it in) */
     if (S->f_add_gemv && p->kind == PEND_MMV && !p->macc && !p->maccum && p->mnmat == 1 && p->mout[0] == y &&
         (int64_t)p->mn * p->mw[0]->rows == n && !overlaps(x, (size_t)n * 4, p->mx, (size_t)p->mn * p->mK * 4)) {
@@ -1020,13 +1140,16 @@ static int check_model(cu_state *S, const mf_model *m, mf_err *err) {
 static void free_state(cu_state *S) {
     /* the launch counts of paths tests/run_cuda.sh checks ran (xst2, the folded add, xstm) */
     if (S->verbose)
-        fprintf(stderr, "minfer/cuda: xst2 launches %llu, add-in-gemv launches %llu, xstm launches %llu\n",
-                (unsigned long long)S->n_xst2, (unsigned long long)S->n_add_gemv, (unsigned long long)S->n_xstm);
+        fprintf(stderr,
+                "minfer/cuda: xst2 launches %llu, add-in-gemv launches %llu, xstm launches %llu, attn-wo launches %llu\n",
+                (unsigned long long)S->n_xst2, (unsigned long long)S->n_add_gemv, (unsigned long long)S->n_xstm,
+                (unsigned long long)S->n_attn_wo);
     cu_trace_close(S->trace);
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s, S->q8.xl4, S->q8.xl6,
-                   S->att_part, S->x16, S->w16, S->rope_cs, S->att_count};
+                   S->att_part, S->x16, S->w16, S->rope_cs, S->cs_now, S->att_count, S->wo_acc, S->wo_plane,
+                   S->wo_part, S->wo_bar};
     for (size_t i = 0; i < MF_ARRAY_LEN(dev); i++)
         if (dev[i]) cudaFree(dev[i]);
     for (int i = 0; i < S->nallocs; i++) cudaFree(S->allocs[i].p);
@@ -1059,6 +1182,8 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_mma = mf_env_int("MINFER_CUDA_MMA", 1);
     S->f_sync = mf_env_int("MINFER_CUDA_SYNC", 0);
     S->verbose = mf_env_int("MINFER_CUDA_VERBOSE", 0);
+    S->st.on = mf_env_int("MINFER_CUDA_STEPTIME", 0) == 1 && cudaEventCreate(&S->st.e0) == cudaSuccess &&
+               cudaEventCreate(&S->st.e1) == cudaSuccess;
     {
         const char *tp = getenv("MINFER_CUDA_TRACE");
         if (tp && *tp) S->trace = cu_trace_open(tp);
@@ -1195,6 +1320,39 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_attn_fast = mf_env_int("MINFER_CUDA_ATTN_FAST", 1) == 1 && S->f_attn_pre && S->f_fuse && S->cs_now &&
                      S->n_seq == 1 && hp->n_head == hp->n_head_kv && hp->rope_mode == MF_ROPE_NORM &&
                      hp->head_dim == 128 && hp->rope_dim == 128;
+    /* that attention fused with wo and the add after it (attn_wo.cu; an experiment, off by
+     * default: MINFER_CUDA_ATTN_WO=1): sm_90+ (the slice's bulk copies, the norm's
+     * cluster), the model's width split over C blocks per head and over the norm's blocks */
+    S->attn_wo_c = mf_env_int("MINFER_CUDA_ATTN_WO_C", 4) == 8 ? 8 : 4;
+    if (S->code_arch >= 900) cu_attn_wo_prepare(); /* (before cu_attn_wo_fits asks for its occupancy) */
+    S->f_attn_wo = mf_env_int("MINFER_CUDA_ATTN_WO", 0) == 1 && S->f_attn_fast && S->code_arch >= 900 &&
+                   cu_attn_wo_fits(S, hp->n_embd, hp->n_head, S->attn_wo_c) && cu_rmsnorm_acc_fits(hp->n_embd);
+    for (int l = 0; l < hp->n_layer && S->f_attn_wo; l++) {
+        const mf_weight *wo = &m->layers[l].wo;
+        S->f_attn_wo = wo->type == QTYPE_Q4_K && wo->dev && wo->cols == (int64_t)hp->n_head * 128 &&
+                       wo->rows == hp->n_embd;
+    }
+    if (S->f_attn_wo) {
+        /* the wo plane: a derived copy of the weights, reported apart (print_notice) */
+        S->wo_plane_layer = cu_attn_wo_plane_bytes(hp->n_embd, hp->n_head);
+        S->wo_plane = (uint8_t *)dev_alloc(S, S->wo_plane_layer * hp->n_layer, "cudaMalloc(wo plane)");
+        if (!S->wo_plane) return mf_fail(err, MF_ERR_DEVICE, "cuda: %s", S->errmsg);
+        for (int l = 0; l < hp->n_layer; l++) {
+            const mf_weight *wo = &m->layers[l].wo;
+            cu_attn_wo_plane(S, S->wo_plane + (size_t)l * S->wo_plane_layer, (const uint8_t *)wo->dev,
+                             cu_row_stride(wo->type, wo->cols), hp->n_embd, hp->n_head);
+        }
+        /* (attn_wo reads the plane ahead of its wait, as weights: made before any step) */
+        if ((e = cudaStreamSynchronize(S->stream)) != cudaSuccess || S->err)
+            return mf_fail(err, MF_ERR_DEVICE, "cuda: wo plane: %s", S->err ? S->errmsg : cudaGetErrorString(e));
+        SCRATCH(S->wo_acc, long long, hp->n_embd);
+        SCRATCH(S->wo_part, float, (size_t)hp->n_head * S->attn_wo_c * (128 + 2));
+        SCRATCH(S->wo_bar, unsigned, 2 * (size_t)hp->n_head);
+        if ((e = cudaMemsetAsync(S->wo_bar, 0, sizeof(unsigned) * 2 * hp->n_head, S->stream)) != cudaSuccess)
+            return mf_fail(err, MF_ERR_DEVICE, "cuda: cudaMemsetAsync(wo barriers): %s", cudaGetErrorString(e));
+        if ((e = cudaMemsetAsync(S->wo_acc, 0, sizeof(long long) * hp->n_embd, S->stream)) != cudaSuccess)
+            return mf_fail(err, MF_ERR_DEVICE, "cuda: cudaMemsetAsync(wo sums): %s", cudaGetErrorString(e));
+    }
     SCRATCH(S->att_part, float, (size_t)CU_MAX_GEMV_COLS * hp->n_head * S->att_nchunks * (hp->head_dim + 2));
     if (nb > CU_MAX_GEMV_COLS) {
         const int64_t kp = (S->kmax + 31) & ~31;
@@ -1243,6 +1401,16 @@ static void be_destroy(mf_backend *be) {
     cu_state *S = ST(be);
     if (S) {
         cudaStreamSynchronize(S->stream);
+        if (S->st.on) {
+            const double n = S->st.n ? (double)S->st.n : 1.0;
+            fprintf(stderr,
+                    "minfer/cuda: steptime: %llu replays, us per step: gpu %.2f, call %.2f (copy-out %.2f), "
+                    "wall %.2f (%llu intervals)\n",
+                    (unsigned long long)S->st.n, S->st.gpu_ms * 1e3 / n, S->st.call_s * 1e6 / n, S->st.copy_s * 1e6 / n,
+                    S->st.nwall ? S->st.wall_s * 1e6 / (double)S->st.nwall : 0.0, (unsigned long long)S->st.nwall);
+            cudaEventDestroy(S->st.e0);
+            cudaEventDestroy(S->st.e1);
+        }
         if (S->m) {
             mf_model *m = S->m;
             m->tok_embd.dev = m->output_norm.dev = m->output.dev = NULL;
@@ -1272,7 +1440,10 @@ static void print_notice(cu_state *S) {
     const size_t plane = (size_t)S->w16_cap * sizeof(__half);
     const size_t scratch = S->own_scratch + S->fw_scratch - plane;
     const double base = (double)S->wbytes + (double)S->kvbytes;
-    char gemv_name[320], xs_name[160], ring[96] = "";
+    char gemv_name[320], xs_name[160], ring[96] = "", wo_plane[48] = "";
+    if (S->wo_plane)
+        snprintf(wo_plane, sizeof wo_plane, " wo-plane=%.2f GiB",
+                 (double)S->wo_plane_layer * S->hp.n_layer / gib);
     if (S->xst_depth != cu_mmv_xst_depth_default() || S->xst_pre != MMV_XST_PRE_DEFAULT ||
         S->xst_pre_attn != S->xst_pre)
         snprintf(ring, sizeof ring, "[depth %d, %d before the wait, %d after attention]", S->xst_depth,
@@ -1295,7 +1466,7 @@ static void print_notice(cu_state *S) {
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
             "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s%s%s%s%s%s%s%s; "
-            "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB\n",
+            "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB%s\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, MINFER_CUDA_L2_HINT ? "+l2-evict-first" : "",
             S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
@@ -1306,13 +1477,15 @@ static void print_notice(cu_state *S) {
             S->f_attn_pre && S->f_fuse && cu_attn_dec_supported(S->hp.head_dim) ? "+pre" : "",
             S->f_attn_fit && cu_attn_dec_supported(S->hp.head_dim) ? "+fit" : "",
             S->attn_warps == 4 && cu_attn_dec_supported(S->hp.head_dim) ? "+4warps" : "",
-            S->f_attn_fast ? "+rope-row" : "",
+            S->f_attn_fast ? (S->f_attn_wo ? (S->attn_wo_c == 8 ? "+rope-row+wo(8-block heads)" : "+rope-row+wo")
+                                           : "+rope-row")
+                           : "",
             S->attn_trigger == 0 ? "+trigger-at-start" : S->attn_trigger == 2 ? "+trigger-after-qkv"
             : S->attn_trigger == 3 ? "+trigger-after-tiles" : "",
             S->norm_threads == 256 ? " norm=256-threads" : S->norm_threads == 512 ? " norm=512-threads" : "",
             S->norm_split == 1 ? " norm-split=1" : S->norm_split == 2 ? " norm-split=2" : S->norm_split == 8 ? " norm-split=8" : "",
             S->wbytes / gib,
-            S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0, plane / gib);
+            S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0, plane / gib, wo_plane);
     if (S->verbose)
         fprintf(stderr, "minfer/cuda: scratch: backend %.1f MiB (q8 %lld values, attn %d chunks of %d, gemm f16 %lld+%lld), "
                 "forward %.1f MiB\n", S->own_scratch / 1048576.0, (long long)S->q8_cap, S->att_nchunks, S->att_chunk,
@@ -1376,12 +1549,29 @@ static int step_replay(cu_state *S, const mf_batch *b, float *logits) {
     h[0] = b->tok ? b->tok[0] : 0;
     h[nb] = b->pos ? b->pos[0] : 0;
     h[2 * nb] = b->seq ? b->seq[0] : 0;
+    const double t0 = S->st.on ? mf_time_s() : 0.0;
+    if (S->st.on) CU_CHECK(S, cudaEventRecord(S->st.e0, S->stream));
     CU_CHECK(S, cudaGraphLaunch(g->exec, S->stream));
+    if (S->st.on) CU_CHECK(S, cudaEventRecord(S->st.e1, S->stream));
     CU_CHECK(S, cudaStreamSynchronize(S->stream));
+    const double t1 = S->st.on ? mf_time_s() : 0.0;
     for (int i = 0; i < g->ncopies; i++) {
         const cu_copy *c = &g->copies[i];
         char *dst = c->rel ? (char *)logits + c->off : c->dst;
         memcpy(dst, g->pinned + c->pin_off, c->bytes);
+    }
+    if (S->st.on) {
+        const double t2 = mf_time_s();
+        float ms = 0.0f;
+        if (cudaEventElapsedTime(&ms, S->st.e0, S->st.e1) == cudaSuccess) S->st.gpu_ms += ms;
+        S->st.call_s += t2 - t0;
+        S->st.copy_s += t2 - t1;
+        if (S->st.t_prev > 0.0) {
+            S->st.wall_s += t0 - S->st.t_prev;
+            S->st.nwall++;
+        }
+        S->st.t_prev = t0;
+        S->st.n++;
     }
     S->replays++;
     return g->n_out;

@@ -158,24 +158,42 @@ void cu_trace_close(cu_trace *T);
  * experiment that prices a kernel; the output is wrong, and the notice says so). */
 int cu_skipped(cu_state *S, const char *what);
 
-/* Launch with the programmatic-stream-serialization attribute when enabled. */
+/* Launch with the programmatic-stream-serialization attribute when enabled, and in
+ * clusters of `cluster` blocks along x when cluster > 1 (sm_90+; the grid's x a
+ * multiple of it). */
 template <typename... KArgs, typename... Args>
-static inline void cu_launch(cu_state *S, const char *what, void (*k)(KArgs...), dim3 grid, dim3 block,
-                             size_t smem, Args... args) {
+static inline void cu_launch_ex(cu_state *S, const char *what, void (*k)(KArgs...), dim3 grid, dim3 block,
+                                size_t smem, int cluster, Args... args) {
     if (cu_skipped(S, what)) return;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute attr[2];
+    int na = 0;
+    if (cu_pdl(S)) {
+        attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[na].val.programmaticStreamSerializationAllowed = 1;
+        na++;
+    }
+    if (cluster > 1) {
+        attr[na].id = cudaLaunchAttributeClusterDimension;
+        attr[na].val.clusterDim.x = (unsigned)cluster;
+        attr[na].val.clusterDim.y = 1;
+        attr[na].val.clusterDim.z = 1;
+        na++;
+    }
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = cu_stream(S);
     cfg.attrs = attr;
-    cfg.numAttrs = cu_pdl(S) ? 1 : 0;
+    cfg.numAttrs = (unsigned)na;
     cudaError_t e = cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...);
     if (e != cudaSuccess) cu_record(S, e, what, __FILE__, __LINE__);
     cu_launch_check(S, what, __FILE__, __LINE__);
+}
+template <typename... KArgs, typename... Args>
+static inline void cu_launch(cu_state *S, const char *what, void (*k)(KArgs...), dim3 grid, dim3 block,
+                             size_t smem, Args... args) {
+    cu_launch_ex(S, what, k, grid, block, smem, 1, args...);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -312,6 +330,45 @@ static __device__ __forceinline__ float warp_max(float v) {
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
+/* Thread-block clusters (sm_90+): the block's rank in its cluster, the cluster barrier
+ * in its two halves (arrive publishes this block's shared-memory writes, wait returns
+ * once every block of the cluster arrived and makes theirs visible), and a float of
+ * another block's shared memory at the address of p in this one (distributed shared
+ * memory; that block must not exit before the read: a second arrive/wait pair). */
+static __device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+#endif
+    return r;
+}
+static __device__ __forceinline__ void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ float cluster_ld(const float *p, unsigned rank) {
+    float v = 0.0f;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    uint32_t ra;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(ra) : "memory");
+#endif
+    return v;
+}
+
+/* The weight of a softmax partial with running max m in a merge whose max is M >= m
+ * (0 for a partial that saw no row, m = -inf). */
+static __device__ __forceinline__ float softmax_weight(float m, float M) {
+    return m == -INFINITY ? 0.0f : expf(m - M);
+}
+
 static __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 static __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 static __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
@@ -419,6 +476,11 @@ void cu_repack(cu_state *S, void *dst, const void *src, uint32_t type, int64_t c
 /* norm.cu: out = rmsnorm(x (+ y when y != NULL, written back to x)) * w; q8 of out when q. */
 void cu_rmsnorm(cu_state *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
                 const cu_q8 *q);
+/* One row: x += acc * 2^-32 (attn_wo's sums), acc = 0, out = rmsnorm(x) * w and its q8.
+ * A cluster of up to 4 blocks, each a part of the row (cu_rmsnorm_acc_fits: dim). */
+int cu_rmsnorm_acc_fits(int dim);
+void cu_rmsnorm_acc(cu_state *S, float *out, float *x, long long *acc, const float *w, int dim, float eps,
+                    const cu_q8 *q);
 
 /* rope.cu: up to two tensors rotated in one launch (q and k of one layer). */
 struct cu_rope_job {
@@ -517,6 +579,30 @@ void cu_kv_store(cu_state *S, const cu_attn_args *a, float *q, float *k, const f
 void cu_attn_split(cu_state *S, const cu_attn_args *a, const float *q, float *out, float *part, int *counter,
                    int chunk, int n_chunks, const cu_q8 *q8);
 int cu_attn_dec_supported(int hd);
+/* attn_wo.cu: the one-token attention fused with the o-projection (one query head per
+ * kv head, head dim 128, a.cs_now set, one sequence, wo q4_K [rows][n_head * 128]):
+ * acc[r] += (the o-projection's row r) in 32.32 fixed point; out = the attention's
+ * output (f32, no q8). C blocks per head (4 or 8; cu_attn_wo_fits). */
+struct cu_attn_wo_args {
+    cu_attn_args a;
+    const float *q;
+    float *out;
+    const uint8_t *plane; /* the layer's wo plane (cu_attn_wo_plane) */
+    int rows;
+    long long *acc;       /* [rows], zero on entry (cu_rmsnorm_acc leaves it so) */
+    float *part;          /* [n_head][C][130] the blocks' partials */
+    unsigned *bar;        /* [n_head][2] the heads' barriers: count, generation (zero at init) */
+    int abl;              /* timing experiments only (MINFER_CUDA_SKIP names, output invalid):
+                             1 attn_wo_red: no sums into acc; 2 attn_wo_slice: no slice, no dot */
+};
+#define CU_ATTN_WO_SMEM_MAX (160 * 1024)
+int cu_attn_wo_fits(const cu_state *S, int rows, int n_head, int C);
+void cu_attn_wo_prepare(void);
+void cu_attn_wo(cu_state *S, const cu_attn_wo_args *w, int C);
+/* The layout attn_wo reads wo in, made once from the device rows (stride bytes each):
+ * per head, each row's block header and the head's 64 bytes of qs (80 bytes) */
+size_t cu_attn_wo_plane_bytes(int rows, int n_head);
+void cu_attn_wo_plane(cu_state *S, uint8_t *dst, const uint8_t *wo, int64_t stride, int rows, int n_head);
 /* Flash attention with tensor cores for hd 64/128; tiles from the host. */
 int cu_attn_flash_supported(int hd);
 void cu_attn_flash(cu_state *S, const cu_attn_args *a, const float *q, float *out, const int4 *d_tiles,
