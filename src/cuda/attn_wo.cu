@@ -32,8 +32,8 @@
  * Why try: on the 7B the attention and the wo GEMV are two launches, ~5.3 and ~3.9 us a
  * layer (block timeline, bench/RESULTS.md), wo's 9.4 MB streamed after its wait; here the
  * slice is requested at the block's start, and wo's launch, boundary and activation round
- * trip are gone. Measured (tg128 on the 7B, H200, 2026-11-30, RESULTS.md calls 2-7):
- * 673 tok/s with C = 8, 637 with C = 4, against 671-674 with the two launches; with
+ * trip are gone. Measured (tg128 on the 7B, H200, 2026-11-30, RESULTS.md calls 2-10):
+ * 643-644 tok/s with C = 8, 643 with C = 4, against 677-680 with the two launches; with
  * clusters of C blocks exchanging through distributed shared memory, 657 (C = 4). What
  * holds it back, in the block timeline: its blocks start ~2 us after the q/k/v GEMV's
  * end and over ~3 us more (the attention's blocks start as that GEMV's leave), and the
@@ -343,9 +343,11 @@ static __global__ void __launch_bounds__(AW_NW * 32) kernel_attn_wo(cu_attn_wo_a
  * the slice fits, cu_attn_wo_fits). */
 static size_t attn_wo_smem(int rows, int C) { return (size_t)(rows / C) * AW_ROWB; }
 
-/* The slice fits shared memory, and the grid (n_head * C blocks) fits the device twice
- * over at once: its blocks wait for each other (the head's barrier), so all must be
- * resident together, beside whatever the launches around it hold. */
+/* The slice fits shared memory, and the grid (n_head * C blocks) fits the device at
+ * once: its blocks wait for each other (the head's barrier), so all must be resident
+ * together. Nothing after it can take their room first: the kernel after it launches only
+ * once every block of this grid has started (programmatic launch waits for all of them to
+ * trigger), and the q/k/v GEMV before it ends without waiting for it. */
 int cu_attn_wo_fits(const cu_state *S, int rows, int n_head, int C) {
     if (!((C == 4 || C == 8) && rows % C == 0 && attn_wo_smem(rows, C) <= CU_ATTN_WO_SMEM_MAX)) return 0;
     int per_sm = 0;
@@ -356,7 +358,7 @@ int cu_attn_wo_fits(const cu_state *S, int rows, int n_head, int C) {
         (void)cudaGetLastError();
         return 0;
     }
-    return (int64_t)per_sm * cu_num_sms(S) >= 2 * (int64_t)n_head * C;
+    return (int64_t)per_sm * cu_num_sms(S) >= (int64_t)n_head * C;
 }
 
 void cu_attn_wo_prepare(void) {

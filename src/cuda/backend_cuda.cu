@@ -1325,13 +1325,18 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
      * cluster), the model's width split over C blocks per head and over the norm's blocks */
     S->attn_wo_c = mf_env_int("MINFER_CUDA_ATTN_WO_C", 4) == 8 ? 8 : 4;
     if (S->code_arch >= 900) cu_attn_wo_prepare(); /* (before cu_attn_wo_fits asks for its occupancy) */
-    S->f_attn_wo = mf_env_int("MINFER_CUDA_ATTN_WO", 0) == 1 && S->f_attn_fast && S->code_arch >= 900 &&
+    const int want_wo = mf_env_int("MINFER_CUDA_ATTN_WO", 0) == 1;
+    S->f_attn_wo = want_wo && S->f_attn_fast && S->code_arch >= 900 &&
                    cu_attn_wo_fits(S, hp->n_embd, hp->n_head, S->attn_wo_c) && cu_rmsnorm_acc_fits(hp->n_embd);
     for (int l = 0; l < hp->n_layer && S->f_attn_wo; l++) {
         const mf_weight *wo = &m->layers[l].wo;
         S->f_attn_wo = wo->type == QTYPE_Q4_K && wo->dev && wo->cols == (int64_t)hp->n_head * 128 &&
                        wo->rows == hp->n_embd;
     }
+    if (want_wo && !S->f_attn_wo)
+        mf_log("minfer/cuda: MINFER_CUDA_ATTN_WO=1 not taken: it needs sm_90+, the attention's fast store "
+               "(one query head per kv head, head dim 128), q4_K wo, and its %d x %d blocks resident at once",
+               hp->n_head, S->attn_wo_c);
     if (S->f_attn_wo) {
         /* the wo plane: a derived copy of the weights, reported apart (print_notice) */
         S->wo_plane_layer = cu_attn_wo_plane_bytes(hp->n_embd, hp->n_head);
