@@ -15,7 +15,7 @@
  * kernel_attn_flash   prefill: 64 queries x 64 keys per step on tensor cores
  *                     (mma.sync m16n8k16 f16 -> f32), causal mask from the
  *                     per-token positions, GQA by kv head = head / (n_head/n_kv). */
-#include "common.cuh"
+#include "attn_dec.cuh"
 
 /* ------------------------------------------------------------------------- */
 /* KV store (+ RoPE)                                                         */
@@ -459,56 +459,13 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
              * shared memory, rounded to f16 as the store rounded it */
 #pragma unroll
             for (int j = 0; j < SPT; j++)
-                if (j * PPB + warp * PPW + pr == pos - ts) {
-                    __half2 hk[4], hv[4];
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        hk[e] = __floats2half2_rn(kvp[0][sl * 8 + 2 * e], kvp[0][sl * 8 + 2 * e + 1]);
-                        hv[e] = __floats2half2_rn(kvp[1][sl * 8 + 2 * e], kvp[1][sl * 8 + 2 * e + 1]);
-                    }
-                    kr[j] = *(const uint4 *)hk;
-                    vr[j] = *(const uint4 *)hv;
-                }
+                if (j * PPB + warp * PPW + pr == pos - ts) ad_row_f16(kvp[0], kvp[1], sl, kr[j], vr[j]);
         }
 #pragma unroll
         for (int h = 0; h < MG; h++) {
             if (h >= hc) break;
-            const float *qh = &qs[h][sl * 8];
-            float s[SPT];
-            float tmax = -INFINITY;
-#pragma unroll
-            for (int j = 0; j < SPT; j++) {
-                const __half2 *h2 = (const __half2 *)&kr[j];
-                float d = 0.0f;
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const float2 v = __half22float2(h2[e]);
-                    d += v.x * qh[2 * e] + v.y * qh[2 * e + 1];
-                }
-#pragma unroll
-                for (int o = 1; o < LPP; o <<= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-                s[j] = j * PPB + warp * PPW + pr < np ? d : -INFINITY;
-                tmax = fmaxf(tmax, s[j]);
-            }
-            const float mn = fmaxf(mx[h], tmax);
-            if (mn == -INFINITY) continue; /* no row of this group yet: nothing to add */
-            const float cr = expf(mx[h] - mn); /* 0 while mx is -inf */
-            mx[h] = mn;
-            sum[h] *= cr;
-#pragma unroll
-            for (int e = 0; e < 8; e++) acc[h][e] *= cr;
-#pragma unroll
-            for (int j = 0; j < SPT; j++) {
-                const float pe = expf(s[j] - mn); /* 0 for rows past np */
-                sum[h] += pe;
-                const __half2 *h2 = (const __half2 *)&vr[j];
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const float2 v = __half22float2(h2[e]);
-                    acc[h][2 * e] += pe * v.x;
-                    acc[h][2 * e + 1] += pe * v.y;
-                }
-            }
+            ad_rows<SPT, LPP>(kr, vr, &qs[h][sl * 8], [&](int j) { return j * PPB + warp * PPW + pr < np; }, mx[h],
+                              sum[h], acc[h]);
         }
     }
     trace_mark(1);
@@ -517,20 +474,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
 #pragma unroll
     for (int h = 0; h < MG; h++) {
         if (h >= hc) break;
-#pragma unroll
-        for (int o = LPP; o < 32; o <<= 1) {
-            const float m2 = __shfl_xor_sync(0xffffffffu, mx[h], o);
-            const float l2 = __shfl_xor_sync(0xffffffffu, sum[h], o);
-            const float mn = fmaxf(mx[h], m2);
-            const float c1 = softmax_weight(mx[h], mn), c2 = softmax_weight(m2, mn);
-            sum[h] = sum[h] * c1 + l2 * c2;
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                const float a2 = __shfl_xor_sync(0xffffffffu, acc[h][e], o);
-                acc[h][e] = acc[h][e] * c1 + a2 * c2;
-            }
-            mx[h] = mn;
-        }
+        ad_merge_groups<LPP>(mx[h], sum[h], acc[h]);
         if (pr == 0) {
 #pragma unroll
             for (int e = 0; e < 8; e++) ob[warp][h][sl * 8 + e] = acc[h][e];

@@ -46,29 +46,13 @@
  * ~1.58 ms (tg128 on the 7B, H200, 2026-11-30, bench/RESULTS.md: 634 tok/s, 725 with the
  * slice and the dot skipped), from the L2 as from DRAM. The plane is a derived copy of
  * the weights (+11%: the block header once per head pair's half), reported apart. */
+#include "attn_dec.cuh"
 #include "mmv_k45.cuh"
 
 #define AW_NW 8
 #define AW_HD 128
 #define AW_ROWB 80 /* bytes of one wo row's slice (the plane's, and in shared memory) */
 #define AW_CHUNK 16384 /* bytes per bulk copy of the slice */
-
-/* The slice's bulk copies: the barrier told the bytes to expect once, then each copy
- * (mmv.cuh's tma_row does both per row; the slice is one run in a few copies) */
-static __device__ __forceinline__ void tma_expect(uint64_t *bar, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-#endif
-}
-static __device__ __forceinline__ void tma_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-            smem_u32(dst)),
-        "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(l2_stream_policy())
-        : "memory");
-#endif
-}
 
 static __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
     unsigned v = 0;
@@ -164,67 +148,13 @@ static __global__ void __launch_bounds__(AW_NW * 32) kernel_attn_wo(cu_attn_wo_a
             /* row pos from shared memory, rounded to f16 as its store rounded it */
 #pragma unroll
             for (int j = 0; j < SPT; j++)
-                if (slot(b, j) == pos) {
-                    __half2 hk[4], hv[4];
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        hk[e] = __floats2half2_rn(kvp[0][sl * 8 + 2 * e], kvp[0][sl * 8 + 2 * e + 1]);
-                        hv[e] = __floats2half2_rn(kvp[1][sl * 8 + 2 * e], kvp[1][sl * 8 + 2 * e + 1]);
-                    }
-                    kr[j] = *(const uint4 *)hk;
-                    vr[j] = *(const uint4 *)hv;
-                }
+                if (slot(b, j) == pos) ad_row_f16(kvp[0], kvp[1], sl, kr[j], vr[j]);
         }
-        const float *qh = &qs[sl * 8];
-        float s[SPT];
-        float tmax = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < SPT; j++) {
-            const __half2 *h2 = (const __half2 *)&kr[j];
-            float d = 0.0f;
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float2 v = __half22float2(h2[e]);
-                d += v.x * qh[2 * e] + v.y * qh[2 * e + 1];
-            }
-#pragma unroll
-            for (int o = 1; o < LPP; o <<= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-            s[j] = slot(b, j) <= pos ? d : -INFINITY;
-            tmax = fmaxf(tmax, s[j]);
-        }
-        const float mn = fmaxf(mx, tmax);
-        if (mn == -INFINITY) continue; /* no row of this group yet */
-        const float cr = expf(mx - mn);
-        mx = mn;
-        sum *= cr;
-#pragma unroll
-        for (int e = 0; e < 8; e++) acc[e] *= cr;
-#pragma unroll
-        for (int j = 0; j < SPT; j++) {
-            const float pe = expf(s[j] - mn);
-            sum += pe;
-            const __half2 *h2 = (const __half2 *)&vr[j];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float2 v = __half22float2(h2[e]);
-                acc[2 * e] += pe * v.x;
-                acc[2 * e + 1] += pe * v.y;
-            }
-        }
+        ad_rows<SPT, LPP>(kr, vr, &qs[sl * 8], [&](int j) { return slot(b, j) <= pos; }, mx, sum, acc);
     }
     trace_mark(1);
     /* the lane groups of a warp, then its warps, then the head's blocks */
-#pragma unroll
-    for (int o = LPP; o < 32; o <<= 1) {
-        const float m2 = __shfl_xor_sync(0xffffffffu, mx, o);
-        const float l2 = __shfl_xor_sync(0xffffffffu, sum, o);
-        const float mn = fmaxf(mx, m2);
-        const float c1 = softmax_weight(mx, mn), c2 = softmax_weight(m2, mn);
-        sum = sum * c1 + l2 * c2;
-#pragma unroll
-        for (int e = 0; e < 8; e++) acc[e] = acc[e] * c1 + __shfl_xor_sync(0xffffffffu, acc[e], o) * c2;
-        mx = mn;
-    }
+    ad_merge_groups<LPP>(mx, sum, acc);
     if (pr == 0) {
 #pragma unroll
         for (int e = 0; e < 8; e++) ob[warp][sl * 8 + e] = acc[e];
@@ -291,37 +221,30 @@ static __global__ void __launch_bounds__(AW_NW * 32) kernel_attn_wo(cu_attn_wo_a
     if (tid < HD) {
         if (c == 0) w.out[h * HD + tid] = att;
         /* q8 as q8_store1 makes it: warp k quantizes values 32k .. 32k + 31 */
-        const float am = warp_max(fabsf(att));
-        const float dd = am / 127.0f;
-        const float id = am > 0.0f ? 127.0f / am : 0.0f;
-        const int qv = __float2int_rn(att * id);
-        int sq = qv;
-#pragma unroll
-        for (int o = 1; o < 16; o <<= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+        int qv;
+        float dd, ds;
+        q8_quant1(att, &qv, &dd, &ds);
         xq[tid] = (int8_t)qv;
         if (lane == 0) xd[warp] = dd;
-        if ((lane & 15) == 0) xs[tid >> 4] = dd * (float)sq;
+        if ((lane & 15) == 0) xs[tid >> 4] = ds;
     }
     __syncthreads(); /* xq, xd, xs (and slice_bar initialised, long before) */
     if (w.abl != 2) mbar_wait(&slice_bar, 0);
     typedef unit_k45<false> U;
-    U::X x0, x1;
-    x0.a0 = *(const int4 *)(xq);
-    x0.a1 = *(const int4 *)(xq + 16);
-    x0.b0 = *(const int4 *)(xq + 32);
-    x0.b1 = *(const int4 *)(xq + 48);
-    x0.d0 = xd[0];
-    x0.d1 = xd[1];
-    x0.s0 = xs[0] + xs[1];
-    x0.s1 = xs[2] + xs[3];
-    x1.a0 = *(const int4 *)(xq + 64);
-    x1.a1 = *(const int4 *)(xq + 80);
-    x1.b0 = *(const int4 *)(xq + 96);
-    x1.b1 = *(const int4 *)(xq + 112);
-    x1.d0 = xd[2];
-    x1.d1 = xd[3];
-    x1.s0 = xs[4] + xs[5];
-    x1.s1 = xs[6] + xs[7];
+    /* the head's two 64-value units as the GEMVs' q4_K unit reads them (mmv_k45.cuh) */
+    auto unit_x = [&](int k) {
+        U::X x;
+        x.a0 = *(const int4 *)(xq + 64 * k);
+        x.a1 = *(const int4 *)(xq + 64 * k + 16);
+        x.b0 = *(const int4 *)(xq + 64 * k + 32);
+        x.b1 = *(const int4 *)(xq + 64 * k + 48);
+        x.d0 = xd[2 * k];
+        x.d1 = xd[2 * k + 1];
+        x.s0 = xs[4 * k] + xs[4 * k + 1];
+        x.s1 = xs[4 * k + 2] + xs[4 * k + 3];
+        return x;
+    };
+    const U::X x0 = unit_x(0), x1 = unit_x(1);
     const int g0 = 2 * (h & 1);
     for (int r = tid; r < (w.abl == 2 ? 0 : R); r += NT) {
         const uint8_t *sr = aw_slice + r * AW_ROWB;

@@ -563,6 +563,12 @@ static void matmul_gemm(cu_state *S, float *out, const float *x, const mf_weight
     }
 }
 
+/* 1 when a GEMV of w over n columns reads q8 activations (a dp4a kernel for the type, and
+ * room for them), else f32. */
+static int mmv_takes_q8(const cu_state *S, const mf_weight *w, int n) {
+    return S->f_dp4a && cu_mmv_q8_supported(w->type) && (int64_t)n * w->cols <= S->q8_cap;
+}
+
 /* A new held GEMV group on input x (no matrices yet, no fusions). */
 static void pend_mmv_start(cu_pend *p, uint32_t type, int q8, int n, int K, const float *x) {
     p->kind = PEND_MMV;
@@ -601,7 +607,7 @@ static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weigh
         flush(S);
     }
     if (n <= CU_MAX_GEMV_COLS || !S->f_mma || w->type == QTYPE_F32) {
-        const int q8 = S->f_dp4a && cu_mmv_q8_supported(w->type) && (int64_t)n * K <= S->q8_cap;
+        const int q8 = mmv_takes_q8(S, w, n);
         if (n > CU_MAX_GEMV_COLS) {
             /* no tensor-core path: GEMV over groups of 8 tokens (MINFER_CUDA_MMA=0) */
             flush(S);
@@ -785,9 +791,7 @@ static void attn_demote(cu_state *S) {
     attn_run(S, &p->aa, p->aq, p->aout, p->ab);
     if (!p->awo) return;
     const mf_weight *w = p->awo;
-    const int K = (int)w->cols;
-    const int q8 = S->f_dp4a && cu_mmv_q8_supported(w->type) && K <= S->q8_cap;
-    pend_mmv_start(p, w->type, q8, 1, K, p->aout);
+    pend_mmv_start(p, w->type, mmv_takes_q8(S, w, 1), 1, (int)w->cols, p->aout);
     p->mnmat = 1;
     p->mout[0] = p->awo_out;
     p->mw[0] = w;
@@ -1324,8 +1328,8 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
      * default: MINFER_CUDA_ATTN_WO=1): sm_90+ (the slice's bulk copies, the norm's
      * cluster), the model's width split over C blocks per head and over the norm's blocks */
     S->attn_wo_c = mf_env_int("MINFER_CUDA_ATTN_WO_C", 4) == 8 ? 8 : 4;
-    if (S->code_arch >= 900) cu_attn_wo_prepare(); /* (before cu_attn_wo_fits asks for its occupancy) */
     const int want_wo = mf_env_int("MINFER_CUDA_ATTN_WO", 0) == 1;
+    if (want_wo && S->code_arch >= 900) cu_attn_wo_prepare(); /* (before cu_attn_wo_fits asks for its occupancy) */
     S->f_attn_wo = want_wo && S->f_attn_fast && S->code_arch >= 900 &&
                    cu_attn_wo_fits(S, hp->n_embd, hp->n_head, S->attn_wo_c) && cu_rmsnorm_acc_fits(hp->n_embd);
     for (int l = 0; l < hp->n_layer && S->f_attn_wo; l++) {

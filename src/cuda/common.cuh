@@ -363,12 +363,6 @@ static __device__ __forceinline__ float cluster_ld(const float *p, unsigned rank
     return v;
 }
 
-/* The weight of a softmax partial with running max m in a merge whose max is M >= m
- * (0 for a partial that saw no row, m = -inf). */
-static __device__ __forceinline__ float softmax_weight(float m, float M) {
-    return m == -INFINITY ? 0.0f : expf(m - M);
-}
-
 static __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 static __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 static __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
@@ -404,17 +398,25 @@ static __device__ __forceinline__ void q8_store4(cu_q8 q, int64_t idx4, float4 v
     }
 }
 
+/* One value per lane, the 32 lanes of the warp one 32-block: this lane's code *qv, the
+ * block's scale *d and *ds = d * the sum of the codes of this lane's 16-lane half. */
+static __device__ __forceinline__ void q8_quant1(float v, int *qv, float *d, float *ds) {
+    const float a = warp_max(fabsf(v));
+    *d = a / 127.0f;
+    const float id = a > 0.0f ? 127.0f / a : 0.0f;
+    *qv = __float2int_rn(v * id);
+    int s = *qv;
+#pragma unroll
+    for (int o = 1; o < 16; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    *ds = *d * (float)s;
+}
+
 /* Quantizes one value per lane; the 32 lanes of the warp form one 32-block
  * (idx = flat index of this lane's value, 32-aligned at lane 0). */
 static __device__ __forceinline__ void q8_store1(cu_q8 q, int64_t idx, float v, int valid) {
-    const float a = warp_max(fabsf(v));
-    const float d = a / 127.0f;
-    const float id = a > 0.0f ? 127.0f / a : 0.0f;
-    const int qv = __float2int_rn(v * id);
-    int s = qv;
-#pragma unroll
-    for (int o = 1; o < 16; o <<= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    const float ds = d * (float)s;
+    int qv;
+    float d, ds;
+    q8_quant1(v, &qv, &d, &ds);
     const float ds_hi = q.xl4 ? __shfl_xor_sync(0xffffffffu, ds, 16) : 0.0f; /* the second 16 */
     if (valid) {
         q.qs[idx] = (int8_t)qv;

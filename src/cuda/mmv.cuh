@@ -570,10 +570,16 @@ static void mmv_xs2_launch(cu_state *S, const cu_mmv_args *a, const char *name, 
 static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
-static __device__ __forceinline__ void tma_row(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+/* The barrier's arrival, telling it the bytes to expect (once per phase; a run of copies
+ * on one barrier tells it their total), and a bulk copy that completes on it. */
+static __device__ __forceinline__ void tma_expect(uint64_t *bar, uint32_t bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
                  : "memory");
+#endif
+}
+static __device__ __forceinline__ void tma_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #if MINFER_CUDA_L2_HINT
     asm volatile(
         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
@@ -587,6 +593,10 @@ static __device__ __forceinline__ void tma_row(void *dst, const void *src, uint3
                  : "memory");
 #endif
 #endif
+}
+static __device__ __forceinline__ void tma_row(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+    tma_expect(bar, bytes);
+    tma_copy(dst, src, bytes, bar);
 }
 static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t phase) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
