@@ -370,27 +370,9 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     }
     const int64_t base = ((int64_t)seq * a.n_kv + kvh) * a.n_ctx * HD;
     if (fast) {
-        /* thread d < HD: q[d]; HD + d: k[d] and v[d]; the pair (2i, 2i+1) of a row in
-         * adjacent lanes, rotated as rope_pair does (rope_rot) */
-        const int d = tid & (HD - 1);
-        const bool isq = tid < HD, isk = tid >= HD && tid < 2 * HD;
-        float x = 0.0f, vv = 0.0f;
-        float2 c2 = make_float2(1.0f, 0.0f);
-        if (isq) x = q[(int64_t)t * q_ld + (int64_t)h0 * HD + d];
-        if (isk) {
-            x = a.kin[(int64_t)t * a.n_kv * HD + kvh * HD + d];
-            vv = a.vin[(int64_t)t * a.n_kv * HD + kvh * HD + d];
-        }
-        if (tid < 2 * HD) c2 = a.cs_now[d >> 1];
-        const float xp = __shfl_xor_sync(0xffffffffu, x, 1);
-        const float xr = rope_rot(x, xp, c2, d & 1);
-        if (isq) qs[0][d] = xr * scale;
-        if (isk && pos / chunk == c) {
-            kvp[0][d] = xr;
-            kvp[1][d] = vv;
-            a.kc[base + (int64_t)pos * HD + d] = __float2half_rn(xr);
-            a.vc[base + (int64_t)pos * HD + d] = __float2half_rn(vv);
-        }
+        const int64_t koff = (int64_t)t * a.n_kv * HD + kvh * HD, at = base + (int64_t)pos * HD;
+        ad_fast_qkv<HD>(tid, q + (int64_t)t * q_ld + (int64_t)h0 * HD, a.kin + koff, a.vin + koff, a.cs_now, scale,
+                        pos / chunk == c, qs[0], kvp, a.kc + at, a.vc + at);
         if (c == 0) {
             /* the first tile was read whatever pos was: rows at and past pos to zero */
 #pragma unroll
@@ -508,15 +490,9 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         trace_mark(2);
         if (a.abl == 3) return;
         write_out([&](int h, int d) {
-            float M = -INFINITY, L = 0.0f, o = 0.0f;
-#pragma unroll
-            for (int w = 0; w < NW; w++) M = fmaxf(M, wm[w][h]);
-#pragma unroll
-            for (int w = 0; w < NW; w++) {
-                const float cw = softmax_weight(wm[w][h], M);
-                L += cw * wl[w][h];
-                o += cw * ob[w][h][d];
-            }
+            float M, L;
+            const float o = ad_merge<NW>([&](int w) { return wm[w][h]; }, [&](int w) { return wl[w][h]; },
+                                         [&](int w) { return ob[w][h][d]; }, &M, &L);
             return o / L;
         });
         trace_end();

@@ -2,7 +2,9 @@
  * kernel_attn_dec (attn.cu) and kernel_attn_wo (attn_wo.cu, with the o-projection).
  * Both give a row of the cache to a group of LPP lanes, 8 values (16 bytes of f16) each,
  * and run one online softmax per lane group over the rows it visits, a tile at a time,
- * before merging the groups of a warp by shuffles and the warps through shared memory. */
+ * before merging the groups of a warp by shuffles and the warps through shared memory;
+ * with one query head per kv head both rotate and store q, k and v in registers first
+ * (ad_fast_qkv). */
 #ifndef MINFER_CUDA_ATTN_DEC_CUH
 #define MINFER_CUDA_ATTN_DEC_CUH
 
@@ -12,6 +14,54 @@
  * (0 for a partial that saw no row, m = -inf). */
 static __device__ __forceinline__ float softmax_weight(float m, float M) {
     return m == -INFINITY ? 0.0f : expf(m - M);
+}
+
+/* n softmax partials (running max m(k), sum l(k), output o(k)) merged in the order of k:
+ * returns the merged output, unnormalized, and the merged max *M and sum *L. */
+template <int N, class Fm, class Fl, class Fo>
+static __device__ __forceinline__ float ad_merge(Fm m, Fl l, Fo o, float *M, float *L) {
+    float mx = -INFINITY, sum = 0.0f, r = 0.0f;
+#pragma unroll
+    for (int k = 0; k < N; k++) mx = fmaxf(mx, m(k));
+#pragma unroll
+    for (int k = 0; k < N; k++) {
+        const float cw = softmax_weight(m(k), mx);
+        sum += cw * l(k);
+        r += cw * o(k);
+    }
+    *M = mx;
+    *L = sum;
+    return r;
+}
+
+/* The fast store's first step (kernel_attn_dec's `fast`, kernel_attn_wo): thread d < HD
+ * rotates q[d] into qs[d], scaled; in the block that owns pos, thread HD + d rotates k[d],
+ * keeps k and v in kvp and stores them (f16) into the cache rows at pos, kc and vc. The
+ * pair (2i, 2i+1) sits in adjacent lanes and is rotated by cs (cos, sin at pos) as
+ * rope_pair does (rope_rot). */
+template <int HD>
+static __device__ __forceinline__ void ad_fast_qkv(int tid, const float *q, const float *k, const float *v,
+                                                   const float2 *cs, float scale, bool own, float *qs,
+                                                   float (*kvp)[HD], __half *kc, __half *vc) {
+    const int d = tid & (HD - 1);
+    const bool isq = tid < HD, isk = own && tid >= HD && tid < 2 * HD;
+    float x = 0.0f, vv = 0.0f;
+    float2 c2 = make_float2(1.0f, 0.0f);
+    if (isq) x = q[d];
+    if (isk) {
+        x = k[d];
+        vv = v[d];
+    }
+    if (tid < 2 * HD) c2 = cs[d >> 1];
+    const float xp = __shfl_xor_sync(0xffffffffu, x, 1);
+    const float xr = rope_rot(x, xp, c2, d & 1);
+    if (isq) qs[d] = xr * scale;
+    if (isk) {
+        kvp[0][d] = xr;
+        kvp[1][d] = vv;
+        kc[d] = __float2half_rn(xr);
+        vc[d] = __float2half_rn(vv);
+    }
 }
 
 /* This lane's 8 values of the row at pos, kept in shared memory by the block that

@@ -109,25 +109,9 @@ static __global__ void __launch_bounds__(AW_NW * 32) kernel_attn_wo(cu_attn_wo_a
     pdl_trigger();
     const int own = (pos / PPW) % C; /* the block whose slots hold pos */
     {
-        const int d = tid & (HD - 1);
-        const bool isq = tid < HD, isk = tid >= HD && c == own;
-        float x = 0.0f, vv = 0.0f;
-        if (isq) x = w.q[h * HD + d];
-        if (isk) {
-            x = a.kin[h * HD + d];
-            vv = a.vin[h * HD + d];
-        }
-        const float2 c2 = a.cs_now[d >> 1];
-        const float xp = __shfl_xor_sync(0xffffffffu, x, 1);
-        const float xr = rope_rot(x, xp, c2, d & 1);
-        if (isq) qs[d] = xr * scale;
-        if (isk) {
-            kvp[0][d] = xr;
-            kvp[1][d] = vv;
-            const int64_t at = (int64_t)h * a.n_ctx * HD + (int64_t)pos * HD + d;
-            a.kc[at] = __float2half_rn(xr);
-            a.vc[at] = __float2half_rn(vv);
-        }
+        const int64_t at = (int64_t)h * a.n_ctx * HD + (int64_t)pos * HD;
+        ad_fast_qkv<HD>(tid, w.q + h * HD, a.kin + h * HD, a.vin + h * HD, a.cs_now, scale, c == own, qs, kvp,
+                        a.kc + at, a.vc + at);
     }
     /* the first step was read whatever pos was */
     if (slot(0, 0) >= pos) {
@@ -167,15 +151,9 @@ static __global__ void __launch_bounds__(AW_NW * 32) kernel_attn_wo(cu_attn_wo_a
     /* the block's partial, to global memory: [h][c] = 128 outputs, max, sum */
     float *pb = w.part + (int64_t)h * C * (HD + 2);
     if (tid < HD) {
-        float M = -INFINITY, L = 0.0f, o = 0.0f;
-#pragma unroll
-        for (int k = 0; k < NW; k++) M = fmaxf(M, wm[k]);
-#pragma unroll
-        for (int k = 0; k < NW; k++) {
-            const float cw = softmax_weight(wm[k], M);
-            L += cw * wl[k];
-            o += cw * ob[k][tid];
-        }
+        float M, L;
+        const float o = ad_merge<NW>([&](int k) { return wm[k]; }, [&](int k) { return wl[k]; },
+                                     [&](int k) { return ob[k][tid]; }, &M, &L);
         pb[c * (HD + 2) + tid] = o;
         if (tid == 0) {
             pb[c * (HD + 2) + HD] = M;
@@ -203,18 +181,11 @@ static __global__ void __launch_bounds__(AW_NW * 32) kernel_attn_wo(cu_attn_wo_a
     __syncthreads();
     float att = 0.0f;
     if (tid < HD) {
-        float mr[C], M = -INFINITY, L = 0.0f, o = 0.0f;
+        float mr[C], M, L;
 #pragma unroll
-        for (int r = 0; r < C; r++) {
-            mr[r] = __ldcg(pb + r * (HD + 2) + HD);
-            M = fmaxf(M, mr[r]);
-        }
-#pragma unroll
-        for (int r = 0; r < C; r++) {
-            const float cw = softmax_weight(mr[r], M);
-            L += cw * __ldcg(pb + r * (HD + 2) + HD + 1);
-            o += cw * __ldcg(pb + r * (HD + 2) + tid);
-        }
+        for (int r = 0; r < C; r++) mr[r] = __ldcg(pb + r * (HD + 2) + HD);
+        const float o = ad_merge<C>([&](int r) { return mr[r]; }, [&](int r) { return __ldcg(pb + r * (HD + 2) + HD + 1); },
+                                    [&](int r) { return __ldcg(pb + r * (HD + 2) + tid); }, &M, &L);
         att = o / L;
     }
     trace_mark(2);

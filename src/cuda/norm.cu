@@ -159,7 +159,7 @@ void cu_rmsnorm(cu_state *S, float *out, float *x, const float *y, const float *
 
 /* x += acc * 2^-32, acc = 0, then the norm, for one row: the RMSNorm after the fused
  * attention and o-projection (attn_wo.cu), whose per-head sums arrive in acc as 32.32
- * fixed point. A cluster of up to 4 blocks (cu_rmsnorm_acc_blocks), block c reading,
+ * fixed point. A cluster of up to 4 blocks (rmsnorm_acc_blocks), block c reading,
  * updating and zeroing only its part of x and acc (it is their only reader, so the
  * zeroing races with nothing), the parts' sums of squares exchanged through distributed
  * shared memory and added in the same order by every block. */
