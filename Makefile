@@ -133,20 +133,20 @@ bench-cuda: $(BIN)
 # .cu files; quant.c from the library is the CPU reference). Run on the GPU machine.
 ifeq ($(CUDA),1)
 CUDA_LAB_BIN := $(BUILD)/bench/cuda_gemv
-$(BUILD)/bench/cuda_gemv: bench/cuda_gemv.cu $(wildcard src/cuda/mmv*.cu src/cuda/*.cuh) $(LIB)
+$(BUILD)/bench/cuda_gemv: bench/cuda_gemv.cu bench/cuda_check.h $(wildcard src/cuda/mmv*.cu src/cuda/*.cuh) $(LIB)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) -lm -lpthread
 bench/cuda-gemv: $(BUILD)/bench/cuda_gemv
 bench-cuda: $(BUILD)/bench/cuda_gemv
 .PHONY: bench/cuda-gemv
 # SM streaming-rate and GPC probe (bench/sm_rates.cu; needs sm_90 to run)
-$(BUILD)/bench/sm_rates: bench/sm_rates.cu $(wildcard src/cuda/mmv.cuh src/cuda/common.cuh)
+$(BUILD)/bench/sm_rates: bench/sm_rates.cu bench/cuda_check.h $(wildcard src/cuda/mmv.cuh src/cuda/common.cuh)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -o $@ $<
 bench/sm-rates: $(BUILD)/bench/sm_rates
 .PHONY: bench/sm-rates
 # instruction-cache probe (bench/icache.cu): a kernel's first pass over its code, per launch
-$(BUILD)/bench/icache: bench/icache.cu
+$(BUILD)/bench/icache: bench/icache.cu bench/cuda_check.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -o $@ $<
 bench/icache: $(BUILD)/bench/icache

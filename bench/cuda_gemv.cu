@@ -31,6 +31,8 @@
 #include <string.h>
 #include <vector>
 
+#include "cuda_check.h"
+
 struct cu_state {
     cudaStream_t st;
     int pdl;
@@ -71,9 +73,6 @@ static void gemv(cu_state *S, const variant &v, uint32_t type, const cu_mmv_args
     S->wide = v.wide;
     cu_mmv_q8(S, type, a);
 }
-
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-    fprintf(stderr, "cuda_gemv: %s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
 /* Captures what issue() launches on st into one graph and returns the time of one
  * replay in us divided by n (the launches or sequences it holds). warm: replay once

@@ -26,14 +26,7 @@
 #include <algorithm>
 #include <vector>
 
-#define CK(x)                                                                                 \
-    do {                                                                                      \
-        cudaError_t e_ = (x);                                                                 \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "icache: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
+#include "cuda_check.h"
 
 #define THREADS 128
 

@@ -27,14 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CK(x)                                                                                 \
-    do {                                                                                      \
-        cudaError_t e_ = (x);                                                                 \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "sm_rates: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
+#include "cuda_check.h"
 
 #define WARPS 8
 #define CHUNK 4096
