@@ -57,6 +57,7 @@ int cu_xst_depth(const cu_state *) { /* the backend's rule: MMV_XST_DEPTH unless
     const int d = e ? atoi(e) : 0;
     return d >= 2 && d <= 16 ? d : MMV_XST_DEPTH;
 }
+int cu_xsg_depth(const cu_state *) { return MMV_XSG_DEPTH; } /* (the lab does not run xsg) */
 int cu_gemv_variant(const cu_state *S, int *per_sm, int64_t *xst_bytes) {
     *per_sm = S->per_sm;
     *xst_bytes = 16ll << 20;  /* the backend's default MINFER_CUDA_XST_MB */
@@ -301,10 +302,11 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_chain(chain_
         }
         typename U::X x[UPL];
         mmv_lane_loadx<U, UPL>(c.q, 0, nu, lane, x);
+        const ring_units<U, UPL> ru(0, nu, lane);
         for (int r = gw; r < c.rows[p]; r += W, i++) {
             const int s = i % depth;
             mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);
-            const float acc = ring_dot<U, UPL>(slot0 + (size_t)s * stride, nb, 0, nu, lane, x); /* the slot's reads are done */
+            const float acc = ring_dot<U, UPL>(ru, slot0 + (size_t)s * stride, nb, 0, nu, lane, x); /* the slot's reads are done */
             if (lane == 0) {
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                 issue(s);

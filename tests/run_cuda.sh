@@ -175,6 +175,7 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     check "xst2 launched in the default op run" grep -qE 'xst2 launches [1-9]' "$TMP/bg-cuda_ops.log"
     check "add folded into a GEMV in the default op run" grep -qE 'add-in-gemv launches [1-9]' "$TMP/bg-cuda_ops.log"
     check "xstm launched in the default op run" grep -qE 'xstm launches [1-9]' "$TMP/bg-cuda_ops.log"
+    check "SwiGLU in the gate+up GEMV (xsg) in the default op run" grep -qE 'swiglu-gemv launches [1-9]' "$TMP/bg-cuda_ops.log"
     check "no xstm launch under MINFER_CUDA_GEMV_MIXED=0" grep -qE 'xstm launches 0' "$TMP/bg-cuda_ops_mixed0.log"
 else
     echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))

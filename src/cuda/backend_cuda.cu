@@ -56,6 +56,8 @@
  * at its start, after its q/k/v, after its tile loop, instead of after its wait; attn.cu),
  * MINFER_CUDA_GEMV_MIXED=0 (q and k of q4_K/q5_K and a v of q6_K as two launches
  * instead of one xstm launch; mmv.cuh),
+ * MINFER_CUDA_SWIGLU_GEMV=0 (the one-token SwiGLU as its own kernel after the gate+up
+ * GEMV instead of in that GEMV's store, xsg; mmv.cuh),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
  * it before reading anything; attn.cu),
  * MINFER_CUDA_ATTN_FAST=0 (the one-token attention reads the RoPE row at pos from the
@@ -166,6 +168,8 @@ struct cu_state {
     int f_add_gemv;
     /* q/k of one K-quant and v of q6_K as one launch (MINFER_CUDA_GEMV_MIXED=0 turns it off) */
     int f_gemv_mixed;
+    /* the one-token SwiGLU in the gate+up GEMV's store (MINFER_CUDA_SWIGLU_GEMV=0 turns it off) */
+    int f_swiglu_gemv;
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
     int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
@@ -190,6 +194,7 @@ struct cu_state {
     int xs_wide_mats;      /* quantized matrices too wide for xs (to xs2 or pp) */
     int64_t xst_bytes;     /* variant 3: xst for launches of at least this many bytes */
     int xst_depth;         /* xst ring rows per warp (MINFER_CUDA_XST_DEPTH; mmv.cuh) */
+    int xsg_depth;         /* the same for xsg, the gate+up launch with the SwiGLU (MINFER_CUDA_XSG_DEPTH) */
     int xst_pre;           /* of those, requested before the wait (MINFER_CUDA_XST_PRE; ring_first_rows) */
     int xst_pre_attn;      /* the same for the GEMV after a one-token attention (MINFER_CUDA_XST_PRE_ATTN) */
     int after_attn;        /* the last kernel launched was the one-token attention (cu_launch_check) */
@@ -209,8 +214,9 @@ struct cu_state {
     int4 *h_tiles;
     int in_forward, meta_valid;
     const mf_batch *meta_b;
-    /* q8 activations + what they hold */
-    cu_q8 q8;
+    /* q8 activations + what they hold; q8h: the fused SwiGLU's output (op_swiglu), swapped
+     * with q8 after its launch, which still reads q8 */
+    cu_q8 q8, q8h;
     int64_t q8_cap;
     const float *q8_src;
     int64_t q8_n;
@@ -249,6 +255,7 @@ struct cu_state {
     uint64_t n_xst2; /* kernel_mmv_xst2 launches (eager or captured) */
     uint64_t n_add_gemv; /* GEMV launches with the residual add folded in */
     uint64_t n_xstm;     /* kernel_mmv_xstm launches (two block types in one launch) */
+    uint64_t n_swiglu_gemv; /* kernel_mmv_xsg launches (gate+up with the SwiGLU) */
     uint64_t n_attn_wo;  /* kernel_attn_wo launches (attention, wo and the add in one) */
     /* MINFER_CUDA_STEPTIME=1: where a replayed step's wall time goes (step_replay; the
      * summary goes to stderr at destroy). gpu: event before the graph launch to event after
@@ -277,6 +284,7 @@ int cu_gemv_wide(const cu_state *S) { return S->gemv_wide; }
 void cu_count_xst2(cu_state *S) { S->n_xst2++; }
 void cu_count_xstm(cu_state *S) { S->n_xstm++; }
 int cu_xst_depth(const cu_state *S) { return S->xst_depth; }
+int cu_xsg_depth(const cu_state *S) { return S->xsg_depth; }
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes) {
     *per_sm_cap = S->gemv_per_sm;
     *xst_bytes = S->xst_bytes;
@@ -402,9 +410,11 @@ static void upload_small(cu_state *S, void *dst, const void *src, size_t n) {
 /* ------------------------------------------------------------------------- */
 /* Held-back ops                                                             */
 /* ------------------------------------------------------------------------- */
-static void run_mmv(cu_state *S) {
+/* The held GEMV group's launch arguments; with q8 on, its input quantized first unless
+ * the q8 buffer already holds it. */
+static void mmv_args(cu_state *S, cu_mmv_args *ap) {
     cu_pend *p = &S->pend;
-    cu_mmv_args a;
+    cu_mmv_args &a = *ap;
     memset(&a, 0, sizeof a);
     for (int i = 0; i < p->mnmat; i++) {
         a.w[i] = (const uint8_t *)p->mw[i]->dev;
@@ -420,13 +430,21 @@ static void run_mmv(cu_state *S) {
     a.accum = p->maccum;
     a.ring_pre = S->after_attn ? S->xst_pre_attn : S->xst_pre;
     const int64_t nx = (int64_t)p->mn * p->mK;
-    if (a.accum) S->n_add_gemv++;
     if (p->mq8) {
         if (!(S->q8_valid && S->q8_src == p->mx && S->q8_n == nx)) {
             cu_quantize_q8(S, p->mx, nx, &S->q8);
             q8_set(S, p->mx, nx);
         }
         a.q = S->q8;
+    }
+}
+
+static void run_mmv(cu_state *S) {
+    cu_pend *p = &S->pend;
+    cu_mmv_args a;
+    mmv_args(S, &a);
+    if (a.accum) S->n_add_gemv++;
+    if (p->mq8) {
         if (p->mmixed) {
             a.stride2 = cu_row_stride(p->mtype2, p->mK);
             cu_mmv_q8_mixed(S, p->mtype, p->mtype2, &a);
@@ -801,8 +819,29 @@ static void attn_demote(cu_state *S) {
 
 static void op_swiglu(mf_backend *be, float *out, const float *gate, const float *up, int64_t n) {
     cu_state *S = ST(be);
-    flush(S);
+    cu_pend *p = &S->pend;
     const cu_q8 *q = q8_for(S, n);
+    if (S->f_swiglu_gemv && q && p->kind == PEND_MMV && p->mq8 && !p->mmixed && !p->macc && p->mn == 1 &&
+        p->mnmat == 2 && p->mout[0] == gate && p->mout[1] == up && p->mw[0]->rows == n && p->mw[1]->rows == n &&
+        !p->mbias[0] && !p->mbias[1] && !overlaps(out, (size_t)n * 4, p->mx, (size_t)p->mK * 4) &&
+        !overlaps(out, (size_t)n * 4, up, (size_t)n * 4) && (out == gate || !overlaps(out, (size_t)n * 4, gate, (size_t)n * 4))) {
+        /* the held gate+up launch with the SwiGLU in its store (mmv.cuh, xsg): its q8 goes
+         * to q8h, which then becomes the q8 buffer */
+        cu_mmv_args a;
+        mmv_args(S, &a);
+        if (cu_mmv_q8_swiglu(S, p->mtype, &a, out, &S->q8h)) {
+            p->kind = PEND_NONE;
+            S->n_swiglu_gemv++;
+            const cu_q8 t = S->q8;
+            S->q8 = S->q8h;
+            S->q8h = t;
+            q8_touch(S, gate, (size_t)n * 4);
+            q8_touch(S, up, (size_t)n * 4);
+            q8_set(S, out, n);
+            return;
+        }
+    }
+    flush(S);
     cu_swiglu(S, out, gate, up, n, q);
     if (q) q8_set(S, out, n);
     else q8_touch(S, out, (size_t)n * 4);
@@ -1145,13 +1184,15 @@ static void free_state(cu_state *S) {
     /* the launch counts of paths tests/run_cuda.sh checks ran (xst2, the folded add, xstm) */
     if (S->verbose)
         fprintf(stderr,
-                "minfer/cuda: xst2 launches %llu, add-in-gemv launches %llu, xstm launches %llu, attn-wo launches %llu\n",
+                "minfer/cuda: xst2 launches %llu, add-in-gemv launches %llu, xstm launches %llu, attn-wo launches %llu, "
+                "swiglu-gemv launches %llu\n",
                 (unsigned long long)S->n_xst2, (unsigned long long)S->n_add_gemv, (unsigned long long)S->n_xstm,
-                (unsigned long long)S->n_attn_wo);
+                (unsigned long long)S->n_attn_wo, (unsigned long long)S->n_swiglu_gemv);
     cu_trace_close(S->trace);
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s, S->q8.xl4, S->q8.xl6,
+                   S->q8h.qs, S->q8h.d, S->q8h.s, S->q8h.xl4, S->q8h.xl6,
                    S->att_part, S->x16, S->w16, S->rope_cs, S->cs_now, S->att_count, S->wo_acc, S->wo_plane,
                    S->wo_part, S->wo_bar};
     for (size_t i = 0; i < MF_ARRAY_LEN(dev); i++)
@@ -1182,6 +1223,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_add_gemv = mf_env_int("MINFER_CUDA_ADD_GEMV", 1) == 1 && S->f_fuse;
     S->f_gemv_mixed = mf_env_int("MINFER_CUDA_GEMV_MIXED", 1) == 1 && S->f_fuse;
     S->f_dp4a = mf_env_int("MINFER_CUDA_DP4A", 1);
+    S->f_swiglu_gemv = mf_env_int("MINFER_CUDA_SWIGLU_GEMV", 1) == 1 && S->f_fuse && S->f_dp4a;
     S->f_flash = mf_env_int("MINFER_CUDA_FLASH", 1);
     S->f_mma = mf_env_int("MINFER_CUDA_MMA", 1);
     S->f_sync = mf_env_int("MINFER_CUDA_SYNC", 0);
@@ -1225,6 +1267,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     }
     S->attn_trigger = env_in_range("MINFER_CUDA_ATTN_TRIGGER", 1, 0, 3); /* (attn.cu says why 1) */
     S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
+    S->xsg_depth = env_in_range("MINFER_CUDA_XSG_DEPTH", MMV_XSG_DEPTH, 2, 16);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
     {
@@ -1281,12 +1324,19 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     SCRATCH(S->d_idx, int32_t, nb);
     SCRATCH(S->d_tiles, int4, nb);
     S->q8_cap = (int64_t)CU_MAX_GEMV_COLS * ((S->kmax + 31) & ~31);
-    SCRATCH(S->q8.qs, int8_t, S->q8_cap + 16);
-    SCRATCH(S->q8.d, float, S->q8_cap / 32 + 1);
-    SCRATCH(S->q8.s, float, S->q8_cap / 16 + 1);
-    /* lane-major copies, which the x-stationary GEMVs of q4_K, q5_K, q6_K read (common.cuh) */
-    SCRATCH(S->q8.xl4, uint8_t, cu_xl_bytes(S->q8_cap));
-    SCRATCH(S->q8.xl6, uint8_t, cu_xl_bytes(S->q8_cap));
+    /* (with the lane-major copies, which the x-stationary GEMVs of q4_K, q5_K, q6_K read:
+     * common.cuh) */
+#define SCRATCH_Q8(q)                                          \
+    do {                                                       \
+        SCRATCH((q).qs, int8_t, S->q8_cap + 16);               \
+        SCRATCH((q).d, float, S->q8_cap / 32 + 1);             \
+        SCRATCH((q).s, float, S->q8_cap / 16 + 1);             \
+        SCRATCH((q).xl4, uint8_t, cu_xl_bytes(S->q8_cap));     \
+        SCRATCH((q).xl6, uint8_t, cu_xl_bytes(S->q8_cap));     \
+    } while (0)
+    SCRATCH_Q8(S->q8);
+    if (S->f_swiglu_gemv) SCRATCH_Q8(S->q8h);
+#undef SCRATCH_Q8
     /* attention chunks: multiples of 64 positions, at most 16 per head: the grid
      * covers the whole context, and every early-exit block still costs a slot
      * (64 chunks x 32 heads measured 10 us for one position; ncu, H200, when the
@@ -1474,12 +1524,13 @@ static void print_notice(cu_state *S) {
     else if (S->f_gemv >= 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(v1 for batches)", xs_name);
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
-            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s%s graph=%s pdl=%s fuse=%s%s prefill=%s attn=%s%s%s%s%s%s%s%s; "
+            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s%s graph=%s pdl=%s fuse=%s%s%s prefill=%s attn=%s%s%s%s%s%s%s%s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB%s\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, MINFER_CUDA_L2_HINT ? "+l2-evict-first" : "",
             S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
             !S->f_fuse ? "off" : S->f_add_gemv ? "on+add-in-gemv" : "on",
+            S->f_swiglu_gemv && S->xst_bytes >= 0 ? "+swiglu-gemv" : "",
             S->skip[0] ? " SKIPPING-KERNELS(output-invalid)" : "",
             S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split",

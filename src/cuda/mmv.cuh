@@ -41,6 +41,11 @@
 #define MMV_WARPS 4
 
 int cu_num_sms(const cu_state *S);
+/* The GEMV variant: 1 = v1 (one row per warp), 2 = pp (persistent ping-pong),
+ * 3 = xs/xst by size (mmv_q8_launch), 4 = xst wherever it applies; per_sm_cap caps the
+ * persistent grids' blocks per SM (0 = default); xst_bytes: variant 3 takes xst
+ * for launches of at least this many weight bytes (-1: never, no sm_90 code). */
+int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes);
 
 static __device__ __forceinline__ int dp4a(int a, int b, int c) {
 #if defined(__CUDA_ARCH__)
@@ -389,7 +394,10 @@ static __device__ __forceinline__ void mmv_lane_loadx(const cu_q8 &q, int u0, in
 #pragma unroll
     for (int k = 0; k < UPL; k++) {
         const int j = lane + 32 * k;
-        if (j >= nh) continue;
+        if (j >= nh) {
+            x[k] = {}; /* (read by ring_units' dropped dots) */
+            continue;
+        }
         if constexpr (mmv_has_xl<U>::value) U::loadx_lane(U::xl(q), u0 + j, x[k]); /* (never NULL: above) */
         else U::loadx(q, 0, u0 + j, x[k]);
     }
@@ -612,12 +620,25 @@ static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t phase) 
 
 #define MMV_XST_WARPS 8
 
-/* Waits for row i of a warp's n in a ring of depth slots (slot i % depth, phase
- * (i / depth) & 1); the last row's wait is marked in the block timeline (trace_mark
- * 1 and 2: the GEMV's tail). */
-static __device__ __forceinline__ void ring_wait(uint64_t *bar, int i, int depth, int n) {
+/* Where a warp's ring stands: the slot its next row arrives in (row i in slot
+ * i % depth) and that slot barrier's phase ((i / depth) & 1), advanced once a row.
+ * Worked out from i instead, with depth a launch parameter, it cost every row ~38
+ * instructions of integer division (SASS of xst q4_K, sm_90a: ~12% of the row's). */
+struct ring_pos {
+    int s = 0;
+    uint32_t ph = 0;
+    __device__ __forceinline__ void next(int depth) {
+        if (++s == depth) {
+            s = 0;
+            ph ^= 1u;
+        }
+    }
+};
+/* Waits for row i of a warp's n, at ring position p; the last row's wait is marked in
+ * the block timeline (trace_mark 1 and 2: the GEMV's tail). */
+static __device__ __forceinline__ void ring_wait(uint64_t *bar, const ring_pos &p, int i, int n) {
     if (i == n - 1) trace_mark(1);
-    mbar_wait(bar + i % depth, (uint32_t)(i / depth) & 1u);
+    mbar_wait(bar + p.s, p.ph);
     if (i == n - 1) trace_mark(2);
 }
 
@@ -645,12 +666,66 @@ static __device__ __forceinline__ void ring_first_rows(const cu_mmv_args &a, boo
  * (which worked out rows below 32 ahead of the wait), after a proxy fence: the slot was
  * read through the generic proxy and the refill writes through the async one. row(&bytes)
  * gives the row's weights and length; it runs on that lane only. */
+/* What a lane keeps about its units across the rows (units with U::P, U::prep: where the
+ * unit lies in a row and what its dot needs besides the bytes; mmv_k45.cuh says why),
+ * held opaque so the compiler keeps it in registers instead of working it out again at
+ * every row. Units without P are addressed from u at every row. */
+template <typename U, typename = void>
+struct mmv_has_p {
+    static constexpr bool value = false;
+};
+template <typename U>
+struct mmv_has_p<U, decltype((void)sizeof(typename U::P), void())> {
+    static constexpr bool value = true;
+};
+template <typename U, int UPL, bool HP = mmv_has_p<U>::value>
+struct ring_units {
+    __device__ __forceinline__ ring_units(int, int, int) {}
+    template <bool>
+    __device__ __forceinline__ float dot(const uint8_t *slot, int nb, int u0, int nh, int lane,
+                                         const typename U::X *x) const {
+        typename U::W w[UPL];
+        mmv_lane_load<U, UPL, ld_s>(slot, nb, u0, nh, lane, w);
+        return mmv_lane_dot<U, UPL>(w, x, u0, nh, lane);
+    }
+};
+/* A lane past the row's end (j >= nh) holds unit u0's place and drops its dot. dot<true>
+ * branches around that lane's loads, dot<false> loads unit u0 and drops the sum by a
+ * select. The two schedule differently (SASS, sm_90a, q4_K): with the branch ptxas issues
+ * every unit's loads before the first dot, without it it interleaves them with the dots
+ * (lab, H200: xst qkv 9.43 us instead of 7.93) but needs fewer registers (xst2 q4_K 118
+ * instead of 142, which keeps 4 of its blocks per SM; ffn_down q4_K 7.22 us vs 7.58). */
 template <typename U, int UPL>
-static __device__ __forceinline__ float ring_dot(const uint8_t *slot, int nb, int u0, int nh, int lane,
-                                                 const typename U::X *x) {
-    typename U::W w[UPL];
-    mmv_lane_load<U, UPL, ld_s>(slot, nb, u0, nh, lane, w);
-    return warp_sum(mmv_lane_dot<U, UPL>(w, x, u0, nh, lane));
+struct ring_units<U, UPL, true> {
+    typename U::P p[UPL];
+    __device__ __forceinline__ ring_units(int u0, int nh, int lane) {
+#pragma unroll
+        for (int k = 0; k < UPL; k++) {
+            p[k] = U::prep(lane + 32 * k < nh ? u0 + lane + 32 * k : u0);
+            asm("" : "+r"(p[k].off), "+r"(p[k].g), "+r"(p[k].sel.p), "+r"(p[k].sel.l));
+        }
+    }
+    /* (the sums of mmv_lane_dot, in its order) */
+    template <bool GUARD>
+    __device__ __forceinline__ float dot(const uint8_t *slot, int, int, int nh, int lane,
+                                         const typename U::X *x) const {
+        typename U::W w[UPL];
+#pragma unroll
+        for (int k = 0; k < UPL; k++)
+            if (!GUARD || lane + 32 * k < nh) U::template load_p<ld_s>(slot, p[k], w[k]);
+        float acc = 0.0f;
+#pragma unroll
+        for (int k = 0; k < UPL; k++) {
+            const float d = U::dot_p(w[k], x[k], p[k]);
+            acc = lane + 32 * k < nh ? acc + d : acc;
+        }
+        return acc;
+    }
+};
+template <typename U, int UPL, bool GUARD = true>
+static __device__ __forceinline__ float ring_dot(const ring_units<U, UPL> &ru, const uint8_t *slot, int nb, int u0,
+                                                 int nh, int lane, const typename U::X *x) {
+    return warp_sum(ru.template dot<GUARD>(slot, nb, u0, nh, lane, x));
 }
 template <class R>
 static __device__ __forceinline__ void ring_refill(int f, int n, int lane, void *slot, uint64_t *bar, R &&row) {
@@ -736,10 +811,12 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
     ring_first_rows(a, false, req, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
     mmv_keep keep;
+    ring_pos rp;
+    const ring_units<U, UPL> ru(0, nu, lane);
     for (int i = 0; i < n; i++) {
-        const int s = i % depth;
-        ring_wait(bar, i, depth, n);
-        const float acc = ring_dot<U, UPL>(slot0 + (size_t)s * stride, nb, 0, nu, lane, x);
+        const int s = rp.s;
+        ring_wait(bar, rp, i, n);
+        const float acc = ring_dot<U, UPL>(ru, slot0 + (size_t)s * stride, nb, 0, nu, lane, x);
         if (i == 0) trace_mark(0);
         const int f = i + depth; /* the row that refills slot s */
         ring_refill(f, n, lane, slot0 + (size_t)s * stride, bar + s, [&](uint32_t *bytes) {
@@ -748,6 +825,7 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
             return f < 32 ? src : mmv_row(a, gw + f * W, &m, &r);
         });
         keep.put(a, i, n, gw, W, lane, acc);
+        rp.next(depth);
         __syncwarp();
     }
     trace_end();
@@ -839,17 +917,18 @@ static __device__ __forceinline__ const uint8_t *xstm_row(const cu_mmv_args &a, 
 template <typename U, int UPL, class F>
 static __device__ __forceinline__ void xstm_rows(const cu_mmv_args &a, int i0, int i1, int depth, int g2,
                                                  int64_t smax, const xst_warp &wp, const uint8_t *src,
-                                                 uint32_t bytes, mmv_keep &keep, F &&after_x) {
+                                                 uint32_t bytes, mmv_keep &keep, ring_pos &rp, F &&after_x) {
     const int lane = wp.lane;
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     typename U::X x[UPL];
     mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
     after_x();
+    const ring_units<U, UPL> ru(0, nu, lane);
     for (int i = i0; i < i1; i++) {
-        const int s = i % depth;
-        ring_wait(wp.bar, i, depth, wp.n);
-        const float acc = ring_dot<U, UPL>(wp.slot0 + (size_t)s * smax, nb, 0, nu, lane, x);
+        const int s = rp.s;
+        ring_wait(wp.bar, rp, i, wp.n);
+        const float acc = ring_dot<U, UPL>(ru, wp.slot0 + (size_t)s * smax, nb, 0, nu, lane, x);
         if (i == 0) trace_mark(0);
         const int f = i + depth;
         ring_refill(f, wp.n, lane, wp.slot0 + (size_t)s * smax, wp.bar + s, [&](uint32_t *b) {
@@ -858,6 +937,7 @@ static __device__ __forceinline__ void xstm_rows(const cu_mmv_args &a, int i0, i
             return src;
         });
         keep.put(a, i, wp.n, wp.gw, wp.W, lane, acc);
+        rp.next(depth);
         __syncwarp();
     }
 }
@@ -888,8 +968,9 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xstm(cu_
     /* this warp's rows of the first type, gw + i W < g2 (no more than n: g2 <= total) */
     const int n1 = wp.gw >= g2 ? 0 : (g2 - wp.gw + wp.W - 1) / wp.W;
     mmv_keep keep;
-    if (n1 > 0) xstm_rows<U1, UPL>(a, 0, n1, depth, g2, smax, wp, src, bytes, keep, first_rest);
-    if (n1 < wp.n) xstm_rows<U2, UPL>(a, n1, wp.n, depth, g2, smax, wp, src, bytes, keep, first_rest);
+    ring_pos rp; /* (carried from the first type's rows to the second's) */
+    if (n1 > 0) xstm_rows<U1, UPL>(a, 0, n1, depth, g2, smax, wp, src, bytes, keep, rp, first_rest);
+    if (n1 < wp.n) xstm_rows<U2, UPL>(a, n1, wp.n, depth, g2, smax, wp, src, bytes, keep, rp, first_rest);
     trace_end();
 #endif
 }
@@ -920,6 +1001,164 @@ static int mmv_xstm_launch(cu_state *S, const cu_mmv_args *a, const char *name) 
     else if (upl == 2) cu_launch(S, name, kernel_mmv_xstm<U1, U2, 2>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
     else cu_launch(S, name, kernel_mmv_xstm<U1, U2, 4>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
     return 1;
+}
+
+/* ---- "xsg" (sm_90+): the one-token FFN's gate and up launch with the SwiGLU in its
+ * store (where xst would take the launch; MINFER_CUDA_SWIGLU_GEMV=0 turns it off) ----
+ * The SwiGLU kernel after the gate+up GEMV cost ~1.9 us a layer on the 7B (its launch,
+ * its q8, the boundary; bench/RESULTS.md). It cannot simply move into the GEMV's store:
+ * its q8 needs the amax of 32 consecutive outputs, which xst computes in 32 different
+ * warps (rows g, g + W, ...), and a handoff between warps across the grid costs about a
+ * launch boundary (the folded norm, 2026-11-30). Here a block owns whole 32-output
+ * groups: groups g = block, block + blocks, ... (so the machine still reads one band of
+ * rows at a time), and of each group warp w takes the OPW outputs from 32g + OPW w: its
+ * gate rows, then its up rows, through the warp's ring as xst (the same sums, so the
+ * same bits). With a group's gate and up sums in hand the warp puts silu(g) * u into
+ * shared memory and arrives on the group's counter there; the last of the block's warps
+ * to arrive writes the group's f32 outputs and its q8 (q8_store1: the same bits as the
+ * SwiGLU kernel's q8_store4); gate and up are written as the plain launch writes them
+ * (gate not where h goes over it). The q8 goes to its own buffer (hq): the launch's
+ * input q8 is still being read by other blocks. One column; no bias. */
+#define MMV_XSG_WARPS 16
+#define MMV_XSG_MAXG 16 /* groups per block (the launcher refuses more) */
+int cu_xsg_depth(const cu_state *S);
+template <typename U, int UPL>
+static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
+    kernel_mmv_xsg(cu_mmv_args a, float *h, cu_q8 hq, int depth) {
+    pdl_trigger();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(128) uint8_t xsg_smem[];
+    __shared__ float hs[MMV_XSG_MAXG][32];
+    __shared__ int arrived[MMV_XSG_MAXG];
+    constexpr int OPW = 32 / MMV_XSG_WARPS, RPG = 2 * OPW; /* outputs, rows per group of a warp */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int G = gridDim.x, ng = a.rows[0] / 32;
+    const int n = (ng - (int)blockIdx.x + G - 1) / G * RPG; /* this warp's rows */
+    const int64_t stride = a.stride;
+    uint64_t *bar = (uint64_t *)xsg_smem + warp * depth;
+    uint8_t *slot0 = xsg_smem + mmv_ring_bars(MMV_XSG_WARPS, depth) + (size_t)warp * depth * stride;
+    /* row i of this warp: group i / RPG, its gate rows then its up rows */
+    auto row = [&](int i) {
+        const int k = i % RPG;
+        const int r = 32 * ((int)blockIdx.x + i / RPG * G) + OPW * warp + k % OPW;
+        return (k < OPW ? a.w[0] : a.w[1]) + (int64_t)r * stride;
+    };
+    const uint8_t *src = lane < n ? row(lane) : nullptr; /* (as xst: lane l requests rows l, l + 32, ...) */
+    if (threadIdx.x < MMV_XSG_MAXG) arrived[threadIdx.x] = 0;
+    if (lane == 0) mbar_init_ring(bar, depth);
+    __syncthreads(); /* the counters are zero before any warp arrives */
+    const bool req = lane < depth && lane < n;
+    ring_first_rows(a, true, req, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
+    pdl_wait();
+    const int nb = a.K / U::QK;
+    const int nu = nb * U::UPB;
+    typename U::X x[UPL];
+    mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
+    ring_first_rows(a, false, req, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
+    float v = 0.0f; /* lane k: the sum of the group's row k */
+    ring_pos rp;
+    const ring_units<U, UPL> ru(0, nu, lane);
+    for (int i = 0; i < n; i++) {
+        const int s = rp.s;
+        ring_wait(bar, rp, i, n);
+        const float acc = ring_dot<U, UPL>(ru, slot0 + (size_t)s * stride, nb, 0, nu, lane, x);
+        if (i == 0) trace_mark(0);
+        const int f = i + depth;
+        ring_refill(f, n, lane, slot0 + (size_t)s * stride, bar + s, [&](uint32_t *bytes) {
+            *bytes = (uint32_t)stride;
+            return f < 32 ? src : row(f);
+        });
+        const int k = i % RPG;
+        if (lane == k) v = acc;
+        if (k == RPG - 1) {
+            const int gi = i / RPG;
+            const int r0 = 32 * ((int)blockIdx.x + gi * G) + OPW * warp;
+            const float up = __shfl_down_sync(0xffffffffu, v, OPW); /* lane j < OPW: its up sum */
+            if (lane < OPW) hs[gi][OPW * warp + lane] = silu_mul(v, up);
+            /* the gate and up outputs too, as the launch would have written them (gate
+             * only where h is not written over it) */
+            if (lane < RPG && (lane >= OPW || a.out[0] != h)) (lane < OPW ? a.out[0] : a.out[1])[r0 + lane % OPW] = v;
+            __syncwarp();
+            int last = 0;
+            if (lane == 0) {
+                __threadfence_block();
+                last = atomicAdd(&arrived[gi], 1) == MMV_XSG_WARPS - 1;
+            }
+            if (__shfl_sync(0xffffffffu, last, 0)) {
+                __threadfence_block();
+                const float hv = ((volatile float *)hs[gi])[lane];
+                const int64_t idx = r0 - OPW * warp + lane;
+                h[idx] = hv;
+                q8_store1(hq, idx, hv, 1);
+            }
+        }
+        rp.next(depth);
+        __syncwarp();
+    }
+    trace_end();
+#endif
+}
+/* The ring limit of an xsg instantiation (set once, ahead of any capture). */
+template <typename U, int UPL>
+static int mmv_xsg_limit() {
+    static int lim = -1;
+    if (lim < 0) lim = mmv_ring_attr(kernel_mmv_xsg<U, UPL>);
+    return lim;
+}
+template <typename U>
+static void mmv_xsg_prepare() {
+    mmv_xsg_limit<U, 1>();
+    mmv_xsg_limit<U, 2>();
+    mmv_xsg_limit<U, 4>();
+}
+template <typename U, int UPL>
+static int mmv_xsg_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
+    const int lim = mmv_xsg_limit<U, UPL>();
+    int depth = cu_xsg_depth(S);
+    while (depth >= 2 && mmv_ring_smem(MMV_XSG_WARPS, depth, a->stride) > (size_t)lim) depth--;
+    if (depth < 2) return 0;
+    const size_t smem = mmv_ring_smem(MMV_XSG_WARPS, depth, a->stride);
+    /* blocks per SM at this ring size, looked up once (the first, eager step comes
+     * before the decode graph's capture) */
+    static size_t known_smem;
+    static int known_per_sm;
+    if (known_smem != smem) {
+        int per_sm = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_mmv_xsg<U, UPL>, MMV_XSG_WARPS * 32, smem) !=
+                cudaSuccess ||
+            per_sm < 1) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        known_smem = smem;
+        known_per_sm = per_sm;
+    }
+    const int ng = a->rows[0] / 32;
+    int blocks = known_per_sm * cu_num_sms(S);
+    if (blocks > ng) blocks = ng;
+    if ((ng + blocks - 1) / blocks > MMV_XSG_MAXG) return 0;
+    cu_launch(S, name, kernel_mmv_xsg<U, UPL>, dim3(blocks), dim3(MMV_XSG_WARPS * 32), smem, *a, h, *hq, depth);
+    return 1;
+}
+/* h = silu(a's matrix 0 x) * (matrix 1 x) and its q8 into hq, in one xsg launch, where it
+ * takes the launch (one column, two matrices of the same rows, a multiple of 32, no bias or
+ * add, rows that fit xs, a ring that fits, the xst size under variant 3); else 0 and
+ * nothing is launched. */
+template <typename U>
+static int mmv_xsg_launch(cu_state *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
+    int per_sm_cap = 0;
+    int64_t xst_bytes = -1;
+    const int v = cu_gemv_variant(S, &per_sm_cap, &xst_bytes);
+    const int64_t bytes = (int64_t)mmv_total(*a) * a->stride;
+    if (xst_bytes < 0 || !(v == 4 || (v == 3 && bytes >= xst_bytes))) return 0;
+    if (a->ncols != 1 || a->nmat != 2 || a->rows[0] != a->rows[1] || a->rows[0] % 32 || a->accum || a->bias[0] ||
+        a->bias[1])
+        return 0;
+    const int upl = mmv_xs_upl(a->K / U::QK * U::UPB, 1);
+    if (upl == 1) return mmv_xsg_launch_upl<U, 1>(S, a, h, hq, name);
+    if (upl == 2) return mmv_xsg_launch_upl<U, 2>(S, a, h, hq, name);
+    if (upl == 4) return mmv_xsg_launch_upl<U, 4>(S, a, h, hq, name);
+    return 0;
 }
 
 /* ---- Variant "xst2" (sm_90+; the default for wide rows from the xst size,
@@ -967,10 +1206,12 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
     mmv_lane_loadx<U, UPL>(a.q, u0, nh, lane, x);
     ring_first_rows(a, false, req, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
     mmv_keep keep;
+    ring_pos rp;
+    const ring_units<U, UPL> ru(u0, nh, lane);
     for (int i = 0; i < n; i++) {
-        const int s = i % depth;
-        ring_wait(bar, i, depth, n);
-        const float acc = ring_dot<U, UPL>(slot0 + (size_t)s * stride, nb, u0, nh, lane, x);
+        const int s = rp.s;
+        ring_wait(bar, rp, i, n);
+        const float acc = ring_dot<U, UPL, false>(ru, slot0 + (size_t)s * stride, nb, u0, nh, lane, x);
         if (i == 0) trace_mark(0);
         if (half == 1 && lane == 0) part[pair][i & 1] = acc;
         /* both halves have read slot s; warp 1's partial is in part */
@@ -984,6 +1225,7 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
             });
             keep.put(a, i, n, gp, P, lane, acc + part[pair][i & 1]);
         }
+        rp.next(depth);
     }
     trace_end();
 #endif
@@ -1025,11 +1267,6 @@ static int mmv_xst2_launch(cu_state *S, const cu_mmv_args *a, const char *name, 
     return 1;
 }
 
-/* The GEMV variant: 1 = v1 (one row per warp), 2 = pp (persistent ping-pong),
- * 3 = xs/xst by size (below), 4 = xst wherever it applies; per_sm_cap caps the
- * persistent grids' blocks per SM (0 = default); xst_bytes: variant 3 takes xst
- * for launches of at least this many weight bytes (-1: never, no sm_90 code). */
-int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes);
 /* One-column rows of 129..256 units under variants 3/4: 0 pp; 1 xs2 where it fits 3
  * blocks per SM, else pp; 2 xst2 first on sm_90+ (for launches xst would take),
  * else as 1: the default (MINFER_CUDA_GEMV_WIDE=0|1|2). */

@@ -13,10 +13,17 @@
  * s2 with the top 2 bits of s0 and s1 above. Branch-free: a lane's g is fixed (its
  * units are u0 + lane + 32k), so a branch on it splits every warp (the SASS of the
  * branching form ran both paths: ~26 instructions per unit, ~10 now). */
-static __device__ __forceinline__ uint32_t k4_scales(const uint4 &h, int g) {
+/* (The two byte selectors depend on g only: k4_sel.) */
+struct k4_sel {
+    uint32_t p, l;
+};
+static __device__ __forceinline__ k4_sel k4_selectors(int g) {
     const uint32_t b = (uint32_t)(g & 1) * 2;
-    const uint32_t p = __byte_perm(h.y, h.z, b | (b + 1) << 4 | (b + 4) << 8 | (b + 5) << 12);
-    const uint32_t l = __byte_perm(h.w, 0, b | (b + 1) << 4 | b << 8 | (b + 1) << 12);
+    return {b | (b + 1) << 4 | (b + 4) << 8 | (b + 5) << 12, b | (b + 1) << 4 | b << 8 | (b + 1) << 12};
+}
+static __device__ __forceinline__ uint32_t k4_scales(const uint4 &h, k4_sel sel, int g) {
+    const uint32_t p = __byte_perm(h.y, h.z, sel.p);
+    const uint32_t l = __byte_perm(h.w, 0, sel.l);
     const uint32_t hi = __byte_perm(l & 0x0f0f0f0fu, (l >> 4) & 0x0f0f0f0fu, 0x7610) | ((p >> 2) & 0x30303030u);
     return g >= 2 ? hi : p & 0x3f3f3f3fu;
 }
@@ -28,18 +35,32 @@ struct unit_k45 {
         uint4 h, q0, q1;
         uint4 h0, h1;  /* q5_K high bits */
     };
+    /* What unit u's loads and dot need besides the bytes: where its block starts in a row,
+     * its group g and the scale selectors. The ring GEMVs work it out once per lane and
+     * keep it (mmv.cuh, ring_units): worked out again at every row, as the compiler chose
+     * to, it cost ~30 instructions a unit (SASS of xst q4_K, sm_90a). */
+    struct P {
+        int off, g;
+        k4_sel sel;
+    };
+    static __device__ __forceinline__ P prep(int u) {
+        return {(u >> 2) * (Q5 ? 176 : 144), u & 3, k4_selectors(u & 3)};
+    }
     template <class L>
-    static __device__ __forceinline__ void load(const uint8_t *row, int nb, int u, W &w) {
-        const int b = u >> 2, g = u & 3;
-        const uint8_t *blk = row + (int64_t)b * (Q5 ? 176 : 144);
+    static __device__ __forceinline__ void load_p(const uint8_t *row, const P &p, W &w) {
+        const uint8_t *blk = row + p.off;
         w.h = L::u128(blk);
-        const uint8_t *qs = blk + (Q5 ? 48 : 16) + 32 * g;
+        const uint8_t *qs = blk + (Q5 ? 48 : 16) + 32 * p.g;
         w.q0 = L::u128(qs);
         w.q1 = L::u128(qs + 16);
         if (Q5) {
             w.h0 = L::u128(blk + 16);
             w.h1 = L::u128(blk + 32);
         }
+    }
+    template <class L>
+    static __device__ __forceinline__ void load(const uint8_t *row, int nb, int u, W &w) {
+        load_p<L>(row, prep(u), w);
     }
     /* the activations one unit needs (64 values, their two 32-block scales and
      * the two 32-value sums) */
@@ -76,9 +97,10 @@ struct unit_k45 {
         x.s0 = e.z;
         x.s1 = e.w;
     }
-    static __device__ __forceinline__ float dotx(const W &w, const X &x, int u) {
-        const int g = u & 3;
-        const uint32_t sm = k4_scales(w.h, g);
+    static __device__ __forceinline__ float dotx(const W &w, const X &x, int u) { return dot_p(w, x, prep(u)); }
+    static __device__ __forceinline__ float dot_p(const W &w, const X &x, const P &p) {
+        const int g = p.g;
+        const uint32_t sm = k4_scales(w.h, p.sel, g);
         const int sc0 = (int)(sm & 0xff), sc1 = (int)(sm >> 8 & 0xff), m0 = (int)(sm >> 16 & 0xff), m1 = (int)(sm >> 24);
         const uint32_t qa[8] = {w.q0.x, w.q0.y, w.q0.z, w.q0.w, w.q1.x, w.q1.y, w.q1.z, w.q1.w};
         const int xl[8] = {x.a0.x, x.a0.y, x.a0.z, x.a0.w, x.a1.x, x.a1.y, x.a1.z, x.a1.w};

@@ -257,6 +257,42 @@ static void test_ffn(env *e, uint32_t t, int dim, int ff, int with_bias) {
     CHECK(eo < tol && eg < tol, "ffn %s dim %d ff %d bias %d: err swiglu %.3g out %.3g (tol %.1g)", qtype_name(t),
           dim, ff, with_bias, eg, eo, tol);
     gpu_ok(e, "ffn");
+    /* The same on the GPU twice more, into a separate output: once with gate and up as
+     * two launches (an empty get_rows between them flushes the held GEMV, so they do not
+     * stack and no SwiGLU joins them), once as above (stacked; the SwiGLU in the GEMV's
+     * store where xsg takes it, mmv.cuh). Every path sums each row the same way, so gate,
+     * up, the SwiGLU and the down projection must agree bit for bit. */
+    float *d2[4], *d3[4], *h2[4], *h3[4]; /* gate, up, out, down */
+    for (int k = 0; k < 4; k++) {
+        d2[k] = dev_poison(e, (size_t)(k == 3 ? dim : ff));
+        d3[k] = dev_poison(e, (size_t)(k == 3 ? dim : ff));
+    }
+    e->gpu->ops->matmul(e->gpu, d2[0], xbd, &wg, bg, 1);
+    e->gpu->ops->get_rows(e->gpu, d2[1], d2[1], NULL, 0, 1);
+    e->gpu->ops->matmul(e->gpu, d2[1], xbd, &wu, NULL, 1);
+    e->gpu->ops->swiglu(e->gpu, d2[2], d2[0], d2[1], ff);
+    e->gpu->ops->matmul(e->gpu, d2[3], d2[2], &wd, NULL, 1);
+    e->gpu->ops->matmul(e->gpu, d3[0], xbd, &wg, bg, 1);
+    e->gpu->ops->matmul(e->gpu, d3[1], xbd, &wu, NULL, 1);
+    e->gpu->ops->swiglu(e->gpu, d3[2], d3[0], d3[1], ff);
+    e->gpu->ops->matmul(e->gpu, d3[3], d3[2], &wd, NULL, 1);
+    int same = 1;
+    for (int k = 0; k < 4; k++) {
+        const size_t nk = (size_t)(k == 3 ? dim : ff);
+        h2[k] = host_of(e, d2[k], nk);
+        h3[k] = host_of(e, d3[k], nk);
+        if (memcmp(h2[k], h3[k], nk * sizeof(float))) same = 0;
+    }
+    CHECK(same && !memcmp(h3[2], gg, sizeof(float) * ff) && !memcmp(h3[3], go, sizeof(float) * dim),
+          "ffn %s dim %d ff %d bias %d: gate, up, swiglu and down identical with gate/up in one launch and in two",
+          qtype_name(t), dim, ff, with_bias);
+    gpu_ok(e, "ffn (two ways)");
+    for (int k = 0; k < 4; k++) {
+        e->gpu->release(e->gpu, d2[k]);
+        e->gpu->release(e->gpu, d3[k]);
+        free(h2[k]);
+        free(h3[k]);
+    }
     e->gpu->release(e->gpu, xbd);
     e->gpu->release(e->gpu, gd);
     e->gpu->release(e->gpu, ud);
@@ -496,11 +532,13 @@ int main(void) {
     mf_rng_seed(&rng, (uint64_t)mf_env_int("MINFER_TEST_SEED", 20261129));
     dp4a_on = mf_env_int("MINFER_CUDA_DP4A", 1);
     /* MINFER_TEST_OPS=matmul: the matmul checks only (the GEMV variants' runs);
-     * =attention: the attention checks only (the attention switches' runs) */
+     * =attention: the attention checks only (the attention switches' runs);
+     * =ffn: the one-token FFN checks only (a quick run after a change to them) */
     const char *only = getenv("MINFER_TEST_OPS");
     const int do_matmul = !only || !strcmp(only, "matmul"), do_attn = !only || !strcmp(only, "attention");
-    if (only && !do_matmul && !do_attn) {
-        CHECK(0, "MINFER_TEST_OPS=%s: expected matmul or attention", only);
+    const int do_ffn = do_matmul || (only && !strcmp(only, "ffn"));
+    if (only && !do_ffn && !do_attn) {
+        CHECK(0, "MINFER_TEST_OPS=%s: expected matmul, attention or ffn", only);
         return test_summary("cuda_ops");
     }
     if (!cuda_device_count()) {
@@ -533,6 +571,17 @@ int main(void) {
          * every warp pair takes several */
         if (t == QTYPE_Q4_K || t == QTYPE_Q6_K) test_matmul(&e, t, 1600, 11008, n1, 1, 0);
     }
+    if (do_ffn) {
+        /* the one-token FFN: gate+up of 50 MB on xst (sm_90) or, with the SwiGLU in its
+         * store, xsg; down (25-37 MB) on xst2 (or xs2 for q4_K, pp for q6_K); 8.6 MB on xs;
+         * a bias on gate; ff 96 (down 96 wide) */
+        test_ffn(&e, QTYPE_Q4_K, 4096, 11008, 0);
+        test_ffn(&e, QTYPE_Q6_K, 4096, 11008, 0);
+        test_ffn(&e, QTYPE_Q5_K, 4096, 5632, 0);
+        test_ffn(&e, QTYPE_Q4_K, 4096, 1024, 0);
+        test_ffn(&e, QTYPE_Q8_0, 2048, 5632, 1);
+        test_ffn(&e, QTYPE_Q8_0, 256, 96, 1);
+    }
     if (do_matmul) {
         /* q, k q4_K (or q5_K) with v q6_K: 33 MB (xstm by size) and 1.2 MB (xstm only
          * with MINFER_CUDA_GEMV=4), one and two columns (two: a launch per type) */
@@ -551,13 +600,6 @@ int main(void) {
         /* second GEMVs of 18 and 20 MB: xst (sm_90) */
         test_chain(&e, QTYPE_Q4_K, 4096, 4096, 8000);
         test_chain(&e, QTYPE_Q6_K, 4096, 11008, 6000);
-        /* the one-token FFN: gate+up of 50 MB on xst (sm_90), down (25-37 MB) on xst2
-         * (or xs2 for q4_K, pp for q6_K); 8.6 MB on xs; a bias on gate; ff 96 (down 96 wide) */
-        test_ffn(&e, QTYPE_Q4_K, 4096, 11008, 0);
-        test_ffn(&e, QTYPE_Q6_K, 4096, 11008, 0);
-        test_ffn(&e, QTYPE_Q4_K, 4096, 1024, 0);
-        test_ffn(&e, QTYPE_Q8_0, 2048, 5632, 1);
-        test_ffn(&e, QTYPE_Q8_0, 256, 96, 1);
     }
     if (!only) { /* embedding, norms, rope, elementwise */
         const int n172[] = {1, 11}, n3[] = {3};
