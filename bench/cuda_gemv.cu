@@ -302,7 +302,7 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_chain(chain_
         }
         typename U::X x[UPL];
         mmv_lane_loadx<U, UPL>(c.q, 0, nu, lane, x);
-        const ring_units<U, UPL> ru(0, nu, lane);
+        const ring_units<U, UPL> ru(nb, 0, nu, lane);
         for (int r = gw; r < c.rows[p]; r += W, i++) {
             const int s = i % depth;
             mbar_wait(bar + s, (uint32_t)(i / depth) & 1u);

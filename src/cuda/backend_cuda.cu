@@ -198,6 +198,9 @@ struct cu_state {
     int xst_pre;           /* of those, requested before the wait (MINFER_CUDA_XST_PRE; ring_first_rows) */
     int xst_pre_attn;      /* the same for the GEMV after a one-token attention (MINFER_CUDA_XST_PRE_ATTN) */
     int after_attn;        /* the last kernel launched was the one-token attention (cu_launch_check) */
+    int xst_pre_swiglu;    /* the same for the GEMV after the gate+up launch with the SwiGLU, xsg
+                              (MINFER_CUDA_XST_PRE_SWIGLU) */
+    int after_xsg;         /* the last kernel launched was xsg (cu_launch_check) */
     int code_arch;         /* __CUDA_ARCH__ of the code the device runs */
     int any_quant;
     /* memory */
@@ -302,6 +305,7 @@ void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, i
 void cu_launch_check(cu_state *S, const char *what, const char *file, int line) {
     S->launches++;
     S->after_attn = strncmp(what, "attn_dec", 8) == 0; /* the one-token attention's names */
+    S->after_xsg = strstr(what, "+swiglu") != NULL;      /* (cu_mmv_q8_swiglu's) */
     if (S->capturing) cu_trace_launch(S->trace, what);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cu_record(S, e, what, file, line);
@@ -428,7 +432,7 @@ static void mmv_args(cu_state *S, cu_mmv_args *ap) {
     a.ncols = p->mn;
     a.x = p->mx;
     a.accum = p->maccum;
-    a.ring_pre = S->after_attn ? S->xst_pre_attn : S->xst_pre;
+    a.ring_pre = S->after_attn ? S->xst_pre_attn : S->after_xsg ? S->xst_pre_swiglu : S->xst_pre;
     const int64_t nx = (int64_t)p->mn * p->mK;
     if (p->mq8) {
         if (!(S->q8_valid && S->q8_src == p->mx && S->q8_n == nx)) {
@@ -1257,6 +1261,11 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     }
     S->xst_pre = env_in_range("MINFER_CUDA_XST_PRE", MMV_XST_PRE_DEFAULT, 0, 16);
     S->xst_pre_attn = env_in_range("MINFER_CUDA_XST_PRE_ATTN", S->xst_pre, 0, 16);
+    /* after xsg every ring row ahead of the wait (the xsg launch's last third runs on the
+     * ~80 SMs whose blocks own a third group, each bound by its own rows in flight, not by
+     * the DRAM: the rows of the GEMV after it can come in meanwhile; H200 tg128 7B, with
+     * xsg's ring at 3 rows: 698.6-701.0 vs 691.1-695.4 at 1 row and depth 2; bench/RESULTS.md) */
+    S->xst_pre_swiglu = env_in_range("MINFER_CUDA_XST_PRE_SWIGLU", 16, 0, 16);
     {
         static const int widths[] = {256, 512, 1024};
         S->norm_threads = env_one_of("MINFER_CUDA_NORM_THREADS", 1024, widths, 3);

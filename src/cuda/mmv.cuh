@@ -680,7 +680,7 @@ struct mmv_has_p<U, decltype((void)sizeof(typename U::P), void())> {
 };
 template <typename U, int UPL, bool HP = mmv_has_p<U>::value>
 struct ring_units {
-    __device__ __forceinline__ ring_units(int, int, int) {}
+    __device__ __forceinline__ ring_units(int, int, int, int) {}
     template <bool>
     __device__ __forceinline__ float dot(const uint8_t *slot, int nb, int u0, int nh, int lane,
                                          const typename U::X *x) const {
@@ -698,11 +698,15 @@ struct ring_units {
 template <typename U, int UPL>
 struct ring_units<U, UPL, true> {
     typename U::P p[UPL];
-    __device__ __forceinline__ ring_units(int u0, int nh, int lane) {
+    __device__ __forceinline__ ring_units(int nb, int u0, int nh, int lane) {
+        static_assert(sizeof(typename U::P) % 4 == 0, "U::P: 32-bit fields");
 #pragma unroll
         for (int k = 0; k < UPL; k++) {
-            p[k] = U::prep(lane + 32 * k < nh ? u0 + lane + 32 * k : u0);
-            asm("" : "+r"(p[k].off), "+r"(p[k].g), "+r"(p[k].sel.p), "+r"(p[k].sel.l));
+            p[k] = U::prep(nb, lane + 32 * k < nh ? u0 + lane + 32 * k : u0);
+            /* (each 32-bit word made opaque: kept, not worked out again) */
+            uint32_t *w = (uint32_t *)&p[k];
+#pragma unroll
+            for (int i = 0; i < (int)(sizeof(typename U::P) / 4); i++) asm("" : "+r"(w[i]));
         }
     }
     /* (the sums of mmv_lane_dot, in its order) */
@@ -812,7 +816,7 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     ring_first_rows(a, false, req, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
     mmv_keep keep;
     ring_pos rp;
-    const ring_units<U, UPL> ru(0, nu, lane);
+    const ring_units<U, UPL> ru(nb, 0, nu, lane);
     for (int i = 0; i < n; i++) {
         const int s = rp.s;
         ring_wait(bar, rp, i, n);
@@ -924,7 +928,7 @@ static __device__ __forceinline__ void xstm_rows(const cu_mmv_args &a, int i0, i
     typename U::X x[UPL];
     mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
     after_x();
-    const ring_units<U, UPL> ru(0, nu, lane);
+    const ring_units<U, UPL> ru(nb, 0, nu, lane);
     for (int i = i0; i < i1; i++) {
         const int s = rp.s;
         ring_wait(wp.bar, rp, i, wp.n);
@@ -1018,7 +1022,14 @@ static int mmv_xstm_launch(cu_state *S, const cu_mmv_args *a, const char *name) 
  * to arrive writes the group's f32 outputs and its q8 (q8_store1: the same bits as the
  * SwiGLU kernel's q8_store4); gate and up are written as the plain launch writes them
  * (gate not where h goes over it). The q8 goes to its own buffer (hq): the launch's
- * input q8 is still being read by other blocks. One column; no bias. */
+ * input q8 is still being read by other blocks. One column; no bias.
+ * The cost: 344 groups (the 7B's 11008 rows) over 132 blocks leave 80 blocks a third
+ * group, and each block streams at the rate of its own rows in flight, not the DRAM's,
+ * so those 80 run ~3 us past the others (block timeline, H200). Hence a ring of 3 rows
+ * (MMV_XSG_DEPTH; 110 KB for a 4096-wide q4_K row, one block per SM) and the GEMV after
+ * it asking for all its ring rows before its wait (backend_cuda.cu, xst_pre_swiglu).
+ * Measured (tg128, 7B q4_k_m, H200, 2026-11-30): 686-690 tok/s with xsg against 680-682
+ * with the SwiGLU kernel; 698.6-701.0 with the ring of 3 and the early rows. */
 #define MMV_XSG_WARPS 16
 #define MMV_XSG_MAXG 16 /* groups per block (the launcher refuses more) */
 int cu_xsg_depth(const cu_state *S);
@@ -1057,7 +1068,7 @@ static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
     ring_first_rows(a, false, req, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
     float v = 0.0f; /* lane k: the sum of the group's row k */
     ring_pos rp;
-    const ring_units<U, UPL> ru(0, nu, lane);
+    const ring_units<U, UPL> ru(nb, 0, nu, lane);
     for (int i = 0; i < n; i++) {
         const int s = rp.s;
         ring_wait(bar, rp, i, n);
@@ -1207,7 +1218,7 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
     ring_first_rows(a, false, req, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
     mmv_keep keep;
     ring_pos rp;
-    const ring_units<U, UPL> ru(u0, nh, lane);
+    const ring_units<U, UPL> ru(nb, u0, nh, lane);
     for (int i = 0; i < n; i++) {
         const int s = rp.s;
         ring_wait(bar, rp, i, n);

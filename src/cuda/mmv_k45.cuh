@@ -43,7 +43,7 @@ struct unit_k45 {
         int off, g;
         k4_sel sel;
     };
-    static __device__ __forceinline__ P prep(int u) {
+    static __device__ __forceinline__ P prep(int, int u) {
         return {(u >> 2) * (Q5 ? 176 : 144), u & 3, k4_selectors(u & 3)};
     }
     template <class L>
@@ -60,7 +60,7 @@ struct unit_k45 {
     }
     template <class L>
     static __device__ __forceinline__ void load(const uint8_t *row, int nb, int u, W &w) {
-        load_p<L>(row, prep(u), w);
+        load_p<L>(row, prep(nb, u), w);
     }
     /* the activations one unit needs (64 values, their two 32-block scales and
      * the two 32-value sums) */
@@ -97,7 +97,7 @@ struct unit_k45 {
         x.s0 = e.z;
         x.s1 = e.w;
     }
-    static __device__ __forceinline__ float dotx(const W &w, const X &x, int u) { return dot_p(w, x, prep(u)); }
+    static __device__ __forceinline__ float dotx(const W &w, const X &x, int u) { return dot_p(w, x, prep(0, u)); }
     static __device__ __forceinline__ float dot_p(const W &w, const X &x, const P &p) {
         const int g = p.g;
         const uint32_t sm = k4_scales(w.h, p.sel, g);

@@ -17,15 +17,27 @@ struct unit_q6k {
         uint2 sc;
         uint16_t d;
     };
+    /* Unit u's byte offsets in a row of nb blocks (ql, qh, scales, d) and its l0 / 16: what
+     * the ring GEMVs keep per lane (mmv.cuh ring_units; mmv_k45.cuh says why). */
+    struct P {
+        int ql, qh, sc, d, lo;
+    };
+    static __device__ __forceinline__ P prep(int nb, int u) {
+        const int b = u >> 2, hh = (u >> 1) & 1, l0 = (u & 1) * 16;
+        return {b * 128 + 64 * hh + l0, nb * 128 + b * 64 + 32 * hh + l0, nb * 192 + b * 16 + 8 * hh, nb * 208 + b * 2,
+                u & 1};
+    }
+    template <class L>
+    static __device__ __forceinline__ void load_p(const uint8_t *row, const P &p, W &w) {
+        w.a = L::u128(row + p.ql);
+        w.b = L::u128(row + p.ql + 32);
+        w.h = L::u128(row + p.qh);
+        w.sc = L::u64(row + p.sc);
+        w.d = L::u16(row + p.d);
+    }
     template <class L>
     static __device__ __forceinline__ void load(const uint8_t *row, int nb, int u, W &w) {
-        const int b = u >> 2, hh = (u >> 1) & 1, l0 = (u & 1) * 16;
-        const uint8_t *ql = row + (int64_t)b * 128 + 64 * hh + l0;
-        w.a = L::u128(ql);
-        w.b = L::u128(ql + 32);
-        w.h = L::u128(row + (int64_t)nb * 128 + (int64_t)b * 64 + 32 * hh + l0);
-        w.sc = L::u64(row + (int64_t)nb * 192 + (int64_t)b * 16 + 8 * hh);
-        w.d = L::u16(row + (int64_t)nb * 208 + (int64_t)b * 2);
+        load_p<L>(row, prep(nb, u), w);
     }
     struct X {
         int4 x[4];
@@ -65,7 +77,12 @@ struct unit_q6k {
         code_sums(x);
     }
     static __device__ __forceinline__ float dotx(const W &w, const X &xr, int u) {
-        const int l0 = (u & 1) * 16;
+        P p;
+        p.lo = u & 1;
+        return dot_p(w, xr, p);
+    }
+    static __device__ __forceinline__ float dot_p(const W &w, const X &xr, const P &p) {
+        const int l0 = p.lo * 16;
         const uint32_t A[4] = {w.a.x, w.a.y, w.a.z, w.a.w};
         const uint32_t B[4] = {w.b.x, w.b.y, w.b.z, w.b.w};
         const uint32_t H[4] = {w.h.x, w.h.y, w.h.z, w.h.w};
