@@ -659,17 +659,10 @@ static __device__ __forceinline__ void ring_first_rows(const cu_mmv_args &a, boo
     if (req && (lane < a.ring_pre) == before_wait) tma_row(slot, src, bytes, bar);
 }
 
-/* The ring loop's two steps that xst, xstm and xst2 share. ring_dot: the lane's units
- * u0 + lane + 32k (< u0 + nh) of the row in a slot, dotted with its activations and
- * summed over the warp (after the sum every lane's reads of the slot are done).
- * ring_refill: row f (< n) into the slot its ring just read, requested by lane f % 32
- * (which worked out rows below 32 ahead of the wait), after a proxy fence: the slot was
- * read through the generic proxy and the refill writes through the async one. row(&bytes)
- * gives the row's weights and length; it runs on that lane only. */
-/* What a lane keeps about its units across the rows (units with U::P, U::prep: where the
- * unit lies in a row and what its dot needs besides the bytes; mmv_k45.cuh says why),
- * held opaque so the compiler keeps it in registers instead of working it out again at
- * every row. Units without P are addressed from u at every row. */
+/* What a lane keeps about its units across the rows (units with U::P: where the unit
+ * lies in a row and what its dot needs besides the bytes, from U::prep; mmv_k45.cuh says
+ * why), made opaque by U::pin so the compiler keeps it in registers instead of working
+ * it out again at every row. Units without P are addressed from u at every row. */
 template <typename U, typename = void>
 struct mmv_has_p {
     static constexpr bool value = false;
@@ -699,14 +692,10 @@ template <typename U, int UPL>
 struct ring_units<U, UPL, true> {
     typename U::P p[UPL];
     __device__ __forceinline__ ring_units(int nb, int u0, int nh, int lane) {
-        static_assert(sizeof(typename U::P) % 4 == 0, "U::P: 32-bit fields");
 #pragma unroll
         for (int k = 0; k < UPL; k++) {
             p[k] = U::prep(nb, lane + 32 * k < nh ? u0 + lane + 32 * k : u0);
-            /* (each 32-bit word made opaque: kept, not worked out again) */
-            uint32_t *w = (uint32_t *)&p[k];
-#pragma unroll
-            for (int i = 0; i < (int)(sizeof(typename U::P) / 4); i++) asm("" : "+r"(w[i]));
+            U::pin(p[k]);
         }
     }
     /* (the sums of mmv_lane_dot, in its order) */
@@ -726,6 +715,13 @@ struct ring_units<U, UPL, true> {
         return acc;
     }
 };
+/* The ring loop's two steps that xst, xstm, xst2 and xsg share. ring_dot: the lane's units
+ * u0 + lane + 32k (< u0 + nh) of the row in a slot, dotted with its activations and
+ * summed over the warp (after the sum every lane's reads of the slot are done).
+ * ring_refill: row f (< n) into the slot its ring just read, requested by lane f % 32
+ * (which worked out rows below 32 ahead of the wait), after a proxy fence: the slot was
+ * read through the generic proxy and the refill writes through the async one. row(&bytes)
+ * gives the row's weights and length; it runs on that lane only. */
 template <typename U, int UPL, bool GUARD = true>
 static __device__ __forceinline__ float ring_dot(const ring_units<U, UPL> &ru, const uint8_t *slot, int nb, int u0,
                                                  int nh, int lane, const typename U::X *x) {

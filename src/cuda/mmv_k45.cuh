@@ -46,6 +46,9 @@ struct unit_k45 {
     static __device__ __forceinline__ P prep(int, int u) {
         return {(u >> 2) * (Q5 ? 176 : 144), u & 3, k4_selectors(u & 3)};
     }
+    /* (an empty asm that may have changed every field: the compiler can no longer work
+     * them out again, so it keeps them) */
+    static __device__ __forceinline__ void pin(P &p) { asm("" : "+r"(p.off), "+r"(p.g), "+r"(p.sel.p), "+r"(p.sel.l)); }
     template <class L>
     static __device__ __forceinline__ void load_p(const uint8_t *row, const P &p, W &w) {
         const uint8_t *blk = row + p.off;

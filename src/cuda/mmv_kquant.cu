@@ -27,6 +27,9 @@ struct unit_q6k {
         return {b * 128 + 64 * hh + l0, nb * 128 + b * 64 + 32 * hh + l0, nb * 192 + b * 16 + 8 * hh, nb * 208 + b * 2,
                 u & 1};
     }
+    static __device__ __forceinline__ void pin(P &p) {
+        asm("" : "+r"(p.ql), "+r"(p.qh), "+r"(p.sc), "+r"(p.d), "+r"(p.lo));
+    }
     template <class L>
     static __device__ __forceinline__ void load_p(const uint8_t *row, const P &p, W &w) {
         w.a = L::u128(row + p.ql);
