@@ -827,10 +827,11 @@ static void op_swiglu(mf_backend *be, float *out, const float *gate, const float
     const cu_q8 *q = q8_for(S, n);
     if (S->f_swiglu_gemv && q && p->kind == PEND_MMV && p->mq8 && !p->mmixed && !p->macc && p->mn == 1 &&
         p->mnmat == 2 && p->mout[0] == gate && p->mout[1] == up && p->mw[0]->rows == n && p->mw[1]->rows == n &&
-        !p->mbias[0] && !p->mbias[1] && !overlaps(out, (size_t)n * 4, p->mx, (size_t)p->mK * 4) &&
+        !overlaps(out, (size_t)n * 4, p->mx, (size_t)p->mK * 4) &&
         !overlaps(out, (size_t)n * 4, up, (size_t)n * 4) && (out == gate || !overlaps(out, (size_t)n * 4, gate, (size_t)n * 4))) {
-        /* the held gate+up launch with the SwiGLU in its store (mmv.cuh, xsg): its q8 goes
-         * to q8h, which then becomes the q8 buffer */
+        /* the held gate+up launch with the SwiGLU in its store (mmv.cuh, xsg, which refuses
+         * what it cannot take: a bias, other shapes): its q8 goes to q8h, which then becomes
+         * the q8 buffer */
         cu_mmv_args a;
         mmv_args(S, &a);
         if (cu_mmv_q8_swiglu(S, p->mtype, &a, out, &S->q8h)) {
@@ -839,8 +840,6 @@ static void op_swiglu(mf_backend *be, float *out, const float *gate, const float
             const cu_q8 t = S->q8;
             S->q8 = S->q8h;
             S->q8h = t;
-            q8_touch(S, gate, (size_t)n * 4);
-            q8_touch(S, up, (size_t)n * 4);
             q8_set(S, out, n);
             return;
         }

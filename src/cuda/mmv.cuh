@@ -864,19 +864,38 @@ static int mmv_ring_attr(K k) {
     return lim;
 }
 /* The ring limit of ring kernel K (set once, ahead of any capture). */
-typedef void (*mmv_ring_kernel)(cu_mmv_args, int);
-template <mmv_ring_kernel K>
+template <auto K>
 static int mmv_ring_limit() {
     static int lim = -1;
     if (lim < 0) lim = mmv_ring_attr(K);
     return lim;
 }
-/* The ring depth a launch gets: cu_xst_depth rows, fewer where nrings rings of them
- * would pass lim; 0 when not even 2 rows fit. */
-static inline int mmv_ring_depth(const cu_state *S, int nrings, int64_t stride, int lim) {
-    int depth = cu_xst_depth(S);
+/* The ring depth a launch gets: want rows (cu_xst_depth; xsg's cu_xsg_depth), fewer where
+ * nrings rings of them would pass lim; 0 when not even 2 rows fit. */
+static inline int mmv_ring_depth(int want, int nrings, int64_t stride, int lim) {
+    int depth = want;
     while (depth >= 2 && mmv_ring_smem(nrings, depth, stride) > (size_t)lim) depth--;
     return depth >= 2 ? depth : 0;
+}
+/* Resident blocks per SM of ring kernel K at `threads` threads and smem bytes of dynamic
+ * shared memory, looked up once per size (the first, eager step comes before the decode
+ * graph's capture, which then finds it here); 0 when none fit or the runtime cannot say. */
+template <auto K>
+static int mmv_ring_per_sm(int threads, size_t smem) {
+    static size_t known_smem[4];
+    static int known_per_sm[4], nknown;
+    for (int i = 0; i < nknown; i++)
+        if (known_smem[i] == smem) return known_per_sm[i];
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, K, threads, smem) != cudaSuccess || per_sm < 1) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (nknown < 4) {
+        known_smem[nknown] = smem;
+        known_per_sm[nknown++] = per_sm;
+    }
+    return per_sm;
 }
 template <typename U>
 static void mmv_xst_prepare() {
@@ -886,7 +905,8 @@ static void mmv_xst_prepare() {
 }
 template <typename U, int UPL>
 static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    const int depth = mmv_ring_depth(S, MMV_XST_WARPS, a->stride, mmv_ring_limit<kernel_mmv_xst<U, UPL>>());
+    const int depth =
+        mmv_ring_depth(cu_xst_depth(S), MMV_XST_WARPS, a->stride, mmv_ring_limit<kernel_mmv_xst<U, UPL>>());
     if (!depth) return 0;
     const size_t smem = mmv_ring_smem(MMV_XST_WARPS, depth, a->stride);
     const int blocks =
@@ -992,7 +1012,7 @@ static int mmv_xstm_launch(cu_state *S, const cu_mmv_args *a, const char *name) 
                     : upl == 2 ? mmv_ring_limit<kernel_mmv_xstm<U1, U2, 2>>()
                                : mmv_ring_limit<kernel_mmv_xstm<U1, U2, 4>>();
     const int64_t smax = a->stride > a->stride2 ? a->stride : a->stride2;
-    const int depth = mmv_ring_depth(S, MMV_XST_WARPS, smax, lim);
+    const int depth = mmv_ring_depth(cu_xst_depth(S), MMV_XST_WARPS, smax, lim);
     if (!depth) return 0;
     const size_t smem = mmv_ring_smem(MMV_XST_WARPS, depth, smax);
     const int blocks = mmv_persist_blocks(S, a, MMV_XST_WARPS, MMV_XST_PERSM, 0);
@@ -1105,43 +1125,22 @@ static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
     trace_end();
 #endif
 }
-/* The ring limit of an xsg instantiation (set once, ahead of any capture). */
-template <typename U, int UPL>
-static int mmv_xsg_limit() {
-    static int lim = -1;
-    if (lim < 0) lim = mmv_ring_attr(kernel_mmv_xsg<U, UPL>);
-    return lim;
-}
 template <typename U>
 static void mmv_xsg_prepare() {
-    mmv_xsg_limit<U, 1>();
-    mmv_xsg_limit<U, 2>();
-    mmv_xsg_limit<U, 4>();
+    mmv_ring_limit<kernel_mmv_xsg<U, 1>>();
+    mmv_ring_limit<kernel_mmv_xsg<U, 2>>();
+    mmv_ring_limit<kernel_mmv_xsg<U, 4>>();
 }
 template <typename U, int UPL>
 static int mmv_xsg_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
-    const int lim = mmv_xsg_limit<U, UPL>();
-    int depth = cu_xsg_depth(S);
-    while (depth >= 2 && mmv_ring_smem(MMV_XSG_WARPS, depth, a->stride) > (size_t)lim) depth--;
-    if (depth < 2) return 0;
+    const int depth =
+        mmv_ring_depth(cu_xsg_depth(S), MMV_XSG_WARPS, a->stride, mmv_ring_limit<kernel_mmv_xsg<U, UPL>>());
+    if (!depth) return 0;
     const size_t smem = mmv_ring_smem(MMV_XSG_WARPS, depth, a->stride);
-    /* blocks per SM at this ring size, looked up once (the first, eager step comes
-     * before the decode graph's capture) */
-    static size_t known_smem;
-    static int known_per_sm;
-    if (known_smem != smem) {
-        int per_sm = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_mmv_xsg<U, UPL>, MMV_XSG_WARPS * 32, smem) !=
-                cudaSuccess ||
-            per_sm < 1) {
-            (void)cudaGetLastError();
-            return 0;
-        }
-        known_smem = smem;
-        known_per_sm = per_sm;
-    }
+    const int per_sm = mmv_ring_per_sm<kernel_mmv_xsg<U, UPL>>(MMV_XSG_WARPS * 32, smem);
+    if (!per_sm) return 0;
     const int ng = a->rows[0] / 32;
-    int blocks = known_per_sm * cu_num_sms(S);
+    int blocks = per_sm * cu_num_sms(S);
     if (blocks > ng) blocks = ng;
     if ((ng + blocks - 1) / blocks > MMV_XSG_MAXG) return 0;
     cu_launch(S, name, kernel_mmv_xsg<U, UPL>, dim3(blocks), dim3(MMV_XSG_WARPS * 32), smem, *a, h, *hq, depth);
@@ -1246,28 +1245,11 @@ static void mmv_xst2_prepare() {
 template <typename U, int UPL>
 static int mmv_xst2_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
     const int depth =
-        mmv_ring_depth(S, MMV_XST2_WARPS / 2, a->stride, mmv_ring_limit<kernel_mmv_xst2<U, UPL>>());
+        mmv_ring_depth(cu_xst_depth(S), MMV_XST2_WARPS / 2, a->stride, mmv_ring_limit<kernel_mmv_xst2<U, UPL>>());
     if (!depth) return 0;
     const size_t smem = mmv_ring_smem(MMV_XST2_WARPS / 2, depth, a->stride);
-    /* blocks per SM at this ring size: looked up once per size (the first, eager step
-     * comes before the decode graph's capture, which then finds it here) */
-    static size_t known_smem[4];
-    static int known_per_sm[4], nknown;
-    int per_sm = 0;
-    for (int i = 0; i < nknown; i++)
-        if (known_smem[i] == smem) per_sm = known_per_sm[i];
-    if (!per_sm) {
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_mmv_xst2<U, UPL>, MMV_XST2_WARPS * 32,
-                                                          smem) != cudaSuccess ||
-            per_sm < 1) {
-            (void)cudaGetLastError();
-            return 0;
-        }
-        if (nknown < 4) {
-            known_smem[nknown] = smem;
-            known_per_sm[nknown++] = per_sm;
-        }
-    }
+    const int per_sm = mmv_ring_per_sm<kernel_mmv_xst2<U, UPL>>(MMV_XST2_WARPS * 32, smem);
+    if (!per_sm) return 0;
     const int blocks = mmv_persist_blocks(S, a, MMV_XST2_WARPS / 2, per_sm, per_sm_cap);
     cu_launch(S, name, kernel_mmv_xst2<U, UPL>, dim3(blocks), dim3(MMV_XST2_WARPS * 32), smem, *a, depth);
     cu_count_xst2(S);

@@ -79,11 +79,7 @@ struct unit_q6k {
         x.d[3] = e.w;
         code_sums(x);
     }
-    static __device__ __forceinline__ float dotx(const W &w, const X &xr, int u) {
-        P p;
-        p.lo = u & 1;
-        return dot_p(w, xr, p);
-    }
+    static __device__ __forceinline__ float dotx(const W &w, const X &xr, int u) { return dot_p(w, xr, prep(0, u)); }
     static __device__ __forceinline__ float dot_p(const W &w, const X &xr, const P &p) {
         const int l0 = p.lo * 16;
         const uint32_t A[4] = {w.a.x, w.a.y, w.a.z, w.a.w};
