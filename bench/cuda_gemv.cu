@@ -58,6 +58,8 @@ int cu_xst_depth(const cu_state *) { /* the backend's rule: MMV_XST_DEPTH unless
     return d >= 2 && d <= 16 ? d : MMV_XST_DEPTH;
 }
 int cu_xsg_depth(const cu_state *) { return MMV_XSG_DEPTH; } /* (the lab does not run xsg) */
+int cu_ring_pairs(const cu_state *) { return 0; }
+void cu_count_pairs(cu_state *) {}
 int cu_gemv_variant(const cu_state *S, int *per_sm, int64_t *xst_bytes) {
     *per_sm = S->per_sm;
     *xst_bytes = 16ll << 20;  /* the backend's default MINFER_CUDA_XST_MB */

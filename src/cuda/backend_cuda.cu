@@ -58,6 +58,9 @@
  * instead of one xstm launch; mmv.cuh),
  * MINFER_CUDA_SWIGLU_GEMV=0 (the one-token SwiGLU as its own kernel after the gate+up
  * GEMV instead of in that GEMV's store, xsg; mmv.cuh),
+ * MINFER_CUDA_RING_PAIRS=0|1|2 (the ring GEMVs' loops one row a step instead of two: 0
+ * in both, 1 in xst (q/k/v, wo) only, 2 in xsg (gate+up) only; default 3, two rows a
+ * step in both; mmv.cuh),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
  * it before reading anything; attn.cu),
  * MINFER_CUDA_ATTN_FAST=0 (the one-token attention reads the RoPE row at pos from the
@@ -195,6 +198,7 @@ struct cu_state {
     int64_t xst_bytes;     /* variant 3: xst for launches of at least this many bytes */
     int xst_depth;         /* xst ring rows per warp (MINFER_CUDA_XST_DEPTH; mmv.cuh) */
     int xsg_depth;         /* the same for xsg, the gate+up launch with the SwiGLU (MINFER_CUDA_XSG_DEPTH) */
+    int ring_pairs;        /* ring loops taking two rows a step: 1 xsg, 2 xst (MINFER_CUDA_RING_PAIRS) */
     int xst_pre;           /* of those, requested before the wait (MINFER_CUDA_XST_PRE; ring_first_rows) */
     int xst_pre_attn;      /* the same for the GEMV after a one-token attention (MINFER_CUDA_XST_PRE_ATTN) */
     int after_attn;        /* the last kernel launched was the one-token attention (cu_launch_check) */
@@ -259,6 +263,7 @@ struct cu_state {
     uint64_t n_add_gemv; /* GEMV launches with the residual add folded in */
     uint64_t n_xstm;     /* kernel_mmv_xstm launches (two block types in one launch) */
     uint64_t n_swiglu_gemv; /* kernel_mmv_xsg launches (gate+up with the SwiGLU) */
+    uint64_t n_pairs;       /* ring GEMV launches whose loop takes two rows a step */
     uint64_t n_attn_wo;  /* kernel_attn_wo launches (attention, wo and the add in one) */
     /* MINFER_CUDA_STEPTIME=1: where a replayed step's wall time goes (step_replay; the
      * summary goes to stderr at destroy). gpu: event before the graph launch to event after
@@ -288,6 +293,8 @@ void cu_count_xst2(cu_state *S) { S->n_xst2++; }
 void cu_count_xstm(cu_state *S) { S->n_xstm++; }
 int cu_xst_depth(const cu_state *S) { return S->xst_depth; }
 int cu_xsg_depth(const cu_state *S) { return S->xsg_depth; }
+int cu_ring_pairs(const cu_state *S) { return S->ring_pairs; }
+void cu_count_pairs(cu_state *S) { S->n_pairs++; }
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes) {
     *per_sm_cap = S->gemv_per_sm;
     *xst_bytes = S->xst_bytes;
@@ -1188,9 +1195,9 @@ static void free_state(cu_state *S) {
     if (S->verbose)
         fprintf(stderr,
                 "minfer/cuda: xst2 launches %llu, add-in-gemv launches %llu, xstm launches %llu, attn-wo launches %llu, "
-                "swiglu-gemv launches %llu\n",
+                "swiglu-gemv launches %llu, ring-pairs launches %llu\n",
                 (unsigned long long)S->n_xst2, (unsigned long long)S->n_add_gemv, (unsigned long long)S->n_xstm,
-                (unsigned long long)S->n_attn_wo, (unsigned long long)S->n_swiglu_gemv);
+                (unsigned long long)S->n_attn_wo, (unsigned long long)S->n_swiglu_gemv, (unsigned long long)S->n_pairs);
     cu_trace_close(S->trace);
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
@@ -1276,6 +1283,9 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->attn_trigger = env_in_range("MINFER_CUDA_ATTN_TRIGGER", 1, 0, 3); /* (attn.cu says why 1) */
     S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
     S->xsg_depth = env_in_range("MINFER_CUDA_XSG_DEPTH", MMV_XSG_DEPTH, 2, 16);
+    /* (mmv.cuh says why both; tg128 7B q4_k_m, H200, 2026-11-30: 706.32-707.19 vs 695.94-697.85
+     * with neither, 704.39-704.59 with xst only) */
+    S->ring_pairs = env_in_range("MINFER_CUDA_RING_PAIRS", 3, 0, 3);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
     {
@@ -1516,7 +1526,8 @@ static void print_notice(cu_state *S) {
         snprintf(ring, sizeof ring, "[depth %d, %d before the wait, %d after attention]", S->xst_depth,
                  S->xst_pre < S->xst_depth ? S->xst_pre : S->xst_depth,
                  S->xst_pre_attn < S->xst_depth ? S->xst_pre_attn : S->xst_depth);
-    const char *mixed = S->f_gemv_mixed && S->xst_bytes >= 0 ? "+xstm" : "";
+    const char *mixed = S->f_gemv_mixed && S->xst_bytes >= 0 ? (S->ring_pairs ? "+xstm+pairs" : "+xstm")
+                        : S->ring_pairs && S->xst_bytes >= 0 ? "+pairs" : "";
     if (S->f_gemv == 4) snprintf(xs_name, sizeof xs_name, "xst%s%s", ring, mixed);
     else if (S->xst_bytes >= 0)
         snprintf(xs_name, sizeof xs_name, "xs+xst%s%s>=%lldMB", ring, mixed, (long long)(S->xst_bytes >> 20));

@@ -777,7 +777,7 @@ static __device__ __forceinline__ bool xst_warp_init(const cu_mmv_args &a, int D
     return true;
 }
 
-template <typename U, int UPL>
+template <typename U, int UPL, bool PAIR = false>
 static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_mmv_args a, int depth) {
     pdl_trigger();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -813,20 +813,59 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
     mmv_keep keep;
     ring_pos rp;
     const ring_units<U, UPL> ru(nb, 0, nu, lane);
-    for (int i = 0; i < n; i++) {
-        const int s = rp.s;
-        ring_wait(bar, rp, i, n);
-        const float acc = ring_dot<U, UPL>(ru, slot0 + (size_t)s * stride, nb, 0, nu, lane, x);
-        if (i == 0) trace_mark(0);
-        const int f = i + depth; /* the row that refills slot s */
-        ring_refill(f, n, lane, slot0 + (size_t)s * stride, bar + s, [&](uint32_t *bytes) {
-            int m, r;
-            *bytes = (uint32_t)stride;
-            return f < 32 ? src : mmv_row(a, gw + f * W, &m, &r);
-        });
-        keep.put(a, i, n, gw, W, lane, acc);
-        rp.next(depth);
-        __syncwarp();
+    if constexpr (PAIR) {
+        auto refill = [&](int f, int s) { /* row f into slot s */
+            ring_refill(f, n, lane, slot0 + (size_t)s * stride, bar + s, [&](uint32_t *bytes) {
+                int m, r;
+                *bytes = (uint32_t)stride;
+                return f < 32 ? src : mmv_row(a, gw + f * W, &m, &r);
+            });
+        };
+        /* Two rows a step (MINFER_CUDA_RING_PAIRS, default on): the two rows' sums in one
+         * warp_sum2 (6 shuffles instead of 10, the same bits), a step's waits, refills
+         * and bookkeeping shared. Slot s is refilled as soon as its dot is done, as in the
+         * one-row loop, so the ring keeps its rows in flight. The 16-warp xsg's tail is
+         * about half bound by instruction issue (bench/RESULTS.md, 2026-11-30), and so are
+         * these loops wherever fewer SMs stream. tg128, 7B q4_k_m, H200, 2026-11-30, two
+         * rounds: 706.32-707.19 tok/s with xst and xsg paired, 704.39-704.59 with xst
+         * only, 695.94-697.85 with neither (the session start's binary: 701.85-703.20). */
+        for (int i = 0; i < n; i += 2) {
+            const int s = rp.s;
+            ring_wait(bar, rp, i, n);
+            const float p0 = ru.template dot<true>(slot0 + (size_t)s * stride, nb, 0, nu, lane, x);
+            rp.next(depth);
+            __syncwarp(); /* (every lane's reads of slot s are done) */
+            refill(i + depth, s);
+            if (i + 1 < n) {
+                const int s1 = rp.s;
+                ring_wait(bar, rp, i + 1, n);
+                const float p1 = ru.template dot<true>(slot0 + (size_t)s1 * stride, nb, 0, nu, lane, x);
+                const float2 acc = warp_sum2(p0, p1);
+                refill(i + 1 + depth, s1);
+                keep.put(a, i, n, gw, W, lane, acc.x);
+                keep.put(a, i + 1, n, gw, W, lane, acc.y);
+                rp.next(depth);
+            } else {
+                keep.put(a, i, n, gw, W, lane, warp_sum(p0));
+            }
+            __syncwarp();
+        }
+    } else {
+        for (int i = 0; i < n; i++) {
+            const int s = rp.s;
+            ring_wait(bar, rp, i, n);
+            const float acc = ring_dot<U, UPL>(ru, slot0 + (size_t)s * stride, nb, 0, nu, lane, x);
+            if (i == 0) trace_mark(0);
+            const int f = i + depth; /* the row that refills slot s */
+            ring_refill(f, n, lane, slot0 + (size_t)s * stride, bar + s, [&](uint32_t *bytes) {
+                int m, r;
+                *bytes = (uint32_t)stride;
+                return f < 32 ? src : mmv_row(a, gw + f * W, &m, &r);
+            });
+            keep.put(a, i, n, gw, W, lane, acc);
+            rp.next(depth);
+            __syncwarp();
+        }
     }
     trace_end();
 #endif
@@ -897,21 +936,32 @@ static int mmv_ring_per_sm(int threads, size_t smem) {
     }
     return per_sm;
 }
+int cu_ring_pairs(const cu_state *S); /* MINFER_CUDA_RING_PAIRS: 1 xsg, 2 xst (two rows a step) */
+void cu_count_pairs(cu_state *S);      /* MINFER_CUDA_VERBOSE prints the count at the end */
 template <typename U>
 static void mmv_xst_prepare() {
     mmv_ring_limit<kernel_mmv_xst<U, 1>>();
     mmv_ring_limit<kernel_mmv_xst<U, 2>>();
     mmv_ring_limit<kernel_mmv_xst<U, 4>>();
+    mmv_ring_limit<kernel_mmv_xst<U, 1, true>>();
+    mmv_ring_limit<kernel_mmv_xst<U, 2, true>>();
+    mmv_ring_limit<kernel_mmv_xst<U, 4, true>>();
 }
 template <typename U, int UPL>
 static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    const int depth =
-        mmv_ring_depth(cu_xst_depth(S), MMV_XST_WARPS, a->stride, mmv_ring_limit<kernel_mmv_xst<U, UPL>>());
+    const bool pair = cu_ring_pairs(S) & 2;
+    const int lim = pair ? mmv_ring_limit<kernel_mmv_xst<U, UPL, true>>() : mmv_ring_limit<kernel_mmv_xst<U, UPL>>();
+    const int depth = mmv_ring_depth(cu_xst_depth(S), MMV_XST_WARPS, a->stride, lim);
     if (!depth) return 0;
     const size_t smem = mmv_ring_smem(MMV_XST_WARPS, depth, a->stride);
     const int blocks =
         mmv_persist_blocks(S, a, MMV_XST_WARPS, per_sm_cap > 0 ? per_sm_cap : MMV_XST_PERSM, 0);
-    cu_launch(S, name, kernel_mmv_xst<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
+    if (pair) {
+        cu_launch(S, name, kernel_mmv_xst<U, UPL, true>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
+        cu_count_pairs(S);
+    } else {
+        cu_launch(S, name, kernel_mmv_xst<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
+    }
     return 1;
 }
 
@@ -1049,7 +1099,34 @@ static int mmv_xstm_launch(cu_state *S, const cu_mmv_args *a, const char *name) 
 #define MMV_XSG_WARPS 16
 #define MMV_XSG_MAXG 16 /* groups per block (the launcher refuses more) */
 int cu_xsg_depth(const cu_state *S);
-template <typename U, int UPL>
+/* The end of an xsg warp's group gi (its last row's sum just taken; lane k holds row k's
+ * sum v, gate rows then up rows): its SwiGLU outputs into the block's hs, the gate and up
+ * outputs, and the last warp of the block to arrive writes the group's h and its q8. */
+static __device__ __forceinline__ void xsg_group_end(const cu_mmv_args &a, float *h, const cu_q8 &hq,
+                                                     float (*hs)[32], int *arrived, int gi, int G, int warp, int lane,
+                                                     float v) {
+    constexpr int OPW = 32 / MMV_XSG_WARPS, RPG = 2 * OPW;
+    const int r0 = 32 * ((int)blockIdx.x + gi * G) + OPW * warp;
+    const float up = __shfl_down_sync(0xffffffffu, v, OPW); /* lane j < OPW: its up sum */
+    if (lane < OPW) hs[gi][OPW * warp + lane] = silu_mul(v, up);
+    /* the gate and up outputs too, as the launch would have written them (gate
+     * only where h is not written over it) */
+    if (lane < RPG && (lane >= OPW || a.out[0] != h)) (lane < OPW ? a.out[0] : a.out[1])[r0 + lane % OPW] = v;
+    __syncwarp();
+    int last = 0;
+    if (lane == 0) {
+        __threadfence_block();
+        last = atomicAdd(&arrived[gi], 1) == MMV_XSG_WARPS - 1;
+    }
+    if (__shfl_sync(0xffffffffu, last, 0)) {
+        __threadfence_block();
+        const float hv = ((volatile float *)hs[gi])[lane];
+        const int64_t idx = r0 - OPW * warp + lane;
+        h[idx] = hv;
+        q8_store1(hq, idx, hv, 1);
+    }
+}
+template <typename U, int UPL, bool PAIR = false>
 static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
     kernel_mmv_xsg(cu_mmv_args a, float *h, cu_q8 hq, int depth) {
     pdl_trigger();
@@ -1085,42 +1162,54 @@ static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
     float v = 0.0f; /* lane k: the sum of the group's row k */
     ring_pos rp;
     const ring_units<U, UPL> ru(nb, 0, nu, lane);
-    for (int i = 0; i < n; i++) {
-        const int s = rp.s;
-        ring_wait(bar, rp, i, n);
-        const float acc = ring_dot<U, UPL>(ru, slot0 + (size_t)s * stride, nb, 0, nu, lane, x);
-        if (i == 0) trace_mark(0);
-        const int f = i + depth;
-        ring_refill(f, n, lane, slot0 + (size_t)s * stride, bar + s, [&](uint32_t *bytes) {
-            *bytes = (uint32_t)stride;
-            return f < 32 ? src : row(f);
-        });
-        const int k = i % RPG;
-        if (lane == k) v = acc;
-        if (k == RPG - 1) {
-            const int gi = i / RPG;
-            const int r0 = 32 * ((int)blockIdx.x + gi * G) + OPW * warp;
-            const float up = __shfl_down_sync(0xffffffffu, v, OPW); /* lane j < OPW: its up sum */
-            if (lane < OPW) hs[gi][OPW * warp + lane] = silu_mul(v, up);
-            /* the gate and up outputs too, as the launch would have written them (gate
-             * only where h is not written over it) */
-            if (lane < RPG && (lane >= OPW || a.out[0] != h)) (lane < OPW ? a.out[0] : a.out[1])[r0 + lane % OPW] = v;
+    if constexpr (PAIR) {
+        auto refill = [&](int f, int s) { /* row f into slot s */
+            ring_refill(f, n, lane, slot0 + (size_t)s * stride, bar + s, [&](uint32_t *bytes) {
+                *bytes = (uint32_t)stride;
+                return f < 32 ? src : row(f);
+            });
+        };
+        auto take = [&](int i, float acc) { /* row i's sum, in every lane (the loop below) */
+            const int k = i % RPG;
+            if (lane == k) v = acc;
+            if (k == RPG - 1) xsg_group_end(a, h, hq, hs, arrived, i / RPG, G, warp, lane, v);
+        };
+        /* two rows a step as xst's (n is a multiple of RPG, even) */
+        static_assert(RPG % 2 == 0, "xsg pairs rows");
+        for (int i = 0; i < n; i += 2) {
+            const int s = rp.s;
+            ring_wait(bar, rp, i, n);
+            const float p0 = ru.template dot<true>(slot0 + (size_t)s * stride, nb, 0, nu, lane, x);
+            rp.next(depth);
+            __syncwarp(); /* (every lane's reads of slot s are done) */
+            refill(i + depth, s);
+            const int s1 = rp.s;
+            ring_wait(bar, rp, i + 1, n);
+            const float p1 = ru.template dot<true>(slot0 + (size_t)s1 * stride, nb, 0, nu, lane, x);
+            const float2 acc = warp_sum2(p0, p1);
+            refill(i + 1 + depth, s1);
+            take(i, acc.x);
+            take(i + 1, acc.y);
+            rp.next(depth);
             __syncwarp();
-            int last = 0;
-            if (lane == 0) {
-                __threadfence_block();
-                last = atomicAdd(&arrived[gi], 1) == MMV_XSG_WARPS - 1;
-            }
-            if (__shfl_sync(0xffffffffu, last, 0)) {
-                __threadfence_block();
-                const float hv = ((volatile float *)hs[gi])[lane];
-                const int64_t idx = r0 - OPW * warp + lane;
-                h[idx] = hv;
-                q8_store1(hq, idx, hv, 1);
-            }
         }
-        rp.next(depth);
-        __syncwarp();
+    } else {
+        for (int i = 0; i < n; i++) {
+            const int s = rp.s;
+            ring_wait(bar, rp, i, n);
+            const float acc = ring_dot<U, UPL>(ru, slot0 + (size_t)s * stride, nb, 0, nu, lane, x);
+            if (i == 0) trace_mark(0);
+            const int f = i + depth;
+            ring_refill(f, n, lane, slot0 + (size_t)s * stride, bar + s, [&](uint32_t *bytes) {
+                *bytes = (uint32_t)stride;
+                return f < 32 ? src : row(f);
+            });
+            const int k = i % RPG;
+            if (lane == k) v = acc;
+            if (k == RPG - 1) xsg_group_end(a, h, hq, hs, arrived, i / RPG, G, warp, lane, v);
+            rp.next(depth);
+            __syncwarp();
+        }
     }
     trace_end();
 #endif
@@ -1130,20 +1219,24 @@ static void mmv_xsg_prepare() {
     mmv_ring_limit<kernel_mmv_xsg<U, 1>>();
     mmv_ring_limit<kernel_mmv_xsg<U, 2>>();
     mmv_ring_limit<kernel_mmv_xsg<U, 4>>();
+    mmv_ring_limit<kernel_mmv_xsg<U, 1, true>>();
+    mmv_ring_limit<kernel_mmv_xsg<U, 2, true>>();
+    mmv_ring_limit<kernel_mmv_xsg<U, 4, true>>();
 }
-template <typename U, int UPL>
+template <typename U, int UPL, bool PAIR>
 static int mmv_xsg_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
     const int depth =
-        mmv_ring_depth(cu_xsg_depth(S), MMV_XSG_WARPS, a->stride, mmv_ring_limit<kernel_mmv_xsg<U, UPL>>());
+        mmv_ring_depth(cu_xsg_depth(S), MMV_XSG_WARPS, a->stride, mmv_ring_limit<kernel_mmv_xsg<U, UPL, PAIR>>());
     if (!depth) return 0;
     const size_t smem = mmv_ring_smem(MMV_XSG_WARPS, depth, a->stride);
-    const int per_sm = mmv_ring_per_sm<kernel_mmv_xsg<U, UPL>>(MMV_XSG_WARPS * 32, smem);
+    const int per_sm = mmv_ring_per_sm<kernel_mmv_xsg<U, UPL, PAIR>>(MMV_XSG_WARPS * 32, smem);
     if (!per_sm) return 0;
     const int ng = a->rows[0] / 32;
     int blocks = per_sm * cu_num_sms(S);
     if (blocks > ng) blocks = ng;
     if ((ng + blocks - 1) / blocks > MMV_XSG_MAXG) return 0;
-    cu_launch(S, name, kernel_mmv_xsg<U, UPL>, dim3(blocks), dim3(MMV_XSG_WARPS * 32), smem, *a, h, *hq, depth);
+    cu_launch(S, name, kernel_mmv_xsg<U, UPL, PAIR>, dim3(blocks), dim3(MMV_XSG_WARPS * 32), smem, *a, h, *hq, depth);
+    if (PAIR) cu_count_pairs(S);
     return 1;
 }
 /* h = silu(a's matrix 0 x) * (matrix 1 x) and its q8 into hq, in one xsg launch, where it
@@ -1161,9 +1254,15 @@ static int mmv_xsg_launch(cu_state *S, const cu_mmv_args *a, float *h, const cu_
         a->bias[1])
         return 0;
     const int upl = mmv_xs_upl(a->K / U::QK * U::UPB, 1);
-    if (upl == 1) return mmv_xsg_launch_upl<U, 1>(S, a, h, hq, name);
-    if (upl == 2) return mmv_xsg_launch_upl<U, 2>(S, a, h, hq, name);
-    if (upl == 4) return mmv_xsg_launch_upl<U, 4>(S, a, h, hq, name);
+    if (cu_ring_pairs(S) & 1) {
+        if (upl == 1) return mmv_xsg_launch_upl<U, 1, true>(S, a, h, hq, name);
+        if (upl == 2) return mmv_xsg_launch_upl<U, 2, true>(S, a, h, hq, name);
+        if (upl == 4) return mmv_xsg_launch_upl<U, 4, true>(S, a, h, hq, name);
+        return 0;
+    }
+    if (upl == 1) return mmv_xsg_launch_upl<U, 1, false>(S, a, h, hq, name);
+    if (upl == 2) return mmv_xsg_launch_upl<U, 2, false>(S, a, h, hq, name);
+    if (upl == 4) return mmv_xsg_launch_upl<U, 4, false>(S, a, h, hq, name);
     return 0;
 }
 
