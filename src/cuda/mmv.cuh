@@ -737,6 +737,34 @@ static __device__ __forceinline__ void ring_refill(int f, int n, int lane, void 
     }
 }
 
+/* The first of a two-row step (xst, xsg; MINFER_CUDA_RING_PAIRS): row i's lane partial,
+ * its slot s refilled with row i + depth once every lane has read it; rp moves on. */
+template <typename U, int UPL, class R>
+static __device__ __forceinline__ float ring_first_of_pair(const ring_units<U, UPL> &ru, uint64_t *bar, ring_pos &rp,
+                                                           const uint8_t *slot0, int64_t stride, int i, int n, int depth,
+                                                           int nb, int nu, int lane, const typename U::X *x, R &&refill) {
+    const int s = rp.s;
+    ring_wait(bar, rp, i, n);
+    const float p0 = ru.template dot<true>(slot0 + (size_t)s * stride, nb, 0, nu, lane, x);
+    rp.next(depth);
+    __syncwarp(); /* (every lane's reads of slot s are done) */
+    refill(i + depth, s);
+    return p0;
+}
+/* The second: row i + 1's partial, the two rows' sums (warp_sum2), its slot refilled. */
+template <typename U, int UPL, class R>
+static __device__ __forceinline__ float2 ring_second_of_pair(const ring_units<U, UPL> &ru, uint64_t *bar,
+                                                             const ring_pos &rp, const uint8_t *slot0, int64_t stride,
+                                                             int i, int n, int depth, int nb, int nu, int lane,
+                                                             const typename U::X *x, float p0, R &&refill) {
+    const int s1 = rp.s;
+    ring_wait(bar, rp, i + 1, n);
+    const float p1 = ru.template dot<true>(slot0 + (size_t)s1 * stride, nb, 0, nu, lane, x);
+    const float2 acc = warp_sum2(p0, p1);
+    refill(i + 1 + depth, s1);
+    return acc;
+}
+
 /* Shared memory of a block of nrings rings (xst: one per warp; xst2: one per pair):
  * nrings*depth barriers, then the slots (128-aligned). */
 static __host__ __device__ __forceinline__ size_t mmv_ring_bars(int nrings, int depth) {
@@ -830,18 +858,10 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
          * rounds: 706.32-707.19 tok/s with xst and xsg paired, 704.39-704.59 with xst
          * only, 695.94-697.85 with neither (the session start's binary: 701.85-703.20). */
         for (int i = 0; i < n; i += 2) {
-            const int s = rp.s;
-            ring_wait(bar, rp, i, n);
-            const float p0 = ru.template dot<true>(slot0 + (size_t)s * stride, nb, 0, nu, lane, x);
-            rp.next(depth);
-            __syncwarp(); /* (every lane's reads of slot s are done) */
-            refill(i + depth, s);
+            const float p0 = ring_first_of_pair(ru, bar, rp, slot0, stride, i, n, depth, nb, nu, lane, x, refill);
             if (i + 1 < n) {
-                const int s1 = rp.s;
-                ring_wait(bar, rp, i + 1, n);
-                const float p1 = ru.template dot<true>(slot0 + (size_t)s1 * stride, nb, 0, nu, lane, x);
-                const float2 acc = warp_sum2(p0, p1);
-                refill(i + 1 + depth, s1);
+                const float2 acc =
+                    ring_second_of_pair(ru, bar, rp, slot0, stride, i, n, depth, nb, nu, lane, x, p0, refill);
                 keep.put(a, i, n, gw, W, lane, acc.x);
                 keep.put(a, i + 1, n, gw, W, lane, acc.y);
                 rp.next(depth);
@@ -1177,17 +1197,8 @@ static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
         /* two rows a step as xst's (n is a multiple of RPG, even) */
         static_assert(RPG % 2 == 0, "xsg pairs rows");
         for (int i = 0; i < n; i += 2) {
-            const int s = rp.s;
-            ring_wait(bar, rp, i, n);
-            const float p0 = ru.template dot<true>(slot0 + (size_t)s * stride, nb, 0, nu, lane, x);
-            rp.next(depth);
-            __syncwarp(); /* (every lane's reads of slot s are done) */
-            refill(i + depth, s);
-            const int s1 = rp.s;
-            ring_wait(bar, rp, i + 1, n);
-            const float p1 = ru.template dot<true>(slot0 + (size_t)s1 * stride, nb, 0, nu, lane, x);
-            const float2 acc = warp_sum2(p0, p1);
-            refill(i + 1 + depth, s1);
+            const float p0 = ring_first_of_pair(ru, bar, rp, slot0, stride, i, n, depth, nb, nu, lane, x, refill);
+            const float2 acc = ring_second_of_pair(ru, bar, rp, slot0, stride, i, n, depth, nb, nu, lane, x, p0, refill);
             take(i, acc.x);
             take(i + 1, acc.y);
             rp.next(depth);
