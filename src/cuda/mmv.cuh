@@ -958,6 +958,24 @@ static int mmv_ring_per_sm(int threads, size_t smem) {
 }
 int cu_ring_pairs(const cu_state *S); /* MINFER_CUDA_RING_PAIRS: 1 xsg, 2 xst (two rows a step) */
 void cu_count_pairs(cu_state *S);      /* MINFER_CUDA_VERBOSE prints the count at the end */
+/* 1 when the two-rows-a-step kernel P spills no more than the one-row kernel O (local
+ * memory per thread, sm_90a: xsg of q5_K and q6_K at 2 units a lane, 24-32 bytes, where
+ * the one-row kernel has none; q4_K's, the measured one, none), looked up once (the
+ * launchers' prepare, ahead of any capture). */
+template <auto P, auto O>
+static bool mmv_pair_ok() {
+    static int ok = -1;
+    if (ok < 0) {
+        cudaFuncAttributes fp, fo;
+        if (cudaFuncGetAttributes(&fp, P) != cudaSuccess || cudaFuncGetAttributes(&fo, O) != cudaSuccess) {
+            (void)cudaGetLastError();
+            ok = 0;
+        } else {
+            ok = fp.localSizeBytes <= fo.localSizeBytes;
+        }
+    }
+    return ok == 1;
+}
 template <typename U>
 static void mmv_xst_prepare() {
     mmv_ring_limit<kernel_mmv_xst<U, 1>>();
@@ -966,10 +984,13 @@ static void mmv_xst_prepare() {
     mmv_ring_limit<kernel_mmv_xst<U, 1, true>>();
     mmv_ring_limit<kernel_mmv_xst<U, 2, true>>();
     mmv_ring_limit<kernel_mmv_xst<U, 4, true>>();
+    mmv_pair_ok<kernel_mmv_xst<U, 1, true>, kernel_mmv_xst<U, 1>>();
+    mmv_pair_ok<kernel_mmv_xst<U, 2, true>, kernel_mmv_xst<U, 2>>();
+    mmv_pair_ok<kernel_mmv_xst<U, 4, true>, kernel_mmv_xst<U, 4>>();
 }
 template <typename U, int UPL>
 static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    const bool pair = cu_ring_pairs(S) & 2;
+    const bool pair = (cu_ring_pairs(S) & 2) && mmv_pair_ok<kernel_mmv_xst<U, UPL, true>, kernel_mmv_xst<U, UPL>>();
     const int lim = pair ? mmv_ring_limit<kernel_mmv_xst<U, UPL, true>>() : mmv_ring_limit<kernel_mmv_xst<U, UPL>>();
     const int depth = mmv_ring_depth(cu_xst_depth(S), MMV_XST_WARPS, a->stride, lim);
     if (!depth) return 0;
@@ -1233,6 +1254,9 @@ static void mmv_xsg_prepare() {
     mmv_ring_limit<kernel_mmv_xsg<U, 1, true>>();
     mmv_ring_limit<kernel_mmv_xsg<U, 2, true>>();
     mmv_ring_limit<kernel_mmv_xsg<U, 4, true>>();
+    mmv_pair_ok<kernel_mmv_xsg<U, 1, true>, kernel_mmv_xsg<U, 1>>();
+    mmv_pair_ok<kernel_mmv_xsg<U, 2, true>, kernel_mmv_xsg<U, 2>>();
+    mmv_pair_ok<kernel_mmv_xsg<U, 4, true>, kernel_mmv_xsg<U, 4>>();
 }
 template <typename U, int UPL, bool PAIR>
 static int mmv_xsg_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
@@ -1266,10 +1290,12 @@ static int mmv_xsg_launch(cu_state *S, const cu_mmv_args *a, float *h, const cu_
         return 0;
     const int upl = mmv_xs_upl(a->K / U::QK * U::UPB, 1);
     if (cu_ring_pairs(S) & 1) {
-        if (upl == 1) return mmv_xsg_launch_upl<U, 1, true>(S, a, h, hq, name);
-        if (upl == 2) return mmv_xsg_launch_upl<U, 2, true>(S, a, h, hq, name);
-        if (upl == 4) return mmv_xsg_launch_upl<U, 4, true>(S, a, h, hq, name);
-        return 0;
+        if (upl == 1 && mmv_pair_ok<kernel_mmv_xsg<U, 1, true>, kernel_mmv_xsg<U, 1>>())
+            return mmv_xsg_launch_upl<U, 1, true>(S, a, h, hq, name);
+        if (upl == 2 && mmv_pair_ok<kernel_mmv_xsg<U, 2, true>, kernel_mmv_xsg<U, 2>>())
+            return mmv_xsg_launch_upl<U, 2, true>(S, a, h, hq, name);
+        if (upl == 4 && mmv_pair_ok<kernel_mmv_xsg<U, 4, true>, kernel_mmv_xsg<U, 4>>())
+            return mmv_xsg_launch_upl<U, 4, true>(S, a, h, hq, name);
     }
     if (upl == 1) return mmv_xsg_launch_upl<U, 1, false>(S, a, h, hq, name);
     if (upl == 2) return mmv_xsg_launch_upl<U, 2, false>(S, a, h, hq, name);
