@@ -16,9 +16,11 @@
  *   xst  xs with the weights streamed through a per-warp TMA ring in shared memory
  *   xs2  xs with each row split between two warps (rows too wide for xs)
  *   xst2 xs2 fed by a TMA ring per pair; xstm xst over q/k of one type and v of another
+ *   xsg  xst over gate and up with the SwiGLU and its q8 in the store
  * The x-stationary kernels keep each row's sum in lane (row index % 32) and store 32
  * rows at once (mmv_keep): a lane's own instructions cost its whole warp issue slots,
- * and these kernels are issue-bound as well as memory-bound (bench/RESULTS.md).
+ * and these kernels are issue-bound as well as memory-bound (bench/RESULTS.md); so xst
+ * and xsg take two rows a loop step by default (MINFER_CUDA_RING_PAIRS, warp_sum2).
  * Variant 3, the default, is xs/xst by launch size, xs2 (or pp) for rows xs cannot
  * hold, v1 for several columns (mmv_q8_launch at the end).
  *
