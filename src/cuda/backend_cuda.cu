@@ -1526,11 +1526,11 @@ static void print_notice(cu_state *S) {
         snprintf(ring, sizeof ring, "[depth %d, %d before the wait, %d after attention]", S->xst_depth,
                  S->xst_pre < S->xst_depth ? S->xst_pre : S->xst_depth,
                  S->xst_pre_attn < S->xst_depth ? S->xst_pre_attn : S->xst_depth);
-    const char *mixed = S->f_gemv_mixed && S->xst_bytes >= 0 ? (S->ring_pairs ? "+xstm+pairs" : "+xstm")
-                        : S->ring_pairs && S->xst_bytes >= 0 ? "+pairs" : "";
-    if (S->f_gemv == 4) snprintf(xs_name, sizeof xs_name, "xst%s%s", ring, mixed);
+    const char *mixed = S->f_gemv_mixed && S->xst_bytes >= 0 ? "+xstm" : "";
+    const char *pairs = S->ring_pairs && S->xst_bytes >= 0 ? "+pairs" : "";
+    if (S->f_gemv == 4) snprintf(xs_name, sizeof xs_name, "xst%s%s%s", ring, mixed, pairs);
     else if (S->xst_bytes >= 0)
-        snprintf(xs_name, sizeof xs_name, "xs+xst%s%s>=%lldMB", ring, mixed, (long long)(S->xst_bytes >> 20));
+        snprintf(xs_name, sizeof xs_name, "xs+xst%s%s%s>=%lldMB", ring, mixed, pairs, (long long)(S->xst_bytes >> 20));
     else snprintf(xs_name, sizeof xs_name, "xs");
     if (!S->f_dp4a) snprintf(gemv_name, sizeof gemv_name, "f32");
     else if (S->f_gemv == 2) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-pp");

@@ -978,34 +978,40 @@ static bool mmv_pair_ok() {
     }
     return ok == 1;
 }
+/* Host set-up of a ring kernel in its two loop forms (O one row a step, P two): their
+ * shared-memory limits and whether P may be taken. */
+template <auto O, auto P>
+static void mmv_ring_prepare_forms() {
+    mmv_ring_limit<O>();
+    mmv_ring_limit<P>();
+    mmv_pair_ok<P, O>();
+}
 template <typename U>
 static void mmv_xst_prepare() {
-    mmv_ring_limit<kernel_mmv_xst<U, 1>>();
-    mmv_ring_limit<kernel_mmv_xst<U, 2>>();
-    mmv_ring_limit<kernel_mmv_xst<U, 4>>();
-    mmv_ring_limit<kernel_mmv_xst<U, 1, true>>();
-    mmv_ring_limit<kernel_mmv_xst<U, 2, true>>();
-    mmv_ring_limit<kernel_mmv_xst<U, 4, true>>();
-    mmv_pair_ok<kernel_mmv_xst<U, 1, true>, kernel_mmv_xst<U, 1>>();
-    mmv_pair_ok<kernel_mmv_xst<U, 2, true>, kernel_mmv_xst<U, 2>>();
-    mmv_pair_ok<kernel_mmv_xst<U, 4, true>, kernel_mmv_xst<U, 4>>();
+    mmv_ring_prepare_forms<kernel_mmv_xst<U, 1>, kernel_mmv_xst<U, 1, true>>();
+    mmv_ring_prepare_forms<kernel_mmv_xst<U, 2>, kernel_mmv_xst<U, 2, true>>();
+    mmv_ring_prepare_forms<kernel_mmv_xst<U, 4>, kernel_mmv_xst<U, 4, true>>();
 }
-template <typename U, int UPL>
-static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    const bool pair = (cu_ring_pairs(S) & 2) && mmv_pair_ok<kernel_mmv_xst<U, UPL, true>, kernel_mmv_xst<U, UPL>>();
-    const int lim = pair ? mmv_ring_limit<kernel_mmv_xst<U, UPL, true>>() : mmv_ring_limit<kernel_mmv_xst<U, UPL>>();
-    const int depth = mmv_ring_depth(cu_xst_depth(S), MMV_XST_WARPS, a->stride, lim);
+/* (PAIR: two rows a step, unless that kernel spills more than the one-row one) */
+template <typename U, int UPL, bool PAIR>
+static int mmv_xst_launch_form(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+    if constexpr (PAIR)
+        if (!mmv_pair_ok<kernel_mmv_xst<U, UPL, true>, kernel_mmv_xst<U, UPL>>())
+            return mmv_xst_launch_form<U, UPL, false>(S, a, name, per_sm_cap);
+    const int depth =
+        mmv_ring_depth(cu_xst_depth(S), MMV_XST_WARPS, a->stride, mmv_ring_limit<kernel_mmv_xst<U, UPL, PAIR>>());
     if (!depth) return 0;
     const size_t smem = mmv_ring_smem(MMV_XST_WARPS, depth, a->stride);
     const int blocks =
         mmv_persist_blocks(S, a, MMV_XST_WARPS, per_sm_cap > 0 ? per_sm_cap : MMV_XST_PERSM, 0);
-    if (pair) {
-        cu_launch(S, name, kernel_mmv_xst<U, UPL, true>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
-        cu_count_pairs(S);
-    } else {
-        cu_launch(S, name, kernel_mmv_xst<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
-    }
+    cu_launch(S, name, kernel_mmv_xst<U, UPL, PAIR>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
+    if (PAIR) cu_count_pairs(S);
     return 1;
+}
+template <typename U, int UPL>
+static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+    return cu_ring_pairs(S) & 2 ? mmv_xst_launch_form<U, UPL, true>(S, a, name, per_sm_cap)
+                                : mmv_xst_launch_form<U, UPL, false>(S, a, name, per_sm_cap);
 }
 
 /* ---- Variant "xstm" (sm_90+, the default where xst takes the launch's size;
@@ -1250,18 +1256,16 @@ static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
 }
 template <typename U>
 static void mmv_xsg_prepare() {
-    mmv_ring_limit<kernel_mmv_xsg<U, 1>>();
-    mmv_ring_limit<kernel_mmv_xsg<U, 2>>();
-    mmv_ring_limit<kernel_mmv_xsg<U, 4>>();
-    mmv_ring_limit<kernel_mmv_xsg<U, 1, true>>();
-    mmv_ring_limit<kernel_mmv_xsg<U, 2, true>>();
-    mmv_ring_limit<kernel_mmv_xsg<U, 4, true>>();
-    mmv_pair_ok<kernel_mmv_xsg<U, 1, true>, kernel_mmv_xsg<U, 1>>();
-    mmv_pair_ok<kernel_mmv_xsg<U, 2, true>, kernel_mmv_xsg<U, 2>>();
-    mmv_pair_ok<kernel_mmv_xsg<U, 4, true>, kernel_mmv_xsg<U, 4>>();
+    mmv_ring_prepare_forms<kernel_mmv_xsg<U, 1>, kernel_mmv_xsg<U, 1, true>>();
+    mmv_ring_prepare_forms<kernel_mmv_xsg<U, 2>, kernel_mmv_xsg<U, 2, true>>();
+    mmv_ring_prepare_forms<kernel_mmv_xsg<U, 4>, kernel_mmv_xsg<U, 4, true>>();
 }
+/* (PAIR as mmv_xst_launch_form's) */
 template <typename U, int UPL, bool PAIR>
 static int mmv_xsg_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
+    if constexpr (PAIR)
+        if (!mmv_pair_ok<kernel_mmv_xsg<U, UPL, true>, kernel_mmv_xsg<U, UPL>>())
+            return mmv_xsg_launch_upl<U, UPL, false>(S, a, h, hq, name);
     const int depth =
         mmv_ring_depth(cu_xsg_depth(S), MMV_XSG_WARPS, a->stride, mmv_ring_limit<kernel_mmv_xsg<U, UPL, PAIR>>());
     if (!depth) return 0;
@@ -1291,17 +1295,13 @@ static int mmv_xsg_launch(cu_state *S, const cu_mmv_args *a, float *h, const cu_
         a->bias[1])
         return 0;
     const int upl = mmv_xs_upl(a->K / U::QK * U::UPB, 1);
-    if (cu_ring_pairs(S) & 1) {
-        if (upl == 1 && mmv_pair_ok<kernel_mmv_xsg<U, 1, true>, kernel_mmv_xsg<U, 1>>())
-            return mmv_xsg_launch_upl<U, 1, true>(S, a, h, hq, name);
-        if (upl == 2 && mmv_pair_ok<kernel_mmv_xsg<U, 2, true>, kernel_mmv_xsg<U, 2>>())
-            return mmv_xsg_launch_upl<U, 2, true>(S, a, h, hq, name);
-        if (upl == 4 && mmv_pair_ok<kernel_mmv_xsg<U, 4, true>, kernel_mmv_xsg<U, 4>>())
-            return mmv_xsg_launch_upl<U, 4, true>(S, a, h, hq, name);
-    }
-    if (upl == 1) return mmv_xsg_launch_upl<U, 1, false>(S, a, h, hq, name);
-    if (upl == 2) return mmv_xsg_launch_upl<U, 2, false>(S, a, h, hq, name);
-    if (upl == 4) return mmv_xsg_launch_upl<U, 4, false>(S, a, h, hq, name);
+    const bool pair = cu_ring_pairs(S) & 1;
+    if (upl == 1)
+        return pair ? mmv_xsg_launch_upl<U, 1, true>(S, a, h, hq, name) : mmv_xsg_launch_upl<U, 1, false>(S, a, h, hq, name);
+    if (upl == 2)
+        return pair ? mmv_xsg_launch_upl<U, 2, true>(S, a, h, hq, name) : mmv_xsg_launch_upl<U, 2, false>(S, a, h, hq, name);
+    if (upl == 4)
+        return pair ? mmv_xsg_launch_upl<U, 4, true>(S, a, h, hq, name) : mmv_xsg_launch_upl<U, 4, false>(S, a, h, hq, name);
     return 0;
 }
 
