@@ -753,7 +753,8 @@ static __device__ __forceinline__ float ring_first_of_pair(const ring_units<U, U
     refill(i + depth, s);
     return p0;
 }
-/* The second: row i + 1's partial, the two rows' sums (warp_sum2), its slot refilled. */
+/* The second: row i + 1's partial, the two rows' sums (warp_sum2), its slot refilled; rp
+ * still stands at that slot (the caller moves it on after its stores). */
 template <typename U, int UPL, class R>
 static __device__ __forceinline__ float2 ring_second_of_pair(const ring_units<U, UPL> &ru, uint64_t *bar,
                                                              const ring_pos &rp, const uint8_t *slot0, int64_t stride,
