@@ -73,6 +73,11 @@ struct mf_backend {
     /* Drops cached positions >= from_pos of a sequence (no-op for storage; the
      * bookkeeping is in kv.c, attention only reads positions <= pos). */
     void (*kv_truncate)(mf_backend *be, int seq, int from_pos);
+    /* Optional (NULL = malloc/free): host memory that download() reaches without a
+     * staging copy (CUDA: pinned); the context's logits live there. NULL on failure;
+     * host_free before destroy. */
+    void *(*host_alloc)(mf_backend *be, size_t nbytes);
+    void (*host_free)(mf_backend *be, void *p);
 };
 
 /* Backend constructors. cuda_backend_new returns NULL (with err) when no GPU or

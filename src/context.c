@@ -54,7 +54,8 @@ int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err 
     if (rc) goto fail;
     if ((rc = forward_init(&c->fw, c->be, m, c->n_ctx, c->n_seq, c->n_batch, err))) goto fail;
     kv_init(&c->kv, c->n_ctx, c->n_seq);
-    c->logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    const size_t lbytes = sizeof(float) * (size_t)m->hp.n_vocab;
+    c->logits = c->be->host_alloc ? c->be->host_alloc(c->be, lbytes) : malloc(lbytes);
     c->pos = malloc(sizeof(int32_t) * (size_t)c->n_batch);
     c->seq = malloc(sizeof(int32_t) * (size_t)c->n_batch);
     if (!c->logits || !c->pos || !c->seq) { rc = mf_fail(err, MF_ERR_NOMEM, "out of memory for the context's host buffers"); goto fail; }
@@ -67,8 +68,9 @@ fail:
 void context_free(mf_context *c) {
     if (c->fw.be) forward_free(&c->fw);
     if (c->kv.seqs) kv_free(&c->kv);
+    if (c->be && c->be->host_alloc) c->be->host_free(c->be, c->logits);
+    else free(c->logits);
     if (c->be) c->be->destroy(c->be);
-    free(c->logits);
     free(c->pos);
     free(c->seq);
     memset(c, 0, sizeof *c);

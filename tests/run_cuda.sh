@@ -14,7 +14,8 @@
 #   2. end to end: stories260K greedy 200 tokens from BOS on the GPU must print
 #      models/stories260K.greedy200.txt exactly, with each optional path switched off in turn;
 #      a prompted run must print the same text on the GPU as on the CPU;
-#   3. whole-model logit parity GPU vs CPU on synthetic models (tests/cuda/test_cuda_forward),
+#   3. whole-model logit parity GPU vs CPU on synthetic models (tests/cuda/test_cuda_forward;
+#      the GPU's logits in the backend's pinned host memory, and once in malloc'd memory),
 #      (the 1b also with xst for every GEMV), and the 1b
 #      q4_k_m greedy stream identical with the decode graph on and off.
 # The op-parity runs go in parallel (independent processes, mostly host-bound).
@@ -197,7 +198,8 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
         "$BIN" synth --shape tiny --quant $1 -o "$TMP/tiny-$1.gguf" >/dev/null 2>&1
         run_one "forward tiny $1" "$TESTS/test_cuda_forward" "$TMP/tiny-$1.gguf" 70 40 $2
     done
-    run_one "forward tiny q4_k_m, wide rows on pp" env MINFER_CUDA_GEMV_WIDE=0 \
+    run_one "forward tiny q4_k_m, wide rows on pp, logits in malloc'd memory (the graph's staging copy)" \
+        env MINFER_CUDA_GEMV_WIDE=0 MINFER_TEST_HOST_LOGITS=0 \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     run_one "forward tiny q4_k_m, q/k/v of two types in two launches" env MINFER_CUDA_GEMV_MIXED=0 \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06

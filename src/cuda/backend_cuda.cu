@@ -21,8 +21,9 @@
  * per forward scratch and replayed. Every kernel reads token/position/sequence
  * from device memory, filled by the graph's first node (a memcpy from pinned host
  * memory the host rewrites before each replay); the attention grid covers the
- * whole context with early exit. Logit downloads inside the capture go to pinned
- * memory and are copied out after the replay.
+ * whole context with early exit. Logit downloads inside the capture go straight to
+ * the context's logits where be_host_alloc pinned them, else to pinned staging memory,
+ * copied out after the replay.
  *
  * PDL (MINFER_CUDA_PDL=0 turns it off): kernels are launched with programmatic
  * stream serialization; see common.cuh for the rule every kernel follows.
@@ -58,9 +59,9 @@
  * instead of one xstm launch; mmv.cuh),
  * MINFER_CUDA_SWIGLU_GEMV=0 (the one-token SwiGLU as its own kernel after the gate+up
  * GEMV instead of in that GEMV's store, xsg; mmv.cuh),
- * MINFER_CUDA_RING_PAIRS=0|1|2 (the ring GEMVs' loops one row a step instead of two: 0
- * in both, 1 in xst (q/k/v, wo) only, 2 in xsg (gate+up) only; default 3, two rows a
- * step in both; mmv.cuh),
+ * MINFER_CUDA_RING_PAIRS=0..7 (which ring GEMVs' loops take two rows a step, bits: 1
+ * xsg (gate+up), 2 xst (q/k/v, wo), 4 xstm (q/k/v with a v of another type); default 7,
+ * all three; 0: one row a step everywhere; mmv.cuh),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
  * it before reading anything; attn.cu),
  * MINFER_CUDA_ATTN_FAST=0 (the one-token attention reads the RoPE row at pos from the
@@ -141,6 +142,18 @@ struct cu_copy {
     size_t off;
     size_t pin_off;
     size_t bytes;
+    char *direct;       /* non-NULL: the graph copies straight to this pinned host_alloc memory
+                           (the captured destination), not through the staging buffer */
+};
+
+/* Host memory from be_host_alloc (the context's logits): pinned where the runtime gives it,
+ * so the decode graph's logits download lands there directly. Copying them out of the
+ * staging buffer cost 5.4 us of a 1,482 us step (7B, H200, bench/RESULTS.md 2026-11-30). */
+#define CU_HOST_MAX 8
+struct cu_host_buf {
+    void *p;
+    size_t bytes;
+    int pinned;
 };
 
 #define CU_GRAPH_MAXCOPY 8
@@ -198,7 +211,7 @@ struct cu_state {
     int64_t xst_bytes;     /* variant 3: xst for launches of at least this many bytes */
     int xst_depth;         /* xst ring rows per warp (MINFER_CUDA_XST_DEPTH; mmv.cuh) */
     int xsg_depth;         /* the same for xsg, the gate+up launch with the SwiGLU (MINFER_CUDA_XSG_DEPTH) */
-    int ring_pairs;        /* ring loops taking two rows a step: 1 xsg, 2 xst (MINFER_CUDA_RING_PAIRS) */
+    int ring_pairs;        /* ring loops taking two rows a step: 1 xsg, 2 xst, 4 xstm (MINFER_CUDA_RING_PAIRS) */
     int xst_pre;           /* of those, requested before the wait (MINFER_CUDA_XST_PRE; ring_first_rows) */
     int xst_pre_attn;      /* the same for the GEMV after a one-token attention (MINFER_CUDA_XST_PRE_ATTN) */
     int after_attn;        /* the last kernel launched was the one-token attention (cu_launch_check) */
@@ -248,6 +261,7 @@ struct cu_state {
     int graph_failed;
     float *cap_logits;
     size_t cap_logits_bytes;
+    cu_host_buf host[CU_HOST_MAX];
     /* errors */
     int err;
     char errmsg[MF_ERR_LEN];
@@ -944,6 +958,45 @@ static void be_release(mf_backend *be, void *p) {
     cudaFree(p);
 }
 
+/* 1 when [p, p + n) lies in pinned memory of be_host_alloc's */
+static int host_pinned(const cu_state *S, const void *p, size_t n) {
+    const char *c = (const char *)p;
+    for (int i = 0; i < CU_HOST_MAX; i++) {
+        const char *b = (const char *)S->host[i].p;
+        if (b && S->host[i].pinned && c >= b && c + n <= b + S->host[i].bytes) return 1;
+    }
+    return 0;
+}
+
+static void *be_host_alloc(mf_backend *be, size_t nbytes) {
+    cu_state *S = ST(be);
+    int i = 0;
+    while (i < CU_HOST_MAX && S->host[i].p) i++;
+    void *p = NULL;
+    int pinned = 0;
+    if (i < CU_HOST_MAX && cudaMallocHost(&p, nbytes) == cudaSuccess) {
+        pinned = 1;
+    } else {
+        (void)cudaGetLastError();
+        p = malloc(nbytes); /* (pageable: downloads go through the staging buffer as before) */
+    }
+    if (p && i < CU_HOST_MAX) S->host[i] = (cu_host_buf){p, nbytes, pinned};
+    return p;
+}
+
+static void be_host_free(mf_backend *be, void *p) {
+    cu_state *S = ST(be);
+    if (!p) return;
+    for (int i = 0; i < CU_HOST_MAX; i++)
+        if (S->host[i].p == p) {
+            if (S->host[i].pinned) cudaFreeHost(p);
+            else free(p);
+            S->host[i] = (cu_host_buf){NULL, 0, 0};
+            return;
+        }
+    free(p);
+}
+
 static void be_download(mf_backend *be, void *dst, const void *src, size_t nbytes) {
     cu_state *S = ST(be);
     flush(S);
@@ -955,10 +1008,13 @@ static void be_download(mf_backend *be, void *dst, const void *src, size_t nbyte
             cu_record(S, cudaErrorNotSupported, "download inside graph capture", __FILE__, __LINE__);
             return;
         }
-        CU_CHECK(S, cudaMemcpyAsync(p, src, nbytes, cudaMemcpyDeviceToHost, S->stream));
+        char *direct = host_pinned(S, dst, nbytes) ? (char *)dst : NULL;
+        CU_CHECK(S, cudaMemcpyAsync(direct ? (void *)direct : (void *)p, src, nbytes, cudaMemcpyDeviceToHost,
+                                    S->stream));
         cu_copy *c = &g->copies[g->ncopies++];
         c->pin_off = off;
         c->bytes = nbytes;
+        c->direct = direct;
         const char *d = (const char *)dst, *l = (const char *)S->cap_logits;
         if (l && d >= l && d + nbytes <= l + S->cap_logits_bytes) {
             c->rel = 1;
@@ -1201,6 +1257,11 @@ static void free_state(cu_state *S) {
     cu_trace_close(S->trace);
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
+    for (int i = 0; i < CU_HOST_MAX; i++) /* (what the caller did not give back) */
+        if (S->host[i].p) {
+            if (S->host[i].pinned) cudaFreeHost(S->host[i].p);
+            else free(S->host[i].p);
+        }
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s, S->q8.xl4, S->q8.xl6,
                    S->q8h.qs, S->q8h.d, S->q8h.s, S->q8h.xl4, S->q8h.xl6,
                    S->att_part, S->x16, S->w16, S->rope_cs, S->cs_now, S->att_count, S->wo_acc, S->wo_plane,
@@ -1285,7 +1346,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->xsg_depth = env_in_range("MINFER_CUDA_XSG_DEPTH", MMV_XSG_DEPTH, 2, 16);
     /* (mmv.cuh says why both; tg128 7B q4_k_m, H200, 2026-11-30: 706.32-707.19 vs 695.94-697.85
      * with neither, 704.39-704.59 with xst only) */
-    S->ring_pairs = env_in_range("MINFER_CUDA_RING_PAIRS", 3, 0, 3);
+    S->ring_pairs = env_in_range("MINFER_CUDA_RING_PAIRS", 7, 0, 7);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
     {
@@ -1637,7 +1698,8 @@ static int step_replay(cu_state *S, const mf_batch *b, float *logits) {
     for (int i = 0; i < g->ncopies; i++) {
         const cu_copy *c = &g->copies[i];
         char *dst = c->rel ? (char *)logits + c->off : c->dst;
-        memcpy(dst, g->pinned + c->pin_off, c->bytes);
+        if (!c->direct) memcpy(dst, g->pinned + c->pin_off, c->bytes);
+        else if (dst != c->direct) memcpy(dst, c->direct, c->bytes); /* (another buffer than at capture) */
     }
     if (S->st.on) {
         const double t2 = mf_time_s();
@@ -1753,6 +1815,8 @@ extern "C" mf_backend *cuda_backend_new(int device, mf_err *err) {
     be->download = be_download;
     be->forward = be_forward;
     be->kv_truncate = be_kv_truncate;
+    be->host_alloc = be_host_alloc;
+    be->host_free = be_host_free;
     return be;
 }
 

@@ -959,7 +959,7 @@ static int mmv_ring_per_sm(int threads, size_t smem) {
     }
     return per_sm;
 }
-int cu_ring_pairs(const cu_state *S); /* MINFER_CUDA_RING_PAIRS: 1 xsg, 2 xst (two rows a step) */
+int cu_ring_pairs(const cu_state *S); /* MINFER_CUDA_RING_PAIRS: 1 xsg, 2 xst, 4 xstm (two rows a step) */
 void cu_count_pairs(cu_state *S);      /* MINFER_CUDA_VERBOSE prints the count at the end */
 /* 1 when the two-rows-a-step kernel P spills no more than the one-row kernel O (local
  * memory per thread, sm_90a: xsg of q5_K and q6_K at 2 units a lane, 24-32 bytes, where
@@ -1033,8 +1033,10 @@ static __device__ __forceinline__ const uint8_t *xstm_row(const cu_mmv_args &a, 
     return g >= g2 ? a.w[2] + (int64_t)r * a.stride2 : src;
 }
 /* Rows i0..i1 of an xstm warp, all of type U (after_x runs once its activation loads
- * are issued: the kernel's post-wait first requests, ring_first_rows). */
-template <typename U, int UPL, class F>
+ * are issued: the kernel's post-wait first requests, ring_first_rows). PAIR: two rows a
+ * step, as xst's (an odd run's last row alone); the ring position carries over between
+ * the two types' runs either way. */
+template <typename U, int UPL, bool PAIR, class F>
 static __device__ __forceinline__ void xstm_rows(const cu_mmv_args &a, int i0, int i1, int depth, int g2,
                                                  int64_t smax, const xst_warp &wp, const uint8_t *src,
                                                  uint32_t bytes, mmv_keep &keep, ring_pos &rp, F &&after_x) {
@@ -1045,24 +1047,43 @@ static __device__ __forceinline__ void xstm_rows(const cu_mmv_args &a, int i0, i
     mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
     after_x();
     const ring_units<U, UPL> ru(nb, 0, nu, lane);
-    for (int i = i0; i < i1; i++) {
-        const int s = rp.s;
-        ring_wait(wp.bar, rp, i, wp.n);
-        const float acc = ring_dot<U, UPL>(ru, wp.slot0 + (size_t)s * smax, nb, 0, nu, lane, x);
-        if (i == 0) trace_mark(0);
-        const int f = i + depth;
+    auto refill = [&](int f, int s) { /* row f into slot s */
         ring_refill(f, wp.n, lane, wp.slot0 + (size_t)s * smax, wp.bar + s, [&](uint32_t *b) {
             if (f >= 32) src = xstm_row(a, wp.gw + f * wp.W, g2, &bytes);
             *b = bytes;
             return src;
         });
-        keep.put(a, i, wp.n, wp.gw, wp.W, lane, acc);
-        rp.next(depth);
-        __syncwarp();
+    };
+    if constexpr (PAIR) {
+        for (int i = i0; i < i1; i += 2) {
+            const float p0 =
+                ring_first_of_pair(ru, wp.bar, rp, wp.slot0, smax, i, wp.n, depth, nb, nu, lane, x, refill);
+            if (i + 1 < i1) {
+                const float2 acc =
+                    ring_second_of_pair(ru, wp.bar, rp, wp.slot0, smax, i, wp.n, depth, nb, nu, lane, x, p0, refill);
+                keep.put(a, i, wp.n, wp.gw, wp.W, lane, acc.x);
+                keep.put(a, i + 1, wp.n, wp.gw, wp.W, lane, acc.y);
+                rp.next(depth);
+            } else {
+                keep.put(a, i, wp.n, wp.gw, wp.W, lane, warp_sum(p0));
+            }
+            __syncwarp();
+        }
+    } else {
+        for (int i = i0; i < i1; i++) {
+            const int s = rp.s;
+            ring_wait(wp.bar, rp, i, wp.n);
+            const float acc = ring_dot<U, UPL>(ru, wp.slot0 + (size_t)s * smax, nb, 0, nu, lane, x);
+            if (i == 0) trace_mark(0);
+            refill(i + depth, s);
+            keep.put(a, i, wp.n, wp.gw, wp.W, lane, acc);
+            rp.next(depth);
+            __syncwarp();
+        }
     }
 }
-template <typename U1, typename U2, int UPL>
-static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xstm(cu_mmv_args a, int depth) {
+template <typename U1, typename U2, int UPL, bool PAIR = false>
+static __global__ void __launch_bounds__(MMV_XST_WARPS * 32, PAIR ? 2 : 0) kernel_mmv_xstm(cu_mmv_args a, int depth) {
     pdl_trigger();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) uint8_t xst_smem[];
@@ -1089,17 +1110,43 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xstm(cu_
     const int n1 = wp.gw >= g2 ? 0 : (g2 - wp.gw + wp.W - 1) / wp.W;
     mmv_keep keep;
     ring_pos rp; /* (carried from the first type's rows to the second's) */
-    if (n1 > 0) xstm_rows<U1, UPL>(a, 0, n1, depth, g2, smax, wp, src, bytes, keep, rp, first_rest);
-    if (n1 < wp.n) xstm_rows<U2, UPL>(a, n1, wp.n, depth, g2, smax, wp, src, bytes, keep, rp, first_rest);
+    /* PAIR: the first type's rows two a step, the second's (q6_K) one: paired too, the
+     * kernel needs more than 128 registers (q4_K + q6_K at 2 units a lane: 148), so one
+     * block per SM instead of two, or it spills where __launch_bounds__ holds it to 128;
+     * with the first type's rows alone paired it fits 128 without spilling (sm_90a) */
+    if (n1 > 0) xstm_rows<U1, UPL, PAIR>(a, 0, n1, depth, g2, smax, wp, src, bytes, keep, rp, first_rest);
+    if (n1 < wp.n) xstm_rows<U2, UPL, false>(a, n1, wp.n, depth, g2, smax, wp, src, bytes, keep, rp, first_rest);
     trace_end();
 #endif
 }
 void cu_count_xstm(cu_state *S); /* MINFER_CUDA_VERBOSE prints the count at the end */
 template <typename U1, typename U2>
 static void mmv_xstm_prepare() {
-    mmv_ring_limit<kernel_mmv_xstm<U1, U2, 1>>();
-    mmv_ring_limit<kernel_mmv_xstm<U1, U2, 2>>();
-    mmv_ring_limit<kernel_mmv_xstm<U1, U2, 4>>();
+    mmv_ring_prepare_forms<kernel_mmv_xstm<U1, U2, 1>, kernel_mmv_xstm<U1, U2, 1, true>>();
+    mmv_ring_prepare_forms<kernel_mmv_xstm<U1, U2, 2>, kernel_mmv_xstm<U1, U2, 2, true>>();
+    mmv_ring_prepare_forms<kernel_mmv_xstm<U1, U2, 4>, kernel_mmv_xstm<U1, U2, 4, true>>();
+}
+/* (PAIR: two rows a step, unless that kernel spills more than the one-row one) */
+template <typename U1, typename U2, int UPL, bool PAIR>
+static int mmv_xstm_launch_form(cu_state *S, const cu_mmv_args *a, const char *name) {
+    if constexpr (PAIR)
+        if (!mmv_pair_ok<kernel_mmv_xstm<U1, U2, UPL, true>, kernel_mmv_xstm<U1, U2, UPL>>())
+            return mmv_xstm_launch_form<U1, U2, UPL, false>(S, a, name);
+    const int64_t smax = a->stride > a->stride2 ? a->stride : a->stride2;
+    const int depth =
+        mmv_ring_depth(cu_xst_depth(S), MMV_XST_WARPS, smax, mmv_ring_limit<kernel_mmv_xstm<U1, U2, UPL, PAIR>>());
+    if (!depth) return 0;
+    const size_t smem = mmv_ring_smem(MMV_XST_WARPS, depth, smax);
+    const int blocks = mmv_persist_blocks(S, a, MMV_XST_WARPS, MMV_XST_PERSM, 0);
+    cu_count_xstm(S);
+    cu_launch(S, name, kernel_mmv_xstm<U1, U2, UPL, PAIR>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
+    if (PAIR) cu_count_pairs(S);
+    return 1;
+}
+template <typename U1, typename U2, int UPL>
+static int mmv_xstm_launch_upl(cu_state *S, const cu_mmv_args *a, const char *name) {
+    return cu_ring_pairs(S) & 4 ? mmv_xstm_launch_form<U1, U2, UPL, true>(S, a, name)
+                                : mmv_xstm_launch_form<U1, U2, UPL, false>(S, a, name);
 }
 /* Launches xstm when the launch is one column of exactly three matrices, its units per
  * lane fit xs, and the ring fits; else 0. */
@@ -1107,20 +1154,10 @@ template <typename U1, typename U2>
 static int mmv_xstm_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
     if (a->ncols != 1 || a->nmat != 3 || a->stride2 <= 0) return 0;
     const int upl = mmv_xs_upl(a->K / U1::QK * U1::UPB, 1);
-    if (upl != 1 && upl != 2 && upl != 4) return 0;
-    const int lim = upl == 1   ? mmv_ring_limit<kernel_mmv_xstm<U1, U2, 1>>()
-                    : upl == 2 ? mmv_ring_limit<kernel_mmv_xstm<U1, U2, 2>>()
-                               : mmv_ring_limit<kernel_mmv_xstm<U1, U2, 4>>();
-    const int64_t smax = a->stride > a->stride2 ? a->stride : a->stride2;
-    const int depth = mmv_ring_depth(cu_xst_depth(S), MMV_XST_WARPS, smax, lim);
-    if (!depth) return 0;
-    const size_t smem = mmv_ring_smem(MMV_XST_WARPS, depth, smax);
-    const int blocks = mmv_persist_blocks(S, a, MMV_XST_WARPS, MMV_XST_PERSM, 0);
-    cu_count_xstm(S);
-    if (upl == 1) cu_launch(S, name, kernel_mmv_xstm<U1, U2, 1>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
-    else if (upl == 2) cu_launch(S, name, kernel_mmv_xstm<U1, U2, 2>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
-    else cu_launch(S, name, kernel_mmv_xstm<U1, U2, 4>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
-    return 1;
+    if (upl == 1) return mmv_xstm_launch_upl<U1, U2, 1>(S, a, name);
+    if (upl == 2) return mmv_xstm_launch_upl<U1, U2, 2>(S, a, name);
+    if (upl == 4) return mmv_xstm_launch_upl<U1, U2, 4>(S, a, name);
+    return 0;
 }
 
 /* ---- "xsg" (sm_90+): the one-token FFN's gate and up launch with the SwiGLU in its
