@@ -96,12 +96,24 @@ int forward_generic(mf_forward *fw, const mf_batch *b, float *logits, mf_err *er
     int32_t idx_small[64];
     int32_t *idx = n <= 64 ? idx_small : mf_xmalloc(sizeof(int32_t) * (size_t)n);
     int n_out = logit_rows(b, idx);
-    for (int c0 = 0; c0 < n_out; c0 += fw->n_logit) {
-        const int nc = n_out - c0 < fw->n_logit ? n_out - c0 : fw->n_logit;
-        op->get_rows(be, fw->xo, fw->x, idx + c0, nc, dim);
-        op->rmsnorm(be, fw->xo, fw->xo, &m->output_norm, nc, dim, hp->norm_eps);
-        op->matmul(be, fw->logits, fw->xo, &m->output, NULL, nc);
-        be->download(be, logits + (size_t)c0 * hp->n_vocab, fw->logits, sizeof(float) * (size_t)nc * hp->n_vocab);
+    if (n_out == n && n <= fw->n_logit) {
+        /* every row wants logits (a one-token decode step): no row gather. The norm
+         * goes into xb, the last layer's GEMV output, so a backend may fold the add
+         * before it into that GEMV as it does between layers (CUDA: the gather was two
+         * launches and an index upload, ~7 us of a 7B decode step on an H200,
+         * bench/RESULTS.md 2026-11-30) */
+        op->rmsnorm(be, fw->xb, fw->x, &m->output_norm, n, dim, hp->norm_eps);
+        op->matmul(be, fw->logits, fw->xb, &m->output, NULL, n);
+        be->download(be, logits, fw->logits, sizeof(float) * (size_t)n * hp->n_vocab);
+    } else {
+        for (int c0 = 0; c0 < n_out; c0 += fw->n_logit) {
+            const int nc = n_out - c0 < fw->n_logit ? n_out - c0 : fw->n_logit;
+            op->get_rows(be, fw->xo, fw->x, idx + c0, nc, dim);
+            op->rmsnorm(be, fw->xo, fw->xo, &m->output_norm, nc, dim, hp->norm_eps);
+            op->matmul(be, fw->logits, fw->xo, &m->output, NULL, nc);
+            be->download(be, logits + (size_t)c0 * hp->n_vocab, fw->logits,
+                         sizeof(float) * (size_t)nc * hp->n_vocab);
+        }
     }
     if (idx != idx_small) free(idx);
     (void)err; /* ops report device failures through the backend's own checks */

@@ -94,13 +94,22 @@ if [ -n "$SHARED" ]; then
     EXP=$SHARED/models/stories260K.greedy200.txt
     echo "== e2e stories260K greedy 200 (cuda)"
     for v in "" "MINFER_CUDA_GRAPH=0" "MINFER_CUDA_FUSE=0 MINFER_CUDA_PDL=0" "$OFF" \
-             "MINFER_CUDA_GEMV_WIDE=0" "MINFER_CUDA_ADD_GEMV=0" "MINFER_CUDA_GEMV=4"; do
-        $TO env $v "$BIN" run -m "$M" -p "" -n 200 --temp 0 --device cuda >"$TMP/out.txt" 2>"$TMP/err.txt"
+             "MINFER_CUDA_GEMV_WIDE=0" "MINFER_CUDA_ADD_GEMV=0" "MINFER_CUDA_GEMV=4" "MINFER_CUDA_HOST_STORE=0"; do
+        $TO env MINFER_CUDA_VERBOSE=1 $v "$BIN" run -m "$M" -p "" -n 200 --temp 0 --device cuda >"$TMP/out.txt" \
+            2>"$TMP/err.txt"
         rc=$?
         same "$TMP/out.txt" "$EXP" || rc=1
         check "stories260K greedy200 [${v:-all paths on}]" test $rc -eq 0
         [ $rc -eq 0 ] || tail -n 3 "$TMP/err.txt"
         same "$TMP/out.txt" "$EXP" || diff "$TMP/out.txt" "$EXP" | head -n 6
+        # the decode graph's logits download: a kernel into the context's pinned logits by
+        # default, a copy node under MINFER_CUDA_HOST_STORE=0
+        case "$v" in
+        "") check "stories260K: the graph's logits stored by a kernel" \
+                grep -qE 'host-store [1-9][0-9]*, copy-node 0$' "$TMP/err.txt" ;;
+        MINFER_CUDA_HOST_STORE=0) check "stories260K: the graph's logits by a copy node under HOST_STORE=0" \
+                grep -qE 'host-store 0, copy-node [1-9][0-9]*$' "$TMP/err.txt" ;;
+        esac
     done
     grep -m1 '^minfer/cuda' "$TMP/err.txt" || true
     $TO "$BIN" run -m "$M" -p "" -n 200 --temp 0 --device cuda:0 >"$TMP/out.txt" 2>/dev/null
@@ -183,7 +192,7 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     check "SwiGLU in the gate+up GEMV (xsg) in the default op run" grep -qE 'swiglu-gemv launches [1-9]' "$TMP/bg-cuda_ops.log"
     check "no xstm launch under MINFER_CUDA_GEMV_MIXED=0" grep -qE 'xstm launches 0' "$TMP/bg-cuda_ops_mixed0.log"
     check "ring loops two rows a step in the default op run" grep -qE 'ring-pairs launches [1-9]' "$TMP/bg-cuda_ops.log"
-    check "ring loops one row a step under MINFER_CUDA_RING_PAIRS=0" grep -qE 'ring-pairs launches 0$' "$TMP/bg-cuda_ops_pairs0.log"
+    check "ring loops one row a step under MINFER_CUDA_RING_PAIRS=0" grep -qE 'ring-pairs launches 0,' "$TMP/bg-cuda_ops_pairs0.log"
 else
     echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))
 fi

@@ -22,8 +22,8 @@
  * from device memory, filled by the graph's first node (a memcpy from pinned host
  * memory the host rewrites before each replay); the attention grid covers the
  * whole context with early exit. Logit downloads inside the capture go straight to
- * the context's logits where be_host_alloc pinned them, else to pinned staging memory,
- * copied out after the replay.
+ * the context's logits where be_host_alloc pinned them (a kernel storing there,
+ * cu_store_host), else to pinned staging memory, copied out after the replay.
  *
  * PDL (MINFER_CUDA_PDL=0 turns it off): kernels are launched with programmatic
  * stream serialization; see common.cuh for the rule every kernel follows.
@@ -74,7 +74,11 @@
  * MINFER_CUDA_ATTN_CHUNK=N (positions per attention chunk, a multiple of 64;
  * default: the context in at most 16 chunks, 128 positions at least),
  * MINFER_CUDA_SKIP=name,... (timing experiments only: drops the launches of those
- * kernels, so the output is wrong; the notice says so),
+ * kernels, so the output is wrong; the notice says so; "download": the decode graph's
+ * logits download),
+ * MINFER_CUDA_HOST_STORE=0 (the decode graph downloads the logits into the context's
+ * pinned host_alloc memory by a copy node instead of a kernel storing there, the
+ * notice's "+host-store"; elementwise.cu),
  * MINFER_CUDA_SYNC=1 (synchronise and check after every launch, for debugging),
  * MINFER_CUDA_VERBOSE=1 (scratch breakdown),
  * MINFER_CUDA_TRACE=FILE (a build with -DMINFER_CUDA_TRACE=1 only: the block timeline
@@ -154,6 +158,7 @@ struct cu_host_buf {
     void *p;
     size_t bytes;
     int pinned;
+    void *dev; /* its device address (mapped), NULL if the runtime gives none */
 };
 
 #define CU_GRAPH_MAXCOPY 8
@@ -180,6 +185,7 @@ struct cu_state {
     int n_ctx, n_seq, n_batch;
     /* switches */
     int f_graph, f_pdl, f_fuse, f_dp4a, f_flash, f_mma, f_sync, verbose;
+    int f_host_store;      /* graph downloads into pinned host memory by a kernel (MINFER_CUDA_HOST_STORE) */
     /* x += the GEMV before it, folded into that GEMV's store (MINFER_CUDA_ADD_GEMV) */
     int f_add_gemv;
     /* q/k of one K-quant and v of q6_K as one launch (MINFER_CUDA_GEMV_MIXED=0 turns it off) */
@@ -278,6 +284,8 @@ struct cu_state {
     uint64_t n_xstm;     /* kernel_mmv_xstm launches (two block types in one launch) */
     uint64_t n_swiglu_gemv; /* kernel_mmv_xsg launches (gate+up with the SwiGLU) */
     uint64_t n_pairs;       /* ring GEMV launches whose loop takes two rows a step */
+    uint64_t n_host_store;  /* graph downloads captured as a kernel storing to pinned host memory */
+    uint64_t n_copy_node;   /* graph downloads captured as a copy node */
     uint64_t n_attn_wo;  /* kernel_attn_wo launches (attention, wo and the add in one) */
     /* MINFER_CUDA_STEPTIME=1: where a replayed step's wall time goes (step_replay; the
      * summary goes to stderr at destroy). gpu: event before the graph launch to event after
@@ -958,14 +966,14 @@ static void be_release(mf_backend *be, void *p) {
     cudaFree(p);
 }
 
-/* 1 when [p, p + n) lies in pinned memory of be_host_alloc's */
-static int host_pinned(const cu_state *S, const void *p, size_t n) {
+/* The be_host_alloc buffer that holds [p, p + n) if it is pinned, else NULL */
+static const cu_host_buf *host_pinned(const cu_state *S, const void *p, size_t n) {
     const char *c = (const char *)p;
     for (int i = 0; i < CU_HOST_MAX; i++) {
         const char *b = (const char *)S->host[i].p;
-        if (b && S->host[i].pinned && c >= b && c + n <= b + S->host[i].bytes) return 1;
+        if (b && S->host[i].pinned && c >= b && c + n <= b + S->host[i].bytes) return &S->host[i];
     }
-    return 0;
+    return NULL;
 }
 
 static void *be_host_alloc(mf_backend *be, size_t nbytes) {
@@ -980,7 +988,12 @@ static void *be_host_alloc(mf_backend *be, size_t nbytes) {
         (void)cudaGetLastError();
         p = malloc(nbytes); /* (pageable: downloads go through the staging buffer as before) */
     }
-    if (p && i < CU_HOST_MAX) S->host[i] = (cu_host_buf){p, nbytes, pinned};
+    void *dev = NULL;
+    if (pinned && cudaHostGetDevicePointer(&dev, p, 0) != cudaSuccess) {
+        (void)cudaGetLastError();
+        dev = NULL;
+    }
+    if (p && i < CU_HOST_MAX) S->host[i] = (cu_host_buf){p, nbytes, pinned, dev};
     return p;
 }
 
@@ -991,7 +1004,7 @@ static void be_host_free(mf_backend *be, void *p) {
         if (S->host[i].p == p) {
             if (S->host[i].pinned) cudaFreeHost(p);
             else free(p);
-            S->host[i] = (cu_host_buf){NULL, 0, 0};
+            S->host[i] = (cu_host_buf){NULL, 0, 0, NULL};
             return;
         }
     free(p);
@@ -1008,9 +1021,21 @@ static void be_download(mf_backend *be, void *dst, const void *src, size_t nbyte
             cu_record(S, cudaErrorNotSupported, "download inside graph capture", __FILE__, __LINE__);
             return;
         }
-        char *direct = host_pinned(S, dst, nbytes) ? (char *)dst : NULL;
-        CU_CHECK(S, cudaMemcpyAsync(direct ? (void *)direct : (void *)p, src, nbytes, cudaMemcpyDeviceToHost,
-                                    S->stream));
+        const cu_host_buf *hb = host_pinned(S, dst, nbytes);
+        char *direct = hb ? (char *)dst : NULL;
+        /* into pinned host_alloc memory by a kernel where it can (MINFER_CUDA_HOST_STORE) */
+        const int store = hb && hb->dev && S->f_host_store && nbytes % 16 == 0 && (uintptr_t)dst % 16 == 0 &&
+                          (uintptr_t)src % 16 == 0;
+        if (cu_skipped(S, "download")) {
+            /* (timing only: the price of the download) */
+        } else if (store) {
+            cu_store_host(S, (char *)hb->dev + ((const char *)dst - (const char *)hb->p), src, nbytes);
+            S->n_host_store++;
+        } else {
+            CU_CHECK(S, cudaMemcpyAsync(direct ? (void *)direct : (void *)p, src, nbytes, cudaMemcpyDeviceToHost,
+                                        S->stream));
+            S->n_copy_node++;
+        }
         cu_copy *c = &g->copies[g->ncopies++];
         c->pin_off = off;
         c->bytes = nbytes;
@@ -1251,9 +1276,10 @@ static void free_state(cu_state *S) {
     if (S->verbose)
         fprintf(stderr,
                 "minfer/cuda: xst2 launches %llu, add-in-gemv launches %llu, xstm launches %llu, attn-wo launches %llu, "
-                "swiglu-gemv launches %llu, ring-pairs launches %llu\n",
+                "swiglu-gemv launches %llu, ring-pairs launches %llu, graph downloads: host-store %llu, copy-node %llu\n",
                 (unsigned long long)S->n_xst2, (unsigned long long)S->n_add_gemv, (unsigned long long)S->n_xstm,
-                (unsigned long long)S->n_attn_wo, (unsigned long long)S->n_swiglu_gemv, (unsigned long long)S->n_pairs);
+                (unsigned long long)S->n_attn_wo, (unsigned long long)S->n_swiglu_gemv, (unsigned long long)S->n_pairs,
+                (unsigned long long)S->n_host_store, (unsigned long long)S->n_copy_node);
     cu_trace_close(S->trace);
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
@@ -1295,6 +1321,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_gemv_mixed = mf_env_int("MINFER_CUDA_GEMV_MIXED", 1) == 1 && S->f_fuse;
     S->f_dp4a = mf_env_int("MINFER_CUDA_DP4A", 1);
     S->f_swiglu_gemv = mf_env_int("MINFER_CUDA_SWIGLU_GEMV", 1) == 1 && S->f_fuse && S->f_dp4a;
+    S->f_host_store = mf_env_int("MINFER_CUDA_HOST_STORE", 1) == 1;
     S->f_flash = mf_env_int("MINFER_CUDA_FLASH", 1);
     S->f_mma = mf_env_int("MINFER_CUDA_MMA", 1);
     S->f_sync = mf_env_int("MINFER_CUDA_SYNC", 0);
@@ -1608,8 +1635,8 @@ static void print_notice(cu_state *S) {
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB%s\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, MINFER_CUDA_L2_HINT ? "+l2-evict-first" : "",
-            S->f_graph && !S->graph_failed ? "on" : "off", S->f_pdl ? "on" : "off",
-            !S->f_fuse ? "off" : S->f_add_gemv ? "on+add-in-gemv" : "on",
+            S->f_graph && !S->graph_failed ? (S->f_host_store ? "on+host-store" : "on") : "off",
+            S->f_pdl ? "on" : "off", !S->f_fuse ? "off" : S->f_add_gemv ? "on+add-in-gemv" : "on",
             S->f_swiglu_gemv && S->xst_bytes >= 0 ? "+swiglu-gemv" : "",
             S->skip[0] ? " SKIPPING-KERNELS(output-invalid)" : "",
             S->f_mma ? "mma-f16" : "gemv",

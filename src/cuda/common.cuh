@@ -479,6 +479,9 @@ void cu_embed(cu_state *S, float *out, const mf_weight *w, const int32_t *d_tok,
               int half, const int32_t *d_pos, float2 *cs_now);
 void cu_get_rows(cu_state *S, float *dst, const float *src, const int32_t *d_idx, int n_idx, int width);
 void cu_add(cu_state *S, float *x, const float *y, int64_t n);
+/* dst_dev (a device pointer to mapped pinned host memory) = src, nbytes a multiple of 16,
+ * both 16-byte aligned */
+void cu_store_host(cu_state *S, void *dst_dev, const void *src, size_t nbytes);
 /* out = silu(g) * u; also writes q8 of out when q != NULL (n % 32 == 0). */
 void cu_swiglu(cu_state *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q);
 void cu_quantize_q8(cu_state *S, const float *x, int64_t n, const cu_q8 *q);

@@ -53,17 +53,34 @@ void cu_get_rows(cu_state *S, float *dst, const float *src, const int32_t *d_idx
     cu_launch(S, "get_rows", kernel_get_rows, grid, dim3(256), 0, dst, src, d_idx, width);
 }
 
+static int grid_for(int64_t n, int block) {
+    int64_t g = (n + block - 1) / block;
+    return (int)(g < 4096 ? (g > 0 ? g : 1) : 4096);
+}
+
+/* ---- dst = src, n16 16-byte words, dst in mapped pinned host memory: a download inside
+ * the decode graph as a kernel chained by PDL instead of a copy node (which cost ~10 us of
+ * a 7B step on an H200: MINFER_CUDA_SKIP=download, bench/RESULTS.md 2026-11-30). Each
+ * warp stores 512 contiguous bytes, so the PCIe writes go out as full payloads. ---- */
+static __global__ void kernel_store_host(uint4 *dst, const uint4 *src, int64_t n16) {
+    pdl_trigger();
+    pdl_wait();
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n16; i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = src[i];
+}
+
+void cu_store_host(cu_state *S, void *dst_dev, const void *src, size_t nbytes) {
+    const int64_t n16 = (int64_t)(nbytes / 16);
+    cu_launch(S, "store_host", kernel_store_host, dim3(grid_for(n16, 256) < 64 ? grid_for(n16, 256) : 64),
+              dim3(256), 0, (uint4 *)dst_dev, (const uint4 *)src, n16);
+}
+
 /* ---- x += y ---- */
 static __global__ void kernel_add(float *x, const float *y, int64_t n) {
     pdl_trigger();
     pdl_wait();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         x[i] += y[i];
-}
-
-static int grid_for(int64_t n, int block) {
-    int64_t g = (n + block - 1) / block;
-    return (int)(g < 4096 ? (g > 0 ? g : 1) : 4096);
 }
 
 void cu_add(cu_state *S, float *x, const float *y, int64_t n) {
