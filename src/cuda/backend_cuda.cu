@@ -57,6 +57,9 @@
  * at its start, after its q/k/v, after its tile loop, instead of after its wait; attn.cu),
  * MINFER_CUDA_GEMV_MIXED=0 (q and k of q4_K/q5_K and a v of q6_K as two launches
  * instead of one xstm launch; mmv.cuh),
+ * MINFER_CUDA_XSTM_STAGE=0 (xstm's warps load the second type's activations from the L2
+ * where they meet its first row, instead of from a copy each block makes in shared
+ * memory after its wait; mmv.cuh),
  * MINFER_CUDA_SWIGLU_GEMV=0 (the one-token SwiGLU as its own kernel after the gate+up
  * GEMV instead of in that GEMV's store, xsg; mmv.cuh),
  * MINFER_CUDA_RING_PAIRS=0..7 (which ring GEMVs' loops take two rows a step, bits: 1
@@ -186,6 +189,7 @@ struct cu_state {
     /* switches */
     int f_graph, f_pdl, f_fuse, f_dp4a, f_flash, f_mma, f_sync, verbose;
     int f_host_store;      /* graph downloads into pinned host memory by a kernel (MINFER_CUDA_HOST_STORE) */
+    int f_xstm_stage;      /* xstm's second type's activations via shared memory (MINFER_CUDA_XSTM_STAGE) */
     /* x += the GEMV before it, folded into that GEMV's store (MINFER_CUDA_ADD_GEMV) */
     int f_add_gemv;
     /* q/k of one K-quant and v of q6_K as one launch (MINFER_CUDA_GEMV_MIXED=0 turns it off) */
@@ -316,6 +320,7 @@ void cu_count_xstm(cu_state *S) { S->n_xstm++; }
 int cu_xst_depth(const cu_state *S) { return S->xst_depth; }
 int cu_xsg_depth(const cu_state *S) { return S->xsg_depth; }
 int cu_ring_pairs(const cu_state *S) { return S->ring_pairs; }
+int cu_xstm_stage(const cu_state *S) { return S->f_xstm_stage; }
 void cu_count_pairs(cu_state *S) { S->n_pairs++; }
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes) {
     *per_sm_cap = S->gemv_per_sm;
@@ -1322,6 +1327,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_dp4a = mf_env_int("MINFER_CUDA_DP4A", 1);
     S->f_swiglu_gemv = mf_env_int("MINFER_CUDA_SWIGLU_GEMV", 1) == 1 && S->f_fuse && S->f_dp4a;
     S->f_host_store = mf_env_int("MINFER_CUDA_HOST_STORE", 1) == 1;
+    S->f_xstm_stage = mf_env_int("MINFER_CUDA_XSTM_STAGE", 1) == 1;
     S->f_flash = mf_env_int("MINFER_CUDA_FLASH", 1);
     S->f_mma = mf_env_int("MINFER_CUDA_MMA", 1);
     S->f_sync = mf_env_int("MINFER_CUDA_SYNC", 0);

@@ -103,7 +103,7 @@ static __host__ __device__ __forceinline__ int64_t cu_xl_off(int64_t u, int c) {
     return (((u >> 5) * CU_XL_CHUNKS + c) * 32 + (u & 31)) * 16;
 }
 /* bytes of one lane-major layout for n values (whole groups of 32 units) */
-static inline size_t cu_xl_bytes(int64_t n) { return (size_t)((n + 2047) / 2048) * 32 * CU_XL_CHUNKS * 16; }
+static __host__ __device__ __forceinline__ size_t cu_xl_bytes(int64_t n) { return (size_t)((n + 2047) / 2048) * 32 * CU_XL_CHUNKS * 16; }
 /* where the code of value i goes in xl4 and in xl6 */
 static __host__ __device__ __forceinline__ int64_t cu_xl4_at(int64_t i) {
     return cu_xl_off(i >> 6, (int)(i & 63) >> 4) + (i & 15);

@@ -604,6 +604,15 @@ static __device__ __forceinline__ void tma_copy(void *dst, const void *src, uint
 #endif
 #endif
 }
+/* (the same copy without the streamed-weight L2 policy: for activations, which every block reads) */
+static __device__ __forceinline__ void tma_copy_plain(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
+                 : "memory");
+#endif
+}
 static __device__ __forceinline__ void tma_row(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
     tma_expect(bar, bytes);
     tma_copy(dst, src, bytes, bar);
@@ -1026,6 +1035,10 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
  * the warps that cross). Per row the same sums as xst of its type. */
 /* Row g of an xstm launch: its weights and (bytes) their length; rows from g2 on are
  * matrix 2's, of the second type (stride2). */
+/* where xstm's staged activations start in its dynamic shared memory: after the ring */
+static __host__ __device__ __forceinline__ size_t mmv_xstm_stage_off(int depth, int64_t smax) {
+    return (mmv_ring_bars(MMV_XST_WARPS, depth) + (size_t)MMV_XST_WARPS * depth * (size_t)smax + 127) & ~(size_t)127;
+}
 static __device__ __forceinline__ const uint8_t *xstm_row(const cu_mmv_args &a, int g, int g2, uint32_t *bytes) {
     int m, r;
     const uint8_t *src = mmv_row(a, g, &m, &r);
@@ -1039,12 +1052,26 @@ static __device__ __forceinline__ const uint8_t *xstm_row(const cu_mmv_args &a, 
 template <typename U, int UPL, bool PAIR, class F>
 static __device__ __forceinline__ void xstm_rows(const cu_mmv_args &a, int i0, int i1, int depth, int g2,
                                                  int64_t smax, const xst_warp &wp, const uint8_t *src,
-                                                 uint32_t bytes, mmv_keep &keep, ring_pos &rp, F &&after_x) {
+                                                 uint32_t bytes, mmv_keep &keep, ring_pos &rp, F &&after_x,
+                                                 const uint8_t *xl_staged = nullptr) {
     const int lane = wp.lane;
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     typename U::X x[UPL];
-    mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
+    if constexpr (mmv_has_xl<U>::value) {
+        if (xl_staged) {
+            /* this type's lane-major activations, copied to shared memory at the start */
+#pragma unroll
+            for (int k = 0; k < UPL; k++) {
+                if (lane + 32 * k < nu) U::loadx_lane(xl_staged, lane + 32 * k, x[k]);
+                else x[k] = {};
+            }
+        } else {
+            mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
+        }
+    } else {
+        mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
+    }
     after_x();
     const ring_units<U, UPL> ru(nb, 0, nu, lane);
     auto refill = [&](int f, int s) { /* row f into slot s */
@@ -1083,11 +1110,29 @@ static __device__ __forceinline__ void xstm_rows(const cu_mmv_args &a, int i0, i
     }
 }
 template <typename U1, typename U2, int UPL, bool PAIR = false>
-static __global__ void __launch_bounds__(MMV_XST_WARPS * 32, PAIR ? 2 : 0) kernel_mmv_xstm(cu_mmv_args a, int depth) {
+static __global__ void __launch_bounds__(MMV_XST_WARPS * 32, PAIR ? 2 : 0)
+    kernel_mmv_xstm(cu_mmv_args a, int depth, int stage) {
     pdl_trigger();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) uint8_t xst_smem[];
+    __shared__ uint64_t xbar; /* the second type's activations in shared memory (stage) */
     const int64_t smax = a.stride > a.stride2 ? a.stride : a.stride2; /* slot bytes */
+    /* stage: the second type's lane-major activations (xl6 for a q6_K v) are copied once
+     * per block into shared memory after the wait, instead of every warp loading them
+     * from the L2 where it meets its first row of that type: the warps get there at about
+     * the same time, mid-launch, 2112 of them on the 7B, and beside the weight stream such
+     * loads take several times their unloaded 0.7 us (the fan-in probe, bench/RESULTS.md
+     * 2026-11-30). tg128, 7B q4_k_m, H200, same call: 710.35-713.78 tok/s staged vs
+     * 705.98-708.27 (MINFER_CUDA_XSTM_STAGE=0), the same tokens */
+    uint8_t *xs2 = xst_smem + mmv_xstm_stage_off(depth, smax);
+    const uint32_t xs2_bytes = (uint32_t)cu_xl_bytes(a.K);
+    if (stage) {
+        if (threadIdx.x == 0) {
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&xbar)) : "memory");
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        }
+        __syncthreads();
+    }
     xst_warp wp;
     if (!xst_warp_init(a, depth, smax, xst_smem, wp)) return;
     const int g2 = mmv_total(a) - a.rows[2]; /* the first row of the second type (matrix 2) */
@@ -1100,6 +1145,10 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32, PAIR ? 2 : 0) kerne
     const bool req = wp.lane < depth && wp.lane < wp.n;
     ring_first_rows(a, true, req, wp.lane, wp.slot0 + (size_t)wp.lane * smax, src, bytes, wp.bar + wp.lane);
     pdl_wait();
+    if (stage && threadIdx.x == 0) {
+        tma_expect(&xbar, xs2_bytes);
+        tma_copy_plain(xs2, U2::xl(a.q), xs2_bytes, &xbar);
+    }
     /* the rest of the first rows, after the first run's activation loads */
     bool rest = req;
     auto first_rest = [&] {
@@ -1115,11 +1164,18 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32, PAIR ? 2 : 0) kerne
      * block per SM instead of two, or it spills where __launch_bounds__ holds it to 128;
      * with the first type's rows alone paired it fits 128 without spilling (sm_90a) */
     if (n1 > 0) xstm_rows<U1, UPL, PAIR>(a, 0, n1, depth, g2, smax, wp, src, bytes, keep, rp, first_rest);
-    if (n1 < wp.n) xstm_rows<U2, UPL, false>(a, n1, wp.n, depth, g2, smax, wp, src, bytes, keep, rp, first_rest);
+    if (n1 < wp.n) {
+        if (stage) mbar_wait(&xbar, 0);
+        xstm_rows<U2, UPL, false>(a, n1, wp.n, depth, g2, smax, wp, src, bytes, keep, rp, first_rest,
+                                  stage ? xs2 : nullptr);
+    }
+    /* (the copy lands before the block may leave, even where no warp read it) */
+    if (stage && threadIdx.x == 0) mbar_wait(&xbar, 0);
     trace_end();
 #endif
 }
 void cu_count_xstm(cu_state *S); /* MINFER_CUDA_VERBOSE prints the count at the end */
+int cu_xstm_stage(const cu_state *S); /* MINFER_CUDA_XSTM_STAGE: the second type's activations via shared memory */
 template <typename U1, typename U2>
 static void mmv_xstm_prepare() {
     mmv_ring_prepare_forms<kernel_mmv_xstm<U1, U2, 1>, kernel_mmv_xstm<U1, U2, 1, true>>();
@@ -1133,13 +1189,16 @@ static int mmv_xstm_launch_form(cu_state *S, const cu_mmv_args *a, const char *n
         if (!mmv_pair_ok<kernel_mmv_xstm<U1, U2, UPL, true>, kernel_mmv_xstm<U1, U2, UPL>>())
             return mmv_xstm_launch_form<U1, U2, UPL, false>(S, a, name);
     const int64_t smax = a->stride > a->stride2 ? a->stride : a->stride2;
-    const int depth =
-        mmv_ring_depth(cu_xst_depth(S), MMV_XST_WARPS, smax, mmv_ring_limit<kernel_mmv_xstm<U1, U2, UPL, PAIR>>());
+    const int lim = mmv_ring_limit<kernel_mmv_xstm<U1, U2, UPL, PAIR>>();
+    const size_t xl = cu_xl_bytes(a->K); /* (stage: the second type's activations) */
+    const int stage = cu_xstm_stage(S) && mmv_has_xl<U2>::value && (int64_t)xl <= lim;
+    const int depth = mmv_ring_depth(cu_xst_depth(S), MMV_XST_WARPS, smax, stage ? lim - (int)xl - 128 : lim);
     if (!depth) return 0;
-    const size_t smem = mmv_ring_smem(MMV_XST_WARPS, depth, smax);
+    const size_t smem = stage ? mmv_xstm_stage_off(depth, smax) + xl : mmv_ring_smem(MMV_XST_WARPS, depth, smax);
     const int blocks = mmv_persist_blocks(S, a, MMV_XST_WARPS, MMV_XST_PERSM, 0);
     cu_count_xstm(S);
-    cu_launch(S, name, kernel_mmv_xstm<U1, U2, UPL, PAIR>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
+    cu_launch(S, name, kernel_mmv_xstm<U1, U2, UPL, PAIR>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth,
+              stage);
     if (PAIR) cu_count_pairs(S);
     return 1;
 }
