@@ -7,7 +7,8 @@
 #      persistent grids capped at 1 block per SM, with wide rows on xs2 and on pp
 #      (MINFER_CUDA_GEMV_WIDE=1, 0), with q, k and a v of another type in one launch
 #      (by default; with MINFER_CUDA_GEMV=4 on every launch) and split in two
-#      (MINFER_CUDA_GEMV_MIXED=0), with the ring GEMVs one row a step (MINFER_CUDA_RING_PAIRS=0),
+#      (MINFER_CUDA_GEMV_MIXED=0), with the ring GEMVs one row a step and xstm's v activations
+#      from the L2 (MINFER_CUDA_RING_PAIRS=0 MINFER_CUDA_XSTM_STAGE=0),
 #      with the residual add in the norm kernel instead of
 #      the GEMV before it (MINFER_CUDA_ADD_GEMV=0, with MINFER_CUDA_NORM_THREADS=256), and (attention only) with
 #      MINFER_CUDA_ATTN_FIT=0 and MINFER_CUDA_ATTN_WARPS=4;
@@ -171,9 +172,10 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     # (and the norm of the chains as one block per row, not split in 4)
     bg_start cuda_ops_mixed0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_MIXED=0 \
         MINFER_CUDA_NORM_SPLIT=1 MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
-    # the ring GEMVs' loops one row a step (two by default: MINFER_CUDA_RING_PAIRS)
+    # the ring GEMVs' loops one row a step (two by default: MINFER_CUDA_RING_PAIRS), and xstm's
+    # second type's activations from the L2 (from shared memory by default: MINFER_CUDA_XSTM_STAGE)
     bg_start cuda_ops_pairs0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_RING_PAIRS=0 \
-        MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
+        MINFER_CUDA_XSTM_STAGE=0 MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
     # the residual add in the norm kernel, not folded into the GEMV before it (with the
     # norm's blocks at 256 threads: 4 float4 per thread on the 4096-wide chains)
     bg_start cuda_ops_add_gemv0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_ADD_GEMV=0 \
