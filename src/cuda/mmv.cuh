@@ -1351,8 +1351,169 @@ static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
     trace_end();
 #endif
 }
+/* xsg over clusters of 4 blocks (MINFER_CUDA_XSG_CLUSTER, sm_90+). Whole groups per block
+ * leave the 7B's 344 groups over 132 blocks as 80 blocks with three and 52 with two, all
+ * streaming at the same rate per block (the block timeline, 2026-11-30: block ends from
+ * 8.8 to 14.2 us after the release), so the launch lasts 12 rows a warp where 22,016
+ * rows over 2,112 warps average 10.4. Here cluster c of G takes groups c, c + G, ..., and
+ * its 64 warps (cw = rank * 16 + warp) one row of each: gate row cw (cw < 32) or up row
+ * cw - 32 of the group's 32 outputs, so a warp streams one row per group of its cluster
+ * (11 or 10 on the 7B). Each warp writes its sum as the plain launch would (gate not where
+ * h goes over it) and into the group's slot in the shared memory of the group's owner
+ * block (rank k % 4 for its k-th group; distributed shared memory), then adds one to the
+ * group's count there (release, cluster scope); the warp that brings the count to 64
+ * reads the group's 64 sums back (acquire) and writes its h and q8 (q8_store1), as the
+ * last warp of a block does in xsg: the same sums, so the same bits. A cluster barrier
+ * at the start (the counts are zero before anyone adds) and at the end (no block leaves
+ * while another may still read or add into its shared memory).
+ * An experiment, off by default (MINFER_CUDA_XSG_CLUSTER=1): correct (op parity 971/971
+ * with test_ffn's gate, up, h and q8 bit-identical to two launches; 7B greedy 32 tokens
+ * identical), but tg128 on the 7B (H200, 2026-11-30) 511.56-514.05 tok/s against
+ * 710.22-713.82 with xsg: ~17 us more per launch. The cluster-scope acq_rel atomic is
+ * MEMBAR.ALL.GPU + CCTL.IVALL + ERRBAR in the SASS (sm_90a), once per row a warp takes,
+ * as the folded norm's handoff was. Next form to try: each sum sent by st.async with
+ * complete_tx on an mbarrier per group in the owner block, which a warp there waits on a
+ * group later (no fence on the sender's side). */
+#define MMV_XSGC_BLOCKS 4
+#define MMV_XSGC_MAXK 64 /* groups per cluster (the launcher refuses more) */
+static __device__ __forceinline__ uint32_t cluster_map(const void *p, unsigned rank) {
+    uint32_t ra = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(smem_u32(p)), "r"(rank));
+#endif
+    return ra;
+}
+template <typename U, int UPL, bool PAIR = false>
+static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
+    kernel_mmv_xsgc(cu_mmv_args a, float *h, cu_q8 hq, int depth) {
+    pdl_trigger();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(128) uint8_t xsg_smem[];
+    __shared__ float hs[MMV_XSGC_MAXK / MMV_XSGC_BLOCKS][64]; /* this block's groups' 64 sums */
+    __shared__ unsigned cnt[MMV_XSGC_MAXK / MMV_XSGC_BLOCKS];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const unsigned rank = cluster_rank();
+    const int cw = (int)rank * MMV_XSG_WARPS + warp; /* the warp in its cluster: its row of each group */
+    const int G = gridDim.x / MMV_XSGC_BLOCKS, c = blockIdx.x / MMV_XSGC_BLOCKS, ng = a.rows[0] / 32;
+    const int n = c < ng ? (ng - c + G - 1) / G : 0; /* groups of this cluster = rows of this warp */
+    const int64_t stride = a.stride;
+    uint64_t *bar = (uint64_t *)xsg_smem + warp * depth;
+    uint8_t *slot0 = xsg_smem + mmv_ring_bars(MMV_XSG_WARPS, depth) + (size_t)warp * depth * stride;
+    const int o = cw & 31;              /* the output of each group this warp's row feeds */
+    const bool up_row = cw >= 32;
+    auto row = [&](int i) { return (up_row ? a.w[1] : a.w[0]) + (int64_t)(32 * (c + i * G) + o) * stride; };
+    const uint8_t *src = lane < n ? row(lane) : nullptr; /* (as xst: lane l requests rows l, l + 32, ...) */
+    if (threadIdx.x < MMV_XSGC_MAXK / MMV_XSGC_BLOCKS) cnt[threadIdx.x] = 0;
+    if (lane == 0) mbar_init_ring(bar, depth);
+    cluster_arrive(); /* the counts are zero in every block before any warp adds */
+    cluster_wait();
+    const bool req = lane < depth && lane < n;
+    ring_first_rows(a, true, req, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
+    pdl_wait();
+    const int nb = a.K / U::QK;
+    const int nu = nb * U::UPB;
+    typename U::X x[UPL];
+    mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
+    ring_first_rows(a, false, req, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
+    ring_pos rp;
+    const ring_units<U, UPL> ru(nb, 0, nu, lane);
+    /* row i's sum (every lane holds it): group k = i of this cluster */
+    auto take = [&](int i, float v) {
+        const int g = c + i * G;
+        const unsigned owner = (unsigned)(i % MMV_XSGC_BLOCKS);
+        const int li = i / MMV_XSGC_BLOCKS;
+        unsigned last = 0;
+        if (lane == 0) {
+            if (up_row || a.out[0] != h) (up_row ? a.out[1] : a.out[0])[32 * g + o] = v;
+            const uint32_t slot = cluster_map(&hs[li][cw], owner), cp = cluster_map(&cnt[li], owner);
+            unsigned old;
+            asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(slot), "f"(v) : "memory");
+            asm volatile("atom.acq_rel.cluster.shared::cluster.add.u32 %0, [%1], 1;" : "=r"(old) : "r"(cp) : "memory");
+            last = old == 63;
+        }
+        if (__shfl_sync(0xffffffffu, last, 0)) {
+            asm volatile("fence.acq_rel.cluster;" ::: "memory");
+            float gv, uv;
+            asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(gv) : "r"(cluster_map(&hs[li][lane], owner)) : "memory");
+            asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(uv) : "r"(cluster_map(&hs[li][32 + lane], owner)) : "memory");
+            const float hv = silu_mul(gv, uv);
+            const int64_t idx = 32 * (int64_t)g + lane;
+            h[idx] = hv;
+            q8_store1(hq, idx, hv, 1);
+        }
+    };
+    auto refill = [&](int f, int s) { /* row f into slot s */
+        ring_refill(f, n, lane, slot0 + (size_t)s * stride, bar + s, [&](uint32_t *bytes) {
+            *bytes = (uint32_t)stride;
+            return f < 32 ? src : row(f);
+        });
+    };
+    if constexpr (PAIR) {
+        for (int i = 0; i < n; i += 2) {
+            const float p0 = ring_first_of_pair(ru, bar, rp, slot0, stride, i, n, depth, nb, nu, lane, x, refill);
+            if (i + 1 < n) {
+                const float2 acc =
+                    ring_second_of_pair(ru, bar, rp, slot0, stride, i, n, depth, nb, nu, lane, x, p0, refill);
+                take(i, acc.x);
+                take(i + 1, acc.y);
+                rp.next(depth);
+            } else {
+                take(i, warp_sum(p0));
+            }
+            __syncwarp();
+        }
+    } else {
+        for (int i = 0; i < n; i++) {
+            const int s = rp.s;
+            ring_wait(bar, rp, i, n);
+            const float acc = ring_dot<U, UPL>(ru, slot0 + (size_t)s * stride, nb, 0, nu, lane, x);
+            if (i == 0) trace_mark(0);
+            refill(i + depth, s);
+            take(i, acc);
+            rp.next(depth);
+            __syncwarp();
+        }
+    }
+    trace_end();
+    cluster_arrive(); /* no block leaves while another may still use its shared memory */
+    cluster_wait();
+#endif
+}
+int cu_xsg_cluster(const cu_state *S); /* MINFER_CUDA_XSG_CLUSTER: 1 = xsg over clusters of 4 */
+void cu_count_xsgc(cu_state *S);      /* MINFER_CUDA_VERBOSE prints the count at the end */
+/* The clusters of 4 that can be resident at once for xsgc at smem bytes (0: none / unknown),
+ * looked up once per size */
+template <auto K>
+static int mmv_xsgc_clusters(size_t smem) {
+    static size_t known_smem;
+    static int known = -1;
+    if (known >= 0 && known_smem == smem) return known;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = MMV_XSGC_BLOCKS;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.gridDim = dim3(MMV_XSGC_BLOCKS * 64);
+    cfg.blockDim = dim3(MMV_XSG_WARPS * 32);
+    cfg.dynamicSmemBytes = smem;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, K, &cfg) != cudaSuccess) {
+        (void)cudaGetLastError();
+        n = 0;
+    }
+    known_smem = smem;
+    known = n;
+    return n;
+}
+
 template <typename U>
 static void mmv_xsg_prepare() {
+    mmv_ring_prepare_forms<kernel_mmv_xsgc<U, 1>, kernel_mmv_xsgc<U, 1, true>>();
+    mmv_ring_prepare_forms<kernel_mmv_xsgc<U, 2>, kernel_mmv_xsgc<U, 2, true>>();
+    mmv_ring_prepare_forms<kernel_mmv_xsgc<U, 4>, kernel_mmv_xsgc<U, 4, true>>();
     mmv_ring_prepare_forms<kernel_mmv_xsg<U, 1>, kernel_mmv_xsg<U, 1, true>>();
     mmv_ring_prepare_forms<kernel_mmv_xsg<U, 2>, kernel_mmv_xsg<U, 2, true>>();
     mmv_ring_prepare_forms<kernel_mmv_xsg<U, 4>, kernel_mmv_xsg<U, 4, true>>();
@@ -1367,9 +1528,23 @@ static int mmv_xsg_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const
         mmv_ring_depth(cu_xsg_depth(S), MMV_XSG_WARPS, a->stride, mmv_ring_limit<kernel_mmv_xsg<U, UPL, PAIR>>());
     if (!depth) return 0;
     const size_t smem = mmv_ring_smem(MMV_XSG_WARPS, depth, a->stride);
+    const int ng = a->rows[0] / 32;
+    if (cu_xsg_cluster(S)) {
+        /* the clusters of 4 (kernel_mmv_xsgc), where they fit and are not refused */
+        constexpr auto KC = kernel_mmv_xsgc<U, UPL, PAIR>;
+        const bool ok = !PAIR || mmv_pair_ok<kernel_mmv_xsgc<U, UPL, true>, kernel_mmv_xsgc<U, UPL>>();
+        const int ncl = ok && mmv_ring_limit<KC>() >= (int)smem ? mmv_xsgc_clusters<KC>(smem) : 0;
+        const int G = ncl < ng ? ncl : ng;
+        if (G > 0 && (ng + G - 1) / G <= MMV_XSGC_MAXK) {
+            cu_launch_ex(S, name, KC, dim3(G * MMV_XSGC_BLOCKS), dim3(MMV_XSG_WARPS * 32), smem, MMV_XSGC_BLOCKS, *a,
+                         h, *hq, depth);
+            if (PAIR) cu_count_pairs(S);
+            cu_count_xsgc(S);
+            return 1;
+        }
+    }
     const int per_sm = mmv_ring_per_sm<kernel_mmv_xsg<U, UPL, PAIR>>(MMV_XSG_WARPS * 32, smem);
     if (!per_sm) return 0;
-    const int ng = a->rows[0] / 32;
     int blocks = per_sm * cu_num_sms(S);
     if (blocks > ng) blocks = ng;
     if ((ng + blocks - 1) / blocks > MMV_XSG_MAXG) return 0;
