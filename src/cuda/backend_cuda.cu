@@ -1389,8 +1389,9 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->attn_trigger = env_in_range("MINFER_CUDA_ATTN_TRIGGER", 1, 0, 3); /* (attn.cu says why 1) */
     S->xst_depth = env_in_range("MINFER_CUDA_XST_DEPTH", cu_mmv_xst_depth_default(), 2, 16);
     S->xsg_depth = env_in_range("MINFER_CUDA_XSG_DEPTH", MMV_XSG_DEPTH, 2, 16);
-    /* (mmv.cuh says why both; tg128 7B q4_k_m, H200, 2026-11-30: 706.32-707.19 vs 695.94-697.85
-     * with neither, 704.39-704.59 with xst only) */
+    /* (mmv.cuh says why; tg128 7B q4_k_m, H200, 2026-11-30: 706.32-707.19 vs 695.94-697.85
+     * with neither, 704.39-704.59 with xst only; then 711.74-712.46 with xstm too against
+     * 709.66-710.41 without, another call) */
     S->ring_pairs = env_in_range("MINFER_CUDA_RING_PAIRS", 7, 0, 7);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
@@ -1632,7 +1633,7 @@ static void print_notice(cu_state *S) {
         snprintf(ring, sizeof ring, "[depth %d, %d before the wait, %d after attention]", S->xst_depth,
                  S->xst_pre < S->xst_depth ? S->xst_pre : S->xst_depth,
                  S->xst_pre_attn < S->xst_depth ? S->xst_pre_attn : S->xst_depth);
-    const char *mixed = S->f_gemv_mixed && S->xst_bytes >= 0 ? "+xstm" : "";
+    const char *mixed = !(S->f_gemv_mixed && S->xst_bytes >= 0) ? "" : S->f_xstm_stage ? "+xstm-staged" : "+xstm";
     const char *pairs = S->ring_pairs && S->xst_bytes >= 0 ? "+pairs" : "";
     if (S->f_gemv == 4) snprintf(xs_name, sizeof xs_name, "xst%s%s%s", ring, mixed, pairs);
     else if (S->xst_bytes >= 0)
@@ -1655,7 +1656,7 @@ static void print_notice(cu_state *S) {
             gemv_name, MINFER_CUDA_L2_HINT ? "+l2-evict-first" : "",
             S->f_graph && !S->graph_failed ? (S->f_host_store ? "on+host-store" : "on") : "off",
             S->f_pdl ? "on" : "off", !S->f_fuse ? "off" : S->f_add_gemv ? "on+add-in-gemv" : "on",
-            S->f_swiglu_gemv && S->xst_bytes >= 0 ? "+swiglu-gemv" : "",
+            !(S->f_swiglu_gemv && S->xst_bytes >= 0) ? "" : S->f_xsg_cluster ? "+swiglu-gemv-clusters" : "+swiglu-gemv",
             S->skip[0] ? " SKIPPING-KERNELS(output-invalid)" : "",
             S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split",
