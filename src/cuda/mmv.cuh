@@ -1033,12 +1033,12 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
  * slots take the longer row; each warp's rows ascend, so it meets the second type at
  * most once and loads that type's activation layout then (one more L2 round trip for
  * the warps that cross). Per row the same sums as xst of its type. */
-/* Row g of an xstm launch: its weights and (bytes) their length; rows from g2 on are
- * matrix 2's, of the second type (stride2). */
 /* where xstm's staged activations start in its dynamic shared memory: after the ring */
 static __host__ __device__ __forceinline__ size_t mmv_xstm_stage_off(int depth, int64_t smax) {
     return (mmv_ring_bars(MMV_XST_WARPS, depth) + (size_t)MMV_XST_WARPS * depth * (size_t)smax + 127) & ~(size_t)127;
 }
+/* Row g of an xstm launch: its weights and (bytes) their length; rows from g2 on are
+ * matrix 2's, of the second type (stride2). */
 static __device__ __forceinline__ const uint8_t *xstm_row(const cu_mmv_args &a, int g, int g2, uint32_t *bytes) {
     int m, r;
     const uint8_t *src = mmv_row(a, g, &m, &r);
