@@ -990,6 +990,7 @@ static const cu_host_buf *host_pinned(const cu_state *S, const void *p, size_t n
 
 static void *be_host_alloc(mf_backend *be, size_t nbytes) {
     cu_state *S = ST(be);
+    cudaSetDevice(S->device); /* (the device address below is this device's) */
     int i = 0;
     while (i < CU_HOST_MAX && S->host[i].p) i++;
     void *p = NULL;
