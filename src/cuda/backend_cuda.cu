@@ -1047,6 +1047,12 @@ static void be_download(mf_backend *be, void *dst, const void *src, size_t nbyte
         } else {
             CU_CHECK(S, cudaMemcpyAsync(direct ? (void *)direct : (void *)p, src, nbytes, cudaMemcpyDeviceToHost,
                                         S->stream));
+            if (S->f_host_store && !S->n_copy_node)
+                fprintf(stderr, "minfer/cuda: the decode graph downloads %zu bytes by a copy node, not the host-store "
+                                "kernel (%s)\n",
+                        nbytes, !hb        ? "the destination is not pinned host_alloc memory"
+                                : !hb->dev ? "the runtime gave no device address for it"
+                                           : "not 16-byte aligned");
             S->n_copy_node++;
         }
         cu_copy *c = &g->copies[g->ncopies++];
