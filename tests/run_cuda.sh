@@ -8,8 +8,7 @@
 #      (MINFER_CUDA_GEMV_WIDE=1, 0), with q, k and a v of another type in one launch
 #      (by default; with MINFER_CUDA_GEMV=4 on every launch) and split in two
 #      (MINFER_CUDA_GEMV_MIXED=0), with the ring GEMVs one row a step and xstm's v activations
-#      from the L2 (MINFER_CUDA_RING_PAIRS=0 MINFER_CUDA_XSTM_STAGE=0), with the gate+up launch over
-#      clusters of 4 blocks (MINFER_CUDA_XSG_CLUSTER=1, an experiment),
+#      from the L2 (MINFER_CUDA_RING_PAIRS=0 MINFER_CUDA_XSTM_STAGE=0),
 #      with the residual add in the norm kernel instead of
 #      the GEMV before it (MINFER_CUDA_ADD_GEMV=0, with MINFER_CUDA_NORM_THREADS=256), and (attention only) with
 #      MINFER_CUDA_ATTN_FIT=0 and MINFER_CUDA_ATTN_WARPS=4;
@@ -144,7 +143,7 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     # (its CPU reference over 3000-position prefixes took ~270 s on 2 of 16 cores, 2026-11-29,
     # before each prefix served all its test batches) get a third of the cores each; the
     # matmul-only runs end in 70-120 s.
-    NR=12
+    NR=11
     NC=$(nproc 2>/dev/null || echo 4)
     TH=$(( NC / NR )); [ "$TH" -ge 2 ] || TH=2
     THA=$(( NC / 3 )); [ "$THA" -ge 2 ] || THA=2
@@ -177,9 +176,6 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     # second type's activations from the L2 (from shared memory by default: MINFER_CUDA_XSTM_STAGE)
     bg_start cuda_ops_pairs0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_RING_PAIRS=0 \
         MINFER_CUDA_XSTM_STAGE=0 MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
-    # the experiment of xsg over clusters of 4 blocks (off by default: MINFER_CUDA_XSG_CLUSTER=1)
-    bg_start cuda_ops_xsgc env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_XSG_CLUSTER=1 \
-        MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
     # the residual add in the norm kernel, not folded into the GEMV before it (with the
     # norm's blocks at 256 threads: 4 float4 per thread on the 4096-wide chains)
     bg_start cuda_ops_add_gemv0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_ADD_GEMV=0 \
@@ -199,8 +195,6 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     check "no xstm launch under MINFER_CUDA_GEMV_MIXED=0" grep -qE 'xstm launches 0' "$TMP/bg-cuda_ops_mixed0.log"
     check "ring loops two rows a step in the default op run" grep -qE 'ring-pairs launches [1-9]' "$TMP/bg-cuda_ops.log"
     check "ring loops one row a step under MINFER_CUDA_RING_PAIRS=0" grep -qE 'ring-pairs launches 0,' "$TMP/bg-cuda_ops_pairs0.log"
-    check "no xsg in clusters by default" grep -qE 'in clusters 0\)' "$TMP/bg-cuda_ops.log"
-    check "xsg in clusters under MINFER_CUDA_XSG_CLUSTER=1" grep -qE 'in clusters [1-9]' "$TMP/bg-cuda_ops_xsgc.log"
 else
     echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))
 fi

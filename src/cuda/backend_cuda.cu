@@ -57,9 +57,6 @@
  * at its start, after its q/k/v, after its tile loop, instead of after its wait; attn.cu),
  * MINFER_CUDA_GEMV_MIXED=0 (q and k of q4_K/q5_K and a v of q6_K as two launches
  * instead of one xstm launch; mmv.cuh),
- * MINFER_CUDA_XSG_CLUSTER=1 (an experiment, off by default because it measured 28% slower:
- * the gate+up launch with the SwiGLU over clusters of 4 blocks, each warp one row of each
- * of its cluster's groups; mmv.cuh, kernel_mmv_xsgc),
  * MINFER_CUDA_XSTM_STAGE=0 (xstm's warps load the second type's activations from the L2
  * where they meet its first row, instead of from a copy each block makes in shared
  * memory after its wait; mmv.cuh),
@@ -193,7 +190,6 @@ struct cu_state {
     int f_graph, f_pdl, f_fuse, f_dp4a, f_flash, f_mma, f_sync, verbose;
     int f_host_store;      /* graph downloads into pinned host memory by a kernel (MINFER_CUDA_HOST_STORE) */
     int f_xstm_stage;      /* xstm's second type's activations via shared memory (MINFER_CUDA_XSTM_STAGE) */
-    int f_xsg_cluster;     /* xsg over clusters of 4 blocks (MINFER_CUDA_XSG_CLUSTER) */
     /* x += the GEMV before it, folded into that GEMV's store (MINFER_CUDA_ADD_GEMV) */
     int f_add_gemv;
     /* q/k of one K-quant and v of q6_K as one launch (MINFER_CUDA_GEMV_MIXED=0 turns it off) */
@@ -293,7 +289,6 @@ struct cu_state {
     uint64_t n_swiglu_gemv; /* kernel_mmv_xsg launches (gate+up with the SwiGLU) */
     uint64_t n_pairs;       /* ring GEMV launches whose loop takes two rows a step */
     uint64_t n_host_store;  /* graph downloads captured as a kernel storing to pinned host memory */
-    uint64_t n_xsgc;        /* kernel_mmv_xsgc launches (xsg over clusters of 4) */
     uint64_t n_copy_node;   /* graph downloads captured as a copy node */
     uint64_t n_attn_wo;  /* kernel_attn_wo launches (attention, wo and the add in one) */
     /* MINFER_CUDA_STEPTIME=1: where a replayed step's wall time goes (step_replay; the
@@ -326,8 +321,6 @@ int cu_xst_depth(const cu_state *S) { return S->xst_depth; }
 int cu_xsg_depth(const cu_state *S) { return S->xsg_depth; }
 int cu_ring_pairs(const cu_state *S) { return S->ring_pairs; }
 int cu_xstm_stage(const cu_state *S) { return S->f_xstm_stage; }
-int cu_xsg_cluster(const cu_state *S) { return S->f_xsg_cluster; }
-void cu_count_xsgc(cu_state *S) { S->n_xsgc++; }
 void cu_count_pairs(cu_state *S) { S->n_pairs++; }
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes) {
     *per_sm_cap = S->gemv_per_sm;
@@ -1295,11 +1288,9 @@ static void free_state(cu_state *S) {
     if (S->verbose)
         fprintf(stderr,
                 "minfer/cuda: xst2 launches %llu, add-in-gemv launches %llu, xstm launches %llu, attn-wo launches %llu, "
-                "swiglu-gemv launches %llu (in clusters %llu), ring-pairs launches %llu, graph downloads: host-store %llu, "
-                "copy-node %llu\n",
+                "swiglu-gemv launches %llu, ring-pairs launches %llu, graph downloads: host-store %llu, copy-node %llu\n",
                 (unsigned long long)S->n_xst2, (unsigned long long)S->n_add_gemv, (unsigned long long)S->n_xstm,
-                (unsigned long long)S->n_attn_wo, (unsigned long long)S->n_swiglu_gemv, (unsigned long long)S->n_xsgc,
-                (unsigned long long)S->n_pairs,
+                (unsigned long long)S->n_attn_wo, (unsigned long long)S->n_swiglu_gemv, (unsigned long long)S->n_pairs,
                 (unsigned long long)S->n_host_store, (unsigned long long)S->n_copy_node);
     cu_trace_close(S->trace);
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
@@ -1344,9 +1335,6 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_swiglu_gemv = mf_env_int("MINFER_CUDA_SWIGLU_GEMV", 1) == 1 && S->f_fuse && S->f_dp4a;
     S->f_host_store = mf_env_int("MINFER_CUDA_HOST_STORE", 1) == 1;
     S->f_xstm_stage = mf_env_int("MINFER_CUDA_XSTM_STAGE", 1) == 1;
-    /* (an experiment, off: 511.56-514.05 tok/s against 710.22-713.82 on the 7B, H200, 2026-11-30;
-     * mmv.cuh, kernel_mmv_xsgc, says why) */
-    S->f_xsg_cluster = mf_env_int("MINFER_CUDA_XSG_CLUSTER", 0) == 1;
     S->f_flash = mf_env_int("MINFER_CUDA_FLASH", 1);
     S->f_mma = mf_env_int("MINFER_CUDA_MMA", 1);
     S->f_sync = mf_env_int("MINFER_CUDA_SYNC", 0);
@@ -1663,7 +1651,7 @@ static void print_notice(cu_state *S) {
             gemv_name, MINFER_CUDA_L2_HINT ? "+l2-evict-first" : "",
             S->f_graph && !S->graph_failed ? (S->f_host_store ? "on+host-store" : "on") : "off",
             S->f_pdl ? "on" : "off", !S->f_fuse ? "off" : S->f_add_gemv ? "on+add-in-gemv" : "on",
-            !(S->f_swiglu_gemv && S->xst_bytes >= 0) ? "" : S->f_xsg_cluster ? "+swiglu-gemv-clusters" : "+swiglu-gemv",
+            S->f_swiglu_gemv && S->xst_bytes >= 0 ? "+swiglu-gemv" : "",
             S->skip[0] ? " SKIPPING-KERNELS(output-invalid)" : "",
             S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split",
