@@ -1003,17 +1003,22 @@ static void *be_host_alloc(mf_backend *be, size_t nbytes) {
     return p;
 }
 
+/* Frees a recorded host buffer and clears its record */
+static void host_buf_free(cu_host_buf *b) {
+    if (b->pinned) cudaFreeHost(b->p);
+    else free(b->p);
+    *b = (cu_host_buf){NULL, 0, 0, NULL};
+}
+
 static void be_host_free(mf_backend *be, void *p) {
     cu_state *S = ST(be);
     if (!p) return;
     for (int i = 0; i < CU_HOST_MAX; i++)
         if (S->host[i].p == p) {
-            if (S->host[i].pinned) cudaFreeHost(p);
-            else free(p);
-            S->host[i] = (cu_host_buf){NULL, 0, 0, NULL};
+            host_buf_free(&S->host[i]);
             return;
         }
-    free(p);
+    free(p); /* (allocated past CU_HOST_MAX records: malloc'd) */
 }
 
 static void be_download(mf_backend *be, void *dst, const void *src, size_t nbytes) {
@@ -1296,10 +1301,7 @@ static void free_state(cu_state *S) {
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
     if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
     for (int i = 0; i < CU_HOST_MAX; i++) /* (what the caller did not give back) */
-        if (S->host[i].p) {
-            if (S->host[i].pinned) cudaFreeHost(S->host[i].p);
-            else free(S->host[i].p);
-        }
+        if (S->host[i].p) host_buf_free(&S->host[i]);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s, S->q8.xl4, S->q8.xl6,
                    S->q8h.qs, S->q8h.d, S->q8h.s, S->q8h.xl4, S->q8h.xl6,
                    S->att_part, S->x16, S->w16, S->rope_cs, S->cs_now, S->att_count, S->wo_acc, S->wo_plane,

@@ -782,7 +782,7 @@ static __device__ __forceinline__ float2 ring_second_of_pair(const ring_units<U,
 static __host__ __device__ __forceinline__ size_t mmv_ring_bars(int nrings, int depth) {
     return ((size_t)nrings * depth * 8 + 127) & ~(size_t)127;
 }
-static inline size_t mmv_ring_smem(int nrings, int depth, int64_t stride) {
+static __host__ __device__ __forceinline__ size_t mmv_ring_smem(int nrings, int depth, int64_t stride) {
     return mmv_ring_bars(nrings, depth) + (size_t)nrings * depth * (size_t)stride;
 }
 /* One thread initialises a warp's n ring barriers, before the ring's first request. */
@@ -1035,7 +1035,7 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
  * the warps that cross). Per row the same sums as xst of its type. */
 /* where xstm's staged activations start in its dynamic shared memory: after the ring */
 static __host__ __device__ __forceinline__ size_t mmv_xstm_stage_off(int depth, int64_t smax) {
-    return (mmv_ring_bars(MMV_XST_WARPS, depth) + (size_t)MMV_XST_WARPS * depth * (size_t)smax + 127) & ~(size_t)127;
+    return (mmv_ring_smem(MMV_XST_WARPS, depth, smax) + 127) & ~(size_t)127;
 }
 /* Row g of an xstm launch: its weights and (bytes) their length; rows from g2 on are
  * matrix 2's, of the second type (stride2). */
