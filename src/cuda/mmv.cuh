@@ -1269,8 +1269,8 @@ static __device__ __forceinline__ xsg_tail xsg_tail_of(int ng, int G, bool sprea
     t.R = ng / G;
     t.T = ng - t.R * G;
     if (spread) {
-        t.t0 = 4 * t.T * b / G; /* (T, b < G: no overflow for any grid) */
-        t.t1 = 4 * t.T * (b + 1) / G;
+        t.t0 = (int)((int64_t)4 * t.T * b / G);
+        t.t1 = (int)((int64_t)4 * t.T * (b + 1) / G);
     } else {
         t.t0 = b < t.T ? 4 * b : 4 * t.T;
         t.t1 = b < t.T ? 4 * b + 4 : 4 * t.T;
@@ -1342,7 +1342,6 @@ static __device__ __forceinline__ void xsg_tail_take(const cu_mmv_args &a, float
 static __device__ __forceinline__ void xsg_tail_finish(float *h, const cu_q8 &hq, uint64_t *xchg, const xsg_tail &tl,
                                                        float (*hst)[32], int G, int lane) {
     if (tl.t1 <= tl.t0) return;
-#pragma unroll 1
     for (int tg = tl.t0 / 4; tg <= (tl.t1 - 1) / 4; tg++) {
         if (4 * tg + 3 >= tl.t1) continue;
         const int t = 4 * tg + lane / 8;
@@ -1413,35 +1412,16 @@ static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
     float v = 0.0f; /* lane k: the sum of the whole group's row k */
     ring_pos rp;
     const ring_units<U, UPL> ru(nb, 0, nu, lane);
-    /* one row a step: row i's sum, in every lane */
-    auto one_row = [&](int i) {
-        const int s = rp.s;
-        ring_wait(bar, rp, i, n);
-        const float acc = ring_dot<U, UPL>(ru, slot0 + (size_t)s * stride, nb, 0, nu, lane, x);
-        if (i == 0) trace_mark(0);
-        const int f = i + depth;
-        ring_refill(f, n, lane, slot0 + (size_t)s * stride, bar + s, [&](uint32_t *bytes) {
-            *bytes = (uint32_t)stride;
-            return f < 32 ? src : row(f);
-        });
-        rp.next(depth);
-        return acc;
-    };
-    /* the end of whole group gi (v complete), and where this warp was the block's last
-     * there and gi is the first, the tail groups finished here. (One call site in each
-     * loop form: these paths inlined at every row's take made the kernel 2.7 times
-     * larger, and slower by ~4% of tg128, in call 1 of 2026-12-01.) */
-    auto group_end = [&](int gi) {
-        if (xsg_group_end(a, h, hq, hs, arrived, gi, G, warp, lane, v) && gi == 0)
+    auto take = [&](int i, float acc) { /* row i's sum, in every lane */
+        if (i < nt) {
+            xsg_tail_take(a, h, xchg, tl, ts, hst, arrived_t, i, G, warp, lane, acc);
+            return;
+        }
+        const int k = (i - nt) % RPG, gi = (i - nt) / RPG;
+        if (lane == k) v = acc;
+        if (k == RPG - 1 && xsg_group_end(a, h, hq, hs, arrived, gi, G, warp, lane, v) && gi == 0)
             xsg_tail_finish(h, hq, xchg, tl, hst, G, lane);
     };
-    /* the tail rows, one a step (at most MMV_XSG_TU) */
-    for (int i = 0; i < nt; i++) {
-        const float acc = one_row(i);
-        xsg_tail_take(a, h, xchg, tl, ts, hst, arrived_t, i, G, warp, lane, acc);
-        __syncwarp();
-    }
-    /* then the whole groups: row i is row k = (i - nt) % RPG of group (i - nt) / RPG */
     if constexpr (PAIR) {
         auto refill = [&](int f, int s) { /* row f into slot s */
             ring_refill(f, n, lane, slot0 + (size_t)s * stride, bar + s, [&](uint32_t *bytes) {
@@ -1449,24 +1429,33 @@ static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
                 return f < 32 ? src : row(f);
             });
         };
-        /* two rows a step as xst's (RPG is even: a step never spans two groups) */
-        static_assert(RPG % 2 == 0, "xsg pairs rows");
-        for (int i = nt; i < n; i += 2) {
+        /* two rows a step as xst's */
+        for (int i = 0; i < n; i += 2) {
             const float p0 = ring_first_of_pair(ru, bar, rp, slot0, stride, i, n, depth, nb, nu, lane, x, refill);
-            const float2 acc = ring_second_of_pair(ru, bar, rp, slot0, stride, i, n, depth, nb, nu, lane, x, p0, refill);
-            const int k = (i - nt) % RPG;
-            if (lane == k) v = acc.x;
-            if (lane == k + 1) v = acc.y;
-            if (k + 1 == RPG - 1) group_end((i - nt) / RPG);
-            rp.next(depth);
+            if (i + 1 < n) {
+                const float2 acc =
+                    ring_second_of_pair(ru, bar, rp, slot0, stride, i, n, depth, nb, nu, lane, x, p0, refill);
+                take(i, acc.x);
+                take(i + 1, acc.y);
+                rp.next(depth);
+            } else {
+                take(i, warp_sum(p0));
+            }
             __syncwarp();
         }
     } else {
-        for (int i = nt; i < n; i++) {
-            const float acc = one_row(i);
-            const int k = (i - nt) % RPG;
-            if (lane == k) v = acc;
-            if (k == RPG - 1) group_end((i - nt) / RPG);
+        for (int i = 0; i < n; i++) {
+            const int s = rp.s;
+            ring_wait(bar, rp, i, n);
+            const float acc = ring_dot<U, UPL>(ru, slot0 + (size_t)s * stride, nb, 0, nu, lane, x);
+            if (i == 0) trace_mark(0);
+            const int f = i + depth;
+            ring_refill(f, n, lane, slot0 + (size_t)s * stride, bar + s, [&](uint32_t *bytes) {
+                *bytes = (uint32_t)stride;
+                return f < 32 ? src : row(f);
+            });
+            take(i, acc);
+            rp.next(depth);
             __syncwarp();
         }
     }
