@@ -172,11 +172,10 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     # (and the norm of the chains as one block per row, not split in 4)
     bg_start cuda_ops_mixed0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_MIXED=0 \
         MINFER_CUDA_NORM_SPLIT=1 MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
-    # the ring GEMVs' loops one row a step (two by default: MINFER_CUDA_RING_PAIRS), xstm's
-    # second type's activations from the L2 (from shared memory by default: MINFER_CUDA_XSTM_STAGE),
-    # and xsg's tail groups each in one block (spread over every block by default: MINFER_CUDA_XSG_SPREAD)
+    # the ring GEMVs' loops one row a step (two by default: MINFER_CUDA_RING_PAIRS), and xstm's
+    # second type's activations from the L2 (from shared memory by default: MINFER_CUDA_XSTM_STAGE)
     bg_start cuda_ops_pairs0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_RING_PAIRS=0 \
-        MINFER_CUDA_XSTM_STAGE=0 MINFER_CUDA_XSG_SPREAD=0 MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
+        MINFER_CUDA_XSTM_STAGE=0 MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
     # the residual add in the norm kernel, not folded into the GEMV before it (with the
     # norm's blocks at 256 threads: 4 float4 per thread on the 4096-wide chains)
     bg_start cuda_ops_add_gemv0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_ADD_GEMV=0 \

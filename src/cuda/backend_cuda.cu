@@ -196,7 +196,6 @@ struct cu_state {
     int f_gemv_mixed;
     /* the one-token SwiGLU in the gate+up GEMV's store (MINFER_CUDA_SWIGLU_GEMV=0 turns it off) */
     int f_swiglu_gemv;
-    int f_xsg_spread; /* xsg's tail groups spread over every block (MINFER_CUDA_XSG_SPREAD; mmv.cuh, xsg_tail) */
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
     int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
@@ -248,7 +247,6 @@ struct cu_state {
     /* q8 activations + what they hold; q8h: the fused SwiGLU's output (op_swiglu), swapped
      * with q8 after its launch, which still reads q8 */
     cu_q8 q8, q8h;
-    uint64_t *xsg_xchg; /* the spread xsg tail's words, one a row of the widest gate matrix, zeroed */
     int64_t q8_cap;
     const float *q8_src;
     int64_t q8_n;
@@ -870,7 +868,7 @@ static void op_swiglu(mf_backend *be, float *out, const float *gate, const float
          * the q8 buffer */
         cu_mmv_args a;
         mmv_args(S, &a);
-        if (cu_mmv_q8_swiglu(S, p->mtype, &a, out, &S->q8h, S->f_xsg_spread ? S->xsg_xchg : NULL)) {
+        if (cu_mmv_q8_swiglu(S, p->mtype, &a, out, &S->q8h)) {
             p->kind = PEND_NONE;
             S->n_swiglu_gemv++;
             const cu_q8 t = S->q8;
@@ -1305,7 +1303,7 @@ static void free_state(cu_state *S) {
     for (int i = 0; i < CU_HOST_MAX; i++) /* (what the caller did not give back) */
         if (S->host[i].p) host_buf_free(&S->host[i]);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s, S->q8.xl4, S->q8.xl6,
-                   S->q8h.qs, S->q8h.d, S->q8h.s, S->q8h.xl4, S->q8h.xl6, S->xsg_xchg,
+                   S->q8h.qs, S->q8h.d, S->q8h.s, S->q8h.xl4, S->q8h.xl6,
                    S->att_part, S->x16, S->w16, S->rope_cs, S->cs_now, S->att_count, S->wo_acc, S->wo_plane,
                    S->wo_part, S->wo_bar};
     for (size_t i = 0; i < MF_ARRAY_LEN(dev); i++)
@@ -1337,7 +1335,6 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_gemv_mixed = mf_env_int("MINFER_CUDA_GEMV_MIXED", 1) == 1 && S->f_fuse;
     S->f_dp4a = mf_env_int("MINFER_CUDA_DP4A", 1);
     S->f_swiglu_gemv = mf_env_int("MINFER_CUDA_SWIGLU_GEMV", 1) == 1 && S->f_fuse && S->f_dp4a;
-    S->f_xsg_spread = mf_env_int("MINFER_CUDA_XSG_SPREAD", 1) == 1 && S->f_swiglu_gemv;
     S->f_host_store = mf_env_int("MINFER_CUDA_HOST_STORE", 1) == 1;
     S->f_xstm_stage = mf_env_int("MINFER_CUDA_XSTM_STAGE", 1) == 1;
     S->f_flash = mf_env_int("MINFER_CUDA_FLASH", 1);
@@ -1461,12 +1458,6 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     } while (0)
     SCRATCH_Q8(S->q8);
     if (S->f_swiglu_gemv) SCRATCH_Q8(S->q8h);
-    if (S->f_xsg_spread) {
-        /* (q8h's rows bound the gate matrices xsg takes) */
-        SCRATCH(S->xsg_xchg, uint64_t, S->q8_cap);
-        if ((e = cudaMemsetAsync(S->xsg_xchg, 0, (size_t)S->q8_cap * 8, S->stream)) != cudaSuccess)
-            return mf_fail(err, MF_ERR_DEVICE, "cuda: cudaMemsetAsync(xsg words): %s", cudaGetErrorString(e));
-    }
 #undef SCRATCH_Q8
     /* attention chunks: multiples of 64 positions, at most 16 per head: the grid
      * covers the whole context, and every early-exit block still costs a slot
@@ -1662,7 +1653,7 @@ static void print_notice(cu_state *S) {
             gemv_name, MINFER_CUDA_L2_HINT ? "+l2-evict-first" : "",
             S->f_graph && !S->graph_failed ? (S->f_host_store ? "on+host-store" : "on") : "off",
             S->f_pdl ? "on" : "off", !S->f_fuse ? "off" : S->f_add_gemv ? "on+add-in-gemv" : "on",
-            S->f_swiglu_gemv && S->xst_bytes >= 0 ? (S->f_xsg_spread ? "+swiglu-gemv-spread" : "+swiglu-gemv") : "",
+            S->f_swiglu_gemv && S->xst_bytes >= 0 ? "+swiglu-gemv" : "",
             S->skip[0] ? " SKIPPING-KERNELS(output-invalid)" : "",
             S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split",

@@ -1243,45 +1243,12 @@ static int mmv_xstm_launch(cu_state *S, const cu_mmv_args *a, const char *name) 
  * Measured (tg128, 7B q4_k_m, H200, 2026-11-30): 686-690 tok/s with xsg against 680-682
  * with the SwiGLU kernel; 698.6-701.0 with the ring of 3 and the early rows. */
 #define MMV_XSG_WARPS 16
-#define MMV_XSG_MAXG 16 /* whole groups per block (the launcher refuses more) */
-#define MMV_XSG_TU 4    /* tail units per block at most (a unit: one row a warp; below) */
+#define MMV_XSG_MAXG 16 /* groups per block (the launcher refuses more) */
 int cu_xsg_depth(const cu_state *S);
-/* The tail: with ng groups over G blocks, R = ng / G whole rounds and T = ng - R G groups
- * left. A block takes them whole (the first T blocks one each; xchg NULL) or spread to
- * the row (MINFER_CUDA_XSG_SPREAD): the T groups' 4T units of 16 rows (8 gate rows and the
- * 8 up rows of the same outputs, warp w one row: gate of output w & 7 for w < 8, else up)
- * in contiguous ranges, block b units [4T b / G, 4T (b + 1) / G), at most 4 a block, so
- * that no warp takes more than ceil(10.42) = 11 rows on the 7B's 22,016 over 2,112 warps
- * instead of 12. A group's q8 needs all its 32 outputs, so a spread group is finished by
- * the block holding its last unit; the others send their units' outputs to it through
- * xchg (its rows' entries), each a 64-bit word tagged in its high half, which needs no
- * fence on either side: the finisher reads a word back (and zeroes it for the next launch)
- * until its tag is there. Every warp takes its tail rows first and the finisher reads at
- * the end of its first whole group (R >= 1: the launcher's blocks <= ng), so the words
- * have been on their way for a group's rows by then. The finisher holds the higher
- * block index, waiting only on lower ones, which the block scheduler starts first. */
-struct xsg_tail {
-    int R, T, t0, t1; /* whole rounds, tail groups, this block's tail units [t0, t1) */
-};
-static __device__ __forceinline__ xsg_tail xsg_tail_of(int ng, int G, bool spread) {
-    xsg_tail t;
-    const int b = (int)blockIdx.x;
-    t.R = ng / G;
-    t.T = ng - t.R * G;
-    if (spread) {
-        t.t0 = (int)((int64_t)4 * t.T * b / G);
-        t.t1 = (int)((int64_t)4 * t.T * (b + 1) / G);
-    } else {
-        t.t0 = b < t.T ? 4 * b : 4 * t.T;
-        t.t1 = b < t.T ? 4 * b + 4 : 4 * t.T;
-    }
-    return t;
-}
-/* The end of an xsg warp's whole group gi (its last row's sum just taken; lane k holds row
- * k's sum v, gate rows then up rows): its SwiGLU outputs into the block's hs, the gate and
- * up outputs, and the last warp of the block to arrive writes the group's h and its q8.
- * Returns whether this warp was that last one. */
-static __device__ __forceinline__ bool xsg_group_end(const cu_mmv_args &a, float *h, const cu_q8 &hq,
+/* The end of an xsg warp's group gi (its last row's sum just taken; lane k holds row k's
+ * sum v, gate rows then up rows): its SwiGLU outputs into the block's hs, the gate and up
+ * outputs, and the last warp of the block to arrive writes the group's h and its q8. */
+static __device__ __forceinline__ void xsg_group_end(const cu_mmv_args &a, float *h, const cu_q8 &hq,
                                                      float (*hs)[32], int *arrived, int gi, int G, int warp, int lane,
                                                      float v) {
     constexpr int OPW = 32 / MMV_XSG_WARPS, RPG = 2 * OPW;
@@ -1297,108 +1264,37 @@ static __device__ __forceinline__ bool xsg_group_end(const cu_mmv_args &a, float
         __threadfence_block();
         last = atomicAdd(&arrived[gi], 1) == MMV_XSG_WARPS - 1;
     }
-    if (!__shfl_sync(0xffffffffu, last, 0)) return false;
-    __threadfence_block();
-    const float hv = ((volatile float *)hs[gi])[lane];
-    const int64_t idx = r0 - OPW * warp + lane;
-    h[idx] = hv;
-    q8_store1(hq, idx, hv, 1);
-    return true;
-}
-/* A warp's sum acc of its row in tail unit t0 + u: into the block's ts, its gate or up
- * output; the unit's last warp to arrive computes the unit's 8 SwiGLU outputs and keeps
- * them (hst: its group is finished here) or sends them (xchg). */
-static __device__ __forceinline__ void xsg_tail_take(const cu_mmv_args &a, float *h, uint64_t *xchg,
-                                                     const xsg_tail &tl, float (*ts)[MMV_XSG_WARPS],
-                                                     float (*hst)[32], int *arrived_t, int u, int G, int warp,
-                                                     int lane, float acc) {
-    const int t = tl.t0 + u, g = tl.R * G + t / 4;
-    if (lane == 0) {
-        ts[u][warp] = acc;
-        if (warp >= 8 || a.out[0] != h) a.out[warp >> 3][32 * g + 8 * (t & 3) + (warp & 7)] = acc;
-    }
-    __syncwarp();
-    int last = 0;
-    if (lane == 0) {
+    if (__shfl_sync(0xffffffffu, last, 0)) {
         __threadfence_block();
-        last = atomicAdd(&arrived_t[u], 1) == MMV_XSG_WARPS - 1;
-    }
-    if (!__shfl_sync(0xffffffffu, last, 0)) return;
-    __threadfence_block();
-    if (lane < 8) {
-        const float hv = silu_mul(((volatile float *)ts[u])[lane], ((volatile float *)ts[u])[8 + lane]);
-        const int k = 8 * (t & 3) + lane; /* the output's place in its group */
-        if ((t | 3) < tl.t1) {            /* the group's last unit is here: finished here */
-            hst[t / 4 - tl.t0 / 4][k] = hv;
-        } else {
-            const unsigned long long word = (1ull << 32) | __float_as_uint(hv);
-            asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(xchg + 32 * (int64_t)g + k), "l"(word)
-                         : "memory");
-        }
-    }
-}
-/* The tail groups this block finishes (those whose last unit it holds): the outputs of
- * its own units from hst, the others' from xchg, then h and its q8. One warp. */
-static __device__ __forceinline__ void xsg_tail_finish(float *h, const cu_q8 &hq, uint64_t *xchg, const xsg_tail &tl,
-                                                       float (*hst)[32], int G, int lane) {
-    if (tl.t1 <= tl.t0) return;
-    for (int tg = tl.t0 / 4; tg <= (tl.t1 - 1) / 4; tg++) {
-        if (4 * tg + 3 >= tl.t1) continue;
-        const int t = 4 * tg + lane / 8;
-        const int64_t idx = 32 * (int64_t)(tl.R * G + tg) + lane;
-        float v;
-        if (t >= tl.t0) {
-            v = ((volatile float *)hst[tg - tl.t0 / 4])[lane];
-        } else {
-            unsigned long long w;
-            do
-                w = atomicExch((unsigned long long *)(xchg + idx), 0ull);
-            while (!(w >> 32));
-            v = __uint_as_float((uint32_t)w);
-        }
-        h[idx] = v;
-        q8_store1(hq, idx, v, 1);
+        const float hv = ((volatile float *)hs[gi])[lane];
+        const int64_t idx = r0 - OPW * warp + lane;
+        h[idx] = hv;
+        q8_store1(hq, idx, hv, 1);
     }
 }
 template <typename U, int UPL, bool PAIR = false>
 static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
-    kernel_mmv_xsg(cu_mmv_args a, float *h, cu_q8 hq, uint64_t *xchg, int depth) {
+    kernel_mmv_xsg(cu_mmv_args a, float *h, cu_q8 hq, int depth) {
     pdl_trigger();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    static_assert(MMV_XSG_WARPS == 16, "a tail unit is 8 gate and 8 up rows, one a warp");
     extern __shared__ __align__(128) uint8_t xsg_smem[];
     __shared__ float hs[MMV_XSG_MAXG][32];
     __shared__ int arrived[MMV_XSG_MAXG];
-    __shared__ float ts[MMV_XSG_TU][MMV_XSG_WARPS]; /* tail units' row sums */
-    __shared__ float hst[2][32];                     /* outputs of the tail groups finished here */
-    __shared__ int arrived_t[MMV_XSG_TU];
     constexpr int OPW = 32 / MMV_XSG_WARPS, RPG = 2 * OPW; /* outputs, rows per group of a warp */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int G = gridDim.x, ng = a.rows[0] / 32;
-    const xsg_tail tl = xsg_tail_of(ng, G, xchg != nullptr);
-    const int nt = tl.t1 - tl.t0;  /* this warp's tail rows, then its whole groups' */
-    const int n = nt + tl.R * RPG; /* this warp's rows */
+    const int n = (ng - (int)blockIdx.x + G - 1) / G * RPG; /* this warp's rows */
     const int64_t stride = a.stride;
     uint64_t *bar = (uint64_t *)xsg_smem + warp * depth;
     uint8_t *slot0 = xsg_smem + mmv_ring_bars(MMV_XSG_WARPS, depth) + (size_t)warp * depth * stride;
-    /* row i of this warp: tail unit t0 + i, then whole group (i - nt) / RPG, its gate rows
-     * then its up rows */
+    /* row i of this warp: group i / RPG, its gate rows then its up rows */
     auto row = [&](int i) {
-        int r, m;
-        if (i < nt) {
-            const int t = tl.t0 + i;
-            r = 32 * (tl.R * G + t / 4) + 8 * (t & 3) + (warp & 7);
-            m = warp >> 3;
-        } else {
-            const int q = i - nt, k = q % RPG;
-            r = 32 * ((int)blockIdx.x + q / RPG * G) + OPW * warp + k % OPW;
-            m = k >= OPW;
-        }
-        return a.w[m] + (int64_t)r * stride;
+        const int k = i % RPG;
+        const int r = 32 * ((int)blockIdx.x + i / RPG * G) + OPW * warp + k % OPW;
+        return (k < OPW ? a.w[0] : a.w[1]) + (int64_t)r * stride;
     };
     const uint8_t *src = lane < n ? row(lane) : nullptr; /* (as xst: lane l requests rows l, l + 32, ...) */
     if (threadIdx.x < MMV_XSG_MAXG) arrived[threadIdx.x] = 0;
-    if (threadIdx.x < MMV_XSG_TU) arrived_t[threadIdx.x] = 0;
     if (lane == 0) mbar_init_ring(bar, depth);
     __syncthreads(); /* the counters are zero before any warp arrives */
     const bool req = lane < depth && lane < n;
@@ -1409,19 +1305,9 @@ static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
     typename U::X x[UPL];
     mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
     ring_first_rows(a, false, req, lane, slot0 + (size_t)lane * stride, src, (uint32_t)stride, bar + lane);
-    float v = 0.0f; /* lane k: the sum of the whole group's row k */
+    float v = 0.0f; /* lane k: the sum of the group's row k */
     ring_pos rp;
     const ring_units<U, UPL> ru(nb, 0, nu, lane);
-    auto take = [&](int i, float acc) { /* row i's sum, in every lane */
-        if (i < nt) {
-            xsg_tail_take(a, h, xchg, tl, ts, hst, arrived_t, i, G, warp, lane, acc);
-            return;
-        }
-        const int k = (i - nt) % RPG, gi = (i - nt) / RPG;
-        if (lane == k) v = acc;
-        if (k == RPG - 1 && xsg_group_end(a, h, hq, hs, arrived, gi, G, warp, lane, v) && gi == 0)
-            xsg_tail_finish(h, hq, xchg, tl, hst, G, lane);
-    };
     if constexpr (PAIR) {
         auto refill = [&](int f, int s) { /* row f into slot s */
             ring_refill(f, n, lane, slot0 + (size_t)s * stride, bar + s, [&](uint32_t *bytes) {
@@ -1429,18 +1315,19 @@ static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
                 return f < 32 ? src : row(f);
             });
         };
-        /* two rows a step as xst's */
+        auto take = [&](int i, float acc) { /* row i's sum, in every lane (the loop below) */
+            const int k = i % RPG;
+            if (lane == k) v = acc;
+            if (k == RPG - 1) xsg_group_end(a, h, hq, hs, arrived, i / RPG, G, warp, lane, v);
+        };
+        /* two rows a step as xst's (n is a multiple of RPG, even) */
+        static_assert(RPG % 2 == 0, "xsg pairs rows");
         for (int i = 0; i < n; i += 2) {
             const float p0 = ring_first_of_pair(ru, bar, rp, slot0, stride, i, n, depth, nb, nu, lane, x, refill);
-            if (i + 1 < n) {
-                const float2 acc =
-                    ring_second_of_pair(ru, bar, rp, slot0, stride, i, n, depth, nb, nu, lane, x, p0, refill);
-                take(i, acc.x);
-                take(i + 1, acc.y);
-                rp.next(depth);
-            } else {
-                take(i, warp_sum(p0));
-            }
+            const float2 acc = ring_second_of_pair(ru, bar, rp, slot0, stride, i, n, depth, nb, nu, lane, x, p0, refill);
+            take(i, acc.x);
+            take(i + 1, acc.y);
+            rp.next(depth);
             __syncwarp();
         }
     } else {
@@ -1454,7 +1341,9 @@ static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
                 *bytes = (uint32_t)stride;
                 return f < 32 ? src : row(f);
             });
-            take(i, acc);
+            const int k = i % RPG;
+            if (lane == k) v = acc;
+            if (k == RPG - 1) xsg_group_end(a, h, hq, hs, arrived, i / RPG, G, warp, lane, v);
             rp.next(depth);
             __syncwarp();
         }
@@ -1470,11 +1359,10 @@ static void mmv_xsg_prepare() {
 }
 /* (PAIR as mmv_xst_launch_form's) */
 template <typename U, int UPL, bool PAIR>
-static int mmv_xsg_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, uint64_t *xchg,
-                              const char *name) {
+static int mmv_xsg_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
     if constexpr (PAIR)
         if (!mmv_pair_ok<kernel_mmv_xsg<U, UPL, true>, kernel_mmv_xsg<U, UPL>>())
-            return mmv_xsg_launch_upl<U, UPL, false>(S, a, h, hq, xchg, name);
+            return mmv_xsg_launch_upl<U, UPL, false>(S, a, h, hq, name);
     const int depth =
         mmv_ring_depth(cu_xsg_depth(S), MMV_XSG_WARPS, a->stride, mmv_ring_limit<kernel_mmv_xsg<U, UPL, PAIR>>());
     if (!depth) return 0;
@@ -1484,20 +1372,17 @@ static int mmv_xsg_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const
     const int ng = a->rows[0] / 32;
     int blocks = per_sm * cu_num_sms(S);
     if (blocks > ng) blocks = ng;
-    if (ng / blocks > MMV_XSG_MAXG) return 0; /* (blocks <= ng: at least one whole round) */
-    cu_launch(S, name, kernel_mmv_xsg<U, UPL, PAIR>, dim3(blocks), dim3(MMV_XSG_WARPS * 32), smem, *a, h, *hq, xchg,
-              depth);
+    if ((ng + blocks - 1) / blocks > MMV_XSG_MAXG) return 0;
+    cu_launch(S, name, kernel_mmv_xsg<U, UPL, PAIR>, dim3(blocks), dim3(MMV_XSG_WARPS * 32), smem, *a, h, *hq, depth);
     if (PAIR) cu_count_pairs(S);
     return 1;
 }
 /* h = silu(a's matrix 0 x) * (matrix 1 x) and its q8 into hq, in one xsg launch, where it
  * takes the launch (one column, two matrices of the same rows, a multiple of 32, no bias or
  * add, rows that fit xs, a ring that fits, the xst size under variant 3); else 0 and
- * nothing is launched. xchg: the spread tail's words (a zeroed entry per row, left zeroed),
- * or NULL for whole tail groups. */
+ * nothing is launched. */
 template <typename U>
-static int mmv_xsg_launch(cu_state *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, uint64_t *xchg,
-                          const char *name) {
+static int mmv_xsg_launch(cu_state *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
     int per_sm_cap = 0;
     int64_t xst_bytes = -1;
     const int v = cu_gemv_variant(S, &per_sm_cap, &xst_bytes);
@@ -1509,14 +1394,11 @@ static int mmv_xsg_launch(cu_state *S, const cu_mmv_args *a, float *h, const cu_
     const int upl = mmv_xs_upl(a->K / U::QK * U::UPB, 1);
     const bool pair = cu_ring_pairs(S) & 1;
     if (upl == 1)
-        return pair ? mmv_xsg_launch_upl<U, 1, true>(S, a, h, hq, xchg, name)
-                    : mmv_xsg_launch_upl<U, 1, false>(S, a, h, hq, xchg, name);
+        return pair ? mmv_xsg_launch_upl<U, 1, true>(S, a, h, hq, name) : mmv_xsg_launch_upl<U, 1, false>(S, a, h, hq, name);
     if (upl == 2)
-        return pair ? mmv_xsg_launch_upl<U, 2, true>(S, a, h, hq, xchg, name)
-                    : mmv_xsg_launch_upl<U, 2, false>(S, a, h, hq, xchg, name);
+        return pair ? mmv_xsg_launch_upl<U, 2, true>(S, a, h, hq, name) : mmv_xsg_launch_upl<U, 2, false>(S, a, h, hq, name);
     if (upl == 4)
-        return pair ? mmv_xsg_launch_upl<U, 4, true>(S, a, h, hq, xchg, name)
-                    : mmv_xsg_launch_upl<U, 4, false>(S, a, h, hq, xchg, name);
+        return pair ? mmv_xsg_launch_upl<U, 4, true>(S, a, h, hq, name) : mmv_xsg_launch_upl<U, 4, false>(S, a, h, hq, name);
     return 0;
 }
 

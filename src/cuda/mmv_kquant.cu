@@ -141,11 +141,11 @@ void cu_mmv_prepare_kquant(int variant) {
     }
 }
 
-int cu_mmv_q8_swiglu(cu_state *S, uint32_t type, const cu_mmv_args *a, float *h, const cu_q8 *hq, uint64_t *xchg) {
+int cu_mmv_q8_swiglu(cu_state *S, uint32_t type, const cu_mmv_args *a, float *h, const cu_q8 *hq) {
     switch (type) {
-    case QTYPE_Q4_K: return mmv_xsg_launch<unit_k45<false>>(S, a, h, hq, xchg, "mmv_q4_K+swiglu");
-    case QTYPE_Q5_K: return mmv_xsg_launch<unit_k45<true>>(S, a, h, hq, xchg, "mmv_q5_K+swiglu");
-    case QTYPE_Q6_K: return mmv_xsg_launch<unit_q6k>(S, a, h, hq, xchg, "mmv_q6_K+swiglu");
+    case QTYPE_Q4_K: return mmv_xsg_launch<unit_k45<false>>(S, a, h, hq, "mmv_q4_K+swiglu");
+    case QTYPE_Q5_K: return mmv_xsg_launch<unit_k45<true>>(S, a, h, hq, "mmv_q5_K+swiglu");
+    case QTYPE_Q6_K: return mmv_xsg_launch<unit_q6k>(S, a, h, hq, "mmv_q6_K+swiglu");
     default: return 0;
     }
 }
