@@ -416,16 +416,6 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
             qs[e / HD][e % HD] = q[(int64_t)t * q_ld + (int64_t)h0 * HD + e] * scale;
     }
     const int p1 = min(pos + 1, p0 + chunk);
-    /* the next layer's rows p0 .. p1 - 1 into the L2 (a.l2next; one thread, two requests) */
-    auto prefetch_next = [&]() {
-        if (tid == 0 && a.kc_next && p1 > p0) {
-            const int64_t at = base + (int64_t)p0 * HD;
-            const uint32_t bytes = (uint32_t)(p1 - p0) * HD * 2;
-            l2_prefetch(a.kc_next + at, bytes);
-            l2_prefetch(a.vc_next + at, bytes);
-        }
-    };
-    if (a.l2next == 1) prefetch_next();
     if (a.abl == 1) return;
     /* Each lane group (the LPP lanes of a row) runs its own online softmax over the
      * rows it visits, a tile at a time (its SPT scores, their max, one rescale), so the
@@ -461,7 +451,6 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         }
     }
     trace_mark(1);
-    if (a.l2next == 2) prefetch_next();
     if (a.trigger == 3) pdl_trigger();
     /* the groups of a warp (lanes pr = 0.. PPW-1), then the warps */
 #pragma unroll

@@ -199,7 +199,6 @@ struct cu_state {
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
     int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
-    int attn_l2next;       /* ... and asks the L2 for the next layer's (MINFER_CUDA_ATTN_L2NEXT: 1, 2; 0 off) */
     int f_attn_fast;       /* its RoPE row from the embedding kernel: on (MINFER_CUDA_ATTN_FAST) and the
                               model one the fast store takes (be_init; attn.cu `fast`) */
     int f_attn_fit;        /* decode attention's head-group arrays fitted to the model (attn.cu) */
@@ -768,8 +767,6 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
     a.fit = S->f_attn_fit;
     a.warps = S->attn_warps;
     a.trigger = S->attn_trigger;
-    a.kc_next = a.vc_next = NULL;
-    a.l2next = 0;
     a.abl = cu_skipped(S, "attn_dec_wait") ? 2 : cu_skipped(S, "attn_dec_store") ? 1 : cu_skipped(S, "attn_dec_out") ? 3 : 0;
     a.rope = 0;
     a.rope_dim = rdim;
@@ -784,12 +781,6 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
         a.rope = rope;
         a.pre = S->f_attn_pre;
         if (S->cs_now_ok && a.rope_cs == S->rope_cs) a.cs_now = S->cs_now;
-        if (S->attn_l2next) {
-            const int nl = layer + 1 < hp->n_layer ? layer + 1 : 0; /* (after the last: the next step's first) */
-            a.kc_next = S->kc[nl];
-            a.vc_next = S->vc[nl];
-            a.l2next = S->attn_l2next;
-        }
     } else {
         cu_kv_store(S, &a, (float *)q, (float *)k, v, rope, rdim, rbase, rmode, a.rope_cs);
     }
@@ -1400,7 +1391,6 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
      * 709.66-710.41 without, another call) */
     S->ring_pairs = env_in_range("MINFER_CUDA_RING_PAIRS", 7, 0, 7);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
-    S->attn_l2next = env_in_range("MINFER_CUDA_ATTN_L2NEXT", 0, 0, 2);
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
     {
         /* decode attention warps per block (attn.cu says why): 8 unless

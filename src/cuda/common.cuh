@@ -376,13 +376,6 @@ static __device__ __forceinline__ float cluster_ld(const float *p, unsigned rank
     return v;
 }
 
-/* Asks the L2 for bytes (a multiple of 16) at p (16-aligned), nothing coming back to the
- * SM (sm_90+; nothing elsewhere). */
-static __device__ __forceinline__ void l2_prefetch(const void *p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
 static __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 static __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 static __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
@@ -595,12 +588,6 @@ struct cu_attn_args {
      * 0 at its start, 1 after its wait (default), 2 once q/k/v are in and stored, 3 after
      * its tile loop (the later, the less that GEMV's early requests meet its loads) */
     int trigger;
-    /* kernel_attn_dec, one token: the next layer's cache (kc_next, vc_next; the first
-     * layer's after the last), whose rows of this block's chunk up to pos it asks the L2
-     * for (l2next 1: once q/k/v are stored, 2: after its tile loop), so that layer's
-     * attention finds them there (MINFER_CUDA_ATTN_L2NEXT; attn.cu); NULL: not */
-    const __half *kc_next, *vc_next;
-    int l2next;
     /* timing experiments only (MINFER_CUDA_SKIP names, output invalid): kernel_attn_dec
      * returns right after pdl_wait (2: attn_dec_wait), after the fused store (1:
      * attn_dec_store), or before writing its output (3: attn_dec_out) */
