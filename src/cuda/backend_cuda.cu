@@ -196,6 +196,7 @@ struct cu_state {
     int f_gemv_mixed;
     /* the one-token SwiGLU in the gate+up GEMV's store (MINFER_CUDA_SWIGLU_GEMV=0 turns it off) */
     int f_swiglu_gemv;
+    int f_xsg_shared; /* that launch with one ring per block shared by its warps (MINFER_CUDA_XSG_SHARED; mmv.cuh, xsgs) */
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
     int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
@@ -321,6 +322,7 @@ int cu_xst_depth(const cu_state *S) { return S->xst_depth; }
 int cu_xsg_depth(const cu_state *S) { return S->xsg_depth; }
 int cu_ring_pairs(const cu_state *S) { return S->ring_pairs; }
 int cu_xstm_stage(const cu_state *S) { return S->f_xstm_stage; }
+int cu_xsg_shared(const cu_state *S) { return S->f_xsg_shared; }
 void cu_count_pairs(cu_state *S) { S->n_pairs++; }
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes) {
     *per_sm_cap = S->gemv_per_sm;
@@ -1335,6 +1337,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_gemv_mixed = mf_env_int("MINFER_CUDA_GEMV_MIXED", 1) == 1 && S->f_fuse;
     S->f_dp4a = mf_env_int("MINFER_CUDA_DP4A", 1);
     S->f_swiglu_gemv = mf_env_int("MINFER_CUDA_SWIGLU_GEMV", 1) == 1 && S->f_fuse && S->f_dp4a;
+    S->f_xsg_shared = mf_env_int("MINFER_CUDA_XSG_SHARED", 0) == 1;
     S->f_host_store = mf_env_int("MINFER_CUDA_HOST_STORE", 1) == 1;
     S->f_xstm_stage = mf_env_int("MINFER_CUDA_XSTM_STAGE", 1) == 1;
     S->f_flash = mf_env_int("MINFER_CUDA_FLASH", 1);
@@ -1653,7 +1656,7 @@ static void print_notice(cu_state *S) {
             gemv_name, MINFER_CUDA_L2_HINT ? "+l2-evict-first" : "",
             S->f_graph && !S->graph_failed ? (S->f_host_store ? "on+host-store" : "on") : "off",
             S->f_pdl ? "on" : "off", !S->f_fuse ? "off" : S->f_add_gemv ? "on+add-in-gemv" : "on",
-            S->f_swiglu_gemv && S->xst_bytes >= 0 ? "+swiglu-gemv" : "",
+            S->f_swiglu_gemv && S->xst_bytes >= 0 ? (S->f_xsg_shared ? "+swiglu-gemv-shared-ring" : "+swiglu-gemv") : "",
             S->skip[0] ? " SKIPPING-KERNELS(output-invalid)" : "",
             S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split",

@@ -1377,6 +1377,133 @@ static int mmv_xsg_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const
     if (PAIR) cu_count_pairs(S);
     return 1;
 }
+/* ---- xsg with one ring per block, its rows taken by whichever warp is free
+ * (MINFER_CUDA_XSG_SHARED; an experiment) ----
+ * In xsg each warp owns its rows and its ring; the block ends with its slowest warp. The
+ * block timeline (2026-12-01, bench/RESULTS.md) puts the block's last warp's end a median
+ * 1.56 us (max 2.85) after warp 0's last row arrived, about two rows of one warp's time
+ * (16 warps share the SM's issue: ~0.9 us a row each). Here the block's rows (group gi =
+ * r / 64: its 32 gate rows, then its 32 up rows) stream through one ring of XSGS_SLOTS
+ * whole-row slots, row r in slot r % XSGS_SLOTS, and a warp takes the next two rows from
+ * a shared counter when it is free, so the block's rows are shared out to the end. A slot
+ * barrier's parity tells only two phases apart, so the taker of row r first waits for
+ * slot_row[s] == r (its refill issued, i.e. row r - XSGS_SLOTS consumed), then for the
+ * phase. The sums land in shared memory; a group's 64th arrival writes its h, q8, gate
+ * and up as xsg does (the same sums: the same bits). */
+#define XSGS_SLOTS (MMV_XSG_WARPS * MMV_XSG_DEPTH)
+int cu_xsg_shared(const cu_state *S);
+template <typename U, int UPL>
+static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
+    kernel_mmv_xsgs(cu_mmv_args a, float *h, cu_q8 hq) {
+    pdl_trigger();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(128) uint8_t xsgs_smem[];
+    __shared__ float sums[MMV_XSG_MAXG][64];
+    __shared__ int arrived[MMV_XSG_MAXG];
+    __shared__ int slot_row[XSGS_SLOTS];
+    __shared__ int next_row;
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int G = gridDim.x, ng = a.rows[0] / 32;
+    const int nr = (ng - (int)blockIdx.x + G - 1) / G * 64; /* the block's rows */
+    const int64_t stride = a.stride;
+    uint64_t *bar = (uint64_t *)xsgs_smem;
+    uint8_t *slot0 = xsgs_smem + mmv_ring_bars(1, XSGS_SLOTS);
+    auto row = [&](int r) {
+        const int k = r & 63;
+        return a.w[k >> 5] + (int64_t)(32 * ((int)blockIdx.x + (r >> 6) * G) + (k & 31)) * stride;
+    };
+    if (tid < MMV_XSG_MAXG) arrived[tid] = 0;
+    if (tid < XSGS_SLOTS) slot_row[tid] = tid;
+    if (tid == 0) {
+        next_row = 0;
+        mbar_init_ring(bar, XSGS_SLOTS);
+    }
+    __syncthreads();
+    /* the first rows, one a thread: MMV_XSG_WARPS * ring_pre of them ahead of the wait
+     * (as many as xsg asks for there), the others after the activation loads */
+    const bool req = tid < XSGS_SLOTS && tid < nr, early = tid < MMV_XSG_WARPS * a.ring_pre;
+    if (req && early) tma_row(slot0 + (size_t)tid * stride, row(tid), (uint32_t)stride, bar + tid);
+    pdl_wait();
+    const int nb = a.K / U::QK;
+    const int nu = nb * U::UPB;
+    typename U::X x[UPL];
+    mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
+    if (req && !early) tma_row(slot0 + (size_t)tid * stride, row(tid), (uint32_t)stride, bar + tid);
+    const ring_units<U, UPL> ru(nb, 0, nu, lane);
+    /* row r's slot once it holds row r: its partial */
+    auto part = [&](int r) {
+        const int s = r % XSGS_SLOTS;
+        while (((volatile int *)slot_row)[s] != r) {
+        }
+        mbar_wait(bar + s, (uint32_t)(r / XSGS_SLOTS) & 1u);
+        return ru.template dot<true>(slot0 + (size_t)s * stride, nb, 0, nu, lane, x);
+    };
+    /* row r's slot, read by every lane, refilled with row r + XSGS_SLOTS */
+    auto refill = [&](int r) {
+        const int f = r + XSGS_SLOTS, s = r % XSGS_SLOTS;
+        __syncwarp();
+        if (f < nr && lane == (r & 31)) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            slot_row[s] = f;
+            tma_row(slot0 + (size_t)s * stride, row(f), (uint32_t)stride, bar + s);
+        }
+    };
+    for (;;) {
+        int r = 0;
+        if (lane == 0) r = atomicAdd(&next_row, 2);
+        r = __shfl_sync(0xffffffffu, r, 0);
+        if (r >= nr) break;
+        const float p0 = part(r);
+        refill(r);
+        const float p1 = part(r + 1);
+        const float2 acc = warp_sum2(p0, p1);
+        refill(r + 1);
+        const int gi = r >> 6, k = r & 63;
+        int last = 0;
+        if (lane == 0) {
+            sums[gi][k] = acc.x;
+            sums[gi][k + 1] = acc.y;
+            __threadfence_block();
+            last = atomicAdd(&arrived[gi], 2) == 62;
+        }
+        if (__shfl_sync(0xffffffffu, last, 0)) {
+            /* the group's end (xsg_group_end's stores, from shared memory) */
+            __threadfence_block();
+            const float gv = ((volatile float *)sums[gi])[lane], uv = ((volatile float *)sums[gi])[32 + lane];
+            const int64_t idx = 32 * ((int64_t)blockIdx.x + (int64_t)gi * G) + lane;
+            const float hv = silu_mul(gv, uv);
+            if (a.out[0] != h) a.out[0][idx] = gv;
+            a.out[1][idx] = uv;
+            h[idx] = hv;
+            q8_store1(hq, idx, hv, 1);
+        }
+        __syncwarp();
+    }
+    trace_end();
+#endif
+}
+template <typename U>
+static void mmv_xsgs_prepare() {
+    mmv_ring_limit<kernel_mmv_xsgs<U, 1>>();
+    mmv_ring_limit<kernel_mmv_xsgs<U, 2>>();
+    mmv_ring_limit<kernel_mmv_xsgs<U, 4>>();
+}
+/* One kernel_mmv_xsgs launch where its ring fits; else 0 (nothing launched). */
+template <typename U, int UPL>
+static int mmv_xsgs_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
+    const size_t smem = mmv_ring_smem(1, XSGS_SLOTS, a->stride);
+    const int lim = mmv_ring_limit<kernel_mmv_xsgs<U, UPL>>();
+    if (lim <= 0 || smem > (size_t)lim) return 0;
+    const int per_sm = mmv_ring_per_sm<kernel_mmv_xsgs<U, UPL>>(MMV_XSG_WARPS * 32, smem);
+    if (!per_sm) return 0;
+    const int ng = a->rows[0] / 32;
+    int blocks = per_sm * cu_num_sms(S);
+    if (blocks > ng) blocks = ng;
+    if ((ng + blocks - 1) / blocks > MMV_XSG_MAXG) return 0;
+    cu_launch(S, name, kernel_mmv_xsgs<U, UPL>, dim3(blocks), dim3(MMV_XSG_WARPS * 32), smem, *a, h, *hq);
+    return 1;
+}
+
 /* h = silu(a's matrix 0 x) * (matrix 1 x) and its q8 into hq, in one xsg launch, where it
  * takes the launch (one column, two matrices of the same rows, a multiple of 32, no bias or
  * add, rows that fit xs, a ring that fits, the xst size under variant 3); else 0 and
@@ -1392,6 +1519,13 @@ static int mmv_xsg_launch(cu_state *S, const cu_mmv_args *a, float *h, const cu_
         a->bias[1])
         return 0;
     const int upl = mmv_xs_upl(a->K / U::QK * U::UPB, 1);
+    if (cu_xsg_shared(S)) {
+        const int done = upl == 1   ? mmv_xsgs_launch_upl<U, 1>(S, a, h, hq, name)
+                         : upl == 2 ? mmv_xsgs_launch_upl<U, 2>(S, a, h, hq, name)
+                         : upl == 4 ? mmv_xsgs_launch_upl<U, 4>(S, a, h, hq, name)
+                                    : 0;
+        if (done) return 1;
+    }
     const bool pair = cu_ring_pairs(S) & 1;
     if (upl == 1)
         return pair ? mmv_xsg_launch_upl<U, 1, true>(S, a, h, hq, name) : mmv_xsg_launch_upl<U, 1, false>(S, a, h, hq, name);

@@ -138,6 +138,9 @@ void cu_mmv_prepare_kquant(int variant) {
         mmv_xsg_prepare<unit_k45<false>>();
         mmv_xsg_prepare<unit_k45<true>>();
         mmv_xsg_prepare<unit_q6k>();
+        mmv_xsgs_prepare<unit_k45<false>>();
+        mmv_xsgs_prepare<unit_k45<true>>();
+        mmv_xsgs_prepare<unit_q6k>();
     }
 }
 
