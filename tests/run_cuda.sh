@@ -7,8 +7,9 @@
 #      persistent grids capped at 1 block per SM, with wide rows on xs2 and on pp
 #      (MINFER_CUDA_GEMV_WIDE=1, 0), with q, k and a v of another type in one launch
 #      (by default; with MINFER_CUDA_GEMV=4 on every launch) and split in two
-#      (MINFER_CUDA_GEMV_MIXED=0), with the ring GEMVs one row a step and xstm's v activations
-#      from the L2 (MINFER_CUDA_RING_PAIRS=0 MINFER_CUDA_XSTM_STAGE=0),
+#      (MINFER_CUDA_GEMV_MIXED=0), with the ring GEMVs one row a step, xstm's v activations
+#      from the L2 and the gate+up launch with a ring per warp (MINFER_CUDA_RING_PAIRS=0
+#      MINFER_CUDA_XSTM_STAGE=0 MINFER_CUDA_XSG_SHARED=0),
 #      with the residual add in the norm kernel instead of
 #      the GEMV before it (MINFER_CUDA_ADD_GEMV=0, with MINFER_CUDA_NORM_THREADS=256), and (attention only) with
 #      MINFER_CUDA_ATTN_FIT=0 and MINFER_CUDA_ATTN_WARPS=4;
@@ -172,10 +173,11 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     # (and the norm of the chains as one block per row, not split in 4)
     bg_start cuda_ops_mixed0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_GEMV_MIXED=0 \
         MINFER_CUDA_NORM_SPLIT=1 MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
-    # the ring GEMVs' loops one row a step (two by default: MINFER_CUDA_RING_PAIRS), and xstm's
-    # second type's activations from the L2 (from shared memory by default: MINFER_CUDA_XSTM_STAGE)
+    # the ring GEMVs' loops one row a step (two by default: MINFER_CUDA_RING_PAIRS), xstm's
+    # second type's activations from the L2 (from shared memory by default: MINFER_CUDA_XSTM_STAGE),
+    # and the gate+up launch with a ring per warp (one per block by default: MINFER_CUDA_XSG_SHARED)
     bg_start cuda_ops_pairs0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_RING_PAIRS=0 \
-        MINFER_CUDA_XSTM_STAGE=0 MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
+        MINFER_CUDA_XSTM_STAGE=0 MINFER_CUDA_XSG_SHARED=0 MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
     # the residual add in the norm kernel, not folded into the GEMV before it (with the
     # norm's blocks at 256 threads: 4 float4 per thread on the 4096-wide chains)
     bg_start cuda_ops_add_gemv0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_ADD_GEMV=0 \
@@ -192,6 +194,9 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     check "add folded into a GEMV in the default op run" grep -qE 'add-in-gemv launches [1-9]' "$TMP/bg-cuda_ops.log"
     check "xstm launched in the default op run" grep -qE 'xstm launches [1-9]' "$TMP/bg-cuda_ops.log"
     check "SwiGLU in the gate+up GEMV (xsg) in the default op run" grep -qE 'swiglu-gemv launches [1-9]' "$TMP/bg-cuda_ops.log"
+    check "the gate+up GEMV with one ring per block (xsgs) in the default op run" \
+        grep -qE 'swiglu-gemv launches [0-9]+ \(shared ring [1-9]' "$TMP/bg-cuda_ops.log"
+    check "no xsgs launch under MINFER_CUDA_XSG_SHARED=0" grep -qE '\(shared ring 0\)' "$TMP/bg-cuda_ops_pairs0.log"
     check "no xstm launch under MINFER_CUDA_GEMV_MIXED=0" grep -qE 'xstm launches 0' "$TMP/bg-cuda_ops_mixed0.log"
     check "ring loops two rows a step in the default op run" grep -qE 'ring-pairs launches [1-9]' "$TMP/bg-cuda_ops.log"
     check "ring loops one row a step under MINFER_CUDA_RING_PAIRS=0" grep -qE 'ring-pairs launches 0,' "$TMP/bg-cuda_ops_pairs0.log"
@@ -262,7 +267,10 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
         "$BIN" run -m "$TMP/1b.gguf" -p "" -n 64 --temp 0 --device cuda >"$TMP/g1.txt" 2>"$TMP/g1.err"
         MINFER_CUDA_GRAPH=0 "$BIN" run -m "$TMP/1b.gguf" -p "" -n 64 --temp 0 --device cuda >"$TMP/g0.txt" 2>/dev/null
         env $OFF "$BIN" run -m "$TMP/1b.gguf" -p "" -n 64 --temp 0 --device cuda >"$TMP/g2.txt" 2>/dev/null
+        MINFER_CUDA_XSG_SHARED=0 "$BIN" run -m "$TMP/1b.gguf" -p "" -n 64 --temp 0 --device cuda >"$TMP/g3.txt" 2>/dev/null
         check "1b q4_k_m greedy 64: graph on == graph off" cmp -s "$TMP/g1.txt" "$TMP/g0.txt"
+        # (xsgs and xsg sum every row alike: the same bits, the same text)
+        check "1b q4_k_m greedy 64: gate+up ring per block == ring per warp" cmp -s "$TMP/g1.txt" "$TMP/g3.txt"
         if cmp -s "$TMP/g1.txt" "$TMP/g2.txt"; then echo "info 1b greedy 64: all optional paths off gives the same text";
         else echo "info 1b greedy 64: all optional paths off differs (dp4a vs f32 activations)"; fi
         grep -m1 '^minfer/cuda' "$TMP/g1.err" || true

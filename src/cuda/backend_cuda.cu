@@ -62,6 +62,9 @@
  * memory after its wait; mmv.cuh),
  * MINFER_CUDA_SWIGLU_GEMV=0 (the one-token SwiGLU as its own kernel after the gate+up
  * GEMV instead of in that GEMV's store, xsg; mmv.cuh),
+ * MINFER_CUDA_XSG_SHARED=0 (that gate+up launch with a ring per warp, each warp its own
+ * rows, instead of one ring per block whose rows any free warp takes, where that ring
+ * fits; mmv.cuh, xsgs; MINFER_CUDA_VERBOSE=1 counts the launches of each),
  * MINFER_CUDA_RING_PAIRS=0..7 (which ring GEMVs' loops take two rows a step, bits: 1
  * xsg (gate+up), 2 xst (q/k/v, wo), 4 xstm (q/k/v with a v of another type); default 7,
  * all three; 0: one row a step everywhere; mmv.cuh),
@@ -196,7 +199,7 @@ struct cu_state {
     int f_gemv_mixed;
     /* the one-token SwiGLU in the gate+up GEMV's store (MINFER_CUDA_SWIGLU_GEMV=0 turns it off) */
     int f_swiglu_gemv;
-    int f_xsg_shared; /* that launch with one ring per block shared by its warps (MINFER_CUDA_XSG_SHARED; mmv.cuh, xsgs) */
+    int f_xsg_shared; /* that launch with one ring per block shared by its warps where it fits (MINFER_CUDA_XSG_SHARED; mmv.cuh, xsgs) */
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
     int f_attn_pre;        /* decode attention reads its first K/V tile before pdl_wait (attn.cu) */
@@ -287,7 +290,8 @@ struct cu_state {
     uint64_t n_xst2; /* kernel_mmv_xst2 launches (eager or captured) */
     uint64_t n_add_gemv; /* GEMV launches with the residual add folded in */
     uint64_t n_xstm;     /* kernel_mmv_xstm launches (two block types in one launch) */
-    uint64_t n_swiglu_gemv; /* kernel_mmv_xsg launches (gate+up with the SwiGLU) */
+    uint64_t n_swiglu_gemv; /* kernel_mmv_xsg and kernel_mmv_xsgs launches (gate+up with the SwiGLU) */
+    uint64_t n_xsg_shared;  /* of them, kernel_mmv_xsgs (one ring per block) */
     uint64_t n_pairs;       /* ring GEMV launches whose loop takes two rows a step */
     uint64_t n_host_store;  /* graph downloads captured as a kernel storing to pinned host memory */
     uint64_t n_copy_node;   /* graph downloads captured as a copy node */
@@ -870,9 +874,11 @@ static void op_swiglu(mf_backend *be, float *out, const float *gate, const float
          * the q8 buffer */
         cu_mmv_args a;
         mmv_args(S, &a);
-        if (cu_mmv_q8_swiglu(S, p->mtype, &a, out, &S->q8h)) {
+        const int form = cu_mmv_q8_swiglu(S, p->mtype, &a, out, &S->q8h);
+        if (form) {
             p->kind = PEND_NONE;
             S->n_swiglu_gemv++;
+            S->n_xsg_shared += form == 2;
             const cu_q8 t = S->q8;
             S->q8 = S->q8h;
             S->q8h = t;
@@ -1295,9 +1301,11 @@ static void free_state(cu_state *S) {
     if (S->verbose)
         fprintf(stderr,
                 "minfer/cuda: xst2 launches %llu, add-in-gemv launches %llu, xstm launches %llu, attn-wo launches %llu, "
-                "swiglu-gemv launches %llu, ring-pairs launches %llu, graph downloads: host-store %llu, copy-node %llu\n",
+                "swiglu-gemv launches %llu (shared ring %llu), ring-pairs launches %llu, graph downloads: host-store %llu, "
+                "copy-node %llu\n",
                 (unsigned long long)S->n_xst2, (unsigned long long)S->n_add_gemv, (unsigned long long)S->n_xstm,
-                (unsigned long long)S->n_attn_wo, (unsigned long long)S->n_swiglu_gemv, (unsigned long long)S->n_pairs,
+                (unsigned long long)S->n_attn_wo, (unsigned long long)S->n_swiglu_gemv,
+                (unsigned long long)S->n_xsg_shared, (unsigned long long)S->n_pairs,
                 (unsigned long long)S->n_host_store, (unsigned long long)S->n_copy_node);
     cu_trace_close(S->trace);
     if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
@@ -1337,7 +1345,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_gemv_mixed = mf_env_int("MINFER_CUDA_GEMV_MIXED", 1) == 1 && S->f_fuse;
     S->f_dp4a = mf_env_int("MINFER_CUDA_DP4A", 1);
     S->f_swiglu_gemv = mf_env_int("MINFER_CUDA_SWIGLU_GEMV", 1) == 1 && S->f_fuse && S->f_dp4a;
-    S->f_xsg_shared = mf_env_int("MINFER_CUDA_XSG_SHARED", 0) == 1;
+    S->f_xsg_shared = mf_env_int("MINFER_CUDA_XSG_SHARED", 1) == 1;
     S->f_host_store = mf_env_int("MINFER_CUDA_HOST_STORE", 1) == 1;
     S->f_xstm_stage = mf_env_int("MINFER_CUDA_XSTM_STAGE", 1) == 1;
     S->f_flash = mf_env_int("MINFER_CUDA_FLASH", 1);
@@ -1656,7 +1664,7 @@ static void print_notice(cu_state *S) {
             gemv_name, MINFER_CUDA_L2_HINT ? "+l2-evict-first" : "",
             S->f_graph && !S->graph_failed ? (S->f_host_store ? "on+host-store" : "on") : "off",
             S->f_pdl ? "on" : "off", !S->f_fuse ? "off" : S->f_add_gemv ? "on+add-in-gemv" : "on",
-            S->f_swiglu_gemv && S->xst_bytes >= 0 ? (S->f_xsg_shared ? "+swiglu-gemv-shared-ring" : "+swiglu-gemv") : "",
+            S->f_swiglu_gemv && S->xst_bytes >= 0 ? (S->f_xsg_shared ? "+swiglu-gemv(shared-ring-where-it-fits)" : "+swiglu-gemv") : "",
             S->skip[0] ? " SKIPPING-KERNELS(output-invalid)" : "",
             S->f_mma ? "mma-f16" : "gemv",
             S->f_flash && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split",

@@ -539,8 +539,8 @@ void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a);      /* mmv_kq
 void cu_mmv_q8_mixed(cu_state *S, uint32_t t1, uint32_t t2, const cu_mmv_args *a);
 int cu_mmv_mixed_supported(uint32_t t1, uint32_t t2);
 /* h = silu(W0 x) * (W1 x) for the two matrices of a (gate, up) with its q8 written to hq
- * (not a->q, which the launch reads), in one launch (mmv.cuh, xsg); 0 when that kernel
- * does not take the launch (then nothing ran). */
+ * (not a->q, which the launch reads), in one launch (mmv.cuh: 2 xsgs, 1 xsg); 0 when
+ * neither takes the launch (then nothing ran). */
 int cu_mmv_q8_swiglu(cu_state *S, uint32_t type, const cu_mmv_args *a, float *h, const cu_q8 *hq);
 #define MMV_XSG_DEPTH 3 /* its ring rows per warp unless MINFER_CUDA_XSG_DEPTH says otherwise (mmv.cuh says why) */
 /* Host-side set-up of a GEMV variant (2 = pp, 3 = xs: occupancy lookups), at init,

@@ -1377,8 +1377,9 @@ static int mmv_xsg_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const
     if (PAIR) cu_count_pairs(S);
     return 1;
 }
-/* ---- xsg with one ring per block, its rows taken by whichever warp is free
- * (MINFER_CUDA_XSG_SHARED; an experiment) ----
+/* ---- "xsgs": xsg with one ring per block, its rows taken by whichever warp is free
+ * (the default where the ring fits: 48 slots of a 4096-wide q4_K row, 111 KB; else xsg;
+ * MINFER_CUDA_XSG_SHARED=0 turns it off) ----
  * In xsg each warp owns its rows and its ring; the block ends with its slowest warp. The
  * block timeline (2026-12-01, bench/RESULTS.md) puts the block's last warp's end a median
  * 1.56 us (max 2.85) after warp 0's last row arrived, about two rows of one warp's time
@@ -1389,7 +1390,11 @@ static int mmv_xsg_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const
  * barrier's parity tells only two phases apart, so the taker of row r first waits for
  * slot_row[s] == r (its refill issued, i.e. row r - XSGS_SLOTS consumed), then for the
  * phase. The sums land in shared memory; a group's 64th arrival writes its h, q8, gate
- * and up as xsg does (the same sums: the same bits). */
+ * and up as xsg does (the same sums: the same bits).
+ * Measured (tg128, 7B q4_k_m, H200, 2026-12-01, one call, three rounds): 727.92 / 729.36 /
+ * 726.75 tok/s against 721.83 / 721.04 / 720.42 with xsg (MINFER_CUDA_XSG_SHARED=0); the
+ * gate+up span per layer 14.37 us against 15.38, its last block ending 13.2 us after the
+ * release instead of 14.4-15.2 (block timeline; bench/RESULTS.md). */
 #define XSGS_SLOTS (MMV_XSG_WARPS * MMV_XSG_DEPTH)
 int cu_xsg_shared(const cu_state *S);
 template <typename U, int UPL>
@@ -1488,7 +1493,8 @@ static void mmv_xsgs_prepare() {
     mmv_ring_limit<kernel_mmv_xsgs<U, 2>>();
     mmv_ring_limit<kernel_mmv_xsgs<U, 4>>();
 }
-/* One kernel_mmv_xsgs launch where its ring fits; else 0 (nothing launched). */
+/* One kernel_mmv_xsgs launch where its ring fits; else 0 (nothing launched). Always two
+ * rows a step (MINFER_CUDA_RING_PAIRS and MINFER_CUDA_XSG_DEPTH are xsg's). */
 template <typename U, int UPL>
 static int mmv_xsgs_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
     const size_t smem = mmv_ring_smem(1, XSGS_SLOTS, a->stride);
@@ -1504,10 +1510,10 @@ static int mmv_xsgs_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, cons
     return 1;
 }
 
-/* h = silu(a's matrix 0 x) * (matrix 1 x) and its q8 into hq, in one xsg launch, where it
- * takes the launch (one column, two matrices of the same rows, a multiple of 32, no bias or
- * add, rows that fit xs, a ring that fits, the xst size under variant 3); else 0 and
- * nothing is launched. */
+/* h = silu(a's matrix 0 x) * (matrix 1 x) and its q8 into hq, in one xsgs (returns 2) or
+ * xsg launch (1), where it takes the launch (one column, two matrices of the same rows, a
+ * multiple of 32, no bias or add, rows that fit xs, a ring that fits, the xst size under
+ * variant 3); else 0 and nothing is launched. */
 template <typename U>
 static int mmv_xsg_launch(cu_state *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
     int per_sm_cap = 0;
@@ -1524,7 +1530,7 @@ static int mmv_xsg_launch(cu_state *S, const cu_mmv_args *a, float *h, const cu_
                          : upl == 2 ? mmv_xsgs_launch_upl<U, 2>(S, a, h, hq, name)
                          : upl == 4 ? mmv_xsgs_launch_upl<U, 4>(S, a, h, hq, name)
                                     : 0;
-        if (done) return 1;
+        if (done) return 2;
     }
     const bool pair = cu_ring_pairs(S) & 1;
     if (upl == 1)
