@@ -1018,10 +1018,142 @@ static int mmv_xst_launch_form(cu_state *S, const cu_mmv_args *a, const char *na
     if (PAIR) cu_count_pairs(S);
     return 1;
 }
+int cu_xst_shared(const cu_state *S); /* MINFER_CUDA_XST_SHARED: xsts instead of xst (below) */
+template <typename U, int UPL>
+static int mmv_xsts_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap);
 template <typename U, int UPL>
 static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+    if (a->ncols == 1 && cu_xst_shared(S) && mmv_xsts_launch<U, UPL>(S, a, name, per_sm_cap)) return 1;
     return cu_ring_pairs(S) & 2 ? mmv_xst_launch_form<U, UPL, true>(S, a, name, per_sm_cap)
                                 : mmv_xst_launch_form<U, UPL, false>(S, a, name, per_sm_cap);
+}
+
+/* One ring per block whose rows any free warp takes (xsgs, xsts): NS whole-row slots
+ * after NS barriers (mmv_ring_smem(1, NS, stride)), block row r in slot r % NS. A slot
+ * barrier's parity tells only two phases apart, so the taker of row r first waits for
+ * slot_row[s] == r (its request issued, which the taker of row r - NS does only after
+ * reading that row), then for the phase. */
+template <int NS>
+struct sring {
+    uint64_t *bar;
+    uint8_t *slot0;
+    int *slot_row; /* [NS] in shared memory */
+    int64_t stride;
+    int nr; /* the block's rows */
+    /* row r's slot, once its bytes are in */
+    __device__ __forceinline__ const uint8_t *wait(int r) const {
+        const int s = r % NS;
+        while (((volatile int *)slot_row)[s] != r) {
+        }
+        mbar_wait(bar + s, (uint32_t)(r / NS) & 1u);
+        return slot0 + (size_t)s * stride;
+    }
+    /* after every lane has read row r's slot: row r + NS into it, asked for by one lane
+     * (src(f): row f's weights) */
+    template <class Src>
+    __device__ __forceinline__ void refill(int r, int lane, Src &&src) const {
+        const int f = r + NS, s = r % NS;
+        __syncwarp();
+        if (f < nr && lane == (r & 31)) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            slot_row[s] = f;
+            tma_row(slot0 + (size_t)s * stride, src(f), (uint32_t)stride, bar + s);
+        }
+    }
+    /* set-up by the whole block (then a __syncthreads before any request): slot s holds
+     * row s first */
+    __device__ __forceinline__ void init(int tid) const {
+        if (tid < NS) slot_row[tid] = tid;
+        if (tid == 0) mbar_init_ring(bar, NS);
+    }
+    /* the first rows, one a thread (tid < NS): those below n_early ahead of the wait
+     * (early), the others after it */
+    template <class Src>
+    __device__ __forceinline__ void first(int tid, bool early, int n_early, Src &&src) const {
+        if (tid < NS && tid < nr && (tid < n_early) == early)
+            tma_row(slot0 + (size_t)tid * stride, src(tid), (uint32_t)stride, bar + tid);
+    }
+};
+
+/* ---- "xsts": xst with one ring per block whose rows any free warp takes
+ * (MINFER_CUDA_XST_SHARED=1; an experiment) ----
+ * Block b's rows are xst's (its warps' rows b * 8 + w + k W), block row j = k * 8 + w, two
+ * a step from a shared counter, through one ring of XSTS_SLOTS (xst's 8 warps x 2) slots
+ * (sring). Each row's sum as xst's (the same bits), stored by its own lane. */
+#define XSTS_SLOTS (MMV_XST_WARPS * MMV_XST_DEPTH)
+template <typename U, int UPL>
+static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xsts(cu_mmv_args a) {
+    pdl_trigger();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(128) uint8_t xsts_smem[];
+    __shared__ int slot_row[XSTS_SLOTS];
+    __shared__ int next_row;
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int total = mmv_total(a);
+    const int W = gridDim.x * MMV_XST_WARPS, g0 = blockIdx.x * MMV_XST_WARPS;
+    /* the block's rows: every warp's full rounds, then the warps of the last round */
+    const int k0 = total / W, last = total - k0 * W - g0;
+    const int nr = k0 * MMV_XST_WARPS + (last < 0 ? 0 : last > MMV_XST_WARPS ? MMV_XST_WARPS : last);
+    const sring<XSTS_SLOTS> ring{(uint64_t *)xsts_smem, xsts_smem + mmv_ring_bars(1, XSTS_SLOTS), slot_row,
+                                 a.stride, nr};
+    auto grow = [&](int j) { return g0 + (j & (MMV_XST_WARPS - 1)) + (j / MMV_XST_WARPS) * W; };
+    auto row = [&](int j) {
+        int m, r;
+        return mmv_row(a, grow(j), &m, &r);
+    };
+    if (tid == 0) next_row = 0;
+    ring.init(tid);
+    __syncthreads();
+    const int n_early = MMV_XST_WARPS * a.ring_pre;
+    ring.first(tid, true, n_early, row);
+    pdl_wait();
+    const int nb = a.K / U::QK;
+    const int nu = nb * U::UPB;
+    typename U::X x[UPL];
+    mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
+    ring.first(tid, false, n_early, row);
+    const ring_units<U, UPL> ru(nb, 0, nu, lane);
+    for (;;) {
+        int j = 0;
+        if (lane == 0) j = atomicAdd(&next_row, 2);
+        j = __shfl_sync(0xffffffffu, j, 0);
+        if (j >= nr) break;
+        const float p0 = ru.template dot<true>(ring.wait(j), nb, 0, nu, lane, x);
+        ring.refill(j, lane, row);
+        float p1 = 0.0f;
+        const bool two = j + 1 < nr;
+        if (two) {
+            p1 = ru.template dot<true>(ring.wait(j + 1), nb, 0, nu, lane, x);
+            ring.refill(j + 1, lane, row);
+        }
+        const float2 acc = warp_sum2(p0, p1);
+        if (lane < 1 + two) {
+            int m, r;
+            mmv_row(a, grow(j + lane), &m, &r);
+            float v = lane ? acc.y : acc.x;
+            mmv_store<1>(a, m, r, &v);
+        }
+        __syncwarp();
+    }
+    trace_end();
+#endif
+}
+template <typename U>
+static void mmv_xsts_prepare() {
+    mmv_ring_limit<kernel_mmv_xsts<U, 1>>();
+    mmv_ring_limit<kernel_mmv_xsts<U, 2>>();
+    mmv_ring_limit<kernel_mmv_xsts<U, 4>>();
+}
+/* One kernel_mmv_xsts launch on xst's grid where its ring fits; else 0. */
+template <typename U, int UPL>
+static int mmv_xsts_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+    const size_t smem = mmv_ring_smem(1, XSTS_SLOTS, a->stride);
+    const int lim = mmv_ring_limit<kernel_mmv_xsts<U, UPL>>();
+    if (lim <= 0 || smem > (size_t)lim) return 0;
+    const int blocks =
+        mmv_persist_blocks(S, a, MMV_XST_WARPS, per_sm_cap > 0 ? per_sm_cap : MMV_XST_PERSM, 0);
+    cu_launch(S, name, kernel_mmv_xsts<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a);
+    return 1;
 }
 
 /* ---- Variant "xstm" (sm_90+, the default where xst takes the launch's size;
@@ -1386,10 +1518,8 @@ static int mmv_xsg_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const
  * (16 warps share the SM's issue: ~0.9 us a row each). Here the block's rows (group gi =
  * r / 64: its 32 gate rows, then its 32 up rows) stream through one ring of XSGS_SLOTS
  * whole-row slots, row r in slot r % XSGS_SLOTS, and a warp takes the next two rows from
- * a shared counter when it is free, so the block's rows are shared out to the end. A slot
- * barrier's parity tells only two phases apart, so the taker of row r first waits for
- * slot_row[s] == r (its refill issued, i.e. row r - XSGS_SLOTS consumed), then for the
- * phase. The sums land in shared memory; a group's 64th arrival writes its h, q8, gate
+ * a shared counter when it is free, so the block's rows are shared out to the end (sring).
+ * The sums land in shared memory; a group's 64th arrival writes its h, q8, gate
  * and up as xsg does (the same sums: the same bits).
  * Measured (tg128, 7B q4_k_m, H200, 2026-12-01, one call, three rounds): 727.92 / 729.36 /
  * 726.75 tok/s against 721.83 / 721.04 / 720.42 with xsg (MINFER_CUDA_XSG_SHARED=0); the
@@ -1409,60 +1539,37 @@ static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
     __shared__ int next_row;
     const int tid = threadIdx.x, lane = tid & 31;
     const int G = gridDim.x, ng = a.rows[0] / 32;
-    const int nr = (ng - (int)blockIdx.x + G - 1) / G * 64; /* the block's rows */
-    const int64_t stride = a.stride;
-    uint64_t *bar = (uint64_t *)xsgs_smem;
-    uint8_t *slot0 = xsgs_smem + mmv_ring_bars(1, XSGS_SLOTS);
-    auto row = [&](int r) {
+    const sring<XSGS_SLOTS> ring{(uint64_t *)xsgs_smem, xsgs_smem + mmv_ring_bars(1, XSGS_SLOTS), slot_row,
+                                 a.stride, (ng - (int)blockIdx.x + G - 1) / G * 64};
+    auto row = [&](int r) { /* block row r: group r / 64, its 32 gate rows, then its 32 up rows */
         const int k = r & 63;
-        return a.w[k >> 5] + (int64_t)(32 * ((int)blockIdx.x + (r >> 6) * G) + (k & 31)) * stride;
+        return a.w[k >> 5] + (int64_t)(32 * ((int)blockIdx.x + (r >> 6) * G) + (k & 31)) * a.stride;
     };
     if (tid < MMV_XSG_MAXG) arrived[tid] = 0;
-    if (tid < XSGS_SLOTS) slot_row[tid] = tid;
-    if (tid == 0) {
-        next_row = 0;
-        mbar_init_ring(bar, XSGS_SLOTS);
-    }
+    if (tid == 0) next_row = 0;
+    ring.init(tid);
     __syncthreads();
-    /* the first rows, one a thread: MMV_XSG_WARPS * ring_pre of them ahead of the wait
-     * (as many as xsg asks for there), the others after the activation loads */
-    const bool req = tid < XSGS_SLOTS && tid < nr, early = tid < MMV_XSG_WARPS * a.ring_pre;
-    if (req && early) tma_row(slot0 + (size_t)tid * stride, row(tid), (uint32_t)stride, bar + tid);
+    /* as many rows ahead of the wait as xsg asks for there, the others after the
+     * activation loads */
+    const int n_early = MMV_XSG_WARPS * a.ring_pre;
+    ring.first(tid, true, n_early, row);
     pdl_wait();
     const int nb = a.K / U::QK;
     const int nu = nb * U::UPB;
     typename U::X x[UPL];
     mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
-    if (req && !early) tma_row(slot0 + (size_t)tid * stride, row(tid), (uint32_t)stride, bar + tid);
+    ring.first(tid, false, n_early, row);
     const ring_units<U, UPL> ru(nb, 0, nu, lane);
-    /* row r's slot once it holds row r: its partial */
-    auto part = [&](int r) {
-        const int s = r % XSGS_SLOTS;
-        while (((volatile int *)slot_row)[s] != r) {
-        }
-        mbar_wait(bar + s, (uint32_t)(r / XSGS_SLOTS) & 1u);
-        return ru.template dot<true>(slot0 + (size_t)s * stride, nb, 0, nu, lane, x);
-    };
-    /* row r's slot, read by every lane, refilled with row r + XSGS_SLOTS */
-    auto refill = [&](int r) {
-        const int f = r + XSGS_SLOTS, s = r % XSGS_SLOTS;
-        __syncwarp();
-        if (f < nr && lane == (r & 31)) {
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            slot_row[s] = f;
-            tma_row(slot0 + (size_t)s * stride, row(f), (uint32_t)stride, bar + s);
-        }
-    };
     for (;;) {
         int r = 0;
         if (lane == 0) r = atomicAdd(&next_row, 2);
         r = __shfl_sync(0xffffffffu, r, 0);
-        if (r >= nr) break;
-        const float p0 = part(r);
-        refill(r);
-        const float p1 = part(r + 1);
+        if (r >= ring.nr) break;
+        const float p0 = ru.template dot<true>(ring.wait(r), nb, 0, nu, lane, x);
+        ring.refill(r, lane, row);
+        const float p1 = ru.template dot<true>(ring.wait(r + 1), nb, 0, nu, lane, x);
         const float2 acc = warp_sum2(p0, p1);
-        refill(r + 1);
+        ring.refill(r + 1, lane, row);
         const int gi = r >> 6, k = r & 63;
         int last = 0;
         if (lane == 0) {
@@ -1644,6 +1751,7 @@ static void mmv_prepare_unit(int variant) {
     if (variant >= 3) {
         mmv_xs_prepare<U>();
         mmv_xst_prepare<U>();
+        mmv_xsts_prepare<U>();
         mmv_xs2_prepare<U>();
         mmv_xst2_prepare<U>();
     }
