@@ -61,7 +61,6 @@ int cu_xsg_depth(const cu_state *) { return MMV_XSG_DEPTH; } /* (the lab does no
 int cu_ring_pairs(const cu_state *) { return 0; }
 int cu_xstm_stage(const cu_state *) { return 0; }
 int cu_xsg_shared(const cu_state *) { return 0; }
-int cu_xst_shared(const cu_state *) { return 0; }
 void cu_count_pairs(cu_state *) {}
 int cu_gemv_variant(const cu_state *S, int *per_sm, int64_t *xst_bytes) {
     *per_sm = S->per_sm;

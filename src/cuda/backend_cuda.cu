@@ -199,7 +199,6 @@ struct cu_state {
     int f_gemv_mixed;
     /* the one-token SwiGLU in the gate+up GEMV's store (MINFER_CUDA_SWIGLU_GEMV=0 turns it off) */
     int f_swiglu_gemv;
-    int f_xst_shared; /* xst with one ring per block (MINFER_CUDA_XST_SHARED=1, an experiment; mmv.cuh, xsts) */
     int f_xsg_shared; /* that launch with one ring per block shared by its warps where it fits (MINFER_CUDA_XSG_SHARED; mmv.cuh, xsgs) */
     int f_gemv;            /* GEMV variant: 1 v1, 2 pp, 3 xs (mmv.cuh) */
     char skip[256];        /* MINFER_CUDA_SKIP: ",name,name," */
@@ -328,7 +327,6 @@ int cu_xsg_depth(const cu_state *S) { return S->xsg_depth; }
 int cu_ring_pairs(const cu_state *S) { return S->ring_pairs; }
 int cu_xstm_stage(const cu_state *S) { return S->f_xstm_stage; }
 int cu_xsg_shared(const cu_state *S) { return S->f_xsg_shared; }
-int cu_xst_shared(const cu_state *S) { return S->f_xst_shared; }
 void cu_count_pairs(cu_state *S) { S->n_pairs++; }
 int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes) {
     *per_sm_cap = S->gemv_per_sm;
@@ -1348,7 +1346,6 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->f_dp4a = mf_env_int("MINFER_CUDA_DP4A", 1);
     S->f_swiglu_gemv = mf_env_int("MINFER_CUDA_SWIGLU_GEMV", 1) == 1 && S->f_fuse && S->f_dp4a;
     S->f_xsg_shared = mf_env_int("MINFER_CUDA_XSG_SHARED", 1) == 1;
-    S->f_xst_shared = mf_env_int("MINFER_CUDA_XST_SHARED", 0) == 1;
     S->f_host_store = mf_env_int("MINFER_CUDA_HOST_STORE", 1) == 1;
     S->f_xstm_stage = mf_env_int("MINFER_CUDA_XSTM_STAGE", 1) == 1;
     S->f_flash = mf_env_int("MINFER_CUDA_FLASH", 1);

@@ -1018,17 +1018,13 @@ static int mmv_xst_launch_form(cu_state *S, const cu_mmv_args *a, const char *na
     if (PAIR) cu_count_pairs(S);
     return 1;
 }
-int cu_xst_shared(const cu_state *S); /* MINFER_CUDA_XST_SHARED: xsts instead of xst (below) */
-template <typename U, int UPL>
-static int mmv_xsts_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap);
 template <typename U, int UPL>
 static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    if (a->ncols == 1 && cu_xst_shared(S) && mmv_xsts_launch<U, UPL>(S, a, name, per_sm_cap)) return 1;
     return cu_ring_pairs(S) & 2 ? mmv_xst_launch_form<U, UPL, true>(S, a, name, per_sm_cap)
                                 : mmv_xst_launch_form<U, UPL, false>(S, a, name, per_sm_cap);
 }
 
-/* One ring per block whose rows any free warp takes (xsgs, xsts): NS whole-row slots
+/* One ring per block whose rows any free warp takes (xsgs): NS whole-row slots
  * after NS barriers (mmv_ring_smem(1, NS, stride)), block row r in slot r % NS. A slot
  * barrier's parity tells only two phases apart, so the taker of row r first waits for
  * slot_row[s] == r (its request issued, which the taker of row r - NS does only after
@@ -1074,87 +1070,6 @@ struct sring {
             tma_row(slot0 + (size_t)tid * stride, src(tid), (uint32_t)stride, bar + tid);
     }
 };
-
-/* ---- "xsts": xst with one ring per block whose rows any free warp takes
- * (MINFER_CUDA_XST_SHARED=1; an experiment) ----
- * Block b's rows are xst's (its warps' rows b * 8 + w + k W), block row j = k * 8 + w, two
- * a step from a shared counter, through one ring of XSTS_SLOTS (xst's 8 warps x 2) slots
- * (sring). Each row's sum as xst's (the same bits), stored by its own lane. */
-#define XSTS_SLOTS (MMV_XST_WARPS * MMV_XST_DEPTH)
-template <typename U, int UPL>
-static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xsts(cu_mmv_args a) {
-    pdl_trigger();
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    extern __shared__ __align__(128) uint8_t xsts_smem[];
-    __shared__ int slot_row[XSTS_SLOTS];
-    __shared__ int next_row;
-    const int tid = threadIdx.x, lane = tid & 31;
-    const int total = mmv_total(a);
-    const int W = gridDim.x * MMV_XST_WARPS, g0 = blockIdx.x * MMV_XST_WARPS;
-    /* the block's rows: every warp's full rounds, then the warps of the last round */
-    const int k0 = total / W, last = total - k0 * W - g0;
-    const int nr = k0 * MMV_XST_WARPS + (last < 0 ? 0 : last > MMV_XST_WARPS ? MMV_XST_WARPS : last);
-    const sring<XSTS_SLOTS> ring{(uint64_t *)xsts_smem, xsts_smem + mmv_ring_bars(1, XSTS_SLOTS), slot_row,
-                                 a.stride, nr};
-    auto grow = [&](int j) { return g0 + (j & (MMV_XST_WARPS - 1)) + (j / MMV_XST_WARPS) * W; };
-    auto row = [&](int j) {
-        int m, r;
-        return mmv_row(a, grow(j), &m, &r);
-    };
-    if (tid == 0) next_row = 0;
-    ring.init(tid);
-    __syncthreads();
-    const int n_early = MMV_XST_WARPS * a.ring_pre;
-    ring.first(tid, true, n_early, row);
-    pdl_wait();
-    const int nb = a.K / U::QK;
-    const int nu = nb * U::UPB;
-    typename U::X x[UPL];
-    mmv_lane_loadx<U, UPL>(a.q, 0, nu, lane, x);
-    ring.first(tid, false, n_early, row);
-    const ring_units<U, UPL> ru(nb, 0, nu, lane);
-    for (;;) {
-        int j = 0;
-        if (lane == 0) j = atomicAdd(&next_row, 2);
-        j = __shfl_sync(0xffffffffu, j, 0);
-        if (j >= nr) break;
-        const float p0 = ru.template dot<true>(ring.wait(j), nb, 0, nu, lane, x);
-        ring.refill(j, lane, row);
-        float p1 = 0.0f;
-        const bool two = j + 1 < nr;
-        if (two) {
-            p1 = ru.template dot<true>(ring.wait(j + 1), nb, 0, nu, lane, x);
-            ring.refill(j + 1, lane, row);
-        }
-        const float2 acc = warp_sum2(p0, p1);
-        if (lane < 1 + two) {
-            int m, r;
-            mmv_row(a, grow(j + lane), &m, &r);
-            float v = lane ? acc.y : acc.x;
-            mmv_store<1>(a, m, r, &v);
-        }
-        __syncwarp();
-    }
-    trace_end();
-#endif
-}
-template <typename U>
-static void mmv_xsts_prepare() {
-    mmv_ring_limit<kernel_mmv_xsts<U, 1>>();
-    mmv_ring_limit<kernel_mmv_xsts<U, 2>>();
-    mmv_ring_limit<kernel_mmv_xsts<U, 4>>();
-}
-/* One kernel_mmv_xsts launch on xst's grid where its ring fits; else 0. */
-template <typename U, int UPL>
-static int mmv_xsts_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    const size_t smem = mmv_ring_smem(1, XSTS_SLOTS, a->stride);
-    const int lim = mmv_ring_limit<kernel_mmv_xsts<U, UPL>>();
-    if (lim <= 0 || smem > (size_t)lim) return 0;
-    const int blocks =
-        mmv_persist_blocks(S, a, MMV_XST_WARPS, per_sm_cap > 0 ? per_sm_cap : MMV_XST_PERSM, 0);
-    cu_launch(S, name, kernel_mmv_xsts<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a);
-    return 1;
-}
 
 /* ---- Variant "xstm" (sm_90+, the default where xst takes the launch's size;
  * MINFER_CUDA_GEMV_MIXED=0 turns it off: tg128, 7B q4_k_m, H200, 2026-11-29, 547.02
@@ -1751,7 +1666,6 @@ static void mmv_prepare_unit(int variant) {
     if (variant >= 3) {
         mmv_xs_prepare<U>();
         mmv_xst_prepare<U>();
-        mmv_xsts_prepare<U>();
         mmv_xs2_prepare<U>();
         mmv_xst2_prepare<U>();
     }
