@@ -17,6 +17,8 @@
  *   xs2  xs with each row split between two warps (rows too wide for xs)
  *   xst2 xs2 fed by a TMA ring per pair; xstm xst over q/k of one type and v of another
  *   xsg  xst over gate and up with the SwiGLU and its q8 in the store
+ *   xsgs xsg with one ring per block whose rows any free warp takes (the default
+ *        where that ring fits)
  * The x-stationary kernels keep each row's sum in lane (row index % 32) and store 32
  * rows at once (mmv_keep): a lane's own instructions cost its whole warp issue slots,
  * and these kernels are issue-bound as well as memory-bound (bench/RESULTS.md); so xst
@@ -1024,53 +1026,6 @@ static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, i
                                 : mmv_xst_launch_form<U, UPL, false>(S, a, name, per_sm_cap);
 }
 
-/* One ring per block whose rows any free warp takes (xsgs): NS whole-row slots
- * after NS barriers (mmv_ring_smem(1, NS, stride)), block row r in slot r % NS. A slot
- * barrier's parity tells only two phases apart, so the taker of row r first waits for
- * slot_row[s] == r (its request issued, which the taker of row r - NS does only after
- * reading that row), then for the phase. */
-template <int NS>
-struct sring {
-    uint64_t *bar;
-    uint8_t *slot0;
-    int *slot_row; /* [NS] in shared memory */
-    int64_t stride;
-    int nr; /* the block's rows */
-    /* row r's slot, once its bytes are in */
-    __device__ __forceinline__ const uint8_t *wait(int r) const {
-        const int s = r % NS;
-        while (((volatile int *)slot_row)[s] != r) {
-        }
-        mbar_wait(bar + s, (uint32_t)(r / NS) & 1u);
-        return slot0 + (size_t)s * stride;
-    }
-    /* after every lane has read row r's slot: row r + NS into it, asked for by one lane
-     * (src(f): row f's weights) */
-    template <class Src>
-    __device__ __forceinline__ void refill(int r, int lane, Src &&src) const {
-        const int f = r + NS, s = r % NS;
-        __syncwarp();
-        if (f < nr && lane == (r & 31)) {
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            slot_row[s] = f;
-            tma_row(slot0 + (size_t)s * stride, src(f), (uint32_t)stride, bar + s);
-        }
-    }
-    /* set-up by the whole block (then a __syncthreads before any request): slot s holds
-     * row s first */
-    __device__ __forceinline__ void init(int tid) const {
-        if (tid < NS) slot_row[tid] = tid;
-        if (tid == 0) mbar_init_ring(bar, NS);
-    }
-    /* the first rows, one a thread (tid < NS): those below n_early ahead of the wait
-     * (early), the others after it */
-    template <class Src>
-    __device__ __forceinline__ void first(int tid, bool early, int n_early, Src &&src) const {
-        if (tid < NS && tid < nr && (tid < n_early) == early)
-            tma_row(slot0 + (size_t)tid * stride, src(tid), (uint32_t)stride, bar + tid);
-    }
-};
-
 /* ---- Variant "xstm" (sm_90+, the default where xst takes the launch's size;
  * MINFER_CUDA_GEMV_MIXED=0 turns it off: tg128, 7B q4_k_m, H200, 2026-11-29, 547.02
  * with it vs 541.72 without, bench/RESULTS.md) ----
@@ -1424,6 +1379,53 @@ static int mmv_xsg_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const
     if (PAIR) cu_count_pairs(S);
     return 1;
 }
+/* One ring per block whose rows any free warp takes (xsgs): NS whole-row slots
+ * after NS barriers (mmv_ring_smem(1, NS, stride)), block row r in slot r % NS. A slot
+ * barrier's parity tells only two phases apart, so the taker of row r first waits for
+ * slot_row[s] == r (its request issued, which the taker of row r - NS does only after
+ * reading that row), then for the phase. */
+template <int NS>
+struct sring {
+    uint64_t *bar;
+    uint8_t *slot0;
+    int *slot_row; /* [NS] in shared memory */
+    int64_t stride;
+    int nr; /* the block's rows */
+    /* row r's slot, once its bytes are in */
+    __device__ __forceinline__ const uint8_t *wait(int r) const {
+        const int s = r % NS;
+        while (((volatile int *)slot_row)[s] != r) {
+        }
+        mbar_wait(bar + s, (uint32_t)(r / NS) & 1u);
+        return slot0 + (size_t)s * stride;
+    }
+    /* after every lane has read row r's slot: row r + NS into it, asked for by one lane
+     * (src(f): row f's weights) */
+    template <class Src>
+    __device__ __forceinline__ void refill(int r, int lane, Src &&src) const {
+        const int f = r + NS, s = r % NS;
+        __syncwarp();
+        if (f < nr && lane == (r & 31)) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            slot_row[s] = f;
+            tma_row(slot0 + (size_t)s * stride, src(f), (uint32_t)stride, bar + s);
+        }
+    }
+    /* set-up by the whole block (then a __syncthreads before any request): slot s holds
+     * row s first */
+    __device__ __forceinline__ void init(int tid) const {
+        if (tid < NS) slot_row[tid] = tid;
+        if (tid == 0) mbar_init_ring(bar, NS);
+    }
+    /* the first rows, one a thread (tid < NS): those below n_early ahead of the wait
+     * (early), the others after it */
+    template <class Src>
+    __device__ __forceinline__ void first(int tid, bool early, int n_early, Src &&src) const {
+        if (tid < NS && tid < nr && (tid < n_early) == early)
+            tma_row(slot0 + (size_t)tid * stride, src(tid), (uint32_t)stride, bar + tid);
+    }
+};
+
 /* ---- "xsgs": xsg with one ring per block, its rows taken by whichever warp is free
  * (the default where the ring fits: 48 slots of a 4096-wide q4_K row, 111 KB; else xsg;
  * MINFER_CUDA_XSG_SHARED=0 turns it off) ----
