@@ -66,8 +66,8 @@
  * rows, instead of one ring per block whose rows any free warp takes, where that ring
  * fits; mmv.cuh, xsgs; MINFER_CUDA_VERBOSE=1 counts the launches of each),
  * MINFER_CUDA_RING_PAIRS=0..7 (which ring GEMVs' loops take two rows a step, bits: 1
- * xsg (gate+up), 2 xst (q/k/v, wo), 4 xstm (q/k/v with a v of another type); default 7,
- * all three; 0: one row a step everywhere; mmv.cuh),
+ * xsg (gate+up; xsgs always takes two), 2 xst (q/k/v, wo), 4 xstm (q/k/v with a v of
+ * another type); default 7, all three; 0: one row a step in every per-warp ring; mmv.cuh),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
  * it before reading anything; attn.cu),
  * MINFER_CUDA_ATTN_FAST=0 (the one-token attention reads the RoPE row at pos from the

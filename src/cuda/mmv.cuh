@@ -1359,6 +1359,15 @@ static void mmv_xsg_prepare() {
     mmv_ring_prepare_forms<kernel_mmv_xsg<U, 2>, kernel_mmv_xsg<U, 2, true>>();
     mmv_ring_prepare_forms<kernel_mmv_xsg<U, 4>, kernel_mmv_xsg<U, 4, true>>();
 }
+/* The grid of an xsg or xsgs launch: per_sm blocks per SM, at most one per 32-output
+ * group; 0 (refused) where a block would get more groups than MMV_XSG_MAXG (their
+ * shared-memory arrays). */
+static inline int mmv_xsg_blocks(cu_state *S, const cu_mmv_args *a, int per_sm) {
+    const int ng = a->rows[0] / 32;
+    int blocks = per_sm * cu_num_sms(S);
+    if (blocks > ng) blocks = ng;
+    return (ng + blocks - 1) / blocks > MMV_XSG_MAXG ? 0 : blocks;
+}
 /* (PAIR as mmv_xst_launch_form's) */
 template <typename U, int UPL, bool PAIR>
 static int mmv_xsg_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
@@ -1371,10 +1380,8 @@ static int mmv_xsg_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const
     const size_t smem = mmv_ring_smem(MMV_XSG_WARPS, depth, a->stride);
     const int per_sm = mmv_ring_per_sm<kernel_mmv_xsg<U, UPL, PAIR>>(MMV_XSG_WARPS * 32, smem);
     if (!per_sm) return 0;
-    const int ng = a->rows[0] / 32;
-    int blocks = per_sm * cu_num_sms(S);
-    if (blocks > ng) blocks = ng;
-    if ((ng + blocks - 1) / blocks > MMV_XSG_MAXG) return 0;
+    const int blocks = mmv_xsg_blocks(S, a, per_sm);
+    if (!blocks) return 0;
     cu_launch(S, name, kernel_mmv_xsg<U, UPL, PAIR>, dim3(blocks), dim3(MMV_XSG_WARPS * 32), smem, *a, h, *hq, depth);
     if (PAIR) cu_count_pairs(S);
     return 1;
@@ -1526,10 +1533,8 @@ static int mmv_xsgs_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, cons
     if (lim <= 0 || smem > (size_t)lim) return 0;
     const int per_sm = mmv_ring_per_sm<kernel_mmv_xsgs<U, UPL>>(MMV_XSG_WARPS * 32, smem);
     if (!per_sm) return 0;
-    const int ng = a->rows[0] / 32;
-    int blocks = per_sm * cu_num_sms(S);
-    if (blocks > ng) blocks = ng;
-    if ((ng + blocks - 1) / blocks > MMV_XSG_MAXG) return 0;
+    const int blocks = mmv_xsg_blocks(S, a, per_sm);
+    if (!blocks) return 0;
     cu_launch(S, name, kernel_mmv_xsgs<U, UPL>, dim3(blocks), dim3(MMV_XSG_WARPS * 32), smem, *a, h, *hq);
     return 1;
 }
