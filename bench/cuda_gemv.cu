@@ -22,7 +22,9 @@
  *   LAB_COPIES=1 build/bench/cuda_gemv ...                (weights in the L2: one copy, not > 256 MB)
  *
  * The kernels are the main tree's, compiled into this file (#include of the .cu
- * files) with a stub of the backend state: stream, PDL flag, GEMV version. */
+ * files) with a stub of the backend state: stream, PDL flag, GEMV version; the ring
+ * loops two rows a step as the backend's default, MINFER_CUDA_RING_PAIRS read as there
+ * (before 2026-12-01 the lab ran them one row a step). */
 #include "../src/cuda/mmv_q.cu"
 #include "../src/cuda/mmv_kquant.cu"
 
@@ -58,7 +60,11 @@ int cu_xst_depth(const cu_state *) { /* the backend's rule: MMV_XST_DEPTH unless
     return d >= 2 && d <= 16 ? d : MMV_XST_DEPTH;
 }
 int cu_xsg_depth(const cu_state *) { return MMV_XSG_DEPTH; } /* (the lab does not run xsg) */
-int cu_ring_pairs(const cu_state *) { return 0; }
+int cu_ring_pairs(const cu_state *) { /* the backend's rule: all four (15) unless MINFER_CUDA_RING_PAIRS says otherwise */
+    const char *e = getenv("MINFER_CUDA_RING_PAIRS");
+    const int v = e ? atoi(e) : 15;
+    return v >= 0 && v <= 15 ? v : 15;
+}
 int cu_xstm_stage(const cu_state *) { return 0; }
 int cu_xsg_shared(const cu_state *) { return 0; }
 void cu_count_pairs(cu_state *) {}

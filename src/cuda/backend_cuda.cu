@@ -65,9 +65,10 @@
  * MINFER_CUDA_XSG_SHARED=0 (that gate+up launch with a ring per warp, each warp its own
  * rows, instead of one ring per block whose rows any free warp takes, where that ring
  * fits; mmv.cuh, xsgs; MINFER_CUDA_VERBOSE=1 counts the launches of each),
- * MINFER_CUDA_RING_PAIRS=0..7 (which ring GEMVs' loops take two rows a step, bits: 1
+ * MINFER_CUDA_RING_PAIRS=0..15 (which ring GEMVs' loops take two rows a step, bits: 1
  * xsg (gate+up; xsgs always takes two), 2 xst (q/k/v, wo), 4 xstm (q/k/v with a v of
- * another type); default 7, all three; 0: one row a step in every per-warp ring; mmv.cuh),
+ * another type), 8 xst2 (ffn_down); default 15, all four; 0: one row a step in every
+ * per-warp and per-pair ring; mmv.cuh),
  * MINFER_CUDA_ATTN_PRE=0 (the one-token attention kernel waits for the kernel before
  * it before reading anything; attn.cu),
  * MINFER_CUDA_ATTN_FAST=0 (the one-token attention reads the RoPE row at pos from the
@@ -225,7 +226,7 @@ struct cu_state {
     int64_t xst_bytes;     /* variant 3: xst for launches of at least this many bytes */
     int xst_depth;         /* xst ring rows per warp (MINFER_CUDA_XST_DEPTH; mmv.cuh) */
     int xsg_depth;         /* the same for xsg, the gate+up launch with the SwiGLU (MINFER_CUDA_XSG_DEPTH) */
-    int ring_pairs;        /* ring loops taking two rows a step: 1 xsg, 2 xst, 4 xstm (MINFER_CUDA_RING_PAIRS) */
+    int ring_pairs;        /* ring loops taking two rows a step: 1 xsg, 2 xst, 4 xstm, 8 xst2 (MINFER_CUDA_RING_PAIRS) */
     int xst_pre;           /* of those, requested before the wait (MINFER_CUDA_XST_PRE; ring_first_rows) */
     int xst_pre_attn;      /* the same for the GEMV after a one-token attention (MINFER_CUDA_XST_PRE_ATTN) */
     int after_attn;        /* the last kernel launched was the one-token attention (cu_launch_check) */
@@ -1400,7 +1401,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     /* (mmv.cuh says why; tg128 7B q4_k_m, H200, 2026-11-30: 706.32-707.19 vs 695.94-697.85
      * with neither, 704.39-704.59 with xst only; then 711.74-712.46 with xstm too against
      * 709.66-710.41 without, another call) */
-    S->ring_pairs = env_in_range("MINFER_CUDA_RING_PAIRS", 7, 0, 7);
+    S->ring_pairs = env_in_range("MINFER_CUDA_RING_PAIRS", 15, 0, 15);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
     {

@@ -970,7 +970,7 @@ static int mmv_ring_per_sm(int threads, size_t smem) {
     }
     return per_sm;
 }
-int cu_ring_pairs(const cu_state *S); /* MINFER_CUDA_RING_PAIRS: 1 xsg, 2 xst, 4 xstm (two rows a step) */
+int cu_ring_pairs(const cu_state *S); /* MINFER_CUDA_RING_PAIRS: 1 xsg, 2 xst, 4 xstm, 8 xst2 (two rows a step) */
 void cu_count_pairs(cu_state *S);      /* MINFER_CUDA_VERBOSE prints the count at the end */
 /* 1 when the two-rows-a-step kernel P spills no more than the one-row kernel O (local
  * memory per thread, sm_90a: xsg of q5_K and q6_K at 2 units a lane, 24-32 bytes, where
@@ -1580,16 +1580,18 @@ static int mmv_xsg_launch(cu_state *S, const cu_mmv_args *a, float *h, const cu_
  * partial exchange), after which both halves are done with the slot and warp 0
  * refills it. Same per-lane sums and the same add as xs2, so bit-identical to it.
  * For the 11008-wide ffn_down: lab (graph us) q4_K 10.9 vs xs2's 13.6, q6_K 12.2 vs
- * pp's 14.6; tg128 on the 7B 518.7 vs 495.8 tok/s (bench/RESULTS.md, 2026-11-29). */
+ * pp's 14.6; tg128 on the 7B 518.7 vs 495.8 tok/s (bench/RESULTS.md, 2026-11-29).
+ * By default two rows a step, the pair meeting once per two rows (PAIR, below). */
 #define MMV_XST2_WARPS 4
 void cu_count_xst2(cu_state *S); /* MINFER_CUDA_VERBOSE prints the count at the end */
 
-template <typename U, int UPL>
+template <typename U, int UPL, bool PAIR = false>
 static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu_mmv_args a, int depth) {
     pdl_trigger();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ __align__(128) uint8_t xst2_smem[];
     __shared__ float part[MMV_XST2_WARPS / 2][2];
+    __shared__ float part2[MMV_XST2_WARPS / 2][2]; /* (PAIR: the second row's) */
     const mmv_pair_warp<MMV_XST2_WARPS> pw(a);
     if (pw.idle()) return;
     const int lane = pw.lane, half = pw.half, pair = pw.pair, gp = pw.gp, P = pw.P, n = pw.rows();
@@ -1618,46 +1620,113 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
     mmv_keep keep;
     ring_pos rp;
     const ring_units<U, UPL> ru(nb, u0, nh, lane);
-    for (int i = 0; i < n; i++) {
-        const int s = rp.s;
-        ring_wait(bar, rp, i, n);
-        const float acc = ring_dot<U, UPL, false>(ru, slot0 + (size_t)s * stride, nb, u0, nh, lane, x);
-        if (i == 0) trace_mark(0);
-        if (half == 1 && lane == 0) part[pair][i & 1] = acc;
-        /* both halves have read slot s; warp 1's partial is in part */
-        asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory");
-        if (half == 0) {
-            const int f = i + depth;
+    if constexpr (PAIR) {
+        auto refill = [&](int f, int s) { /* row f into slot s (warp 0 of the pair) */
             ring_refill(f, n, lane, slot0 + (size_t)s * stride, bar + s, [&](uint32_t *bytes) {
                 int m, r;
                 *bytes = (uint32_t)stride;
                 return f < 32 ? src : mmv_row(a, gp + f * P, &m, &r);
             });
-            keep.put(a, i, n, gp, P, lane, acc + part[pair][i & 1]);
+        };
+        /* Two rows a step (MINFER_CUDA_RING_PAIRS bit 8, default on): both halves' sums
+         * of the two rows in one warp_sum2 and one meeting of the pair per two rows; the
+         * two slots refilled after it, so the ring holds depth - 2 rows in flight while a
+         * step computes (the launcher makes it one row deeper than the one-row loop's:
+         * 3). Same sums as one row a step, so the same bits. Measured (tg128, 7B q4_k_m,
+         * H200, 2026-12-01, four rounds, one call): 723.62 / 722.61 / 723.31 / 722.48
+         * tok/s against 718.59 / 723.22 / 718.66 / 718.36 one row a step (the session
+         * start's binary: 720.42 / 723.68 / 722.30 / 718.76); ffn_down a layer (block
+         * timeline) q4_K 6.84 us against 7.56, q6_K 11.19 against 11.79. Depth 4 lost
+         * (675-685 tok/s: its rows asked for before the wait after gate+up crowd that
+         * launch's end), and so did this at depth 3 held to 128 registers, 4 blocks per
+         * SM (712.56-718.09; 3 blocks at 145 for q6_K otherwise), bench/RESULTS.md. */
+        for (int i = 0; i < n; i += 2) {
+            const int s0 = rp.s;
+            ring_wait(bar, rp, i, n);
+            const float p0 = ru.template dot<false>(slot0 + (size_t)s0 * stride, nb, u0, nh, lane, x);
+            if (i == 0) trace_mark(0);
+            rp.next(depth);
+            const bool two = i + 1 < n;
+            int s1 = s0;
+            float2 acc;
+            if (two) {
+                s1 = rp.s;
+                ring_wait(bar, rp, i + 1, n);
+                const float p1 = ru.template dot<false>(slot0 + (size_t)s1 * stride, nb, u0, nh, lane, x);
+                acc = warp_sum2(p0, p1);
+                rp.next(depth);
+            } else {
+                acc = make_float2(warp_sum(p0), 0.0f);
+            }
+            if (half == 1 && lane == 0) {
+                part[pair][(i >> 1) & 1] = acc.x;
+                part2[pair][(i >> 1) & 1] = acc.y;
+            }
+            /* both halves have read both slots; warp 1's partials are in part, part2 */
+            asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory");
+            if (half == 0) {
+                refill(i + depth, s0);
+                keep.put(a, i, n, gp, P, lane, acc.x + part[pair][(i >> 1) & 1]);
+                if (two) {
+                    refill(i + 1 + depth, s1);
+                    keep.put(a, i + 1, n, gp, P, lane, acc.y + part2[pair][(i >> 1) & 1]);
+                }
+            }
         }
-        rp.next(depth);
+    } else {
+        for (int i = 0; i < n; i++) {
+            const int s = rp.s;
+            ring_wait(bar, rp, i, n);
+            const float acc = ring_dot<U, UPL, false>(ru, slot0 + (size_t)s * stride, nb, u0, nh, lane, x);
+            if (i == 0) trace_mark(0);
+            if (half == 1 && lane == 0) part[pair][i & 1] = acc;
+            /* both halves have read slot s; warp 1's partial is in part */
+            asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory");
+            if (half == 0) {
+                const int f = i + depth;
+                ring_refill(f, n, lane, slot0 + (size_t)s * stride, bar + s, [&](uint32_t *bytes) {
+                    int m, r;
+                    *bytes = (uint32_t)stride;
+                    return f < 32 ? src : mmv_row(a, gp + f * P, &m, &r);
+                });
+                keep.put(a, i, n, gp, P, lane, acc + part[pair][i & 1]);
+            }
+            rp.next(depth);
+        }
     }
     trace_end();
 #endif
 }
 template <typename U>
 static void mmv_xst2_prepare() {
-    mmv_ring_limit<kernel_mmv_xst2<U, 3>>();
-    mmv_ring_limit<kernel_mmv_xst2<U, 4>>();
+    mmv_ring_prepare_forms<kernel_mmv_xst2<U, 3>, kernel_mmv_xst2<U, 3, true>>();
+    mmv_ring_prepare_forms<kernel_mmv_xst2<U, 4>, kernel_mmv_xst2<U, 4, true>>();
 }
-/* 0: xst2 does not take the launch (no ring of 2 rows fits, or nothing fits an SM) */
-template <typename U, int UPL>
-static int mmv_xst2_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    const int depth =
-        mmv_ring_depth(cu_xst_depth(S), MMV_XST2_WARPS / 2, a->stride, mmv_ring_limit<kernel_mmv_xst2<U, UPL>>());
+/* 0: xst2 does not take the launch (no ring of 2 rows fits, or nothing fits an SM).
+ * PAIR: two rows a step, with a ring one row deeper than the one-row loop's (cu_xst_depth
+ * + 1: the rows in flight while a step computes), unless that kernel spills more than
+ * the one-row one (none does, sm_90a). */
+template <typename U, int UPL, bool PAIR>
+static int mmv_xst2_launch_form(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+    if constexpr (PAIR)
+        if (!mmv_pair_ok<kernel_mmv_xst2<U, UPL, true>, kernel_mmv_xst2<U, UPL>>())
+            return mmv_xst2_launch_form<U, UPL, false>(S, a, name, per_sm_cap);
+    const int depth = mmv_ring_depth(cu_xst_depth(S) + (PAIR ? 1 : 0), MMV_XST2_WARPS / 2, a->stride,
+                                     mmv_ring_limit<kernel_mmv_xst2<U, UPL, PAIR>>());
     if (!depth) return 0;
     const size_t smem = mmv_ring_smem(MMV_XST2_WARPS / 2, depth, a->stride);
-    const int per_sm = mmv_ring_per_sm<kernel_mmv_xst2<U, UPL>>(MMV_XST2_WARPS * 32, smem);
+    const int per_sm = mmv_ring_per_sm<kernel_mmv_xst2<U, UPL, PAIR>>(MMV_XST2_WARPS * 32, smem);
     if (!per_sm) return 0;
     const int blocks = mmv_persist_blocks(S, a, MMV_XST2_WARPS / 2, per_sm, per_sm_cap);
-    cu_launch(S, name, kernel_mmv_xst2<U, UPL>, dim3(blocks), dim3(MMV_XST2_WARPS * 32), smem, *a, depth);
+    cu_launch(S, name, kernel_mmv_xst2<U, UPL, PAIR>, dim3(blocks), dim3(MMV_XST2_WARPS * 32), smem, *a, depth);
     cu_count_xst2(S);
+    if (PAIR) cu_count_pairs(S);
     return 1;
+}
+template <typename U, int UPL>
+static int mmv_xst2_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+    return cu_ring_pairs(S) & 8 ? mmv_xst2_launch_form<U, UPL, true>(S, a, name, per_sm_cap)
+                                : mmv_xst2_launch_form<U, UPL, false>(S, a, name, per_sm_cap);
 }
 
 /* One-column rows of 129..256 units under variants 3/4: 0 pp; 1 xs2 where it fits 3
