@@ -1400,7 +1400,8 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->xsg_depth = env_in_range("MINFER_CUDA_XSG_DEPTH", MMV_XSG_DEPTH, 2, 16);
     /* (mmv.cuh says why; tg128 7B q4_k_m, H200, 2026-11-30: 706.32-707.19 vs 695.94-697.85
      * with neither, 704.39-704.59 with xst only; then 711.74-712.46 with xstm too against
-     * 709.66-710.41 without, another call) */
+     * 709.66-710.41 without, another call; xst2 too, 2026-12-01: 725.60 / 726.80 / 727.20
+     * against 716.82 / 721.44 / 720.00 with RING_PAIRS=7, one call) */
     S->ring_pairs = env_in_range("MINFER_CUDA_RING_PAIRS", 15, 0, 15);
     S->f_attn_pre = mf_env_int("MINFER_CUDA_ATTN_PRE", 1) == 1 && S->f_pdl;  /* (only PDL makes it pay) */
     S->f_attn_fit = mf_env_int("MINFER_CUDA_ATTN_FIT", 1) == 1;
