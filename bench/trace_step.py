@@ -155,26 +155,50 @@ def sm_lateness(names, recs, back, prefix):
     return {s: (mean(v), len(v)) for s, v in total.items()}, r, len(idx)
 
 
-def layers(launches):
-    """Per position in a layer, means over the layers: the step cut at each attention
-    launch less two (norm, q/k/v, attention, ...). [(position, names, n, span, own, gap)]
-    with own = end - wait (None without trace_end) and gap None where not known."""
+def by_position(launches):
+    """The step's launches by their position in a layer: the step cut at each attention
+    launch less two (norm, q/k/v, attention, ...). {position: [launch, ...]}, empty for
+    fewer than two attention launches."""
     anchors = [i for i, k in enumerate(launches) if k["name"].startswith("attn")]
     if len(anchors) < 2:
-        return []
+        return {}
     cuts = [a - 2 for a in anchors if a >= 2] + [None]
     pos = collections.defaultdict(list)
     for a, b in zip(cuts, cuts[1:]):
         seg = launches[a:b] if b is not None else launches[a:a + (cuts[1] - cuts[0])]
         for j, k in enumerate(seg):
             pos[j].append(k)
+    return pos
+
+
+def means(ks):
+    """(n, span, own, gap, late) means over the launches ks: own = end - wait (None
+    without trace_end), gap None where not known, late = blocks started after the release."""
+    own = [k["end"] - k["wait"] for k in ks if k["end"] is not None]
+    gap = [k["gap"] for k in ks if k["gap"] is not None]
+    return (len(ks), sum(k["span"] for k in ks) / len(ks), sum(own) / len(own) if own else None,
+            sum(gap) / len(gap) if gap else None, sum(k["late"] for k in ks) / len(ks))
+
+
+def layers(launches):
+    """Per position in a layer, means over the layers: [(position, names, n, span, own,
+    gap)] (means())."""
+    pos = by_position(launches)
+    return [(j, sorted(set(k["name"] for k in pos[j]))) + means(pos[j])[:4] for j in sorted(pos)]
+
+
+def layer_kinds(launches):
+    """The same split by kernel name and grid at each position (a position whose layers
+    run different kernels, e.g. q/k/v with and without a v of another type, or ffn_down
+    of q4_K and q6_K): [(position, name, blocks, n, span, own, gap, late)]."""
+    pos = by_position(launches)
     out = []
     for j in sorted(pos):
-        ks = pos[j]
-        own = [k["end"] - k["wait"] for k in ks if k["end"] is not None]
-        gap = [k["gap"] for k in ks if k["gap"] is not None]
-        out.append((j, sorted(set(k["name"] for k in ks)), len(ks), sum(k["span"] for k in ks) / len(ks),
-                    sum(own) / len(own) if own else None, sum(gap) / len(gap) if gap else None))
+        kinds = collections.defaultdict(list)
+        for k in pos[j]:
+            kinds[(k["name"], k["blocks"])].append(k)
+        for (name, blocks), ks in sorted(kinds.items()):
+            out.append((j, name, blocks) + means(ks))
     return out
 
 
@@ -246,6 +270,14 @@ def main():
             print("%3d %-32s %6d %8.2f %8s %8s" % (j, "/".join(nm)[:32], n, span / 1000,
                                                   "-" if own is None else "%.2f" % (own / 1000),
                                                   "-" if gap is None else "%.2f" % (gap / 1000)))
+    kinds = layer_kinds(launches)
+    if kinds and len(kinds) > len(rows):
+        print("\nper position and kernel (means over its layers, us; late: blocks started after the release)")
+        print("%3s %-22s %6s %6s %8s %8s %8s %6s" % ("pos", "kernel", "blocks", "layers", "span", "own", "gap", "late"))
+        for j, nm, nb, n, span, own, gap, late in kinds:
+            print("%3d %-22s %6d %6d %8.2f %8s %8s %6.1f" % (j, nm[:22], nb, n, span / 1000,
+                                                           "-" if own is None else "%.2f" % (own / 1000),
+                                                           "-" if gap is None else "%.2f" % (gap / 1000), late))
     for n, ks in sorted(marks.items()):
         if any(ks):
             print("%s: block 0 after its wait, marks at %s us" % (

@@ -122,6 +122,34 @@ def per_layer():
     os.unlink(path)
 
 
+def per_kind():
+    # two layers of (norm, qkv, attn, wo) whose qkv kernels differ (the second's a mixed
+    # launch of 3 blocks, one of them started after its release), then the output
+    names = ["embed", "norm", "qkv", "attn_dec128", "wo", "norm", "qkv+mixed", "attn_dec128", "wo", "out"]
+    lines = ["name %d %s\n" % (i, n) for i, n in enumerate(names)]
+    waits = [0, 100, 300, 700, 1200, 1300, 1600, 2000, 2600, 2700]
+    for i, w in enumerate(waits):
+        end = waits[i + 1] - 50 if i + 1 < len(waits) else 0
+        lines.append(rec(20 + i, w, w, end, 0))
+    lines.append(rec(26, 1700, 1600, 1900, 1))  # qkv+mixed: a second block, started after its release
+    lines.append(rec(26, 1500, 1600, 1900, 2))  # ... and a third, resident before it
+    path = write(lines)
+    launches, _, _ = ts.analyse(*ts.load(path))
+    kinds = ts.layer_kinds(launches)
+    check([(r[0], r[1], r[2]) for r in kinds] ==
+          [(0, "norm", 1), (1, "qkv", 1), (1, "qkv+mixed", 3), (2, "attn_dec128", 1), (3, "wo", 1)],
+          "per kind: position 1 split by kernel and grid (%s)" % [(r[0], r[1], r[2]) for r in kinds])
+    check([r[3] for r in kinds] == [2, 1, 1, 2, 2], "per kind: layers of each")
+    check(kinds[1][4] == 400.0 and kinds[2][4] == 400.0, "per kind: spans")
+    check(kinds[2][7] == 1.0 and kinds[1][7] == 0.0, "per kind: blocks started after the release")
+    rows = ts.layers(launches)
+    check(rows[1][1] == ["qkv", "qkv+mixed"] and rows[1][2] == 2, "per kind: the per-position table merges them")
+    out = subprocess.run([sys.executable, SCRIPT, path], capture_output=True, text=True)
+    check(out.returncode == 0 and "per position and kernel" in out.stdout and "qkv+mixed" in out.stdout,
+          "per kind: printed (%s)" % out.stdout[-300:])
+    os.unlink(path)
+
+
 def sms():
     # four launches of two blocks on SMs 1 and 2 (SM 2 always 100 ns later), then a launch
     # of another name (not counted)
@@ -144,6 +172,7 @@ def sms():
 one_step()
 sms()
 per_layer()
+per_kind()
 two_steps()
 errors()
 sys.exit(T.result())
