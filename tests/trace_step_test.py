@@ -102,16 +102,22 @@ def errors():
     os.unlink(path)
 
 
-def per_layer():
-    # embed, then two layers of (norm, qkv, attn, wo), then the output: positions 0..3
-    names = ["embed", "norm", "qkv", "attn_dec128", "wo", "norm", "qkv", "attn_dec128", "wo", "out"]
+def two_layers(qkv2="qkv", extra=()):
+    """A trace file of embed, two layers of (norm, qkv, attn, wo) whose second q/k/v is
+    named qkv2, then the output (positions 0..3): one block a launch, released at 0, 100,
+    300, 700, 1200, 1300, 1600, 2000, 2600, 2700 and ending 50 before the next; extra
+    records appended."""
+    names = ["embed", "norm", "qkv", "attn_dec128", "wo", "norm", qkv2, "attn_dec128", "wo", "out"]
     lines = ["name %d %s\n" % (i, n) for i, n in enumerate(names)]
-    # releases at 0, 100, 300, 700, 1200, 1300, 1600, 2000, 2600, 2700; ends 50 before the next
     waits = [0, 100, 300, 700, 1200, 1300, 1600, 2000, 2600, 2700]
     for i, w in enumerate(waits):
         end = waits[i + 1] - 50 if i + 1 < len(waits) else 0
         lines.append(rec(20 + i, w, w, end, 0))
-    path = write(lines)
+    return write(lines + list(extra))
+
+
+def per_layer():
+    path = two_layers()
     launches, _, _ = ts.analyse(*ts.load(path))
     rows = ts.layers(launches)
     check([r[0] for r in rows] == [0, 1, 2, 3], "per layer: four positions (%s)" % [r[0] for r in rows])
@@ -123,17 +129,9 @@ def per_layer():
 
 
 def per_kind():
-    # two layers of (norm, qkv, attn, wo) whose qkv kernels differ (the second's a mixed
-    # launch of 3 blocks, one of them started after its release), then the output
-    names = ["embed", "norm", "qkv", "attn_dec128", "wo", "norm", "qkv+mixed", "attn_dec128", "wo", "out"]
-    lines = ["name %d %s\n" % (i, n) for i, n in enumerate(names)]
-    waits = [0, 100, 300, 700, 1200, 1300, 1600, 2000, 2600, 2700]
-    for i, w in enumerate(waits):
-        end = waits[i + 1] - 50 if i + 1 < len(waits) else 0
-        lines.append(rec(20 + i, w, w, end, 0))
-    lines.append(rec(26, 1700, 1600, 1900, 1))  # qkv+mixed: a second block, started after its release
-    lines.append(rec(26, 1500, 1600, 1900, 2))  # ... and a third, resident before it
-    path = write(lines)
+    # the second layer's q/k/v another kernel, a mixed launch of 3 blocks: a second block
+    # started after its release (1600), a third resident before it
+    path = two_layers("qkv+mixed", [rec(26, 1700, 1600, 1900, 1), rec(26, 1500, 1600, 1900, 2)])
     launches, _, _ = ts.analyse(*ts.load(path))
     kinds = ts.layer_kinds(launches)
     check([(r[0], r[1], r[2]) for r in kinds] ==
