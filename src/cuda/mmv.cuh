@@ -1633,10 +1633,10 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
          * two slots refilled after it, so the ring holds depth - 2 rows in flight while a
          * step computes (the launcher makes it one row deeper than the one-row loop's:
          * 3). Same sums as one row a step, so the same bits. Measured (tg128, 7B q4_k_m,
-         * H200, 2026-12-01, four rounds, one call): 723.62 / 722.61 / 723.31 / 722.48
-         * tok/s against 718.59 / 723.22 / 718.66 / 718.36 one row a step (the session
-         * start's binary: 720.42 / 723.68 / 722.30 / 718.76); ffn_down a layer (block
-         * timeline) q4_K 6.84 us against 7.56, q6_K 11.19 against 11.79. Depth 4 lost
+         * H200, 2026-12-01): +0.24%, +0.68%, +0.75% and -0.02% over one row a step on four
+         * machines (e.g. 725.60 / 726.80 / 727.20 against 716.82 / 721.44 / 720.00 tok/s in
+         * one call); ffn_down a layer (block timeline) q4_K 6.84 us against 7.56, q6_K 11.19
+         * against 11.79. Depth 4 lost
          * (675-685 tok/s: its rows asked for before the wait after gate+up crowd that
          * launch's end), and so did this at depth 3 held to 128 registers, 4 blocks per
          * SM (712.56-718.09; 3 blocks at 145 for q6_K otherwise), bench/RESULTS.md. */
