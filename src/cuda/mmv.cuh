@@ -1636,10 +1636,11 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
          * H200, 2026-12-01): +0.24%, +0.68%, +0.75% and -0.02% over one row a step on four
          * machines (e.g. 725.60 / 726.80 / 727.20 against 716.82 / 721.44 / 720.00 tok/s in
          * one call); ffn_down a layer (block timeline) q4_K 6.84 us against 7.56, q6_K 11.19
-         * against 11.79. Depth 4 lost
-         * (675-685 tok/s: its rows asked for before the wait after gate+up crowd that
-         * launch's end), and so did this at depth 3 held to 128 registers, 4 blocks per
-         * SM (712.56-718.09; 3 blocks at 145 for q6_K otherwise), bench/RESULTS.md. */
+         * against 11.79. Depth 4 lost (675-685 tok/s: its rows asked for before the wait
+         * after gate+up crowd that launch's end), and so did this at depth 3 held to 128
+         * registers, 4 blocks per SM (712.56-718.09; 3 blocks at 145 for q6_K otherwise),
+         * bench/RESULTS.md. The refill below is the one-row loop's, written out there as
+         * it was measured (through this lambda its SASS changed: 118 -> 115 registers). */
         for (int i = 0; i < n; i += 2) {
             const int s0 = rp.s;
             ring_wait(bar, rp, i, n);
