@@ -9,7 +9,8 @@
 #      (by default; with MINFER_CUDA_GEMV=4 on every launch) and split in two
 #      (MINFER_CUDA_GEMV_MIXED=0), with the ring GEMVs one row a step, xstm's v activations
 #      from the L2 and the gate+up launch with a ring per warp (MINFER_CUDA_RING_PAIRS=0
-#      MINFER_CUDA_XSTM_STAGE=0 MINFER_CUDA_XSG_SHARED=0),
+#      MINFER_CUDA_XSTM_STAGE=0 MINFER_CUDA_XSG_SHARED=0, and the one-token norm as split
+#      blocks, MINFER_CUDA_NORM_WARPS=0),
 #      with the residual add in the norm kernel instead of
 #      the GEMV before it (MINFER_CUDA_ADD_GEMV=0, with MINFER_CUDA_NORM_THREADS=256), and (attention only) with
 #      MINFER_CUDA_ATTN_FIT=0 and MINFER_CUDA_ATTN_WARPS=4;
@@ -175,9 +176,12 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
         MINFER_CUDA_NORM_SPLIT=1 MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
     # the ring GEMVs' loops one row a step (two by default: MINFER_CUDA_RING_PAIRS), xstm's
     # second type's activations from the L2 (from shared memory by default: MINFER_CUDA_XSTM_STAGE),
-    # and the gate+up launch with a ring per warp (one per block by default: MINFER_CUDA_XSG_SHARED)
+    # the gate+up launch with a ring per warp (one per block by default: MINFER_CUDA_XSG_SHARED),
+    # and the chains' one-token norm (the add folded into the GEMV before it) as split blocks
+    # (one-warp blocks by default: MINFER_CUDA_NORM_WARPS)
     bg_start cuda_ops_pairs0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_RING_PAIRS=0 \
-        MINFER_CUDA_XSTM_STAGE=0 MINFER_CUDA_XSG_SHARED=0 MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
+        MINFER_CUDA_XSTM_STAGE=0 MINFER_CUDA_XSG_SHARED=0 MINFER_CUDA_NORM_WARPS=0 MINFER_CUDA_VERBOSE=1 \
+        "$TESTS/test_cuda_ops"
     # the residual add in the norm kernel, not folded into the GEMV before it (with the
     # norm's blocks at 256 threads: 4 float4 per thread on the 4096-wide chains)
     bg_start cuda_ops_add_gemv0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_ADD_GEMV=0 \

@@ -51,6 +51,8 @@
  * norm.cu),
  * MINFER_CUDA_NORM_SPLIT=1|2|8 (the one-pass RMSNorm's row over that many blocks, each
  * summing the whole row and writing its part, instead of 4; norm.cu),
+ * MINFER_CUDA_NORM_WARPS=0 (the one-token RMSNorm of a 1024-, 2048- or 4096-wide row as
+ * NORM_SPLIT's blocks instead of one-warp blocks that each sum the row; norm.cu),
  * MINFER_CUDA_SWIGLU_THREADS=64..1024 (the q8 SwiGLU's block width, default 256;
  * elementwise.cu),
  * MINFER_CUDA_ATTN_TRIGGER=0|2|3 (the one-token attention lets the GEMV after it launch
@@ -219,6 +221,7 @@ struct cu_state {
     int attn_trigger;      /* where decode attention lets the GEMV after it launch, 0..3 (MINFER_CUDA_ATTN_TRIGGER) */
     int norm_threads;      /* one-pass RMSNorm block width at most: 256, 512 or 1024 (MINFER_CUDA_NORM_THREADS) */
     int norm_split;        /* one-pass RMSNorm blocks per row: 1, 2, 4, 8 (MINFER_CUDA_NORM_SPLIT) */
+    int norm_warps;        /* the one-token norm by one-warp blocks, each summing the row (MINFER_CUDA_NORM_WARPS) */
     int swiglu_threads;    /* q8 SwiGLU block width: 64..1024 (MINFER_CUDA_SWIGLU_THREADS) */
     int gemv_per_sm;       /* cap on blocks per SM of the persistent variants (0: none) */
     int gemv_wide;         /* rows of 129..256 units: 0 pp, 1 xs2, 2 xst2 (cu_gemv_wide, mmv.cuh) */
@@ -318,6 +321,7 @@ cudaStream_t cu_stream(const cu_state *S) { return S->stream; }
 int cu_pdl(const cu_state *S) { return S->f_pdl; }
 int cu_norm_threads(const cu_state *S) { return S->norm_threads; }
 int cu_norm_split(const cu_state *S) { return S->norm_split; }
+int cu_norm_warps(const cu_state *S) { return S->norm_warps; }
 int cu_swiglu_threads(const cu_state *S) { return S->swiglu_threads; }
 int cu_num_sms(const cu_state *S) { return S->prop.multiProcessorCount > 0 ? S->prop.multiProcessorCount : 1; }
 int cu_gemv_wide(const cu_state *S) { return S->gemv_wide; }
@@ -1392,6 +1396,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         S->norm_threads = env_one_of("MINFER_CUDA_NORM_THREADS", 1024, widths, 3);
         static const int splits[] = {1, 2, 4, 8};
         S->norm_split = env_one_of("MINFER_CUDA_NORM_SPLIT", 4, splits, 4);
+        S->norm_warps = mf_env_int("MINFER_CUDA_NORM_WARPS", 1) == 1;
         static const int sw[] = {64, 128, 256, 512, 1024};
         S->swiglu_threads = env_one_of("MINFER_CUDA_SWIGLU_THREADS", 256, sw, 5);
     }
@@ -1660,7 +1665,7 @@ static void print_notice(cu_state *S) {
     else if (S->f_gemv >= 3) snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-%s(v1 for batches)", xs_name);
     else snprintf(gemv_name, sizeof gemv_name, "q8-dp4a-v1");
     fprintf(stderr,
-            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s%s graph=%s pdl=%s fuse=%s%s%s prefill=%s attn=%s%s%s%s%s%s%s%s; "
+            "minfer/cuda: %s (sm_%d%d, %.0f GiB): gemv=%s%s graph=%s pdl=%s fuse=%s%s%s prefill=%s attn=%s%s%s%s%s%s%s%s%s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB%s\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib,
             gemv_name, MINFER_CUDA_L2_HINT ? "+l2-evict-first" : "",
@@ -1680,6 +1685,7 @@ static void print_notice(cu_state *S) {
             : S->attn_trigger == 3 ? "+trigger-after-tiles" : "",
             S->norm_threads == 256 ? " norm=256-threads" : S->norm_threads == 512 ? " norm=512-threads" : "",
             S->norm_split == 1 ? " norm-split=1" : S->norm_split == 2 ? " norm-split=2" : S->norm_split == 8 ? " norm-split=8" : "",
+            S->norm_warps ? " norm=warps(1024/2048/4096-wide)" : "",
             S->wbytes / gib,
             S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0, plane / gib, wo_plane);
     if (S->verbose)

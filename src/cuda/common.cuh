@@ -139,6 +139,7 @@ cudaStream_t cu_stream(const cu_state *S);
 int cu_pdl(const cu_state *S);               /* programmatic dependent launch on */
 int cu_norm_threads(const cu_state *S);      /* most threads of a one-pass norm block */
 int cu_norm_split(const cu_state *S);        /* blocks per row of the one-pass norm (1, 2, 4, 8) */
+int cu_norm_warps(const cu_state *S);        /* the one-token norm by lone warps (MINFER_CUDA_NORM_WARPS; norm.cu) */
 int cu_swiglu_threads(const cu_state *S);    /* threads per block of the q8 SwiGLU */
 void cu_launch_check(cu_state *S, const char *what, const char *file, int line);
 /* Records the first CUDA error (sticky) as an mf_err message. */

@@ -103,6 +103,64 @@ static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, 
     trace_end();
 }
 
+/* The one-token norm by lone warps (MINFER_CUDA_NORM_WARPS, dim = 128 NF4): warp b of
+ * a row writes its values 128b .. 128b + 127 (a float4 a lane) and, to get there, sums
+ * the whole row itself (NF4 float4 a lane, all in flight at once, then warp_sum): no
+ * block barrier and no shared memory between the row's load and its stores, which in the
+ * 4-block form (kernel_rmsnorm_reg, split 4) cost ~0.26 us of the norm's ~1.8 (block
+ * timeline, 2026-12-02). Each warp reads the row (16 KB at 4096) from the L2, one warp a
+ * block; the same sum in every warp (same order). Measured (tg128, H200, 2026-12-02,
+ * bench/RESULTS.md): the 1B synth (2048 wide, 16 warps) +1.4% to +2.7% over the split
+ * form (the session's start binary, four rounds in two calls); the 7B (4096, 32 warps)
+ * +0.0% to +0.1% over MINFER_CUDA_NORM_WARPS=0 in the same binary (three calls), within
+ * the noise: there the block timeline shows the blocks packed several to an SM (up to 8
+ * on one), each SM then reading 8 rows' worth from the L2. */
+template <bool Q8, int NF4>
+static __global__ void __launch_bounds__(32) kernel_rmsnorm_warp(float *out, const float *x, const float *w, int dim,
+                                                                 float eps, cu_q8 q) {
+    pdl_trigger();
+    const int lane = threadIdx.x, b = blockIdx.x;
+    const int64_t row = blockIdx.y;
+    const float4 g = ((const float4 *)w)[b * 32 + lane]; /* weights: before the wait */
+    pdl_wait();
+    const float4 *xr = (const float4 *)(x + row * dim);
+    float4 v[NF4];
+#pragma unroll
+    for (int j = 0; j < NF4; j++) v[j] = xr[lane + 32 * j];
+    /* four sums, float4 j into sum j % 4: a chain of NF4 multiply-adds instead of 4 NF4
+     * (at 4 cycles each, 0.26 us for NF4 32 in one chain) */
+    float s4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int j = 0; j < NF4; j++) s4[j & 3] += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+    float ss = (s4[0] + s4[1]) + (s4[2] + s4[3]);
+    trace_mark(0);
+    ss = warp_sum(ss);
+    const float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+    float4 m = v[0]; /* (this warp's float4: v[b], picked without indexing registers) */
+#pragma unroll
+    for (int j = 1; j < NF4; j++)
+        if (j == b) m = v[j];
+    const float4 r = make_float4(m.x * inv * g.x, m.y * inv * g.y, m.z * inv * g.z, m.w * inv * g.w);
+    const int64_t i4 = (int64_t)b * 32 + lane;
+    ((float4 *)(out + row * dim))[i4] = r;
+    trace_mark(1);
+    if (Q8) q8_store4(q, row * dim + i4 * 4, r, 1);
+    trace_mark(2);
+    trace_end();
+}
+template <bool Q8>
+static bool launch_warp(cu_state *S, float *out, const float *x, const float *w, int n, int dim, float eps,
+                        const cu_q8 &q) {
+    const char *name = Q8 ? "rmsnorm_q8_warp" : "rmsnorm_warp";
+    const dim3 grid(dim / 128, n), block(32);
+    switch (dim) {
+    case 1024: cu_launch(S, name, kernel_rmsnorm_warp<Q8, 8>, grid, block, 0, out, x, w, dim, eps, q); return true;
+    case 2048: cu_launch(S, name, kernel_rmsnorm_warp<Q8, 16>, grid, block, 0, out, x, w, dim, eps, q); return true;
+    case 4096: cu_launch(S, name, kernel_rmsnorm_warp<Q8, 32>, grid, block, 0, out, x, w, dim, eps, q); return true;
+    default: return false;
+    }
+}
+
 template <bool ADD, bool Q8>
 static void launch_reg(cu_state *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
                        const cu_q8 &q) {
@@ -119,6 +177,7 @@ static void launch_reg(cu_state *S, float *out, float *x, const float *y, const 
      * rounds, bench/RESULTS.md call 45): split 4 659.83 / 662.15 / 660.53, split 2
      * 657.21 / 655.20 / 655.15, split 8 644.66 / 645.26 / 644.42 (eight reads of the row),
      * one block 653.82 / 653.41 / 653.03. */
+    if (!ADD && n == 1 && cu_norm_warps(S) && launch_warp<Q8>(S, out, x, w, n, dim, eps, q)) return;
     const int split = cu_norm_split(S);
     if (!ADD && split > 1 && n4 % (split * 32) == 0 && n4 / split <= 1024) {
         /* (not with ADD: a block would read x where another already added y) */
