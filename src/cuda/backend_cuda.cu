@@ -51,7 +51,7 @@
  * norm.cu),
  * MINFER_CUDA_NORM_SPLIT=1|2|8 (the one-pass RMSNorm's row over that many blocks, each
  * summing the whole row and writing its part, instead of 4; norm.cu),
- * MINFER_CUDA_NORM_WARPS=0 (the one-token RMSNorm of a 1024-, 2048- or 4096-wide row as
+ * MINFER_CUDA_NORM_WARPS=0 (the one-token RMSNorm of a 2048- or 4096-wide row as
  * NORM_SPLIT's blocks instead of one-warp blocks that each sum the row; norm.cu),
  * MINFER_CUDA_SWIGLU_THREADS=64..1024 (the q8 SwiGLU's block width, default 256;
  * elementwise.cu),
@@ -1685,7 +1685,7 @@ static void print_notice(cu_state *S) {
             : S->attn_trigger == 3 ? "+trigger-after-tiles" : "",
             S->norm_threads == 256 ? " norm=256-threads" : S->norm_threads == 512 ? " norm=512-threads" : "",
             S->norm_split == 1 ? " norm-split=1" : S->norm_split == 2 ? " norm-split=2" : S->norm_split == 8 ? " norm-split=8" : "",
-            S->norm_warps ? " norm=warps(1024/2048/4096-wide)" : "",
+            S->norm_warps ? " norm=warps(2048/4096-wide)" : "",
             S->wbytes / gib,
             S->kvbytes / gib, scratch / gib, base > 0 ? 100.0 * scratch / base : 0.0, plane / gib, wo_plane);
     if (S->verbose)
