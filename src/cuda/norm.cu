@@ -163,6 +163,8 @@ static bool launch_warp(cu_state *S, float *out, const float *x, const float *w,
 template <bool ADD, bool Q8>
 static void launch_reg(cu_state *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
                        const cu_q8 &q) {
+    /* one token, no add (each warp would add y into the x the others read): lone warps */
+    if (!ADD && n == 1 && cu_norm_warps(S) && launch_warp<Q8>(S, out, x, w, n, dim, eps, q)) return;
     /* threads: up to 1024 (MINFER_CUDA_NORM_THREADS=256|512 for fewer), each with 1,
      * 2 or 4 float4. (Fewer threads per block, so that it co-resides with the xst GEMV
      * blocks ahead of it under PDL, measured slower: 256 -6%, 512 -2% tg128 on the 7B,
@@ -176,7 +178,6 @@ static void launch_reg(cu_state *S, float *out, float *x, const float *y, const 
      * rounds, bench/RESULTS.md call 45): split 4 659.83 / 662.15 / 660.53, split 2
      * 657.21 / 655.20 / 655.15, split 8 644.66 / 645.26 / 644.42 (eight reads of the row),
      * one block 653.82 / 653.41 / 653.03. */
-    if (!ADD && n == 1 && cu_norm_warps(S) && launch_warp<Q8>(S, out, x, w, n, dim, eps, q)) return;
     const int split = cu_norm_split(S);
     if (!ADD && split > 1 && n4 % (split * 32) == 0 && n4 / split <= 1024) {
         /* (not with ADD: a block would read x where another already added y) */
