@@ -178,14 +178,16 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     # second type's activations from the L2 (from shared memory by default: MINFER_CUDA_XSTM_STAGE),
     # the gate+up launch with a ring per warp (one per block by default: MINFER_CUDA_XSG_SHARED),
     # and the chains' one-token norm (the add folded into the GEMV before it) as split blocks
-    # (one-warp blocks by default: MINFER_CUDA_NORM_WARPS)
+    # (one-warp blocks by default: MINFER_CUDA_NORM_WARPS), the per-warp gate+up rings asking
+    # for all their rows before the wait (MINFER_CUDA_XSG_PRE)
     bg_start cuda_ops_pairs0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_RING_PAIRS=0 \
-        MINFER_CUDA_XSTM_STAGE=0 MINFER_CUDA_XSG_SHARED=0 MINFER_CUDA_NORM_WARPS=0 MINFER_CUDA_VERBOSE=1 \
-        "$TESTS/test_cuda_ops"
+        MINFER_CUDA_XSTM_STAGE=0 MINFER_CUDA_XSG_SHARED=0 MINFER_CUDA_NORM_WARPS=0 MINFER_CUDA_XSG_PRE=3 \
+        MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
     # the residual add in the norm kernel, not folded into the GEMV before it (with the
-    # norm's blocks at 256 threads: 4 float4 per thread on the 4096-wide chains)
+    # norm's blocks at 256 threads: 4 float4 per thread on the 4096-wide chains), and the
+    # gate+up launch asking for no rows before its wait
     bg_start cuda_ops_add_gemv0 env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=matmul MINFER_CUDA_ADD_GEMV=0 \
-        MINFER_CUDA_NORM_THREADS=256 "$TESTS/test_cuda_ops"
+        MINFER_CUDA_NORM_THREADS=256 MINFER_CUDA_XSG_PRE=0 "$TESTS/test_cuda_ops"
     # the decode attention's head-group arrays at their full size instead of fitted,
     # and its blocks of 4 warps instead of 8 (64-row tiles; by default one query head
     # per kv head, the 32/32/128 case, reads 128-row tiles on 8 warps)

@@ -44,6 +44,7 @@
  * wait, 0..16; default 1; mmv.cuh ring_first_rows),
  * MINFER_CUDA_XST_PRE_ATTN=N (the same for the GEMV right after a one-token attention,
  * which leaves 100 of 132 SMs idle; default XST_PRE),
+ * MINFER_CUDA_XSG_PRE=N (the same for the gate+up launch with the SwiGLU; default 2),
  * MINFER_CUDA_ATTN_WARPS=4 (the one-token attention's warps per block instead of 8;
  * attn.cu),
  * MINFER_CUDA_NORM_THREADS=256|512 (the one-pass RMSNorm's block at most that wide
@@ -236,6 +237,7 @@ struct cu_state {
     int xst_pre_swiglu;    /* the same for the GEMV after the gate+up launch with the SwiGLU, xsg
                               (MINFER_CUDA_XST_PRE_SWIGLU) */
     int after_xsg;         /* the last kernel launched was xsg (cu_launch_check) */
+    int xsg_pre;           /* the same for the gate+up launch with the SwiGLU (MINFER_CUDA_XSG_PRE) */
     int code_arch;         /* __CUDA_ARCH__ of the code the device runs */
     int any_quant;
     /* memory */
@@ -879,6 +881,7 @@ static void op_swiglu(mf_backend *be, float *out, const float *gate, const float
          * the q8 buffer */
         cu_mmv_args a;
         mmv_args(S, &a);
+        a.ring_pre = S->xsg_pre;
         const int form = cu_mmv_q8_swiglu(S, p->mtype, &a, out, &S->q8h);
         if (form) {
             p->kind = PEND_NONE;
@@ -1391,6 +1394,12 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
      * the DRAM: the rows of the GEMV after it can come in meanwhile; H200 tg128 7B, with
      * xsg's ring at 3 rows: 698.6-701.0 vs 691.1-695.4 at 1 row and depth 2; bench/RESULTS.md) */
     S->xst_pre_swiglu = env_in_range("MINFER_CUDA_XST_PRE_SWIGLU", 16, 0, 16);
+    /* the gate+up launch (xsgs: 16 warps, one ring of 48 rows per block) asks for 2 rows a
+     * warp, 32 of its 48, before its wait, not XST_PRE's 1: the norm before it is short and
+     * leaves the DRAM room. tg128, 7B q4_k_m, H200, 2026-12-02, four rounds: 741.66 / 741.48
+     * / 740.23 / 734.51 tok/s against 722.23 / 727.94 / 724.48 / 724.49 with 1 row and
+     * 730.22 / 726.26 / 728.30 / 727.14 with all 3 (bench/RESULTS.md) */
+    S->xsg_pre = env_in_range("MINFER_CUDA_XSG_PRE", 2, 0, 16);
     {
         static const int widths[] = {256, 512, 1024};
         S->norm_threads = env_one_of("MINFER_CUDA_NORM_THREADS", 1024, widths, 3);

@@ -1473,7 +1473,8 @@ static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
     if (tid == 0) next_row = 0;
     ring.init(tid);
     __syncthreads();
-    /* as many rows ahead of the wait as xsg asks for there, the others after the
+    /* as many rows ahead of the wait as xsg asks for there (a.ring_pre a warp:
+     * MINFER_CUDA_XSG_PRE, 2 by default), the others after the
      * activation loads */
     const int n_early = MMV_XSG_WARPS * a.ring_pre;
     ring.first(tid, true, n_early, row);
