@@ -1395,8 +1395,9 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
      * xsg's ring at 3 rows: 698.6-701.0 vs 691.1-695.4 at 1 row and depth 2; bench/RESULTS.md) */
     S->xst_pre_swiglu = env_in_range("MINFER_CUDA_XST_PRE_SWIGLU", 16, 0, 16);
     /* the gate+up launch (xsgs: 16 warps, one ring of 48 rows per block) asks for 2 rows a
-     * warp, 32 of its 48, before its wait, not XST_PRE's 1: the norm before it is short and
-     * leaves the DRAM room. tg128, 7B q4_k_m, H200, 2026-12-02, four rounds: 741.66 / 741.48
+     * warp, 32 of its 48, before its wait, not XST_PRE's 1 (a setting it inherited from xst
+     * unpriced): more of its ring in flight across the norm before it pays, all of it less.
+     * tg128, 7B q4_k_m, H200, 2026-12-02, four rounds: 741.66 / 741.48
      * / 740.23 / 734.51 tok/s against 722.23 / 727.94 / 724.48 / 724.49 with 1 row and
      * 730.22 / 726.26 / 728.30 / 727.14 with all 3 (bench/RESULTS.md) */
     S->xsg_pre = env_in_range("MINFER_CUDA_XSG_PRE", 2, 0, 16);
