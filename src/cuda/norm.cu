@@ -103,7 +103,7 @@ static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, 
     trace_end();
 }
 
-/* The one-token norm by lone warps (MINFER_CUDA_NORM_WARPS; dim = 128 NF4, 2048 or 4096): warp b of
+/* The one-token norm by lone warps (MINFER_CUDA_NORM_WARPS; rows of 128 NF4, 2048 or 4096): warp b of
  * a row writes its values 128b .. 128b + 127 (a float4 a lane) and, to get there, sums
  * the whole row itself (NF4 float4 a lane, all in flight at once, then warp_sum): no
  * block barrier and no shared memory between the row's load and its stores, which in the
@@ -116,8 +116,9 @@ static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, 
  * the noise: there the block timeline shows the blocks packed several to an SM (up to 8
  * on one), each SM then reading 8 rows' worth from the L2. */
 template <bool Q8, int NF4>
-static __global__ void __launch_bounds__(32) kernel_rmsnorm_warp(float *out, const float *x, const float *w, int dim,
-                                                                 float eps, cu_q8 q) {
+static __global__ void __launch_bounds__(32) kernel_rmsnorm_warp(float *out, const float *x, const float *w, float eps,
+                                                                 cu_q8 q) {
+    constexpr int dim = 128 * NF4;
     pdl_trigger();
     const int lane = threadIdx.x, b = blockIdx.x;
     const int64_t row = blockIdx.y;
@@ -154,8 +155,8 @@ static bool launch_warp(cu_state *S, float *out, const float *x, const float *w,
     const char *name = Q8 ? "rmsnorm_q8_warp" : "rmsnorm_warp";
     const dim3 grid(dim / 128, n), block(32);
     switch (dim) { /* (the widths test_cuda_ops's norm checks cover) */
-    case 2048: cu_launch(S, name, kernel_rmsnorm_warp<Q8, 16>, grid, block, 0, out, x, w, dim, eps, q); return true;
-    case 4096: cu_launch(S, name, kernel_rmsnorm_warp<Q8, 32>, grid, block, 0, out, x, w, dim, eps, q); return true;
+    case 2048: cu_launch(S, name, kernel_rmsnorm_warp<Q8, 16>, grid, block, 0, out, x, w, eps, q); return true;
+    case 4096: cu_launch(S, name, kernel_rmsnorm_warp<Q8, 32>, grid, block, 0, out, x, w, eps, q); return true;
     default: return false;
     }
 }
