@@ -6,6 +6,9 @@
  *   const float *logits = minfer_eval(c, 0, ids, n, err, sizeof err);   // prefill (prefix reused)
  *   ... pick a token, then logits = minfer_decode(c, 0, tok, err, sizeof err);
  *
+ * Several sequences (.n_seq = 8): minfer_eval each one's prompt, then each step
+ *   logits = minfer_decode_batch(c, seqs, toks, 8, err, sizeof err);  // [8][n_vocab]
+ *
  * Functions that can fail return NULL / a negative value and write a one-line
  * message into err. Thread safety: one context per thread. */
 #ifndef MINFER_H
@@ -46,8 +49,23 @@ void minfer_ctx_free(minfer_ctx *c);
 /* Makes sequence seq hold exactly ids[0..n) (reusing the cached prefix) and returns
  * the logits of the last token [n_vocab], valid until the next call. */
 const float *minfer_eval(minfer_ctx *c, int seq, const int32_t *ids, int n, char *err, size_t err_cap);
-/* Appends one token to seq and returns its logits. */
+/* Appends one token to seq and returns its logits (minfer_decode_batch of one pair). */
 const float *minfer_decode(minfer_ctx *c, int seq, int32_t tok, char *err, size_t err_cap);
+/* One decode step over several sequences: toks[i] is appended to sequence seqs[i]
+ * at that sequence's position (its cached length), for i < n, all in one forward
+ * step. Returns logits [n][n_vocab], row i for pair i, valid until the next call.
+ * Fails (NULL, nothing evaluated, no sequence changed) when n < 1 or n > n_batch,
+ * a sequence is out of range or named twice, a sequence's context is full, or a
+ * token is out of range. Prefill each sequence first with minfer_eval. */
+const float *minfer_decode_batch(minfer_ctx *c, const int *seqs, const int32_t *toks, int n, char *err,
+                                 size_t err_cap);
+/* Tokens sequence seq holds (its next position), or -1 when seq is out of range. */
+int minfer_seq_len(const minfer_ctx *c, int seq);
+/* Forgets every token of seq; 0, or -1 (with err) when seq is out of range. */
+int minfer_seq_clear(minfer_ctx *c, int seq, char *err, size_t err_cap);
+/* The context's sequence slots and its most tokens per step (after defaults). */
+int minfer_ctx_n_seq(const minfer_ctx *c);
+int minfer_ctx_n_batch(const minfer_ctx *c);
 
 #ifdef __cplusplus
 }

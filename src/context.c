@@ -54,11 +54,19 @@ int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err 
     if (rc) goto fail;
     if ((rc = forward_init(&c->fw, c->be, m, c->n_ctx, c->n_seq, c->n_batch, err))) goto fail;
     kv_init(&c->kv, c->n_ctx, c->n_seq);
-    const size_t lbytes = sizeof(float) * (size_t)m->hp.n_vocab;
+    /* one row per sequence a decode step can hold, not n_batch rows: 512 rows of a
+     * 128k vocabulary would pin 256 MB for a CLI run that reads one */
+    c->n_logit = MF_MIN(c->n_seq, c->n_batch);
+    const size_t lbytes = sizeof(float) * (size_t)c->n_logit * (size_t)m->hp.n_vocab;
     c->logits = c->be->host_alloc ? c->be->host_alloc(c->be, lbytes) : malloc(lbytes);
     c->pos = malloc(sizeof(int32_t) * (size_t)c->n_batch);
     c->seq = malloc(sizeof(int32_t) * (size_t)c->n_batch);
-    if (!c->logits || !c->pos || !c->seq) { rc = mf_fail(err, MF_ERR_NOMEM, "out of memory for the context's host buffers"); goto fail; }
+    c->want = malloc((size_t)c->n_batch);
+    if (!c->logits || !c->pos || !c->seq || !c->want) {
+        rc = mf_fail(err, MF_ERR_NOMEM, "out of memory for the context's host buffers (%zu bytes of logits)", lbytes);
+        goto fail;
+    }
+    memset(c->want, 1, (size_t)c->n_batch);
     return MF_OK;
 fail:
     context_free(c);
@@ -73,6 +81,7 @@ void context_free(mf_context *c) {
     if (c->be) c->be->destroy(c->be);
     free(c->pos);
     free(c->seq);
+    free(c->want);
     memset(c, 0, sizeof *c);
 }
 
@@ -112,10 +121,46 @@ int context_eval(mf_context *c, int seq, const int32_t *toks, int n, const float
 }
 
 int context_decode1(mf_context *c, int seq, int32_t tok, const float **logits, mf_err *err) {
-    if (seq < 0 || seq >= c->n_seq) return mf_fail(err, MF_ERR_USAGE, "sequence %d out of range", seq);
-    if (c->kv.seqs[seq].n >= c->n_ctx) return mf_fail(err, MF_ERR_INPUT, "context full (%d tokens)", c->n_ctx);
-    int rc = eval_chunks(c, seq, &tok, 1, c->kv.seqs[seq].n, err);
-    if (rc) return rc;
+    return context_decode(c, &seq, &tok, 1, logits, err);
+}
+
+int context_decode(mf_context *c, const int *seqs, const int32_t *toks, int n, const float **logits, mf_err *err) {
+    /* every check before the step, so a rejected batch changes no sequence */
+    if (n < 1) return mf_fail(err, MF_ERR_USAGE, "decode: empty batch");
+    if (n > c->n_batch)
+        return mf_fail(err, MF_ERR_USAGE, "decode: %d sequences in one step, above the context's batch size %d", n,
+                       c->n_batch);
+    const int n_vocab = c->m->hp.n_vocab;
+    for (int i = 0; i < n; i++) {
+        const int s = seqs[i];
+        if (s < 0 || s >= c->n_seq)
+            return mf_fail(err, MF_ERR_USAGE, "decode: sequence %d out of range [0, %d)", s, c->n_seq);
+        /* twice would put two tokens at one position of one cache (O(n^2): n <= n_batch) */
+        for (int j = 0; j < i; j++)
+            if (seqs[j] == s)
+                return mf_fail(err, MF_ERR_USAGE, "decode: sequence %d given twice in one step (pairs %d and %d)", s,
+                               j, i);
+        if (c->kv.seqs[s].n >= c->n_ctx)
+            return mf_fail(err, MF_ERR_INPUT, "context full (%d tokens) in sequence %d", c->n_ctx, s);
+        if (toks[i] < 0 || toks[i] >= n_vocab)
+            return mf_fail(err, MF_ERR_INPUT, "decode: token id %d of sequence %d out of range [0, %d)", toks[i], s,
+                           n_vocab);
+        c->pos[i] = c->kv.seqs[s].n;
+        c->seq[i] = s;
+    }
+    /* distinct sequences in range: n <= n_seq, so the n rows fit the n_logit of the buffer */
+    mf_batch b = { .n = n, .tok = toks, .pos = c->pos, .seq = c->seq, .logits = c->want };
+    const int rc = forward_step(&c->fw, &b, c->logits, err);
+    if (rc < 0) return rc;
+    if (rc != n) return mf_fail(err, MF_ERR_DEVICE, "decode: the step returned %d logit rows for %d sequences", rc, n);
+    for (int i = 0; i < n; i++) kv_append(&c->kv, seqs[i], toks + i, 1);
     *logits = c->logits;
+    return MF_OK;
+}
+
+int context_seq_clear(mf_context *c, int seq, mf_err *err) {
+    if (seq < 0 || seq >= c->n_seq) return mf_fail(err, MF_ERR_USAGE, "sequence %d out of range [0, %d)", seq, c->n_seq);
+    kv_truncate(&c->kv, seq, 0);
+    c->be->kv_truncate(c->be, seq, 0);
     return MF_OK;
 }

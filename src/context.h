@@ -23,8 +23,13 @@ typedef struct mf_context {
     mf_forward fw;
     mf_kv kv;
     int n_ctx, n_seq, n_batch;
-    float *logits;       /* [n_vocab] host: the last token's logits of the last step */
+    /* [n_logit][n_vocab] host (be->host_alloc: the CUDA decode graph writes there):
+     * row i = logits of pair i of the last context_decode, row 0 of the last eval */
+    float *logits;
+    int n_logit;         /* rows of logits: min(n_seq, n_batch), the most one decode step can
+                            ask for (one token a sequence); 1 for the CLI's one sequence */
     int32_t *pos, *seq;  /* [n_batch] batch positions / sequence ids (scratch) */
+    int8_t *want;        /* [n_batch] logits flags of a decode step (scratch, all 1) */
     int last_reused;     /* tokens the last context_eval took from the cache */
     int last_evaluated;  /* tokens the last context_eval ran through the model */
 } mf_context;
@@ -37,7 +42,16 @@ void context_free(mf_context *c);
  * last token (host, [n_vocab], valid until the next call). Reuses the cached
  * prefix; evaluates the rest in chunks of n_batch. n >= 1. */
 int context_eval(mf_context *c, int seq, const int32_t *toks, int n, const float **logits, mf_err *err);
-/* Appends one token to seq and returns its logits (decode step). */
+/* Appends one token to seq and returns its logits (decode step): context_decode of
+ * one pair. */
 int context_decode1(mf_context *c, int seq, int32_t tok, const float **logits, mf_err *err);
+/* One decode step over several sequences: toks[i] is appended to sequence seqs[i]
+ * at that sequence's cached length, i < n, all in one forward step; *logits =
+ * [n][n_vocab] host rows, row i for pair i (valid until the next call). Errors
+ * (nothing evaluated, no sequence changed): n < 1 or n > n_batch, a sequence out
+ * of range or named twice, a sequence whose context is full, a token out of range. */
+int context_decode(mf_context *c, const int *seqs, const int32_t *toks, int n, const float **logits, mf_err *err);
+/* Forgets every cached token of seq (its next token goes to position 0). */
+int context_seq_clear(mf_context *c, int seq, mf_err *err);
 
 #endif

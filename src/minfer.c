@@ -85,3 +85,28 @@ const float *minfer_decode(minfer_ctx *c, int seq, int32_t tok, char *err, size_
     if (context_decode1(&c->c, seq, tok, &logits, &e)) { copy_err(&e, err, err_cap); return NULL; }
     return logits;
 }
+
+const float *minfer_decode_batch(minfer_ctx *c, const int *seqs, const int32_t *toks, int n, char *err,
+                                 size_t err_cap) {
+    const float *logits;
+    mf_err e = { { 0 } };
+    if (!seqs || !toks) {
+        if (err && err_cap) snprintf(err, err_cap, "decode: NULL sequence or token array");
+        return NULL;
+    }
+    if (context_decode(&c->c, seqs, toks, n, &logits, &e)) { copy_err(&e, err, err_cap); return NULL; }
+    return logits;
+}
+
+int minfer_seq_len(const minfer_ctx *c, int seq) {
+    return seq >= 0 && seq < c->c.n_seq ? c->c.kv.seqs[seq].n : -1;
+}
+
+int minfer_seq_clear(minfer_ctx *c, int seq, char *err, size_t err_cap) {
+    mf_err e = { { 0 } };
+    if (context_seq_clear(&c->c, seq, &e)) { copy_err(&e, err, err_cap); return -1; }
+    return 0;
+}
+
+int minfer_ctx_n_seq(const minfer_ctx *c) { return c->c.n_seq; }
+int minfer_ctx_n_batch(const minfer_ctx *c) { return c->c.n_batch; }
