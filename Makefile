@@ -24,6 +24,11 @@ CFLAGS   += -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -Isrc -Ii
 LDLIBS   += -lpcre2-8 -lm -pthread
 # AVX2 kernels are compiled with these flags and chosen at run time (cpuid).
 AVX2FLAGS = -mavx2 -mfma -mf16c
+# AVX-512 kernels (files named *_avx512*), likewise chosen at run time; VNNI
+# (vpdpbusd) only in files named *_vnni*, behind its own cpuid check.
+AVX512FLAGS = -mavx512f -mavx512bw -mavx512dq -mavx512vl $(AVX2FLAGS)
+VNNIFLAGS = -mavx512vnni
+SIMDFLAGS = $(if $(findstring _avx2,$<),$(AVX2FLAGS))$(if $(findstring _avx512,$<),$(AVX512FLAGS))$(if $(findstring _vnni,$<), $(VNNIFLAGS))
 
 SRC_CORE := $(wildcard src/*.c) $(wildcard src/cpu/*.c) $(wildcard src/server/*.c)
 SRC_CLI  := $(wildcard src/cli/*.c)
@@ -70,7 +75,7 @@ deps: $(DEPS_STAMP)
 
 $(BUILD)/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(if $(findstring _avx2,$<),$(AVX2FLAGS)) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(SIMDFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
@@ -86,7 +91,7 @@ $(BIN): $(OBJ_CLI) $(LIB)
 # ---- sanitizer build for tests (CPU only: CUDA objects are not instrumented) ----
 $(ASAN_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SANFLAGS) $(if $(findstring _avx2,$<),$(AVX2FLAGS)) -UMINFER_CUDA -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(SANFLAGS) $(SIMDFLAGS) -UMINFER_CUDA -MMD -MP -c $< -o $@
 
 $(ASAN_LIB): $(ASAN_OBJ)
 	@rm -f $@
