@@ -22,7 +22,9 @@ int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err 
     c->n_ctx = p->n_ctx > 0 ? p->n_ctx : MF_MIN(m->hp.n_ctx_train, 4096);
     c->n_seq = p->n_seq > 0 ? p->n_seq : 1;
     c->n_batch = p->n_batch > 0 ? p->n_batch : 512;
-    if (c->n_batch > c->n_ctx) c->n_batch = c->n_ctx;
+    /* a step holds at most n_ctx tokens of each sequence: one prompt chunk, or one token of
+     * each of up to n_seq sequences (64 sequences in contexts of 16 need a batch of 64) */
+    if ((int64_t)c->n_batch > (int64_t)c->n_ctx * c->n_seq) c->n_batch = c->n_ctx * c->n_seq; /* < n_batch: fits */
     if (c->n_ctx > (1 << 24)) return mf_fail(err, MF_ERR_USAGE, "context size %d too large", c->n_ctx);
 
     const char *dev = p->device && *p->device ? p->device : "auto";

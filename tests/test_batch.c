@@ -12,7 +12,8 @@
  * rotating every step); the written model also with 64 sequences (calls of 64, 17, 33).
  * Then the errors: empty batch, above the batch size, a sequence out of range or
  * twice, a full context, a bad token, NULL arrays; a rejected call changes no
- * sequence; a cleared sequence decodes as a fresh one. */
+ * sequence; a cleared sequence decodes as a fresh one; 64 sequences of 16 positions
+ * take a step of 64 pairs (the batch size is capped at n_ctx * n_seq, not n_ctx). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -255,6 +256,32 @@ static void check_errors(minfer_model *m) {
     minfer_ctx_free(c);
 }
 
+/* The batch size is capped by what one step can hold: n_ctx tokens of one sequence,
+ * or one token of each of n_seq (64 sequences of 16 positions: a step of 64 pairs). */
+static void check_batch_cap(minfer_model *m) {
+    char err[512] = "";
+    minfer_ctx *c = ctx_new(m, 1, 16, 512);
+    if (c) CHECK(minfer_ctx_n_batch(c) == 16, "one sequence of 16: batch %d", minfer_ctx_n_batch(c));
+    minfer_ctx_free(c);
+    c = ctx_new(m, 3, 16, 512);
+    if (c) CHECK(minfer_ctx_n_batch(c) == 48, "3 sequences of 16: batch %d", minfer_ctx_n_batch(c));
+    minfer_ctx_free(c);
+    c = ctx_new(m, 64, 16, 512);
+    if (!c) return;
+    CHECK(minfer_ctx_n_batch(c) == 512, "64 sequences of 16 (1024 positions), batch 512 asked: %d",
+          minfer_ctx_n_batch(c));
+    int seqs[64];
+    int32_t toks[64];
+    for (int i = 0; i < 64; i++) seqs[i] = 63 - i, toks[i] = 1;
+    const float *lg = minfer_decode_batch(c, seqs, toks, 64, err, sizeof err);
+    CHECK(lg != NULL && minfer_seq_len(c, 0) == 1 && minfer_seq_len(c, 63) == 1, "a step of 64 pairs: %s", err);
+    /* every sequence got BOS at position 0: 64 equal rows */
+    int same = lg != NULL;
+    for (int i = 1; same && i < 64; i++) same = !memcmp(lg, lg + (size_t)i * NV, sizeof(float) * NV);
+    CHECK(same, "64 sequences given the same token at position 0 get the same logits row");
+    minfer_ctx_free(c);
+}
+
 int main(void) {
     char path[] = "/tmp/minfer_test_batch_XXXXXX";
     int fd = mkstemp(path);
@@ -272,6 +299,7 @@ int main(void) {
         const int nsch64[] = { 3 };
         check_together("k-quant model, 64 sequences", m, 64, NULL, 0, sch64, nsch64, 1);
         check_errors(m);
+        check_batch_cap(m);
         minfer_model_free(m);
     }
     unlink(path);
