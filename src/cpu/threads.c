@@ -1,13 +1,37 @@
 /* threads.c - persistent thread pool (see threads.h).
  *
- * Protocol. The dispatcher writes fn/ctx/nth, then bumps `gen` (seq_cst). Every
- * worker waits for gen to change, runs its part when ith < nth, and bumps `done`.
- * The dispatcher runs part 0 and spins until done == n-1, so a generation's
- * parameters are never rewritten while a worker may still read them.
- * Sleeping: a worker that spun for SPIN_S seconds increments n_sleep under the
- * mutex, re-checks gen, and waits on the condition variable; the dispatcher bumps
- * gen before it reads n_sleep, so either the worker sees the new gen or the
- * dispatcher sees the sleeper and broadcasts (no lost wake-up). */
+ * Protocol: parts are claimed, not assigned. One atomic word holds the task's
+ * generation, its part count and how many parts have been claimed:
+ *
+ *     state = gen (40 bits) | nth (12 bits) | claimed (12 bits)
+ *
+ * The dispatcher writes fn/ctx, then publishes state = {gen+1, nth, 1} (part 0 is
+ * its own). Any thread claims the next part by a compare-and-swap of claimed ->
+ * claimed+1 on the exact word it read, runs fn(ctx, part, nth), and bumps `done`.
+ * When the dispatcher has finished part 0 it claims whatever is left itself, then
+ * waits only for the parts other threads claimed. So a worker that the kernel has
+ * preempted (another process is running on its core) or that is asleep never holds
+ * up a step: it simply takes no part of it. Without this, every one of the few
+ * hundred dispatches of a decode step waited for the late worker's next time slice
+ * (2 threads beside one busy process on 2 cores: 20-50 tok/s against 150 with one
+ * thread; bench/RESULTS.md, issue 32).
+ *
+ * Why fn/ctx can be plain fields: a worker reads them only after a successful claim
+ * of the current generation, and the dispatcher rewrites them only after every
+ * claimed part has bumped `done` and no part is left to claim (a claim of an old
+ * generation fails: its CAS compares the whole word, generation included).
+ *
+ * Barriers inside a task need all nth parts running at once; the dispatcher cannot
+ * finish part 0 before every other part has reached the barrier, so by then every
+ * part has been claimed by a distinct running thread and nothing is run serially.
+ * A task that calls cpu_pool_barrier must call it from every part.
+ *
+ * Sleeping: a worker that saw no new generation for SPIN_S seconds increments
+ * n_sleep under the mutex, re-checks the state, and waits on the condition
+ * variable; the dispatcher publishes the state (seq_cst) before it reads n_sleep,
+ * so either the worker sees the new generation or the dispatcher sees the sleeper
+ * and broadcasts (no lost wake-up). A sleeping worker costs the dispatcher only the
+ * broadcast: the step does not wait for it to wake. */
 #include "threads.h"
 
 #include <pthread.h>
@@ -19,13 +43,25 @@
 #include "util.h"
 
 /* How long an idle worker spins before sleeping. Long enough to bridge the gap
- * between ops of a decode step (the caller runs small ops alone), short enough
- * that an idle server does not burn cores. */
-#define SPIN_S 0.002
+ * between the ops of a decode step (the caller runs small ops alone, and samples
+ * between tokens), short enough that an idle server does not burn its cores. A
+ * pool with more threads than cores does not spin at all: a spinning worker there
+ * takes the core from a thread that has work. */
+#define SPIN_S 0.001
 /* After this many pause-spins (about 0.5-2 ms) a waiting thread also yields
  * every 256 spins: on a machine shared with other processes, the thread we wait
  * for may have been preempted, and burning a core does not bring it back. */
 #define SPIN_YIELD_AFTER 16384u
+
+#define ST_CLAIM_BITS 12
+#define ST_NTH_BITS 12
+#define ST_GEN_SHIFT (ST_CLAIM_BITS + ST_NTH_BITS)
+#define ST_MASK12 ((1u << 12) - 1)
+#define ST_GEN(s) ((s) >> ST_GEN_SHIFT)
+#define ST_NTH(s) ((int)(((s) >> ST_CLAIM_BITS) & ST_MASK12))
+#define ST_CLAIMED(s) ((int)((s) & ST_MASK12))
+/* The most threads a pool holds: parts are counted in 12 bits. */
+#define POOL_MAX_THREADS 4095
 
 typedef struct worker {
     cpu_pool *p;
@@ -36,14 +72,14 @@ struct cpu_pool {
     int n;                       /* threads including the caller */
     pthread_t *th;               /* [n-1] */
     worker *w;                   /* [n-1] */
-    cpu_task_fn fn;              /* current task (valid while gen is current) */
+    cpu_task_fn fn;              /* current task (valid to a thread holding a claimed part) */
     void *ctx;
-    int nth;
-    _Atomic uint32_t gen;
-    _Atomic int done;
+    uint64_t gen;                /* the dispatcher's generation counter (its thread only) */
+    _Atomic uint64_t state;      /* gen | nth | claimed, see above */
+    _Atomic int done;            /* parts finished by workers in this generation */
     _Atomic int n_sleep;
     _Atomic int stop;
-    int oversub;                 /* more threads than cores: yield while spinning */
+    int oversub;                 /* more threads than cores: no idle spinning, yield while waiting */
     _Atomic int bar_count;       /* in-task barrier */
     _Atomic uint32_t bar_phase;
     pthread_mutex_t mu;
@@ -57,41 +93,65 @@ static inline void cpu_relax(void) {
 }
 
 int cpu_count_cores(void) {
+    /* The cores this process may run on (taskset, cgroup cpusets), not the machine's. */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        const int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
 }
 
-static uint32_t wait_gen(cpu_pool *p, uint32_t seen) {
-    uint32_t g;
+/* Claims the next part of generation `gen`: its index, or -1 when every part is
+ * claimed or the pool has moved on to another generation. */
+static int claim_part(cpu_pool *p, uint64_t gen) {
+    uint64_t s = atomic_load_explicit(&p->state, memory_order_acquire);
+    while (ST_GEN(s) == gen && ST_CLAIMED(s) < ST_NTH(s)) {
+        if (atomic_compare_exchange_weak_explicit(&p->state, &s, s + 1, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return ST_CLAIMED(s);
+    }
+    return -1;
+}
+
+/* Waits for a generation other than `seen`; returns the state word that has it. */
+static uint64_t wait_gen(cpu_pool *p, uint64_t seen) {
+    uint64_t s;
     double t0 = 0.0;
-    for (unsigned spins = 0;; spins++) {
-        g = atomic_load_explicit(&p->gen, memory_order_acquire);
-        if (g != seen) return g;
-        cpu_relax();
-        if ((spins & 1023) == 1023) {
-            double t = mf_time_s();
-            if (t0 == 0.0) t0 = t;
-            else if (t - t0 > SPIN_S) break;
-            if (p->oversub) sched_yield();  /* let the others run */
+    if (!p->oversub) {
+        for (unsigned spins = 0;; spins++) {
+            s = atomic_load_explicit(&p->state, memory_order_acquire);
+            if (ST_GEN(s) != seen || atomic_load_explicit(&p->stop, memory_order_relaxed)) return s;
+            cpu_relax();
+            if ((spins & 1023) == 1023) {
+                double t = mf_time_s();
+                if (t0 == 0.0) t0 = t;
+                else if (t - t0 > SPIN_S) break;
+            }
         }
     }
     pthread_mutex_lock(&p->mu);
     atomic_fetch_add(&p->n_sleep, 1);
-    while ((g = atomic_load(&p->gen)) == seen) pthread_cond_wait(&p->cv, &p->mu);
+    while (ST_GEN(s = atomic_load(&p->state)) == seen && !atomic_load(&p->stop)) pthread_cond_wait(&p->cv, &p->mu);
     atomic_fetch_sub(&p->n_sleep, 1);
     pthread_mutex_unlock(&p->mu);
-    return g;
+    return s;
 }
 
 static void *worker_main(void *arg) {
     worker *w = arg;
     cpu_pool *p = w->p;
-    uint32_t seen = 0;
+    uint64_t seen = 0;
     for (;;) {
-        seen = wait_gen(p, seen);
+        const uint64_t s = wait_gen(p, seen);
         if (atomic_load(&p->stop)) break;
-        if (w->ith < p->nth) p->fn(p->ctx, w->ith, p->nth);
-        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+        seen = ST_GEN(s);
+        int part;
+        while ((part = claim_part(p, seen)) >= 0) {
+            p->fn(p->ctx, part, ST_NTH(s));
+            atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+        }
     }
     return NULL;
 }
@@ -99,6 +159,7 @@ static void *worker_main(void *arg) {
 cpu_pool *cpu_pool_new(int n_threads) {
     cpu_pool *p = mf_xcalloc(1, sizeof *p);
     if (n_threads <= 0) n_threads = cpu_count_cores();
+    if (n_threads > POOL_MAX_THREADS) n_threads = POOL_MAX_THREADS;
     p->n = n_threads;
     p->oversub = n_threads > cpu_count_cores();
     pthread_mutex_init(&p->mu, NULL);
@@ -121,9 +182,8 @@ cpu_pool *cpu_pool_new(int n_threads) {
 void cpu_pool_free(cpu_pool *p) {
     if (!p) return;
     if (p->n > 1) {
-        atomic_store(&p->stop, 1);
         pthread_mutex_lock(&p->mu);
-        atomic_fetch_add(&p->gen, 1);
+        atomic_store(&p->stop, 1);
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
         for (int i = 1; i < p->n; i++) pthread_join(p->th[i - 1], NULL);
@@ -146,16 +206,22 @@ void cpu_pool_run(cpu_pool *p, cpu_task_fn fn, void *ctx, int nth_max) {
     }
     p->fn = fn;
     p->ctx = ctx;
-    p->nth = nth;
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
-    atomic_fetch_add(&p->gen, 1);                 /* seq_cst: publishes the task */
+    const uint64_t gen = ++p->gen & ((UINT64_C(1) << (64 - ST_GEN_SHIFT)) - 1);
+    /* seq_cst: publishes fn/ctx/done and orders the store before the n_sleep read */
+    atomic_store(&p->state, gen << ST_GEN_SHIFT | (uint64_t)nth << ST_CLAIM_BITS | 1u);
     if (atomic_load(&p->n_sleep) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
     fn(ctx, 0, nth);
-    const int want = p->n - 1;
+    int mine = 1, part;
+    while ((part = claim_part(p, gen)) >= 0) {
+        fn(ctx, part, nth);
+        mine++;
+    }
+    const int want = nth - mine;
     for (unsigned spins = 0; atomic_load_explicit(&p->done, memory_order_acquire) != want; spins++) {
         cpu_relax();
         if ((spins & 255) == 255 && (p->oversub || spins > SPIN_YIELD_AFTER)) sched_yield();
