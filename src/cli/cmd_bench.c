@@ -1,13 +1,21 @@
 /* cmd_bench.c - `minfer bench`: prompt-processing (pp) and text-generation (tg)
- * throughput, mean and standard deviation over repetitions, like llama-bench.
+ * throughput, mean and standard deviation over repetitions, like llama-bench; and
+ * with -s, several sequences decoded together, like llama.cpp's llama-batched-bench.
  *
  * ppN: N random tokens evaluated from an empty cache in batches of n_batch.
  * tgN: N tokens decoded one at a time from an empty cache (llama-bench's tg).
+ * tgN@sS (-s S): S sequences, each first given its own prompt of -p random tokens
+ *   (prefilled one sequence after another, each in batches of n_batch: not one batch
+ *   of all S, and not in the decode figure), then N steps that each decode one random
+ *   token of every sequence in one forward step (context_decode of S pairs). avg_ts is
+ *   the aggregate S*N / decode time; the per-sequence rate is N / decode time. The test
+ *   is called pp{P}+tg{N}@s{S} when the prompt P > 0.
  * One untimed warm-up of each test runs first. As in llama-bench, each test runs in
- * a context of its own length (n_prompt + n_gen; the weights stay loaded, the device
- * state is rebuilt), unless --ctx N gives one size for all: the context size sets
- * the attention grid of a decode step, so tg128 in a 3314-token context is a
- * different measurement. */
+ * a context of its own length (n_prompt + n_gen positions per sequence; the weights
+ * stay loaded, the device state is rebuilt), unless --ctx N gives one size for all:
+ * then every test runs in exactly N positions and one that needs more is a usage
+ * error before the model loads (the context size sets the attention grid of a decode
+ * step, so tg128 in a 3314-token context is a different measurement). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,24 +26,48 @@
 #include "common.h"
 
 static const char bench_usage[] =
-    "usage: minfer bench -m MODEL [-p 512,3314] [-n 128] [-r 3] [-t THREADS] [--device D] [--ctx N] [-o md|json]\n"
-    "  -p LIST     prompt lengths to test (comma separated; 0 = none; default 512)\n"
+    "usage: minfer bench -m MODEL [-p 512,3314] [-n 128] [-s 1,2,4,8] [-r 3] [-b N] [-t THREADS] [--device D]\n"
+    "                    [--ctx N] [-o md|json]\n"
+    "  -p LIST     prompt lengths to test (comma separated; 0 = none; default 512); with -s, the prompt\n"
+    "              each sequence is prefilled with before its decode (0 = none)\n"
     "  -n LIST     generation lengths to test (default 128; 0 = none)\n"
+    "  -s LIST     instead of the pp and tg tests: for each S, S sequences decoded together, one token\n"
+    "              of each per step (like llama-batched-bench's -npl); every -p x -n x -s combination;\n"
+    "              prefill is per sequence and not timed into the decode figure; reports the aggregate\n"
+    "              S*n/time and the per-sequence n/time tok/s (test names tg128@s8, pp512+tg128@s8)\n"
     "  -r N        repetitions (default 3)\n"
-    "  -b N        batch size for prefill (default 512)\n"
+    "  -b N        batch size for prefill (default 512; with -s at least S)\n"
     "  -t N        CPU threads (default: all cores)\n"
     "  --device D  cpu | cuda | cuda:N | auto\n"
-    "  --ctx N     one context size for every test (default: each test's own length, as llama-bench)\n"
+    "  --ctx N     exactly N positions (per sequence) for every test; a test longer than N is an error\n"
+    "              (default: each test in a context of its own length, as llama-bench)\n"
     "  -o FMT      md (default) or json\n";
 
+enum { MAX_LIST = 16, MAX_TESTS = 256 };
+
+typedef struct bench_test {
+    int n_prompt, n_gen, n_seq;  /* n_seq 0: a plain pp or tg test (one sequence) */
+} bench_test;
+
 typedef struct bench_result {
-    char test[32];
-    int n_prompt, n_gen, n_ctx;
-    double avg_ts, stddev_ts;
+    char test[48];
+    bench_test t;
+    int n_ctx;
+    double avg_ts, stddev_ts;    /* pp/tg: tok/s; -s: aggregate decode tok/s */
+    double pp_avg_ts;            /* -s with a prompt: aggregate prefill tok/s (0: none) */
 } bench_result;
 
 static void random_tokens(int32_t *t, int n, int n_vocab, mf_rng *r) {
     for (int i = 0; i < n; i++) t[i] = (int32_t)(mf_rng_u64(r) % (uint64_t)n_vocab);
+}
+
+/* positions a test needs in each sequence's context */
+static int test_len(const bench_test *t) { return t->n_prompt + t->n_gen; }
+
+static void test_name(const bench_test *t, char *buf, size_t cap) {
+    if (!t->n_seq) snprintf(buf, cap, "%s%d", t->n_prompt ? "pp" : "tg", t->n_prompt ? t->n_prompt : t->n_gen);
+    else if (t->n_prompt) snprintf(buf, cap, "pp%d+tg%d@s%d", t->n_prompt, t->n_gen, t->n_seq);
+    else snprintf(buf, cap, "tg%d@s%d", t->n_gen, t->n_seq);
 }
 
 /* Runs one pp or tg test once; returns seconds, or -1 on error (message printed). */
@@ -44,8 +76,7 @@ static double run_once(mf_context *c, int n_prompt, int n_gen, mf_rng *rng) {
     int n = n_prompt ? n_prompt : n_gen;
     int32_t *toks = mf_xmalloc(sizeof(int32_t) * (size_t)n);
     random_tokens(toks, n, c->m->hp.n_vocab, rng);
-    kv_truncate(&c->kv, 0, 0);
-    c->be->kv_truncate(c->be, 0, 0);
+    context_seq_clear(c, 0, &err);
     const float *logits;
     double t0 = mf_time_s();
     int rc = 0;
@@ -63,9 +94,60 @@ static double run_once(mf_context *c, int n_prompt, int n_gen, mf_rng *rng) {
     return dt;
 }
 
+/* Runs one -s test once: n_seq prompts of n_prompt tokens, one sequence after
+ * another, then n_gen steps of n_seq pairs. *pp_s = prefill seconds; returns the
+ * decode seconds, or -1 on error (message printed). */
+static double run_seqs_once(mf_context *c, int n_seq, int n_prompt, int n_gen, mf_rng *rng, double *pp_s) {
+    mf_err err = { { 0 } };
+    const int nv = c->m->hp.n_vocab;
+    int32_t *prompt = mf_xmalloc(sizeof(int32_t) * (size_t)MF_MAX(n_prompt, 1));
+    int32_t *toks = mf_xmalloc(sizeof(int32_t) * (size_t)n_seq);
+    int *seqs = mf_xmalloc(sizeof(int) * (size_t)n_seq);
+    const float *logits;
+    int rc = 0;
+    for (int s = 0; s < n_seq && !rc; s++) {
+        seqs[s] = s;
+        rc = context_seq_clear(c, s, &err);
+    }
+    const double t0 = mf_time_s();
+    for (int s = 0; s < n_seq && !rc && n_prompt; s++) {
+        random_tokens(prompt, n_prompt, nv, rng);  /* each sequence its own prompt */
+        rc = context_eval(c, s, prompt, n_prompt, &logits, &err);
+    }
+    const double t1 = mf_time_s();
+    for (int k = 0; k < n_gen && !rc; k++) {
+        random_tokens(toks, n_seq, nv, rng);
+        rc = context_decode(c, seqs, toks, n_seq, &logits, &err);
+    }
+    const double t2 = mf_time_s();
+    free(prompt);
+    free(toks);
+    free(seqs);
+    if (rc) {
+        cli_error(cli_status_exit(rc), "bench: %s", err.msg);
+        return -1;
+    }
+    *pp_s = t1 - t0;
+    return t2 - t1;
+}
+
+/* "1.12 MiB", "3.80 GiB": llama-bench prints GiB, which reads 0.00 for small models. */
+static void fmt_size(double bytes, char *buf, size_t cap) {
+    if (bytes >= 1073741824.0) snprintf(buf, cap, "%.2f GiB", bytes / 1073741824.0);
+    else if (bytes >= 1048576.0) snprintf(buf, cap, "%.2f MiB", bytes / 1048576.0);
+    else snprintf(buf, cap, "%.2f KiB", bytes / 1024.0);
+}
+
+static void fmt_params(double n, char *buf, size_t cap) {
+    if (n >= 1e9) snprintf(buf, cap, "%.2f B", n / 1e9);
+    else if (n >= 1e6) snprintf(buf, cap, "%.2f M", n / 1e6);
+    else snprintf(buf, cap, "%.2f K", n / 1e3);
+}
+
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *fmt = "md";
-    int pp[16] = { 512 }, n_pp = 1, tg[16] = { 128 }, n_tg = 1, reps = 3;
+    int pp[MAX_LIST] = { 512 }, n_pp = 1, tg[MAX_LIST] = { 128 }, n_tg = 1, sq[MAX_LIST] = { 0 }, n_sq = 0, reps = 3;
+    int n_batch = 0;
     mf_context_params cp;
     context_params_default(&cp);
     for (int i = 1; i < argc; i++) {
@@ -73,10 +155,11 @@ int cmd_bench(int argc, char **argv) {
         int bad = 0;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(bench_usage, stdout); return 0; }
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) bad = arg_value(argc, argv, &i, &model);
-        else if (!strcmp(a, "-p")) bad = arg_int_list(argc, argv, &i, 0, 1 << 20, pp, 16, &n_pp);
-        else if (!strcmp(a, "-n")) bad = arg_int_list(argc, argv, &i, 0, 1 << 20, tg, 16, &n_tg);
+        else if (!strcmp(a, "-p")) bad = arg_int_list(argc, argv, &i, 0, 1 << 20, pp, MAX_LIST, &n_pp);
+        else if (!strcmp(a, "-n")) bad = arg_int_list(argc, argv, &i, 0, 1 << 20, tg, MAX_LIST, &n_tg);
+        else if (!strcmp(a, "-s")) bad = arg_int_list(argc, argv, &i, 1, 1024, sq, MAX_LIST, &n_sq);
         else if (!strcmp(a, "-r")) bad = arg_int(argc, argv, &i, 1, 1000, &reps);
-        else if (!strcmp(a, "-b")) bad = arg_int(argc, argv, &i, 1, 1 << 16, &cp.n_batch);
+        else if (!strcmp(a, "-b")) bad = arg_int(argc, argv, &i, 1, 1 << 16, &n_batch);
         else if (cli_context_opt(argc, argv, &i, &cp, &bad)) {}
         else if (!strcmp(a, "-o")) bad = arg_value(argc, argv, &i, &fmt);
         else return cli_error(1, "bench: unknown option '%s' (see minfer bench --help)", a);
@@ -84,79 +167,153 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!model) return cli_error(1, "bench: -m MODEL is required");
     if (strcmp(fmt, "md") && strcmp(fmt, "json")) return cli_error(1, "bench: -o must be md or json");
-    const int fixed_ctx = cp.n_ctx;  /* --ctx: one size for all (at least each test's length) */
-    int first_len = 0;
-    for (int i = 0; i < n_pp && !first_len; i++) first_len = pp[i];
-    for (int i = 0; i < n_tg && !first_len; i++) first_len = tg[i];
-    if (!first_len) return cli_error(1, "bench: no test (every -p and -n value is 0)");
-    cp.n_ctx = MF_MAX(fixed_ctx, first_len);
+
+    /* the tests, in the order they run */
+    bench_test tests[MAX_TESTS];
+    int n_tests = 0;
+    if (n_sq) {
+        if (n_pp * n_tg * n_sq > MAX_TESTS)
+            return cli_error(1, "bench: %d x %d x %d tests, more than %d", n_pp, n_tg, n_sq, MAX_TESTS);
+        for (int a = 0; a < n_pp; a++)
+            for (int g = 0; g < n_tg; g++)
+                for (int s = 0; s < n_sq; s++)
+                    if (tg[g] > 0) tests[n_tests++] = (bench_test){ pp[a], tg[g], sq[s] };
+        if (!n_tests) return cli_error(1, "bench: -s needs a generation length above 0 (-n)");
+    } else {
+        for (int a = 0; a < n_pp; a++)
+            if (pp[a]) tests[n_tests++] = (bench_test){ pp[a], 0, 0 };
+        for (int g = 0; g < n_tg; g++)
+            if (tg[g]) tests[n_tests++] = (bench_test){ 0, tg[g], 0 };
+        if (!n_tests) return cli_error(1, "bench: no test (every -p and -n value is 0)");
+    }
+    const int fixed_ctx = cp.n_ctx;  /* --ctx: exactly this size for every test */
+    for (int i = 0; fixed_ctx && i < n_tests; i++) {
+        if (test_len(&tests[i]) > fixed_ctx) {
+            char name[48];
+            test_name(&tests[i], name, sizeof name);
+            return cli_error(1, "bench: %s needs %d positions%s, above --ctx %d (every test runs in that one size)",
+                             name, test_len(&tests[i]), tests[i].n_seq ? " per sequence" : "", fixed_ctx);
+        }
+    }
+    /* the context a test runs in: its own length unless --ctx; -s: its sequences, and a
+     * batch that holds one token of each */
+    mf_context_params want = cp;
+#define TEST_PARAMS(t) do { \
+        want.n_ctx = fixed_ctx ? fixed_ctx : test_len(t); \
+        want.n_seq = (t)->n_seq ? (t)->n_seq : 1; \
+        want.n_batch = MF_MAX(n_batch ? n_batch : 512, want.n_seq); } while (0)
+    TEST_PARAMS(&tests[0]);
 
     mf_model m;
     mf_context c;
-    int rc = cli_load(model, &cp, &m, &c, 1);
+    int rc = cli_load(model, &want, &m, &c, 1);
     if (rc) return rc;
-    bench_result res[32];
+    mf_context_params have = want;
+    bench_result res[MAX_TESTS];
     int n_res = 0;
     mf_rng rng;
     mf_rng_seed(&rng, 1234);
-    for (int pass = 0; pass < 2; pass++) {
-        int cnt = pass == 0 ? n_pp : n_tg;
-        for (int j = 0; j < cnt; j++) {
-            int np = pass == 0 ? pp[j] : 0, ng = pass == 0 ? 0 : tg[j];
-            if (np == 0 && ng == 0) continue;
-            const int want_ctx = MF_MAX(fixed_ctx, np + ng);
-            if (c.n_ctx != want_ctx) {
-                /* a context of this test's size: the device state again, same weights */
-                mf_err err = { { 0 } };
-                context_free(&c);
-                cp.n_ctx = want_ctx;
-                const double t0 = mf_time_s();
-                if ((rc = context_init(&c, &m, &cp, &err))) {
-                    rc = cli_error(cli_status_exit(rc), "bench: context of %d tokens: %s", want_ctx, err.msg);
-                    goto out;
-                }
-                mf_log("bench: context %d tokens for %s%d, ready in %.2f s", c.n_ctx, np ? "pp" : "tg", np ? np : ng,
-                       mf_time_s() - t0);
+    for (int j = 0; j < n_tests; j++) {
+        const bench_test *t = &tests[j];
+        TEST_PARAMS(t);
+        if (want.n_ctx != have.n_ctx || want.n_seq != have.n_seq || want.n_batch != have.n_batch) {
+            /* a context of this test's size: the device state again, same weights */
+            mf_err err = { { 0 } };
+            context_free(&c);
+            const double t0 = mf_time_s();
+            if ((rc = context_init(&c, &m, &want, &err))) {
+                rc = cli_error(cli_status_exit(rc), "bench: context of %d tokens x %d sequences: %s", want.n_ctx,
+                               want.n_seq, err.msg);
+                goto out;
             }
-            if (run_once(&c, np ? MF_MIN(np, 16) : 0, ng ? MF_MIN(ng, 4) : 0, &rng) < 0) { rc = 2; goto out; }
-            double sum = 0, sum2 = 0;
+            have = want;
+            mf_log("bench: context %d tokens x %d sequence%s for test %d, ready in %.2f s", c.n_ctx, c.n_seq,
+                   c.n_seq == 1 ? "" : "s", j + 1, mf_time_s() - t0);
+        }
+        bench_result *b = &res[n_res++];
+        memset(b, 0, sizeof *b);
+        test_name(t, b->test, sizeof b->test);
+        b->t = *t;
+        b->n_ctx = c.n_ctx;
+        double sum = 0, sum2 = 0, pp_sum = 0, pp_s;
+        if (t->n_seq) {
+            if (run_seqs_once(&c, t->n_seq, MF_MIN(t->n_prompt, 16), MF_MIN(t->n_gen, 4), &rng, &pp_s) < 0) {
+                rc = 2;
+                goto out;
+            }
             for (int r = 0; r < reps; r++) {
-                double dt = run_once(&c, np, ng, &rng);
+                const double dt = run_seqs_once(&c, t->n_seq, t->n_prompt, t->n_gen, &rng, &pp_s);
                 if (dt < 0) { rc = 2; goto out; }
-                double ts = (np ? np : ng) / dt;
+                const double ts = (double)t->n_seq * t->n_gen / dt;
+                sum += ts;
+                sum2 += ts * ts;
+                if (t->n_prompt) pp_sum += (double)t->n_seq * t->n_prompt / pp_s;
+            }
+        } else {
+            const int np = t->n_prompt, ng = t->n_gen;
+            if (run_once(&c, np ? MF_MIN(np, 16) : 0, ng ? MF_MIN(ng, 4) : 0, &rng) < 0) { rc = 2; goto out; }
+            for (int r = 0; r < reps; r++) {
+                const double dt = run_once(&c, np, ng, &rng);
+                if (dt < 0) { rc = 2; goto out; }
+                const double ts = (np ? np : ng) / dt;
                 sum += ts;
                 sum2 += ts * ts;
             }
-            bench_result *b = &res[n_res++];
-            snprintf(b->test, sizeof b->test, "%s%d", np ? "pp" : "tg", np ? np : ng);
-            b->n_prompt = np;
-            b->n_gen = ng;
-            b->n_ctx = c.n_ctx;
-            b->avg_ts = sum / reps;
-            b->stddev_ts = reps > 1 ? sqrt(fmax(0.0, (sum2 - sum * sum / reps) / (reps - 1))) : 0.0;
-            if (ng)  /* decode reads every weight once per token: the bandwidth it achieves */
-                mf_log("bench: %s %.2f +/- %.2f tok/s (%.0f GB/s of weights)", b->test, b->avg_ts, b->stddev_ts,
-                       (double)m.weight_bytes * b->avg_ts / 1e9);
-            else
-                mf_log("bench: %s %.2f +/- %.2f tok/s", b->test, b->avg_ts, b->stddev_ts);
         }
+        b->avg_ts = sum / reps;
+        b->stddev_ts = reps > 1 ? sqrt(fmax(0.0, (sum2 - sum * sum / reps) / (reps - 1))) : 0.0;
+        b->pp_avg_ts = pp_sum / reps;
+        if (t->n_seq)  /* a step reads every weight once for all its sequences */
+            mf_log("bench: %s %.2f +/- %.2f tok/s aggregate, %.2f per sequence (%.0f GB/s of weights)", b->test,
+                   b->avg_ts, b->stddev_ts, b->avg_ts / t->n_seq,
+                   (double)m.weight_bytes * b->avg_ts / t->n_seq / 1e9);
+        else if (t->n_gen)  /* decode reads every weight once per token: the bandwidth it achieves */
+            mf_log("bench: %s %.2f +/- %.2f tok/s (%.0f GB/s of weights)", b->test, b->avg_ts, b->stddev_ts,
+                   (double)m.weight_bytes * b->avg_ts / 1e9);
+        else
+            mf_log("bench: %s %.2f +/- %.2f tok/s", b->test, b->avg_ts, b->stddev_ts);
+        if (t->n_seq && t->n_prompt)
+            mf_log("bench: %s prefill %d x %d tokens, one sequence after another: %.2f tok/s", b->test, t->n_seq,
+                   t->n_prompt, b->pp_avg_ts);
     }
+#undef TEST_PARAMS
+    uint64_t params = 0;
+    for (uint64_t i = 0; i < m.gguf.n_tensors; i++) params += m.gguf.tensors[i].n_elements;
+    char size_s[32], params_s[32];
+    fmt_size((double)m.weight_bytes, size_s, sizeof size_s);
+    fmt_params((double)params, params_s, sizeof params_s);
     if (!strcmp(fmt, "json")) {
         printf("[\n");
-        for (int i = 0; i < n_res; i++)
-            printf("  {\"model\": \"%s\", \"device\": \"%s\", \"n_threads\": %d, \"test\": \"%s\", \"n_prompt\": %d, "
-                   "\"n_gen\": %d, \"n_ctx\": %d, \"avg_ts\": %.3f, \"stddev_ts\": %.3f}%s\n",
-                   m.hp.arch_name, c.be->name, cp.n_threads, res[i].test, res[i].n_prompt, res[i].n_gen,
-                   res[i].n_ctx, res[i].avg_ts, res[i].stddev_ts, i + 1 < n_res ? "," : "");
+        for (int i = 0; i < n_res; i++) {
+            const bench_result *r = &res[i];
+            printf("  {\"model\": \"%s\", \"size\": %llu, \"params\": %llu, \"device\": \"%s\", \"n_threads\": %d, "
+                   "\"test\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, \"n_seq\": %d, \"n_ctx\": %d, "
+                   "\"avg_ts\": %.3f, \"stddev_ts\": %.3f",
+                   m.hp.arch_name, (unsigned long long)m.weight_bytes, (unsigned long long)params, c.be->name,
+                   cp.n_threads, r->test, r->t.n_prompt, r->t.n_gen, r->t.n_seq ? r->t.n_seq : 1, r->n_ctx,
+                   r->avg_ts, r->stddev_ts);
+            if (r->t.n_seq)
+                printf(", \"seq_avg_ts\": %.3f, \"seq_stddev_ts\": %.3f, \"prefill\": \"per sequence\", "
+                       "\"pp_avg_ts\": %.3f", r->avg_ts / r->t.n_seq, r->stddev_ts / r->t.n_seq, r->pp_avg_ts);
+            printf("}%s\n", i + 1 < n_res ? "," : "");
+        }
         printf("]\n");
+    } else if (n_sq) {
+        printf("| model | size | params | device | test | n_seq | t/s (all sequences) | t/s (per sequence) | "
+               "prefill t/s |\n|---|---:|---:|---|---:|---:|---:|---:|---:|\n");
+        for (int i = 0; i < n_res; i++) {
+            const bench_result *r = &res[i];
+            printf("| %s %s | %s | %s | %s | %s | %d | %.2f ± %.2f | %.2f ± %.2f | ", m.hp.arch_name, model, size_s,
+                   params_s, c.be->name, r->test, r->t.n_seq, r->avg_ts, r->stddev_ts, r->avg_ts / r->t.n_seq,
+                   r->stddev_ts / r->t.n_seq);
+            if (r->t.n_prompt) printf("%.2f |\n", r->pp_avg_ts);
+            else printf("- |\n");
+        }
     } else {
         printf("| model | size | params | device | test | t/s |\n|---|---:|---:|---|---:|---:|\n");
-        uint64_t params = 0;
-        for (uint64_t i = 0; i < m.gguf.n_tensors; i++) params += m.gguf.tensors[i].n_elements;
         for (int i = 0; i < n_res; i++)
-            printf("| %s %s | %.2f GiB | %.2f B | %s | %s | %.2f ± %.2f |\n", m.hp.arch_name, model,
-                   m.weight_bytes / 1073741824.0, params / 1e9, c.be->name, res[i].test, res[i].avg_ts,
-                   res[i].stddev_ts);
+            printf("| %s %s | %s | %s | %s | %s | %.2f ± %.2f |\n", m.hp.arch_name, model, size_s, params_s,
+                   c.be->name, res[i].test, res[i].avg_ts, res[i].stddev_ts);
     }
 out:
     context_free(&c);
