@@ -2,7 +2,7 @@
 """forward_oracle_test.py - the CPU forward pass against an independent oracle: a
 float64 numpy implementation of the llama forward pass over weights dequantized by
 the `gguf` PyPI package. Checks the last token's logits of a prompt, on the scalar
-reference path (MINFER_CPU_SIMD=0) and on the SIMD path, for stories260K (f32) and
+reference path (MINFER_CPU_DISABLE=avx2) and on the SIMD path, for stories260K (f32) and
 the default real model (SmolLM2-135M: q4_1/q8_0, GQA, tied output) when present.
 
 Bounds: scalar reference (f32 weights-dequant, f32 activations): normalised max
@@ -74,7 +74,7 @@ def tokenize(path, text):
     return [int(t) for t in r.stdout.split()]
 
 def minfer_logits(path, ids, simd):
-    env = dict(os.environ, MINFER_CPU_SIMD="1" if simd else "0")
+    env = dict(os.environ, MINFER_CPU_DISABLE="" if simd else "avx2")
     r = subprocess.run([f"{BUILD}/tools/logits_dump", path, "cpu"] + [str(i) for i in ids], capture_output=True, env=env)
     if r.returncode:
         raise RuntimeError(r.stderr.decode())

@@ -260,7 +260,7 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
         run_one "forward tiny q4_k_m, gemv variant $g" env MINFER_CUDA_GEMV=$g \
             "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.06
     done
-    run_one "forward tiny q4_k_m, f32 activations both sides" env MINFER_CPU_SIMD=0 MINFER_CUDA_DP4A=0 \
+    run_one "forward tiny q4_k_m, f32 activations both sides" env MINFER_CPU_DISABLE=avx2 MINFER_CUDA_DP4A=0 \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.003
     if [ "${MINFER_CUDA_TEST_1B:-1}" = 1 ]; then
         "$BIN" synth --shape 1b --quant q4_k_m -o "$TMP/1b.gguf" >/dev/null 2>&1
@@ -268,7 +268,7 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
         # xst for every launch (sm_90)
         run_one "forward 1b q4_k_m, xst everywhere (greedy 64)" env MINFER_CUDA_GEMV=4 \
             "$TESTS/test_cuda_forward" "$TMP/1b.gguf" 13 64 0.15
-        run_one "forward 1b q4_k_m, f32 activations both sides" env MINFER_CPU_SIMD=0 MINFER_CUDA_DP4A=0 \
+        run_one "forward 1b q4_k_m, f32 activations both sides" env MINFER_CPU_DISABLE=avx2 MINFER_CUDA_DP4A=0 \
             "$TESTS/test_cuda_forward" "$TMP/1b.gguf" 13 8 0.01
         "$BIN" run -m "$TMP/1b.gguf" -p "" -n 64 --temp 0 --device cuda >"$TMP/g1.txt" 2>"$TMP/g1.err"
         MINFER_CUDA_GRAPH=0 "$BIN" run -m "$TMP/1b.gguf" -p "" -n 64 --temp 0 --device cuda >"$TMP/g0.txt" 2>/dev/null

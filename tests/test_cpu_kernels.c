@@ -10,6 +10,10 @@
  *     activation rounding (sum_i |w_i| * d_block / 2, d = amax/127);
  *   - element-wise ops and attention: vs ref.c within float rounding;
  *   - the backend (threads, packing, dispatch) vs cpu_ref_matmul / ref ops.
+ * Every kernel set the CPU has (avx2, avx512, avx512-vnni) runs the packed
+ * tests, and the AVX-512 sets must give the AVX2 set's bits on every input
+ * (same integers, same float epilogue); a set the CPU lacks is skipped with a
+ * message naming it, and a line lists the sets that ran.
  * Every output is poisoned (NaN) first, so an element a kernel forgets fails.
  * Shapes include tails: 1..13 tokens, odd row counts, n not a multiple of 8. */
 #include "test.h"
@@ -20,16 +24,26 @@
 #include "backend.h"
 #include "cpu/cpu.h"
 #include "cpu/kernels.h"
+#include "cpu/paths_cpu.h"
 #include "cpu/threads.h"
 #include "quant.h"
 #include "util.h"
 
 static mf_rng rng;
 
-static int have_avx2(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-}
+static int have_avx2(void) { return cpu_has_avx2(); }
+
+/* The packed kernel sets, with what the CPU needs for each. */
+typedef struct kset {
+    const cpu_kernels *k;
+    int (*has)(void);
+    const char *needs;   /* for the SKIP line */
+} kset;
+static const kset KSETS[] = {
+    { &cpu_kernels_avx2, cpu_has_avx2, "AVX2/FMA/F16C" },
+    { &cpu_kernels_avx512, cpu_has_avx512, "AVX-512 F/BW/DQ/VL" },
+    { &cpu_kernels_avx512vnni, cpu_has_avx512vnni, "AVX-512 F/BW/DQ/VL + VNNI" },
+};
 
 static float frand(float lo, float hi) { return lo + (hi - lo) * mf_rng_uniform(&rng); }
 static int irand(int lo, int hi) { return lo + (int)(mf_rng_u64(&rng) % (uint64_t)(hi - lo + 1)); }
@@ -366,15 +380,17 @@ static void test_vdot_f(uint32_t type) {
 /* Packed micro-kernels                                                      */
 /* ------------------------------------------------------------------------- */
 
-static void test_gemm(uint32_t type) {
+static void test_gemm(const cpu_kernels *ks, uint32_t type) {
     const qtype_traits *tr = qtype_get(type);
     const cpu_act kind = cpu_act_kind(type);
-    const cpu_gemm_fn fast = cpu_gemm_avx2(type), slow = cpu_gemm_scalar(type);
+    const char *kn = ks->name;
+    const cpu_gemm_fn fast = ks->gemm(type), slow = cpu_gemm_scalar(type), base = cpu_gemm_avx2(type);
     const cpu_vdot_fn sdot = cpu_vdot_scalar(type);
-    const cpu_gemm_fn unp = cpu_gemm_unpacked_avx2(type);
-    uint8_t *ubuf = unp ? malloc(cpu_unpack_bytes(type, 3 * 256)) : NULL;
-    int ok_unp = 1;
-    CHECK(fast && slow, "%s: packed kernels exist", tr->name);
+    const cpu_gemm_fn unp = ks->gemm_unpacked(type);
+    CHECK((ks->unpack_bytes(type, 256) != 0) == (unp != NULL), "%s %s: expanded size and kernel agree", kn, tr->name);
+    uint8_t *ubuf = unp ? malloc(ks->unpack_bytes(type, 3 * 256)) : NULL;
+    int ok_unp = 1, ok_base = 1;
+    CHECK(fast && slow, "%s %s: packed kernels exist", kn, tr->name);
     if (!fast || !slow) return;
     const int rows_list[] = { 1, 5, 8, 13, 24 };
     const int nb_list[] = { 1, 2, 3 };
@@ -410,9 +426,17 @@ static void test_gemm(uint32_t type) {
                         const uint8_t *gp = pk.data + g * pk.group_bytes;
                         fast(gp, cols, act + ab * t0, ab, nt, of);
                         slow(gp, cols, act + ab * t0, ab, nt, os);
+                        if (ks != &cpu_kernels_avx2) {
+                            /* another set: the AVX2 kernel's bits, every input */
+                            float ob[4][8];
+                            poison(&ob[0][0], 32);
+                            base(gp, cols, act + ab * t0, ab, nt, ob);
+                            ok_base &= memcmp(ob, of, sizeof(float) * 8 * (size_t)nt) == 0;
+                        }
                         if (unp) {
                             /* prefill path: expand once, same results */
-                            cpu_unpack_group_avx2(type, gp, cols, ubuf);
+                            memset(ubuf, 0xA5, ks->unpack_bytes(type, cols));
+                            ks->unpack_group(type, gp, cols, ubuf);
                             float ou[4][8];
                             poison(&ou[0][0], 32);
                             unp(ubuf, cols, act + ab * t0, ab, nt, ou);
@@ -451,11 +475,14 @@ static void test_gemm(uint32_t type) {
         }
         CHECK(ok_slow, "%s%s: scalar packed kernel == scalar row dot (pack is invertible)", tr->name,
               exact ? " exact" : "");
-        CHECK(ok_pad, "%s%s: padding rows of the last group give 0", tr->name, exact ? " exact" : "");
-        if (exact) CHECK(ok_exact, "%s exact inputs: AVX2 packed kernel == scalar row dot", tr->name);
-        else CHECK(worst < 1e-5, "%s: AVX2 packed kernel vs scalar row dot: %.2e (normalised)", tr->name, worst);
+        CHECK(ok_pad, "%s %s%s: padding rows of the last group give 0", kn, tr->name, exact ? " exact" : "");
+        if (exact) CHECK(ok_exact, "%s %s exact inputs: packed kernel == scalar row dot", kn, tr->name);
+        else CHECK(worst < 1e-5, "%s %s: packed kernel vs scalar row dot: %.2e (normalised)", kn, tr->name, worst);
     }
-    if (unp) CHECK(ok_unp, "%s: pre-unpacked (prefill) kernel == packed kernel (exact inputs: bit for bit)", tr->name);
+    if (ks != &cpu_kernels_avx2)
+        CHECK(ok_base, "%s %s: packed kernel == the avx2 kernel bit for bit (random and exact inputs, 1-4 tokens)", kn,
+              tr->name);
+    if (unp) CHECK(ok_unp, "%s %s: expanded (prefill) kernel == packed kernel (exact inputs: bit for bit)", kn, tr->name);
     free(ubuf);
 }
 
@@ -638,9 +665,14 @@ static void fake_init(fake_model *f, int dim, int n_ff, int n_head, int n_head_k
     f->m.layers = &f->layer;
 }
 
+/* simd "0": MINFER_CPU_DISABLE=avx2; repack "0": repack off; also off: the
+ * paths named in g_disable (the kernel set under test). */
+static const char *g_disable = "";
 static mf_backend *make_backend(fake_model *f, int threads, const char *simd, const char *repack) {
-    setenv("MINFER_CPU_SIMD", simd, 1);
-    setenv("MINFER_CPU_REPACK", repack, 1);
+    char list[128];
+    snprintf(list, sizeof list, "%s%s%s", g_disable, strcmp(simd, "0") == 0 ? ",avx2" : "",
+             strcmp(repack, "0") == 0 ? ",repack" : "");
+    setenv("MINFER_CPU_DISABLE", list, 1);
     mf_err err;
     mf_backend *be = cpu_backend_new(threads, &err);
     if (be && be->init(be, &f->m, 64, 2, 16, &err) != MF_OK) {
@@ -648,8 +680,7 @@ static mf_backend *make_backend(fake_model *f, int threads, const char *simd, co
         be->destroy(be);
         be = NULL;
     }
-    unsetenv("MINFER_CPU_SIMD");
-    unsetenv("MINFER_CPU_REPACK");
+    unsetenv("MINFER_CPU_DISABLE");
     return be;
 }
 
@@ -661,9 +692,12 @@ static uint64_t fnv(const float *p, size_t n) {
     return h;
 }
 
-static void test_backend_matmul(int simd) {
+/* set: index into KSETS (simd) or -1 (scalar). */
+static void test_backend_matmul(int simd, int set) {
     static uint64_t hash1[16][4][16];   /* [type][rows][n] with 1 thread */
-    int same_as_1 = 1;
+    static uint64_t hash_avx2[16][4][16];  /* the same with the avx2 set */
+    int same_as_1 = 1, same_as_avx2 = 1;
+    const char *kn = simd ? KSETS[set].k->name : "scalar";
     const uint32_t types[] = { QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_Q8_0, QTYPE_Q4_1, QTYPE_Q4_0, QTYPE_Q5_0, QTYPE_Q5_1,
                                QTYPE_Q5_K, QTYPE_F16, QTYPE_F32, QTYPE_BF16 };
     const int cols = 512;
@@ -711,6 +745,8 @@ static void test_backend_matmul(int simd) {
                     const uint64_t hv = fnv(op, (size_t)rows * n) ^ (fnv(orr, (size_t)rows * n) * 3);
                     if (threads == 1) hash1[ti][ri][n] = hv;
                     else same_as_1 &= hash1[ti][ri][n] == hv;
+                    if (simd && set == 0 && threads == 1) hash_avx2[ti][ri][n] = hv;
+                    else if (simd && threads == 1) same_as_avx2 &= hash_avx2[ti][ri][n] == hv;
                     cpu_ref_matmul(ref, rows, x, &w, bptr, n, 0, rows, wrow);
                     for (int t = 0; t < n; t++)
                         for (int r = 0; r < rows; r++) {
@@ -742,18 +778,51 @@ static void test_backend_matmul(int simd) {
             if (!simd) {
                 CHECK(exact_scalar, "backend scalar, %d threads, %s: matmul == cpu_ref_matmul exactly", threads, tn);
             } else if (quantized) {
-                CHECK(worst_q <= 1.0, "backend avx2, %d threads, %s: matmul vs f32 reference within the 8-bit bound (%.2f)",
-                      threads, tn, worst_q);
-                CHECK(worst_pr < 1e-5, "backend avx2, %d threads, %s: packed vs row path %.2e", threads, tn, worst_pr);
+                CHECK(worst_q <= 1.0, "backend %s, %d threads, %s: matmul vs f32 reference within the 8-bit bound (%.2f)",
+                      kn, threads, tn, worst_q);
+                CHECK(worst_pr < 1e-5, "backend %s, %d threads, %s: packed vs row path %.2e", kn, threads, tn, worst_pr);
             } else {
-                CHECK(worst_f < 1e-5, "backend avx2, %d threads, %s: matmul vs reference %.2e", threads, tn, worst_f);
+                CHECK(worst_f < 1e-5, "backend %s, %d threads, %s: matmul vs reference %.2e", kn, threads, tn, worst_f);
             }
         }
         bp->destroy(bp);
         br->destroy(br);
         while (n_keep > 0) free(keep[--n_keep]);
     }
-    CHECK(same_as_1, "backend %s matmul: bit-identical results with 1, 2 and 3 threads", simd ? "avx2" : "scalar");
+    CHECK(same_as_1, "backend %s matmul: bit-identical results with 1, 2 and 3 threads", kn);
+    if (simd && set > 0)
+        CHECK(same_as_avx2, "backend %s matmul: bit-identical to the avx2 set (11 types, 1-13 tokens, packed and rows)",
+              kn);
+}
+
+/* The table of paths: names resolve to the expected kernel set on this CPU. */
+static void test_paths(void) {
+    cpu_choice c;
+    mf_err err;
+    CHECK(cpu_choose_list(&c, "", &err) == MF_OK, "paths: empty list");
+    const cpu_kernels *best = !cpu_has_avx2() ? NULL
+                              : cpu_has_avx512vnni() ? &cpu_kernels_avx512vnni
+                              : cpu_has_avx512() ? &cpu_kernels_avx512 : &cpu_kernels_avx2;
+    CHECK(c.kernels == best && c.simd == cpu_has_avx2() && c.repack == c.simd && c.disabled[0] == 0,
+          "paths: nothing disabled -> the best set the CPU has (%s)", best ? best->name : "scalar");
+    CHECK(cpu_choose_list(&c, "avx512-vnni", &err) == MF_OK &&
+              c.kernels == (cpu_has_avx512() ? &cpu_kernels_avx512 : best) && strcmp(c.disabled, "avx512-vnni") == 0,
+          "paths: avx512-vnni off -> avx512 where the CPU has it");
+    CHECK(cpu_choose_list(&c, "avx512", &err) == MF_OK && c.kernels == (best ? &cpu_kernels_avx2 : NULL),
+          "paths: avx512 off -> avx2");
+    CHECK(cpu_choose_list(&c, " repack , avx512", &err) == MF_OK && !c.repack && c.simd == cpu_has_avx2() &&
+              strcmp(c.disabled, "avx512 repack") == 0,
+          "paths: two names with spaces (disabled: '%s')", c.disabled);
+    CHECK(cpu_choose_list(&c, "all", &err) == MF_OK && !c.simd && !c.repack && !c.kernels, "paths: all -> scalar");
+    CHECK(cpu_choose_list(&c, "avx2", &err) == MF_OK && !c.simd && !c.kernels, "paths: avx2 off -> scalar");
+    CHECK(cpu_choose_list(&c, "avx512,sse9", &err) == MF_ERR_USAGE && strstr(err.msg, "sse9") &&
+              strstr(err.msg, "avx512-vnni"),
+          "paths: unknown name is a usage error naming it and the known ones (%s)", err.msg);
+    setenv("MINFER_CPU_DISABLE", "nosuch", 1);
+    mf_backend *be = cpu_backend_new(1, &err);
+    unsetenv("MINFER_CPU_DISABLE");
+    CHECK(be == NULL && strstr(err.msg, "nosuch"), "backend: MINFER_CPU_DISABLE=nosuch refused (%s)", err.msg);
+    if (be) be->destroy(be);
 }
 
 static void test_backend_ops(int simd) {
@@ -831,15 +900,34 @@ int main(void) {
             test_vdot_f(FTYPES[i]);
             test_float_tile(FTYPES[i]);
         }
-        for (size_t i = 0; i < MF_ARRAY_LEN(QTYPES); i++) test_gemm(QTYPES[i]);
+        char ran[128] = "";
+        for (size_t k = 0; k < MF_ARRAY_LEN(KSETS); k++) {
+            if (!KSETS[k].has()) {
+                SKIP("no %s on this CPU: %s kernels not tested", KSETS[k].needs, KSETS[k].k->name);
+                continue;
+            }
+            for (size_t i = 0; i < MF_ARRAY_LEN(QTYPES); i++) test_gemm(KSETS[k].k, QTYPES[i]);
+            snprintf(ran + strlen(ran), sizeof ran - strlen(ran), " %s", KSETS[k].k->name);
+        }
+        fprintf(stderr, "test_cpu_kernels: kernel sets tested:%s\n", ran);
         test_elementwise();
         test_rope();
         test_attention();
     }
-    test_backend_matmul(0);
+    test_paths();
+    test_backend_matmul(0, -1);
     test_backend_ops(0);
     if (simd) {
-        test_backend_matmul(1);
+        /* each set alone: turn off the better ones */
+        static const char *const off[] = { "avx512", "avx512-vnni", "" };
+        const mf_rng start = rng;   /* the same weights and inputs for every set */
+        for (size_t k = 0; k < MF_ARRAY_LEN(KSETS); k++) {
+            if (!KSETS[k].has()) continue;
+            rng = start;
+            g_disable = off[k];
+            test_backend_matmul(1, (int)k);
+        }
+        g_disable = "";
         test_backend_ops(1);
     }
     return test_summary("test_cpu_kernels");

@@ -1,17 +1,20 @@
 /* backend_cpu.c - the CPU backend: mf_ops over host memory.
  *
- * Paths, chosen once per backend (one stderr line names the one that runs):
- *   avx2 + packed   matmul: activations quantized to 8 bits (q8 blocks of 32 or
+ * Paths, chosen once per backend from the table of paths_cpu.c and cpuid (one
+ * stderr line names the kernel set that runs and the paths turned off):
+ *   simd + packed   matmul: activations quantized to 8 bits (q8 blocks of 32 or
  *                   256, kernels.h), weights repacked at init into groups of 8
  *                   interleaved rows (pack.c), micro-kernels of 8 rows x 1-4 tokens
- *                   (gemm_avx2.c); for blocks of >= 8 tokens, K-quant groups are
- *                   first expanded to int8 tiles once per block. f32/f16/bf16
+ *                   of the best kernel set the CPU has (avx512-vnni, avx512:
+ *                   gemm_avx512*.c; avx2: gemm_avx2.c; all give the same bits);
+ *                   for blocks of >= 8 tokens, K-quant groups are first expanded
+ *                   once per block (the set's own expanded layout). f32/f16/bf16
  *                   weights use a 2 rows x 4 tokens float tile. Element-wise ops
  *                   and attention use the AVX2 kernels of ops_avx2.c.
- *   avx2 + rows     MINFER_CPU_REPACK=0: the same, but quantized weights are read
- *                   in place, one row x one token per dot (vdot_avx2.c).
- *   scalar          MINFER_CPU_SIMD=0 or no AVX2/FMA/F16C: the reference ops of
- *                   ref.c (f32 activations), still split across threads.
+ *   simd + rows     MINFER_CPU_DISABLE=repack: the same, but quantized weights
+ *                   are read in place, one row x one token per dot (vdot_avx2.c).
+ *   scalar          MINFER_CPU_DISABLE=avx2 (or all) or no AVX2/FMA/F16C: the
+ *                   reference ops of ref.c (f32 activations), still threaded.
  * Every path splits work across the thread pool: matmuls by groups of output
  * rows (handed out dynamically), attention by (token, KV head), element-wise ops
  * by rows or elements. MINFER_CPU_PROFILE=1 prints time per op kind, the weight
@@ -28,6 +31,7 @@
 #include "backend.h"
 #include "cpu.h"
 #include "kernels.h"
+#include "paths_cpu.h"
 #include "quant.h"
 #include "threads.h"
 
@@ -66,6 +70,7 @@ typedef struct cpu_state {
     cpu_pool *pool;
     int simd;                    /* 1: AVX2 kernels */
     int repack;                  /* 1: packed GEMM for quantized weights */
+    const cpu_kernels *ks;       /* the packed GEMM kernel set (simd only) */
     const mf_model *m;
     int n_ctx, n_seq, n_batch;
     int kv_dim;
@@ -126,7 +131,7 @@ static const cpu_packed *pk_fill(cpu_state *s, packed_entry *e, const mf_weight 
 /* The packed copy of w, created on first use; NULL when w has no packed layout
  * or memory ran out (then the caller takes the row path). */
 static const cpu_packed *pk_get(cpu_state *s, const mf_weight *w) {
-    if (!s->repack || !w->host || !cpu_gemm_avx2(w->type) || w->rows < 1) return NULL;
+    if (!s->repack || !w->host || !s->ks->gemm(w->type) || w->rows < 1) return NULL;
     packed_entry *e = pk_find(s, w->host);
     if (e && e->pk.type == w->type && e->pk.rows == w->rows && e->pk.cols == w->cols)
         return e->pk.data ? &e->pk : NULL;
@@ -190,6 +195,7 @@ typedef struct mm_task {
     const cpu_packed *pk;        /* packed path */
     cpu_gemm_fn gemm;
     cpu_gemm_fn gemm_unp;        /* pre-unpacked variant for blocks of >= UNPACK_MIN tokens */
+    const cpu_kernels *ks;       /* the set both belong to (its unpack_group) */
     int unp_nt;                  /* its tokens per call */
     int gemm_nt;                 /* tokens per call of the packed kernel */
     cpu_act act_kind;            /* activations to quantize (CPU_ACT_F32: none) */
@@ -240,7 +246,7 @@ static void mm_packed(void *ctx, int ith, int nth) {
         for (int64_t g = g0; g < g1; g++) {
             const uint8_t *gp = pk->data + (size_t)g * pk->group_bytes;
             const int nr = (int)MF_MIN(8, rows - 8 * g);
-            if (unpack) cpu_unpack_group_avx2(pk->type, gp, pk->cols, ub);
+            if (unpack) t->ks->unpack_group(pk->type, gp, pk->cols, ub);
             for (int t0 = tb; t0 < te; t0 += step) {
                 const int nt = MF_MIN(step, te - t0);
                 if (unpack) t->gemm_unp(ub, pk->cols, t->act + (size_t)t0 * t->act_stride, t->act_stride, nt, tile);
@@ -380,12 +386,13 @@ static void matmul_run(cpu_state *s, float *out, const float *x, const mf_weight
     }
     t.pk = pk_get(s, w);
     if (t.pk) {
-        t.gemm = cpu_gemm_avx2(w->type);
-        t.gemm_nt = cpu_gemm_nt(w->type);
-        const size_t ub = cpu_unpack_bytes(w->type, w->cols);
+        t.ks = s->ks;
+        t.gemm = s->ks->gemm(w->type);
+        t.gemm_nt = s->ks->gemm_nt(w->type);
+        const size_t ub = s->ks->unpack_bytes(w->type, w->cols);
         if (n >= UNPACK_MIN && ub && ensure_unp(s, ub) == 0) {
-            t.gemm_unp = cpu_gemm_unpacked_avx2(w->type);
-            t.unp_nt = cpu_gemm_unpacked_nt(w->type);
+            t.gemm_unp = s->ks->gemm_unpacked(w->type);
+            t.unp_nt = s->ks->gemm_unpacked_nt(w->type);
         }
         /* About 16 items per thread (but at least 64 KB of weights each) for
          * decode; prefill items are big anyway (a block of 64 tokens). */
@@ -768,16 +775,9 @@ static void cpu_destroy(mf_backend *be) {
 
 static void cpu_kv_truncate(mf_backend *be, int seq, int from_pos) {}
 
-static int cpu_has_avx2(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-#else
-    return 0;
-#endif
-}
-
 mf_backend *cpu_backend_new(int n_threads, mf_err *err) {
+    cpu_choice ch;
+    if (cpu_choose(&ch, err) != MF_OK) return NULL;
     mf_backend *be = calloc(1, sizeof *be);
     cpu_state *s = calloc(1, sizeof *s);
     if (!be || !s) {
@@ -788,21 +788,25 @@ mf_backend *cpu_backend_new(int n_threads, mf_err *err) {
     }
     s->pool = cpu_pool_new(n_threads);
     s->n_threads = cpu_pool_size(s->pool);
-    const int want_simd = mf_env_int("MINFER_CPU_SIMD", 1) != 0;
-    s->simd = want_simd && cpu_has_avx2();
-    s->repack = s->simd && mf_env_int("MINFER_CPU_REPACK", 1) != 0;
+    s->simd = ch.simd;
+    s->repack = ch.repack;
+    s->ks = ch.kernels;
     s->profile = mf_env_int("MINFER_CPU_PROFILE", 0) != 0;
     static int said;
     if (!said) {
         said = 1;
+        char off[160] = "";
+        if (ch.disabled[0]) snprintf(off, sizeof off, ", disabled: %s", ch.disabled);
+        /* The row path runs no packed kernel: its dots are AVX2 whatever the CPU. */
         if (s->simd)
-            fprintf(stderr, "minfer/cpu: avx2 kernels, %d thread%s, gemm=%s\n", s->n_threads,
-                    s->n_threads == 1 ? "" : "s",
+            fprintf(stderr, "minfer/cpu: %s kernels, %d thread%s, gemm=%s%s\n", s->repack ? s->ks->name : "avx2",
+                    s->n_threads, s->n_threads == 1 ? "" : "s",
                     s->repack ? "x8-packed (8 rows x 1-4 tokens; K-quants expanded for >= 8 tokens), q8 activations"
-                              : "row dots, q8 activations (MINFER_CPU_REPACK=0)");
+                              : "row dots, q8 activations",
+                    off);
         else
-            fprintf(stderr, "minfer/cpu: scalar reference kernels, %d thread%s (%s)\n", s->n_threads,
-                    s->n_threads == 1 ? "" : "s", want_simd ? "no AVX2/FMA/F16C on this CPU" : "MINFER_CPU_SIMD=0");
+            fprintf(stderr, "minfer/cpu: scalar reference kernels, %d thread%s (%s)%s\n", s->n_threads,
+                    s->n_threads == 1 ? "" : "s", ch.on[CPU_PATH_AVX2] ? "no AVX2/FMA/F16C on this CPU" : "avx2 off", off);
     }
     be->name = "cpu";
     be->ops = &cpu_ops;

@@ -532,3 +532,13 @@ cpu_gemm_fn cpu_gemm_avx2(uint32_t type) {
     default: return NULL;
     }
 }
+
+const cpu_kernels cpu_kernels_avx2 = {
+    .name = "avx2",
+    .gemm = cpu_gemm_avx2,
+    .gemm_nt = cpu_gemm_nt,
+    .unpack_bytes = cpu_unpack_bytes,
+    .unpack_group = cpu_unpack_group_avx2,
+    .gemm_unpacked = cpu_gemm_unpacked_avx2,
+    .gemm_unpacked_nt = cpu_gemm_unpacked_nt,
+};

@@ -143,6 +143,30 @@ cpu_gemm_fn cpu_gemm_unpacked_avx2(uint32_t type);
 int cpu_gemm_unpacked_nt(uint32_t type);   /* tokens per call to use (<= 4) */
 
 /* ------------------------------------------------------------------------- */
+/* Kernel sets: the packed GEMM family of one instruction set                 */
+/* ------------------------------------------------------------------------- */
+
+/* One instruction set's packed micro-kernels, its prefill expansion and the
+ * expanded kernel that reads it (an expanded tile is only valid for the set
+ * that wrote it). All read the same x8 layout and give the same bits: the
+ * integer dot of each block is exact and the float epilogue of every set is
+ * the AVX2 one, in the same order. The backend picks one set per backend
+ * (paths_cpu.c); the row dots, quantization and element-wise ops stay AVX2. */
+typedef struct cpu_kernels {
+    const char *name;                                 /* "avx2", "avx512", "avx512-vnni" */
+    cpu_gemm_fn (*gemm)(uint32_t type);               /* packed micro-kernel, NULL: none */
+    int (*gemm_nt)(uint32_t type);                    /* tokens per call that run fastest */
+    size_t (*unpack_bytes)(uint32_t type, int64_t cols);  /* 0: no expanded path */
+    void (*unpack_group)(uint32_t type, const uint8_t *group, int64_t cols, uint8_t *dst);
+    cpu_gemm_fn (*gemm_unpacked)(uint32_t type);
+    int (*gemm_unpacked_nt)(uint32_t type);
+} cpu_kernels;
+
+extern const cpu_kernels cpu_kernels_avx2;        /* gemm_avx2.c */
+extern const cpu_kernels cpu_kernels_avx512;      /* gemm_avx512.c: F/BW/DQ/VL, vpmaddubsw + vpmaddwd */
+extern const cpu_kernels cpu_kernels_avx512vnni;  /* gemm_avx512_vnni.c: the same with vpdpbusd */
+
+/* ------------------------------------------------------------------------- */
 /* Element-wise and attention kernels (AVX2)                                  */
 /* ------------------------------------------------------------------------- */
 

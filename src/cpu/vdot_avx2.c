@@ -3,7 +3,7 @@
  * Lanes hold positions inside a block; the integer part of each block is exact
  * (vpmaddubsw of unsigned weights x signed activations, then vpmaddwd), the block
  * scale is applied in f32. These run where no packed kernel applies: f32/f16/bf16
- * weights, MINFER_CPU_REPACK=0, and as an independent check of the packed path.
+ * weights, MINFER_CPU_DISABLE=repack, and as an independent check of the packed path.
  *
  * Saturation: vpmaddubsw adds two u8*s8 products into an s16. Weights are at most
  * 63 here (q8_0 goes through the sign trick, |w| <= 127) and |activation| <= 127,

@@ -1,5 +1,5 @@
 /* test_cuda_ops.c - every CUDA op against the CPU reference backend's op
- * (cpu_backend_new with MINFER_CPU_SIMD=0: scalar, double accumulation) on fresh
+ * (cpu_backend_new with MINFER_CPU_DISABLE=avx2: scalar, double accumulation) on fresh
  * random inputs, including tail shapes; outputs are poisoned (NaN) first so an
  * unwritten element fails. Error = ||gpu - ref|| / ||ref||.
  *
@@ -528,7 +528,7 @@ static void test_attention(int n_head, int n_kv, int hd, int n_seq, const int *s
 }
 
 int main(void) {
-    setenv("MINFER_CPU_SIMD", "0", 1);  /* the CPU reference: scalar, double accumulation */
+    setenv("MINFER_CPU_DISABLE", "avx2", 1);  /* the CPU reference: scalar, double accumulation */
     mf_rng_seed(&rng, (uint64_t)mf_env_int("MINFER_TEST_SEED", 20261129));
     dp4a_on = mf_env_int("MINFER_CUDA_DP4A", 1);
     /* MINFER_TEST_OPS=matmul: the matmul checks only (the GEMV variants' runs);
