@@ -3,15 +3,15 @@
 #   synthesises a llama-2-7B-shaped q4_k_m model (random weights, llama.cpp's mix; `synth
 #   --fast`, seconds instead of ~2 minutes, unless MINFER_SYNTH_FLAGS says otherwise, e.g.
 #   empty for the default path) unless $MINFER_BENCH_MODEL exists, then `minfer bench -p 512,3314 -n 128 --device cuda`, then
-#   tg128 again with each optional decode path off and with the other GEMV variants,
-#   and with kernels dropped (MINFER_CUDA_SKIP: prices each small kernel; output invalid),
-#   then the GEMV kernel lab (build/bench/cuda_gemv, the variants per 7B shape, then its
+#   tg128 again with each optional path of the table off (MINFER_CUDA_DISABLE=name:
+#   what each path is worth), then the GEMV kernel lab (build/bench/cuda_gemv, the variants per 7B shape, then its
 #   chain experiment: a layer's GEMVs in one persistent kernel) when built, and prints decode bandwidth
 #   (weight bytes per token x tokens per second).
 # Env: MINFER_BENCH_MODEL (path), PP (512,3314), TG (128), REPS (3), BENCH_VARIANTS (1),
-#   VARIANTS (the switch list, space separated, '+' joins variables), PREV_BIN (another
-#   minfer binary, e.g. the tree before a change: tg128 with it too, in the same run),
-#   LAB_RUN (1: run the kernel lab).
+#   VARIANTS (the paths to turn off one at a time, space separated, ',' joins several;
+#   default every path of the table), PREV_BIN (another minfer binary, e.g. the tree
+#   before a change: AB_ROUNDS (5) alternating rounds of tg128, this binary then that one,
+#   in the same run), LAB_RUN (1: run the kernel lab).
 set -u
 BIN=${1:-build/minfer}
 MODEL=${MINFER_BENCH_MODEL:-${TMPDIR:-/tmp}/minfer-7b-q4_k_m.gguf}
@@ -45,15 +45,15 @@ if [ "${BENCH_VARIANTS:-1}" = 1 ]; then
         "$bin" bench -m "$MODEL" -p 0 -n "${TG:-128}" -r "${REPS:-3}" --device cuda -o json "$@" 2>/dev/null |
             python3 -c 'import json,sys; r=json.load(sys.stdin)[0]; print("%.2f +/- %.2f" % (r["avg_ts"], r["stddev_ts"]))'
     }
-    [ -n "${PREV_BIN:-}" ] && [ -x "$PREV_BIN" ] &&
-        echo "tg${TG:-128} with PREV_BIN ($PREV_BIN): $(tg "$PREV_BIN") tok/s"
-    for v in ${VARIANTS:-MINFER_CUDA_XST_DEPTH=3 MINFER_CUDA_XST_MB=0 MINFER_CUDA_XST_MB=16 MINFER_CUDA_GEMV_MIXED=0 \
-             MINFER_CUDA_GEMV_WIDE=1 MINFER_CUDA_GEMV_WIDE=0 MINFER_CUDA_ATTN_FIT=0 \
-             MINFER_CUDA_ATTN_FIT=0+MINFER_CUDA_GEMV_WIDE=1 MINFER_CUDA_ATTN_WARPS=4 MINFER_CUDA_XST_PRE=2 MINFER_CUDA_NORM_SPLIT=1 MINFER_CUDA_NORM_SPLIT=1+MINFER_CUDA_NORM_THREADS=256 MINFER_CUDA_ATTN_TRIGGER=0 MINFER_CUDA_ATTN_TRIGGER=2 MINFER_CUDA_ATTN_TRIGGER=3 MINFER_CUDA_ADD_GEMV=0 MINFER_CUDA_ATTN_PRE=0 MINFER_CUDA_ATTN_CHUNK=64 \
-             MINFER_CUDA_SKIP=swiglu_q8 \
-             MINFER_CUDA_SKIP=rmsnorm_q8 MINFER_CUDA_SKIP=attn_dec128 \
-             MINFER_CUDA_GEMV=1 MINFER_CUDA_GEMV=2 MINFER_CUDA_GRAPH=0 MINFER_CUDA_PDL=0 MINFER_CUDA_FUSE=0 MINFER_CUDA_DP4A=0}; do
-        echo "tg${TG:-128} with $v: $(export ${v//+/ }; tg "$BIN") tok/s"
+    if [ -n "${PREV_BIN:-}" ] && [ -x "$PREV_BIN" ]; then
+        for r in $(seq 1 "${AB_ROUNDS:-5}"); do
+            a=$(tg "$BIN"); b=$(tg "$PREV_BIN")
+            echo "tg${TG:-128} round $r: this $a, PREV_BIN $b tok/s"
+        done
+    fi
+    PATHS=$("$(dirname "$BIN")/tools/cuda_paths" 2>/dev/null)
+    for v in ${VARIANTS:-$PATHS}; do
+        echo "tg${TG:-128} with $v off: $(MINFER_CUDA_DISABLE=$v tg "$BIN") tok/s"
     done
     for c in 3314; do  # decode in a long context's attention grid (13 chunks of 256)
         echo "tg${TG:-128} in a $c-token context: $(tg "$BIN" --ctx $c) tok/s"

@@ -1,9 +1,9 @@
 /* bench/cuda_gemv.cu - kernel lab for the decode GEMV (one column, q8 activations):
  * the variants of src/cuda/mmv.cuh (v1: one row per warp; pp: persistent
- * ping-pong; auto: the default, x-stationary persistent warps (xs) below 16 MB per
- * launch, xs fed by a TMA ring (xst) above; rows too wide for xs on xst2, xs2 fed by
- * a TMA ring, from the xst size, else on xs2; xst: xst wherever it applies;
- * auto+xs2: wide rows on xs2 (MINFER_CUDA_GEMV_WIDE=1); auto+pp: on pp (=0))
+ * ping-pong; auto: the backend's dispatch, x-stationary persistent warps (xs) below
+ * cu_tune's xst size per launch, xs fed by a TMA ring (xst) above; rows too wide for
+ * xs on xst2, xs2 fed by a TMA ring, from the xst size, else on xs2; xst: xst wherever
+ * it applies; auto+xs2: wide rows on xs2 (path wide-ring off); auto+pp: on pp)
  * side by side on the llama-2-7B shapes with random valid
  * blocks. The losing v2 (bench/cuda_gemv_v2.cuh) and the TMA ring of 2026-11-29
  * are in git history (RESULTS.md has their figures).
@@ -22,9 +22,8 @@
  *   LAB_COPIES=1 build/bench/cuda_gemv ...                (weights in the L2: one copy, not > 256 MB)
  *
  * The kernels are the main tree's, compiled into this file (#include of the .cu
- * files) with a stub of the backend state: stream, PDL flag, GEMV version; the ring
- * loops two rows a step as the backend's default, MINFER_CUDA_RING_PAIRS read as there
- * (before 2026-12-01 the lab ran them one row a step). */
+ * files) with a launch context of its own (lab_ctx); the ring loops two rows a step
+ * as the backend's default (before 2026-12-01 the lab ran them one row a step). */
 #include "../src/cuda/mmv_q.cu"
 #include "../src/cuda/mmv_kquant.cu"
 
@@ -35,54 +34,53 @@
 
 #include "cuda_check.h"
 
-struct cu_state {
-    cudaStream_t st;
-    int pdl;
-    int sms;
-    int variant, per_sm;  /* the GEMV variant under test, its blocks-per-SM cap */
-    int wide;             /* MINFER_CUDA_GEMV_WIDE: 0 pp, 1 xs2, 2 xst2 */
-};
-cudaStream_t cu_stream(const cu_state *S) { return S->st; }
-int cu_pdl(const cu_state *S) { return S->pdl; }
-void cu_launch_check(cu_state *S, const char *what, const char *file, int line) {}
-void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, int line) {
+/* The lab fills the launch context itself (common.cuh cu_ctx): the tuning row of the
+ * device and every path on, as the backend's defaults; cu_launch_check and cu_record
+ * are the lab's own. The variants are the lab's policy, over the main tree's launchers:
+ * v1 (one row per warp), pp (persistent ping-pong), auto (the backend's dispatch,
+ * mmv_q8_launch), xst (the TMA ring wherever it applies), auto+xs2 (wide rows on xs2,
+ * path wide-ring off), auto+pp (wide rows on pp). */
+void cu_launch_check(cu_ctx *S, const char *what, const char *file, int line) {}
+void cu_record(cu_ctx *S, cudaError_t e, const char *expr, const char *file, int line) {
     fprintf(stderr, "cuda_gemv: %s:%d: %s: %s\n", file, line, expr, cudaGetErrorString(e));
     exit(1);
 }
-int cu_num_sms(const cu_state *S) { return S->sms; }
-int cu_gemv_wide(const cu_state *S) { return S->wide; }
-int cu_skipped(cu_state *, const char *) { return 0; }
-void cu_count_xst2(cu_state *) {}
-void cu_count_xstm(cu_state *) {}
-int cu_xst_depth(const cu_state *) { /* the backend's rule: MMV_XST_DEPTH unless MINFER_CUDA_XST_DEPTH */
-    const char *e = getenv("MINFER_CUDA_XST_DEPTH");
-    const int d = e ? atoi(e) : 0;
-    return d >= 2 && d <= 16 ? d : MMV_XST_DEPTH;
-}
-int cu_xsg_depth(const cu_state *) { return MMV_XSG_DEPTH; } /* (the lab does not run xsg) */
-int cu_ring_pairs(const cu_state *) { /* the backend's rule: all four (15) unless MINFER_CUDA_RING_PAIRS says otherwise */
-    const char *e = getenv("MINFER_CUDA_RING_PAIRS");
-    const int v = e ? atoi(e) : 15;
-    return v >= 0 && v <= 15 ? v : 15;
-}
-int cu_xstm_stage(const cu_state *) { return 0; }
-int cu_xsg_shared(const cu_state *) { return 0; }
-void cu_count_pairs(cu_state *) {}
-int cu_gemv_variant(const cu_state *S, int *per_sm, int64_t *xst_bytes) {
-    *per_sm = S->per_sm;
-    *xst_bytes = 16ll << 20;  /* the backend's default MINFER_CUDA_XST_MB */
-    return S->variant;
+static void lab_ctx(cu_ctx *S) {
+    memset(S, 0, sizeof *S);
+    CK(cudaStreamCreateWithFlags(&S->stream, cudaStreamNonBlocking));
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    S->num_sms = prop.multiProcessorCount;
+    S->pdl = prop.major >= 9;
+    S->code_arch = prop.major * 100 + prop.minor * 10;
+    S->tune = *cu_tune_for(S->code_arch);
+    for (int i = 0; i < CU_PATH_COUNT; i++) S->on[i] = 1;
+    cu_mmv_prepare();
 }
 struct variant {
     const char *name;
-    int v, per_sm;
-    int wide;  /* rows too wide for xs: 0 pp, 1 xs2, 2 xst2 (cu_gemv_wide) */
+    int v;     /* 1 v1, 2 pp, 3 auto, 4 xst everywhere */
+    int wide;  /* rows too wide for xs: 0 pp, 1 xs2, 2 xst2 (the backend's default) */
 };
-static void gemv(cu_state *S, const variant &v, uint32_t type, const cu_mmv_args *a) {
-    S->variant = v.v;
-    S->per_sm = v.per_sm;
-    S->wide = v.wide;
-    cu_mmv_q8(S, type, a);
+template <typename U>
+static void lab_launch(cu_ctx *S, const variant &v, const cu_mmv_args *a) {
+    if (v.v == 1) {
+        dim3 grid((mmv_total(*a) + MMV_WARPS - 1) / MMV_WARPS), block(MMV_WARPS * 32);
+        cu_launch(S, "v1", kernel_mmv_q8<U, 1>, grid, block, 0, *a);
+        return;
+    }
+    const int wide = mmv_xs_upl(a->K / U::QK * U::UPB, 1) == 0;
+    if (v.v == 2 || (wide && v.wide == 0)) return mmv_pp_launch<U, 1>(S, a, "pp");
+    const cu_tune t = S->tune;
+    S->on[CU_PATH_WIDE_RING] = v.wide == 2;
+    if (v.v == 4) S->tune.xst_bytes = 0;
+    mmv_q8_launch<U>(S, a, v.name);
+    S->tune = t;
+    S->on[CU_PATH_WIDE_RING] = 1;
+}
+static void gemv(cu_ctx *S, const variant &v, uint32_t type, const cu_mmv_args *a) {
+    if (type == QTYPE_Q4_K) lab_launch<unit_k45<false>>(S, v, a);
+    else lab_launch<unit_q6k>(S, v, a);
 }
 
 /* Captures what issue() launches on st into one graph and returns the time of one
@@ -357,13 +355,10 @@ static int chain_main(int argc, char **argv) {
         return 1;
     }
     if (mmv_xs_upl(nb * U::UPB, 1) != UPL) return 1;
-    cu_state S;
-    memset(&S, 0, sizeof S);
-    CK(cudaStreamCreateWithFlags(&S.st, cudaStreamNonBlocking));
+    cu_ctx S;
+    lab_ctx(&S);
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    S.sms = prop.multiProcessorCount;
-    S.pdl = prop.major >= 9;
     if (prop.major < 9) {
         printf("cuda_gemv chain: needs sm_90 (TMA)\n");
         return 0;
@@ -393,7 +388,7 @@ static int chain_main(int argc, char **argv) {
     unsigned *arrive;
     CK(cudaMalloc(&arrive, (size_t)(NITER + 1) * nph * sizeof(unsigned)));
     /* the chain kernel: the xst ring budget, the grid what fits (every block resident) */
-    const int depth = cu_xst_depth(&S);
+    const int depth = S.tune.xst_depth;
     const size_t smem = mmv_ring_smem(MMV_XST_WARPS, depth, stride);
     CK(cudaFuncSetAttribute(kernel_chain<U, UPL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     int per_sm = 0;
@@ -403,7 +398,7 @@ static int chain_main(int argc, char **argv) {
         return 1;
     }
     if (per_sm > MMV_XST_PERSM) per_sm = MMV_XST_PERSM;
-    const int blocks = per_sm * S.sms;
+    const int blocks = per_sm * S.num_sms;
     auto chain_args_for = [&](int it, std::vector<float *> &out) {
         chain_args c;
         memset(&c, 0, sizeof c);
@@ -427,7 +422,7 @@ static int chain_main(int argc, char **argv) {
             for (int p = 0; p < nph; p++) c.rows[p] = 0;
         cu_launch(&S, "chain", kernel_chain<U, UPL>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, c, depth);
     };
-    const variant dflt = {"auto", 3, 0, 2};
+    const variant dflt = {"auto", 3, 2};
     auto run_separate = [&](std::vector<float *> &out) {
         for (int p = 0; p < nph; p++) {
             cu_mmv_args a;
@@ -440,7 +435,7 @@ static int chain_main(int argc, char **argv) {
             a.K = K;
             a.ncols = 1;
             a.q = q;
-            a.ring_pre = MMV_XST_PRE_DEFAULT;
+            a.ring_pre = S.tune.xst_pre;
             gemv(&S, dflt, QTYPE_Q4_K, &a);
         }
     };
@@ -448,7 +443,7 @@ static int chain_main(int argc, char **argv) {
     CK(cudaMemset(arrive, 0, (size_t)(NITER + 1) * nph * sizeof(unsigned)));
     run_separate(out1);
     run_chain(NITER, out2, CH_WARPBAR, 0);
-    CK(cudaStreamSynchronize(S.st));
+    CK(cudaStreamSynchronize(S.stream));
     int mism_blk = 0; /* the block barrier too */
     CK(cudaMemset(arrive, 0, (size_t)(NITER + 1) * nph * sizeof(unsigned)));
     std::vector<float *> out3(nph);
@@ -457,7 +452,7 @@ static int chain_main(int argc, char **argv) {
         CK(cudaMemset(out3[p], 0xff, (size_t)prow[p % 3] * 4));
     }
     run_chain(NITER, out3, CH_BLOCKBAR, 0);
-    CK(cudaStreamSynchronize(S.st));
+    CK(cudaStreamSynchronize(S.stream));
     CK(cudaGetLastError());
     int mism = 0;
     for (int p = 0; p < nph; p++) {
@@ -474,8 +469,8 @@ static int chain_main(int argc, char **argv) {
     const int wmode[NWAY] = {-1, CH_WARPBAR, CH_NOWAIT, CH_BLOCKBAR, CH_WARPBAR, CH_BLOCKBAR};
     double us[NWAY];
     for (int way = 0; way < NWAY; way++) {
-        CK(cudaMemsetAsync(arrive, 0, (size_t)(NITER + 1) * nph * sizeof(unsigned), S.st));
-        us[way] = graph_us(S.st, NITER, false, [&] {
+        CK(cudaMemsetAsync(arrive, 0, (size_t)(NITER + 1) * nph * sizeof(unsigned), S.stream));
+        us[way] = graph_us(S.stream, NITER, false, [&] {
             for (int it = 0; it < NITER; it++) {
                 if (way == 0) run_separate(out1);
                 else run_chain(it, out2, wmode[way], way >= 4);
@@ -509,15 +504,14 @@ static __global__ void kernel_empty(unsigned *ctr) {
 }
 static int empty_main(int argc, char **argv) {
     const int N = argc > 2 ? atoi(argv[2]) : 400;
-    cu_state S;
-    CK(cudaStreamCreateWithFlags(&S.st, cudaStreamNonBlocking));
+    cu_ctx S;
+    lab_ctx(&S);
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    S.sms = prop.multiProcessorCount;
     unsigned *ctr;
     CK(cudaMalloc(&ctr, 4));
     CK(cudaMemset(ctr, 0, 4));
-    const int sms = S.sms;
+    const int sms = S.num_sms;
     struct cfg { int grid, block, grid2, block2; } cfgs[] = {
         {1, 32, 0, 0}, {1, 1024, 0, 0}, {sms, 256, 0, 0}, {2 * sms, 256, 0, 0}, {4 * sms, 128, 0, 0},
         {2 * sms, 256, 1, 1024}, {2 * sms, 256, 32, 128}};
@@ -528,7 +522,7 @@ static int empty_main(int argc, char **argv) {
         double us[2];
         for (int pdl = 1; pdl >= 0; pdl--) {
             S.pdl = pdl;
-            us[pdl] = graph_us(S.st, N, true, [&] {
+            us[pdl] = graph_us(S.stream, N, true, [&] {
                 for (int i = 0; i < N; i++) {
                     const bool second = c.grid2 && (i & 1);
                     cu_launch(&S, "empty", kernel_empty, dim3(second ? c.grid2 : c.grid),
@@ -560,16 +554,14 @@ int main(int argc, char **argv) {
         {"down 4096x11008", QTYPE_Q6_K, 1, 4096, 11008},
         {"output 32000x4096", QTYPE_Q6_K, 1, 32000, 4096},
     };
-    cu_state S;
-    CK(cudaStreamCreateWithFlags(&S.st, cudaStreamNonBlocking));
+    cu_ctx S;
+    lab_ctx(&S);
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    S.sms = prop.multiProcessorCount;
-    S.pdl = prop.major >= 9;
     printf("cuda_gemv: %s, %d SMs, L2 %d MB; %d launches per timing, PDL %s, xst ring depth %d\n",
-           prop.name, S.sms, prop.l2CacheSize >> 20, NITER, S.pdl ? "on" : "off", cu_xst_depth(&S));
-    std::vector<variant> vars = {{"v1", 1, 0, 0}, {"pp", 2, 0, 0}, {"auto", 3, 0, 2}, {"xst", 4, 0, 2},
-                                 {"auto+xs2", 3, 0, 1}, {"auto+pp", 3, 0, 0}};
+           prop.name, S.num_sms, prop.l2CacheSize >> 20, NITER, S.pdl ? "on" : "off", S.tune.xst_depth);
+    std::vector<variant> vars = {{"v1", 1, 0}, {"pp", 2, 0}, {"auto", 3, 2}, {"xst", 4, 2},
+                                 {"auto+xs2", 3, 1}, {"auto+pp", 3, 0}};
     printf("| shape | type | MB | variant | err vs v1 | err vs cpu | us | GB/s | graph us | graph GB/s |\n"
            "|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     int fails = 0;
@@ -613,7 +605,7 @@ int main(int argc, char **argv) {
             a.K = K;
             a.ncols = 1;
             a.q = q;
-            a.ring_pre = MMV_XST_PRE_DEFAULT;
+            a.ring_pre = S.tune.xst_pre;
             return a;
         };
         const int ref_rows[] = {0, 1, 17, total / 2, total / 2 + 5, total - 2, total - 1};
@@ -637,7 +629,7 @@ int main(int argc, char **argv) {
             cu_mmv_args a1 = args(0, dout), a2 = args(0, dout + total);
             gemv(&S, v, sh.type, &a1);
             gemv(&S, v, sh.type, &a2);
-            CK(cudaStreamSynchronize(S.st));
+            CK(cudaStreamSynchronize(S.stream));
             CK(cudaGetLastError());
             CK(cudaMemcpy(ov.data(), dout, (size_t)total * 4, cudaMemcpyDeviceToHost));
             CK(cudaMemcpy(ov2.data(), dout + total, (size_t)total * 4, cudaMemcpyDeviceToHost));
@@ -652,14 +644,14 @@ int main(int argc, char **argv) {
             std::vector<cu_mmv_args> A(NITER);
             for (int i = 0; i < NITER; i++) A[i] = args(i % ncopy, dout);
             for (int i = 0; i < 10; i++) gemv(&S, v, sh.type, &A[i]);  /* warm up */
-            CK(cudaEventRecord(t0, S.st));
+            CK(cudaEventRecord(t0, S.stream));
             for (int i = 0; i < NITER; i++) gemv(&S, v, sh.type, &A[i]);
-            CK(cudaEventRecord(t1, S.st));
+            CK(cudaEventRecord(t1, S.stream));
             CK(cudaEventSynchronize(t1));
             float ms;
             CK(cudaEventElapsedTime(&ms, t0, t1));
             const double us_e = 1000.0 * ms / NITER;
-            const double us_g = graph_us(S.st, NITER, true, [&] {
+            const double us_g = graph_us(S.stream, NITER, true, [&] {
                 for (int i = 0; i < NITER; i++) gemv(&S, v, sh.type, &A[i]);
             });
             const double gb = (double)lbytes / 1e3;  /* bytes / us / 1e3 = GB/s */

@@ -16,7 +16,7 @@ M=${TMPDIR:-/tmp}/minfer-7b-l$L.gguf
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
 [ -n "$NCU" ] || { echo "prof_source: no ncu"; exit 1; }
 REP=${TMPDIR:-/tmp}/prof-source-$$
-MINFER_CUDA_GRAPH=0 "$NCU" --clock-control none --cache-control none -k "regex:$K" --launch-skip 16 --launch-count 4 \
+MINFER_CUDA_DISABLE=graph "$NCU" --clock-control none --cache-control none -k "regex:$K" --launch-skip 16 --launch-count 4 \
     --section SourceCounters --section WarpStateStats -o "$REP" -f \
     "$BIN" run -m "$M" -p "" -n 12 --temp 0 --device cuda >/dev/null 2>&1 || { echo "prof_source: ncu failed"; exit 1; }
 "$NCU" -i "$REP.ncu-rep" --page source --print-source sass --csv 2>/dev/null >"$REP.csv"

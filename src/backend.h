@@ -1,9 +1,14 @@
 /* backend.h - the interface a compute backend (CPU, CUDA) implements.
  *
- * forward.c runs the transformer as a sequence of ops over *backend buffers*
- * (host pointers for the CPU, device pointers for CUDA). A backend implements the
- * ops; it may also replace the whole step (CUDA captures the decode step as a
- * graph by running forward_step under stream capture). Activations are f32,
+ * forward.c walks the layers and calls a backend's *block ops* (embedding, attention
+ * block, FFN block, logits: mf_blocks) over the model's architecture descriptor
+ * (model.h mf_arch_desc). A backend without blocks of its own gets forward.c's
+ * composed blocks, which run each block as the backend's *primitive ops* (mf_ops)
+ * over backend buffers (host pointers for the CPU, device pointers for CUDA): that
+ * is the CPU backend, and the reference. The CUDA backend writes each block's fused
+ * launch sequence out plainly (src/cuda/blocks.cu) and may replace the whole step
+ * (it captures decode steps as graphs by running forward_generic under stream
+ * capture). No backend recognises fusions in a stream of ops. Activations are f32,
  * row-major [n_tokens][width]. The KV cache is owned by the backend: its element
  * type is the backend's choice (f32 on the CPU reference, f16 on CUDA).
  *
@@ -54,9 +59,26 @@ typedef struct mf_ops {
     void (*get_rows)(mf_backend *be, float *dst, const float *src, const int32_t *idx, int n_idx, int width);
 } mf_ops;
 
+/* Blocks: whole pieces of the step over the forward's buffers (forward.h), for the
+ * batch b. Each reads and writes fw->x, the residual stream [n][dim]. */
+typedef struct mf_blocks {
+    /* fw->x = the embedding rows of b's tokens (times the descriptor's embd_scale) */
+    void (*embed)(mf_backend *be, struct mf_forward *fw, const mf_batch *b);
+    /* fw->x += attention(norm(fw->x)) of layer l: q/k/v (+ biases), RoPE, the KV cache
+     * store and the causal attention of each token over its sequence, the output
+     * projection */
+    void (*attn)(mf_backend *be, struct mf_forward *fw, int l, const mf_batch *b);
+    /* fw->x += ffn(norm(fw->x)) of layer l: gate/up, the gated activation, down */
+    void (*ffn)(mf_backend *be, struct mf_forward *fw, int l, const mf_batch *b);
+    /* The logits of the rows of b that want them, in batch order, to host memory
+     * logits[n_out][n_vocab]; returns n_out. */
+    int (*logits)(mf_backend *be, struct mf_forward *fw, const mf_batch *b, float *logits);
+} mf_blocks;
+
 struct mf_backend {
     const char *name;          /* "cpu", "cuda" */
     const mf_ops *ops;
+    const mf_blocks *blocks;   /* NULL: forward.c's composed blocks over ops */
     void *impl;                /* backend private state */
 
     /* Upload weights, allocate KV cache for n_seq slots of n_ctx positions, and

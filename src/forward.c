@@ -1,10 +1,12 @@
-/* forward.c - backend-neutral transformer step over a batch (llama family).
+/* forward.c - backend-neutral transformer step over a batch: the layer walk over a
+ * backend's blocks (backend.h mf_blocks), and the composed blocks, which run each
+ * block as the backend's primitive ops (the CPU backend's step, and the reference):
  *
- *   x = embed(tok)
- *   per layer:  xb = rmsnorm(x);  q,k,v = xb Wq,Wk,Wv (+bias);  rope(q,k)
- *               att = attention(q, k, v | kv cache);  x += att Wo
- *               xb = rmsnorm(x);  x += (silu(xb Wgate) * xb Wup) Wdown
- *   logits = rmsnorm(x[rows wanting logits]) Wout
+ *   embed:   x = embed(tok)
+ *   attn:    xb = rmsnorm(x);  q,k,v = xb Wq,Wk,Wv (+bias);  rope(q,k)
+ *            att = attention(q, k, v | kv cache);  x += att Wo
+ *   ffn:     xb = rmsnorm(x);  x += (silu(xb Wgate) * xb Wup) Wdown
+ *   logits:  rmsnorm(x[rows wanting logits]) Wout
  */
 #include "forward.h"
 
@@ -27,6 +29,10 @@ int forward_init(mf_forward *fw, mf_backend *be, const mf_model *m, int n_ctx, i
     fw->n_ctx = n_ctx;
     fw->n_seq = n_seq;
     const mf_hparams *hp = &m->hp;
+    const char *missing = model_desc_unsupported(&m->desc);
+    if (missing)
+        return mf_fail(err, MF_ERR_INPUT, "forward: %s (architecture %s) is not implemented yet", missing,
+                       hp->arch_name);
     /* logits are computed FORWARD_LOGIT_ROWS rows at a time: a batch of 512 would
      * otherwise hold 512 x n_vocab floats (65 MB at 32k) for the rare caller that
      * wants every row's logits */
@@ -57,67 +63,78 @@ void forward_free(mf_forward *fw) {
     memset(fw, 0, sizeof *fw);
 }
 
-/* Rows of the batch that want logits, in order; returns their count. */
-static int logit_rows(const mf_batch *b, int32_t *idx) {
+int forward_logit_rows(const mf_batch *b, int32_t *idx) {
     int n = 0;
     for (int i = 0; i < b->n; i++)
         if (b->logits ? b->logits[i] : i == b->n - 1) idx[n++] = i;
     return n;
 }
 
-int forward_generic(mf_forward *fw, const mf_batch *b, float *logits, mf_err *err) {
-    mf_backend *be = fw->be;
+/* ---- the composed blocks ---- */
+static void composed_embed(mf_backend *be, mf_forward *fw, const mf_batch *b) {
+    be->ops->embed(be, fw->x, &fw->m->tok_embd, b);
+}
+
+static void composed_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
+    const mf_ops *op = be->ops;
+    const mf_hparams *hp = &fw->m->hp;
+    const mf_layer *L = &fw->m->layers[l];
+    const int n = b->n, dim = hp->n_embd;
+    op->rmsnorm(be, fw->xb, fw->x, &L->attn_norm, n, dim, hp->norm_eps);
+    op->matmul(be, fw->q, fw->xb, &L->wq, &L->bq, n);
+    op->matmul(be, fw->k, fw->xb, &L->wk, &L->bk, n);
+    op->matmul(be, fw->v, fw->xb, &L->wv, &L->bv, n);
+    op->rope(be, fw->q, b, hp->n_head, hp->head_dim, hp->rope_dim, hp->rope_base, hp->rope_mode);
+    op->rope(be, fw->k, b, hp->n_head_kv, hp->head_dim, hp->rope_dim, hp->rope_base, hp->rope_mode);
+    op->attention(be, fw->att, fw->q, fw->k, fw->v, l, b);
+    op->matmul(be, fw->xb, fw->att, &L->wo, NULL, n);
+    op->add(be, fw->x, fw->xb, (int64_t)n * dim);
+}
+
+static void composed_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
+    const mf_ops *op = be->ops;
+    const mf_hparams *hp = &fw->m->hp;
+    const mf_layer *L = &fw->m->layers[l];
+    const int n = b->n, dim = hp->n_embd;
+    op->rmsnorm(be, fw->xb, fw->x, &L->ffn_norm, n, dim, hp->norm_eps);
+    op->matmul(be, fw->hb, fw->xb, &L->w_gate, NULL, n);
+    op->matmul(be, fw->hb2, fw->xb, &L->w_up, NULL, n);
+    op->swiglu(be, fw->hb, fw->hb, fw->hb2, (int64_t)n * hp->n_ff);
+    op->matmul(be, fw->xb, fw->hb, &L->w_down, NULL, n);
+    op->add(be, fw->x, fw->xb, (int64_t)n * dim);
+}
+
+static int composed_logits(mf_backend *be, mf_forward *fw, const mf_batch *b, float *logits) {
     const mf_ops *op = be->ops;
     const mf_model *m = fw->m;
     const mf_hparams *hp = &m->hp;
     const int n = b->n, dim = hp->n_embd;
-
-    op->embed(be, fw->x, &m->tok_embd, b);
-    for (int l = 0; l < hp->n_layer; l++) {
-        const mf_layer *L = &m->layers[l];
-        op->rmsnorm(be, fw->xb, fw->x, &L->attn_norm, n, dim, hp->norm_eps);
-        op->matmul(be, fw->q, fw->xb, &L->wq, &L->bq, n);
-        op->matmul(be, fw->k, fw->xb, &L->wk, &L->bk, n);
-        op->matmul(be, fw->v, fw->xb, &L->wv, &L->bv, n);
-        op->rope(be, fw->q, b, hp->n_head, hp->head_dim, hp->rope_dim, hp->rope_base, hp->rope_mode);
-        op->rope(be, fw->k, b, hp->n_head_kv, hp->head_dim, hp->rope_dim, hp->rope_base, hp->rope_mode);
-        op->attention(be, fw->att, fw->q, fw->k, fw->v, l, b);
-        op->matmul(be, fw->xb, fw->att, &L->wo, NULL, n);
-        op->add(be, fw->x, fw->xb, (int64_t)n * dim);
-
-        op->rmsnorm(be, fw->xb, fw->x, &L->ffn_norm, n, dim, hp->norm_eps);
-        op->matmul(be, fw->hb, fw->xb, &L->w_gate, NULL, n);
-        op->matmul(be, fw->hb2, fw->xb, &L->w_up, NULL, n);
-        op->swiglu(be, fw->hb, fw->hb, fw->hb2, (int64_t)n * hp->n_ff);
-        op->matmul(be, fw->xb, fw->hb, &L->w_down, NULL, n);
-        op->add(be, fw->x, fw->xb, (int64_t)n * dim);
-    }
-
     int32_t idx_small[64];
     int32_t *idx = n <= 64 ? idx_small : mf_xmalloc(sizeof(int32_t) * (size_t)n);
-    int n_out = logit_rows(b, idx);
-    if (n_out == n && n <= fw->n_logit) {
-        /* every row wants logits (a one-token decode step): no row gather. The norm
-         * goes into xb, the last layer's GEMV output, so a backend may fold the add
-         * before it into that GEMV as it does between layers (CUDA: the gather was two
-         * launches and an index upload, ~7 us of a 7B decode step on an H200,
-         * bench/RESULTS.md 2026-11-30) */
-        op->rmsnorm(be, fw->xb, fw->x, &m->output_norm, n, dim, hp->norm_eps);
-        op->matmul(be, fw->logits, fw->xb, &m->output, NULL, n);
-        be->download(be, logits, fw->logits, sizeof(float) * (size_t)n * hp->n_vocab);
-    } else {
-        for (int c0 = 0; c0 < n_out; c0 += fw->n_logit) {
-            const int nc = n_out - c0 < fw->n_logit ? n_out - c0 : fw->n_logit;
-            op->get_rows(be, fw->xo, fw->x, idx + c0, nc, dim);
-            op->rmsnorm(be, fw->xo, fw->xo, &m->output_norm, nc, dim, hp->norm_eps);
-            op->matmul(be, fw->logits, fw->xo, &m->output, NULL, nc);
-            be->download(be, logits + (size_t)c0 * hp->n_vocab, fw->logits,
-                         sizeof(float) * (size_t)nc * hp->n_vocab);
-        }
+    const int n_out = forward_logit_rows(b, idx);
+    for (int c0 = 0; c0 < n_out; c0 += fw->n_logit) {
+        const int nc = n_out - c0 < fw->n_logit ? n_out - c0 : fw->n_logit;
+        op->get_rows(be, fw->xo, fw->x, idx + c0, nc, dim);
+        op->rmsnorm(be, fw->xo, fw->xo, &m->output_norm, nc, dim, hp->norm_eps);
+        op->matmul(be, fw->logits, fw->xo, &m->output, NULL, nc);
+        be->download(be, logits + (size_t)c0 * hp->n_vocab, fw->logits, sizeof(float) * (size_t)nc * hp->n_vocab);
     }
     if (idx != idx_small) free(idx);
-    (void)err; /* ops report device failures through the backend's own checks */
     return n_out;
+}
+
+const mf_blocks forward_composed = { composed_embed, composed_attn, composed_ffn, composed_logits };
+
+int forward_generic(mf_forward *fw, const mf_batch *b, float *logits, mf_err *err) {
+    mf_backend *be = fw->be;
+    const mf_blocks *B = be->blocks ? be->blocks : &forward_composed;
+    B->embed(be, fw, b);
+    for (int l = 0; l < fw->m->hp.n_layer; l++) {
+        B->attn(be, fw, l, b);
+        B->ffn(be, fw, l, b);
+    }
+    (void)err; /* blocks report device failures through the backend's own checks */
+    return B->logits(be, fw, b, logits);
 }
 
 int forward_step(mf_forward *fw, const mf_batch *b, float *logits, mf_err *err) {

@@ -35,7 +35,14 @@ void forward_free(mf_forward *fw);
  * last token when NULL), in batch order, to host memory logits[n_out][n_vocab].
  * Returns the number of logit rows or a negative mf_status. */
 int forward_step(mf_forward *fw, const mf_batch *b, float *logits, mf_err *err);
-/* The generic op sequence (what forward_step runs when be->forward is NULL). */
+/* The layer walk over the backend's blocks (what forward_step runs when be->forward is
+ * NULL; a backend's forward may wrap it, e.g. under graph capture). */
 int forward_generic(mf_forward *fw, const mf_batch *b, float *logits, mf_err *err);
+/* Each block as the backend's primitive ops (be->blocks == NULL gets these; a backend's
+ * own blocks may fall back to them). */
+extern const mf_blocks forward_composed;
+/* Rows of the batch that want logits (b->logits, or the last token when NULL), in
+ * order, into idx[b->n]; returns their count. */
+int forward_logit_rows(const mf_batch *b, int32_t *idx);
 
 #endif

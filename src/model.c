@@ -108,12 +108,35 @@ static int load_hparams(mf_model *m, mf_err *err) {
     return MF_OK;
 }
 
+void model_arch_desc(mf_arch arch, mf_arch_desc *d) {
+    memset(d, 0, sizeof *d);
+    switch (arch) {
+    case MF_ARCH_LLAMA: /* llama, mistral: the zero descriptor (RoPE on adjacent pairs: hp) */
+        break;
+    case MF_ARCH_QWEN2: /* neox RoPE (hp), biases on q/k/v */
+        d->qkv_bias = 1;
+        break;
+    }
+}
+
+const char *model_desc_unsupported(const mf_arch_desc *d) {
+    if (d->qk_norm) return "q/k norms";
+    if (d->post_norm) return "post-block norms";
+    if (d->act != MF_ACT_SILU) return "GeGLU";
+    if (d->rope_scale != 0 && d->rope_scale != 1) return "RoPE scaling";
+    if (d->sliding_window) return "sliding-window attention";
+    if (d->embd_scale != 0 && d->embd_scale != 1) return "embedding scale";
+    if (d->logit_softcap != 0) return "logit soft-capping";
+    return NULL;
+}
+
 int model_load(mf_model *m, const char *path, mf_err *err) {
     memset(m, 0, sizeof *m);
     int rc = gguf_open(&m->gguf, path, err);
     if (rc) return rc;
     if ((rc = load_hparams(m, err))) goto fail;
     mf_hparams *hp = &m->hp;
+    model_arch_desc(hp->arch, &m->desc);
 
     const gguf_tensor *te = gguf_find_tensor(&m->gguf, "token_embd.weight");
     if (!te) { rc = mf_fail(err, MF_ERR_INPUT, "model: missing tensor 'token_embd.weight'"); goto fail; }
@@ -128,7 +151,7 @@ int model_load(mf_model *m, const char *path, mf_err *err) {
         m->tied_output = 1;
     }
     m->layers = mf_xcalloc((size_t)hp->n_layer, sizeof *m->layers);
-    int with_bias = hp->arch == MF_ARCH_QWEN2;
+    int with_bias = m->desc.qkv_bias;
     for (int i = 0; i < hp->n_layer; i++) {
         mf_layer *L = &m->layers[i];
         char name[96];

@@ -20,6 +20,31 @@ typedef enum mf_rope_mode {
     MF_ROPE_NEOX = 1,  /* rotate (x[i], x[i + rope_dim/2]) */
 } mf_rope_mode;
 
+/* The per-architecture descriptor: how a layer is put together, beyond the sizes in
+ * mf_hparams (RoPE mode, base and dims are there, as the GGUF keys are). model.c fills
+ * it from the architecture; forward.c's composed blocks and each backend's own blocks
+ * read it, so a new architecture is a descriptor (and perhaps a new primitive), never
+ * a new pattern to recognise. Every field's zero value is the llama behaviour, so a
+ * zero-initialised descriptor is llama. */
+typedef enum mf_act {
+    MF_ACT_SILU = 0,   /* SwiGLU: silu(gate) * up */
+    MF_ACT_GELU,       /* GeGLU: gelu_tanh(gate) * up (gemma) */
+} mf_act;
+
+typedef struct mf_arch_desc {
+    int qkv_bias;        /* q/k/v projections have biases (qwen2) */
+    int qk_norm;         /* RMSNorm over each head of q and k before RoPE (gemma3) */
+    int post_norm;       /* RMSNorm on each block's output before the residual add (gemma3) */
+    mf_act act;          /* the FFN's gated activation */
+    float rope_scale;    /* linear RoPE scaling: positions divided by it; 0 or 1: none */
+    int sliding_window;  /* keys older than this many positions masked on sliding layers; 0: none */
+    int swa_every;       /* with a window: every swa_every-th layer (l % swa_every == swa_every - 1) is
+                            global, the others slide; 0: every layer slides (mistral) */
+    float rope_base_swa; /* RoPE base of the sliding layers; 0: hp.rope_base */
+    float embd_scale;    /* x = embedding * embd_scale (gemma: sqrt(n_embd)); 0: none */
+    float logit_softcap; /* logits = c * tanh(logits / c); 0: none */
+} mf_arch_desc;
+
 /* A weight tensor: ne0 = cols (input features, fastest), ne1 = rows (outputs).
  * 1-D tensors (norms, biases) have rows = 1. */
 typedef struct mf_weight {
@@ -63,6 +88,7 @@ typedef struct mf_vocab mf_vocab;
 typedef struct mf_model {
     gguf_file gguf;
     mf_hparams hp;
+    mf_arch_desc desc;       /* how the layers are put together (above) */
     mf_weight tok_embd;      /* [n_vocab][dim] */
     mf_weight output_norm;   /* [dim] */
     mf_weight output;        /* [n_vocab][dim]; == tok_embd when tied */
@@ -76,6 +102,11 @@ typedef struct mf_model {
  * MF_ERR_INPUT/MF_ERR_IO with a message naming the problem. */
 int model_load(mf_model *m, const char *path, mf_err *err);
 void model_free(mf_model *m);
+/* The descriptor of an architecture (model_load fills m->desc with it). */
+void model_arch_desc(mf_arch arch, mf_arch_desc *d);
+/* NULL when every feature d asks for is one forward.c's composed blocks can run
+ * (today: the llama and qwen2 ones), else the name of the first that is not. */
+const char *model_desc_unsupported(const mf_arch_desc *d);
 /* One line describing the model for stderr / `minfer info`. */
 void model_describe(const mf_model *m, char *buf, size_t cap);
 

@@ -45,7 +45,7 @@ static __global__ void kernel_kv_store(cu_attn_args a, float *q, float *k, const
     }
 }
 
-void cu_kv_store(cu_state *S, const cu_attn_args *a, float *q, float *k, const float *v, int rope, int rope_dim,
+void cu_kv_store(cu_ctx *S, const cu_attn_args *a, float *q, float *k, const float *v, int rope, int rope_dim,
                  float rope_base, int rope_mode, const float2 *cs) {
     const int threads = a->hd / 2 <= 32 ? 32 : a->hd / 2 <= 64 ? 64 : 128;
     /* without rope only the k/v blocks have work */
@@ -361,7 +361,6 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     }
     pdl_wait();
     if (a.trigger == 1) pdl_trigger();
-    if (a.abl == 2) return;
     if (!pre) {
         pos = a.pos[t];
         seq = a.seq[t];
@@ -416,7 +415,6 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
             qs[e / HD][e % HD] = q[(int64_t)t * q_ld + (int64_t)h0 * HD + e] * scale;
     }
     const int p1 = min(pos + 1, p0 + chunk);
-    if (a.abl == 1) return;
     /* Each lane group (the LPP lanes of a row) runs its own online softmax over the
      * rows it visits, a tile at a time (its SPT scores, their max, one rescale), so the
      * tile loop has no block barrier; the groups of a warp merge by shuffles and the
@@ -488,7 +486,6 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
          * on the 7B (H200, 2026-11-30, bench/RESULTS.md call 66): 677.07 / 672.83 / 675.00
          * vs 674.48 / 669.70 / 672.69, the same tokens */
         trace_mark(2);
-        if (a.abl == 3) return;
         write_out([&](int h, int d) {
             float M, L;
             const float o = ad_merge<NW>([&](int w) { return wm[w][h]; }, [&](int w) { return wl[w][h]; },
@@ -512,7 +509,6 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     }
     __syncthreads();
     trace_mark(2);
-    if (a.abl == 3) return;
     /* the block's unnormalized output of head h, element d */
     auto merged = [&](int h, int d) {
         float o = 0.0f;
@@ -561,7 +557,7 @@ int cu_attn_dec_supported(int hd) { return hd == 64 || hd == 128; }
 
 /* kernel_attn_dec<HD, mg, nw> for mg in 1, 2, 4, ATT_MAXG and nw in 4, 8 */
 template <int HD, int NW, typename... Args>
-static void attn_dec_launch_nw(cu_state *S, int mg, dim3 grid, Args... args) {
+static void attn_dec_launch_nw(cu_ctx *S, int mg, dim3 grid, Args... args) {
     const char *name = HD == 64 ? "attn_dec64" : "attn_dec128";
     if (mg == 1) cu_launch(S, name, kernel_attn_dec<HD, 1, NW>, grid, dim3(NW * 32), 0, args...);
     else if (mg == 2) cu_launch(S, name, kernel_attn_dec<HD, 2, NW>, grid, dim3(NW * 32), 0, args...);
@@ -569,12 +565,12 @@ static void attn_dec_launch_nw(cu_state *S, int mg, dim3 grid, Args... args) {
     else cu_launch(S, name, kernel_attn_dec<HD, ATT_MAXG, NW>, grid, dim3(NW * 32), 0, args...);
 }
 template <int HD, typename... Args>
-static void attn_dec_launch(cu_state *S, int mg, int nw, dim3 grid, Args... args) {
+static void attn_dec_launch(cu_ctx *S, int mg, int nw, dim3 grid, Args... args) {
     if (nw == 8) attn_dec_launch_nw<HD, 8>(S, mg, grid, args...);
     else attn_dec_launch_nw<HD, 4>(S, mg, grid, args...);
 }
 
-void cu_attn_split(cu_state *S, const cu_attn_args *a, const float *q, float *out, float *part, int *counter,
+void cu_attn_split(cu_ctx *S, const cu_attn_args *a, const float *q, float *out, float *part, int *counter,
                    int chunk, int n_chunks, const cu_q8 *q8) {
     const int G = a->n_head / a->n_kv;
     const int nsub = (G + ATT_MAXG - 1) / ATT_MAXG;
@@ -772,7 +768,7 @@ static __global__ void __launch_bounds__(128) kernel_attn_flash(cu_attn_args a, 
 
 int cu_attn_flash_supported(int hd) { return hd == 64 || hd == 128; }
 
-void cu_attn_flash(cu_state *S, const cu_attn_args *a, const float *q, float *out, const int4 *d_tiles,
+void cu_attn_flash(cu_ctx *S, const cu_attn_args *a, const float *q, float *out, const int4 *d_tiles,
                    int n_tiles) {
     const float qscale = 1.4426950408889634f / sqrtf((float)a->hd);
     dim3 grid(n_tiles, a->n_head);

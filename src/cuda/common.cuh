@@ -34,6 +34,8 @@ extern "C" {
 #include "model.h"
 #include "quant.h"
 #include "util.h"
+#include "cuda/paths.h"
+#include "cuda/tune.h"
 }
 
 /* ------------------------------------------------------------------------- */
@@ -132,43 +134,62 @@ static __host__ __device__ __forceinline__ void cu_xl_block(uint8_t *xl4, uint8_
 }
 
 /* ------------------------------------------------------------------------- */
-/* Backend state (defined in backend_cuda.cu, used by every launcher)        */
+/* The launch context: what every launcher reads (plain data)                */
 /* ------------------------------------------------------------------------- */
-struct cu_state;
-cudaStream_t cu_stream(const cu_state *S);
-int cu_pdl(const cu_state *S);               /* programmatic dependent launch on */
-int cu_norm_threads(const cu_state *S);      /* most threads of a one-pass norm block */
-int cu_norm_split(const cu_state *S);        /* blocks per row of the one-pass norm (1, 2, 4, 8) */
-int cu_norm_warps(const cu_state *S);        /* the one-token norm by lone warps (MINFER_CUDA_NORM_WARPS; norm.cu) */
-int cu_swiglu_threads(const cu_state *S);    /* threads per block of the q8 SwiGLU */
-void cu_launch_check(cu_state *S, const char *what, const char *file, int line);
+/* Launch policy reaches the launchers as data: the stream, which optional paths are
+ * on (cuda/paths.h), the tuning row (cuda/tune.h), and where to count launches and
+ * record errors. The backend's own state (backend.cuh) extends it; the kernel lab
+ * (bench/cuda_gemv.cu) fills one directly. */
+struct cu_trace;
+struct cu_census {
+    uint64_t launches;      /* kernels launched (eager or captured) */
+    uint64_t xst2, xstm;    /* kernel_mmv_xst2 / kernel_mmv_xstm launches */
+    uint64_t pairs;         /* ring GEMV launches whose loop takes two rows a step */
+    uint64_t add_gemv;      /* GEMV launches with the residual add folded in */
+    uint64_t swiglu_gemv;   /* gate+up launches with the SwiGLU (xsg, xsgs) */
+    uint64_t xsg_shared;    /* of them, xsgs (one ring per block) */
+    uint64_t host_store;    /* graph downloads captured as a kernel storing to pinned host memory */
+    uint64_t copy_node;     /* graph downloads captured as a copy node */
+    uint64_t fused_blocks;  /* blocks run as fused launch sequences (blocks.cu) */
+    uint64_t op_blocks;     /* blocks run as one kernel per primitive op */
+};
+struct cu_ctx {
+    cudaStream_t stream;
+    int num_sms;            /* the device's SMs */
+    int code_arch;          /* __CUDA_ARCH__ of the code the device runs (the TMA kernels need >= 900) */
+    int pdl;                /* programmatic dependent launch: path "pdl" on and sm_90+ */
+    int sync;               /* MINFER_CUDA_SYNC=1: synchronise and check after every eager launch */
+    int capturing;          /* inside a graph capture */
+    unsigned char on[CU_PATH_COUNT]; /* the path table resolved (MINFER_CUDA_DISABLE) */
+    cu_tune tune;           /* this device's tuning row */
+    cu_census n;
+    cu_trace *trace;        /* MINFER_CUDA_TRACE=FILE on a trace build (trace.cu), else NULL */
+    int err;                /* the first error, sticky until reported */
+    char errmsg[MF_ERR_LEN];
+};
+static inline int cu_num_sms(const cu_ctx *S) { return S->num_sms > 0 ? S->num_sms : 1; }
+void cu_launch_check(cu_ctx *S, const char *what, const char *file, int line);
 /* Records the first CUDA error (sticky) as an mf_err message. */
-void cu_record(cu_state *S, cudaError_t e, const char *expr, const char *file, int line);
+void cu_record(cu_ctx *S, cudaError_t e, const char *expr, const char *file, int line);
 
 #define CU_CHECK(S, x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) cu_record((S), e_, #x, __FILE__, __LINE__); } while (0)
 #define CU_LAUNCHED(S, what) cu_launch_check((S), (what), __FILE__, __LINE__)
 
 /* The block timeline's host side (trace.cu; NULL-safe: a null trace does nothing). */
-struct cu_trace;
 cu_trace *cu_trace_open(const char *path);
 void cu_trace_capture_begin(cu_trace *T);
 void cu_trace_launch(cu_trace *T, const char *what);
 void cu_trace_close(cu_trace *T);
 
-/* 1 when launches named `what` are to be dropped (MINFER_CUDA_SKIP: a timing
- * experiment that prices a kernel; the output is wrong, and the notice says so). */
-int cu_skipped(cu_state *S, const char *what);
-
 /* Launch with the programmatic-stream-serialization attribute when enabled, and in
  * clusters of `cluster` blocks along x when cluster > 1 (sm_90+; the grid's x a
  * multiple of it). */
 template <typename... KArgs, typename... Args>
-static inline void cu_launch_ex(cu_state *S, const char *what, void (*k)(KArgs...), dim3 grid, dim3 block,
+static inline void cu_launch_ex(cu_ctx *S, const char *what, void (*k)(KArgs...), dim3 grid, dim3 block,
                                 size_t smem, int cluster, Args... args) {
-    if (cu_skipped(S, what)) return;
     cudaLaunchAttribute attr[2];
     int na = 0;
-    if (cu_pdl(S)) {
+    if (S->pdl) {
         attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attr[na].val.programmaticStreamSerializationAllowed = 1;
         na++;
@@ -184,7 +205,7 @@ static inline void cu_launch_ex(cu_state *S, const char *what, void (*k)(KArgs..
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
-    cfg.stream = cu_stream(S);
+    cfg.stream = S->stream;
     cfg.attrs = attr;
     cfg.numAttrs = (unsigned)na;
     cudaError_t e = cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...);
@@ -192,7 +213,7 @@ static inline void cu_launch_ex(cu_state *S, const char *what, void (*k)(KArgs..
     cu_launch_check(S, what, __FILE__, __LINE__);
 }
 template <typename... KArgs, typename... Args>
-static inline void cu_launch(cu_state *S, const char *what, void (*k)(KArgs...), dim3 grid, dim3 block,
+static inline void cu_launch(cu_ctx *S, const char *what, void (*k)(KArgs...), dim3 grid, dim3 block,
                              size_t smem, Args... args) {
     cu_launch_ex(S, what, k, grid, block, smem, 1, args...);
 }
@@ -476,40 +497,35 @@ static __device__ __forceinline__ void rope_pair(float *xh, int i, float2 cs, in
 /* elementwise.cu */
 /* cs_now (NULL: not written): the RoPE table's row at pos[0] (half float2), for the
  * one-token attention (cu_attn_args.cs_now) */
-void cu_embed(cu_state *S, float *out, const mf_weight *w, const int32_t *d_tok, int n, const float2 *cs_tab,
+void cu_embed(cu_ctx *S, float *out, const mf_weight *w, const int32_t *d_tok, int n, const float2 *cs_tab,
               int half, const int32_t *d_pos, float2 *cs_now);
-void cu_get_rows(cu_state *S, float *dst, const float *src, const int32_t *d_idx, int n_idx, int width);
-void cu_add(cu_state *S, float *x, const float *y, int64_t n);
+void cu_get_rows(cu_ctx *S, float *dst, const float *src, const int32_t *d_idx, int n_idx, int width);
+void cu_add(cu_ctx *S, float *x, const float *y, int64_t n);
 /* dst_dev (a device pointer to mapped pinned host memory) = src, nbytes a multiple of 16,
  * both 16-byte aligned */
-void cu_store_host(cu_state *S, void *dst_dev, const void *src, size_t nbytes);
+void cu_store_host(cu_ctx *S, void *dst_dev, const void *src, size_t nbytes);
 /* out = silu(g) * u; also writes q8 of out when q != NULL (n % 32 == 0). */
-void cu_swiglu(cu_state *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q);
-void cu_quantize_q8(cu_state *S, const float *x, int64_t n, const cu_q8 *q);
-void cu_to_f16(cu_state *S, __half *dst, const float *x, int n, int K, int Kp);
+void cu_swiglu(cu_ctx *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q);
+void cu_quantize_q8(cu_ctx *S, const float *x, int64_t n, const cu_q8 *q);
+void cu_to_f16(cu_ctx *S, __half *dst, const float *x, int n, int K, int Kp);
 /* dst [rows][Kp] f16 = rows r0..r0+nr of w, zero-padded from K to Kp. */
-void cu_dequant_f16(cu_state *S, __half *dst, const mf_weight *w, int64_t r0, int64_t nr, int Kp);
+void cu_dequant_f16(cu_ctx *S, __half *dst, const mf_weight *w, int64_t r0, int64_t nr, int Kp);
 /* Repacks raw file rows (src, stride = file row bytes) into the device layout. */
-void cu_repack(cu_state *S, void *dst, const void *src, uint32_t type, int64_t cols, int64_t nrows);
+void cu_repack(cu_ctx *S, void *dst, const void *src, uint32_t type, int64_t cols, int64_t nrows);
 
 /* norm.cu: out = rmsnorm(x (+ y when y != NULL, written back to x)) * w; q8 of out when q. */
-void cu_rmsnorm(cu_state *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
+void cu_rmsnorm(cu_ctx *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
                 const cu_q8 *q);
-/* One row: x += acc * 2^-32 (attn_wo's sums), acc = 0, out = rmsnorm(x) * w and its q8.
- * A cluster of up to 4 blocks, each a part of the row (cu_rmsnorm_acc_fits: dim). */
-int cu_rmsnorm_acc_fits(int dim);
-void cu_rmsnorm_acc(cu_state *S, float *out, float *x, long long *acc, const float *w, int dim, float eps,
-                    const cu_q8 *q);
 
 /* rope.cu: up to two tensors rotated in one launch (q and k of one layer). */
 struct cu_rope_job {
     float *x;
     int n_heads;
 };
-void cu_rope(cu_state *S, const cu_rope_job *jobs, int njobs, const int32_t *d_pos, int n, int head_dim,
+void cu_rope(cu_ctx *S, const cu_rope_job *jobs, int njobs, const int32_t *d_pos, int n, int head_dim,
              int rope_dim, float base, int mode, const float2 *cs);
 /* cs[p][i] = (cos, sin)(p * base^(-2i/rope_dim)) for p < n_ctx, computed in double. */
-void cu_rope_table(cu_state *S, float2 *cs, int n_ctx, int rope_dim, float base);
+void cu_rope_table(cu_ctx *S, float2 *cs, int n_ctx, int rope_dim, float base);
 
 /* mmv_*.cu: decode GEMV for n <= 8 columns, several matrices of one type/K per launch. */
 #define CU_MMV_MAXMAT 3
@@ -527,35 +543,33 @@ struct cu_mmv_args {
     cu_q8 q;              /* q8 activations (quantized weights) */
     int accum;            /* out[0] += the product: the residual add folded into the GEMV */
     int64_t stride2;      /* xstm: row stride of the last matrix, of the second type */
-    int ring_pre;         /* xst, xstm, xst2: rows each ring requests before pdl_wait, the rest of its
-                             depth after (MINFER_CUDA_XST_PRE; MMV_XST_PRE_DEFAULT, mmv.cuh says why) */
+    int ring_pre;         /* xst, xstm, xst2, xsg: rows each ring requests before pdl_wait, the rest of
+                             its depth after (the caller picks it from cu_tune: blocks.cu) */
 };
-#define MMV_XST_PRE_DEFAULT 1
 /* Returns 1 when a dp4a kernel exists for the type. */
 int cu_mmv_q8_supported(uint32_t type);
-void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a);      /* mmv_kquant.cu / mmv_q.cu */
+void cu_mmv_q8(cu_ctx *S, uint32_t type, const cu_mmv_args *a);      /* mmv_kquant.cu / mmv_q.cu */
 /* Matrices of type t1 and, last, one of type t2 (same K; a->stride2 its row stride):
  * one xstm launch where that kernel takes it (one column, from the xst size), else a
  * launch per type. */
-void cu_mmv_q8_mixed(cu_state *S, uint32_t t1, uint32_t t2, const cu_mmv_args *a);
+void cu_mmv_q8_mixed(cu_ctx *S, uint32_t t1, uint32_t t2, const cu_mmv_args *a);
 int cu_mmv_mixed_supported(uint32_t t1, uint32_t t2);
 /* h = silu(W0 x) * (W1 x) for the two matrices of a (gate, up) with its q8 written to hq
  * (not a->q, which the launch reads), in one launch (mmv.cuh: 2 xsgs, 1 xsg); 0 when
  * neither takes the launch (then nothing ran). */
-int cu_mmv_q8_swiglu(cu_state *S, uint32_t type, const cu_mmv_args *a, float *h, const cu_q8 *hq);
-#define MMV_XSG_DEPTH 3 /* its ring rows per warp unless MINFER_CUDA_XSG_DEPTH says otherwise (mmv.cuh says why) */
-/* Host-side set-up of a GEMV variant (2 = pp, 3 = xs: occupancy lookups), at init,
+int cu_mmv_q8_swiglu(cu_ctx *S, uint32_t type, const cu_mmv_args *a, float *h, const cu_q8 *hq);
+#define MMV_XSG_DEPTH 3 /* the most ring rows per warp xsgs is built for (cu_tune.xsg_depth; mmv.cuh says why) */
+/* Host-side set-up of the GEMVs (occupancy lookups, shared-memory limits), at init,
  * before any capture. */
-void cu_mmv_prepare(int variant);
-/* 1 when the xs GEMV (variant 3) takes one-column launches of this type and width. */
+void cu_mmv_prepare(void);
+/* 1 when the xs GEMV takes one-column launches of this type and width. */
 int cu_mmv_xs_takes(uint32_t type, int K);
 /* Shared memory per block the xst GEMV asks for (bytes). */
 int cu_mmv_xst_smem_need(void);
-int cu_mmv_xst_depth_default(void); /* MMV_XST_DEPTH */
-void cu_mmv_f(cu_state *S, uint32_t type, const cu_mmv_args *a);       /* mmv_float.cu: f32 activations, any type */
+void cu_mmv_f(cu_ctx *S, uint32_t type, const cu_mmv_args *a);       /* mmv_float.cu: f32 activations, any type */
 
 /* mm.cu: prefill GEMM out[M][N] = A[M][Kp] . B[N][Kp]^T (+ bias), f16 in, f32 accumulate. */
-void cu_gemm_f16(cu_state *S, float *out, int ldo, const __half *A, const __half *B, const float *bias, int M,
+void cu_gemm_f16(cu_ctx *S, float *out, int ldo, const __half *A, const __half *B, const float *bias, int M,
                  int N, int Kp);
 
 /* attn.cu */
@@ -589,47 +603,19 @@ struct cu_attn_args {
      * 0 at its start, 1 after its wait (default), 2 once q/k/v are in and stored, 3 after
      * its tile loop (the later, the less that GEMV's early requests meet its loads) */
     int trigger;
-    /* timing experiments only (MINFER_CUDA_SKIP names, output invalid): kernel_attn_dec
-     * returns right after pdl_wait (2: attn_dec_wait), after the fused store (1:
-     * attn_dec_store), or before writing its output (3: attn_dec_out) */
-    int abl;
 };
 /* Stores k, v rows into the cache; with rope jobs, rotates q and k first (k in place). */
-void cu_kv_store(cu_state *S, const cu_attn_args *a, float *q, float *k, const float *v, int rope, int rope_dim,
+void cu_kv_store(cu_ctx *S, const cu_attn_args *a, float *q, float *k, const float *v, int rope, int rope_dim,
                  float rope_base, int rope_mode, const float2 *cs);
 /* Split-K attention (any n, any hd % 8 == 0 <= 256): partials then combine. */
 /* With counter != NULL ([8][n_kv * groups] ints, zero) and hd 64/128: the fused
  * decode kernel (kernel_attn_dec), else split + combine. chunk % 64 == 0. */
-void cu_attn_split(cu_state *S, const cu_attn_args *a, const float *q, float *out, float *part, int *counter,
+void cu_attn_split(cu_ctx *S, const cu_attn_args *a, const float *q, float *out, float *part, int *counter,
                    int chunk, int n_chunks, const cu_q8 *q8);
 int cu_attn_dec_supported(int hd);
-/* attn_wo.cu: the one-token attention fused with the o-projection (one query head per
- * kv head, head dim 128, a.cs_now set, one sequence, wo q4_K [rows][n_head * 128]):
- * acc[r] += (the o-projection's row r) in 32.32 fixed point; out = the attention's
- * output (f32, no q8). C blocks per head (4 or 8; cu_attn_wo_fits). */
-struct cu_attn_wo_args {
-    cu_attn_args a;
-    const float *q;
-    float *out;
-    const uint8_t *plane; /* the layer's wo plane (cu_attn_wo_plane) */
-    int rows;
-    long long *acc;       /* [rows], zero on entry (cu_rmsnorm_acc leaves it so) */
-    float *part;          /* [n_head][C][130] the blocks' partials */
-    unsigned *bar;        /* [n_head][2] the heads' barriers: count, generation (zero at init) */
-    int abl;              /* timing experiments only (MINFER_CUDA_SKIP names, output invalid):
-                             1 attn_wo_red: no sums into acc; 2 attn_wo_slice: no slice, no dot */
-};
-#define CU_ATTN_WO_SMEM_MAX (160 * 1024)
-int cu_attn_wo_fits(const cu_state *S, int rows, int n_head, int C);
-void cu_attn_wo_prepare(void);
-void cu_attn_wo(cu_state *S, const cu_attn_wo_args *w, int C);
-/* The layout attn_wo reads wo in, made once from the device rows (stride bytes each):
- * per head, each row's block header and the head's 64 bytes of qs (80 bytes) */
-size_t cu_attn_wo_plane_bytes(int rows, int n_head);
-void cu_attn_wo_plane(cu_state *S, uint8_t *dst, const uint8_t *wo, int64_t stride, int rows, int n_head);
 /* Flash attention with tensor cores for hd 64/128; tiles from the host. */
 int cu_attn_flash_supported(int hd);
-void cu_attn_flash(cu_state *S, const cu_attn_args *a, const float *q, float *out, const int4 *d_tiles,
+void cu_attn_flash(cu_ctx *S, const cu_attn_args *a, const float *q, float *out, const int4 *d_tiles,
                    int n_tiles);
 
 #endif

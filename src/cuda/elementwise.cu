@@ -24,7 +24,7 @@ static __global__ void kernel_embed(float *out, const uint8_t *w, int64_t stride
     }
 }
 
-void cu_embed(cu_state *S, float *out, const mf_weight *w, const int32_t *d_tok, int n, const float2 *cs_tab,
+void cu_embed(cu_ctx *S, float *out, const mf_weight *w, const int32_t *d_tok, int n, const float2 *cs_tab,
               int half, const int32_t *d_pos, float2 *cs_now) {
     const qtype_traits *tr = qtype_get(w->type);
     const int dim = (int)w->cols, nb = (int)(w->cols / tr->blck);
@@ -47,7 +47,7 @@ static __global__ void kernel_get_rows(float *dst, const float *src, const int32
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < width; i += gridDim.x * blockDim.x) d[i] = s[i];
 }
 
-void cu_get_rows(cu_state *S, float *dst, const float *src, const int32_t *d_idx, int n_idx, int width) {
+void cu_get_rows(cu_ctx *S, float *dst, const float *src, const int32_t *d_idx, int n_idx, int width) {
     if (n_idx <= 0) return;
     dim3 grid((width + 255) / 256 < 64 ? (width + 255) / 256 : 64, n_idx);
     cu_launch(S, "get_rows", kernel_get_rows, grid, dim3(256), 0, dst, src, d_idx, width);
@@ -69,7 +69,7 @@ static __global__ void kernel_store_host(uint4 *dst, const uint4 *src, int64_t n
         dst[i] = src[i];
 }
 
-void cu_store_host(cu_state *S, void *dst_dev, const void *src, size_t nbytes) {
+void cu_store_host(cu_ctx *S, void *dst_dev, const void *src, size_t nbytes) {
     const int64_t n16 = (int64_t)(nbytes / 16);
     cu_launch(S, "store_host", kernel_store_host, dim3(grid_for(n16, 256) < 64 ? grid_for(n16, 256) : 64),
               dim3(256), 0, (uint4 *)dst_dev, (const uint4 *)src, n16);
@@ -83,7 +83,7 @@ static __global__ void kernel_add(float *x, const float *y, int64_t n) {
         x[i] += y[i];
 }
 
-void cu_add(cu_state *S, float *x, const float *y, int64_t n) {
+void cu_add(cu_ctx *S, float *x, const float *y, int64_t n) {
     cu_launch(S, "add", kernel_add, dim3(grid_for(n, 256)), dim3(256), 0, x, y, n);
 }
 
@@ -118,9 +118,9 @@ static __global__ void kernel_swiglu_q8(float *out, const float *g, const float 
     trace_end();
 }
 
-void cu_swiglu(cu_state *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q) {
+void cu_swiglu(cu_ctx *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q) {
     if (q && n % 32 == 0) {
-        const int t = cu_swiglu_threads(S);
+        const int t = S->tune.swiglu_threads;
         cu_launch(S, "swiglu_q8", kernel_swiglu_q8, dim3(grid_for(n / 4, t)), dim3(t), 0, out, g, u, n, *q);
     } else
         cu_launch(S, "swiglu", kernel_swiglu, dim3(grid_for(n, 256)), dim3(256), 0, out, g, u, n);
@@ -140,7 +140,7 @@ static __global__ void kernel_quantize_q8(const float *x, int64_t n, cu_q8 q) {
     }
 }
 
-void cu_quantize_q8(cu_state *S, const float *x, int64_t n, const cu_q8 *q) {
+void cu_quantize_q8(cu_ctx *S, const float *x, int64_t n, const cu_q8 *q) {
     cu_launch(S, "quantize_q8", kernel_quantize_q8, dim3(grid_for(n / 4, 256)), dim3(256), 0, x, n, *q);
 }
 
@@ -153,7 +153,7 @@ static __global__ void kernel_to_f16(__half *dst, const float *x, int K, int Kp)
         dst[(int64_t)t * Kp + i] = __float2half_rn(i < K ? x[(int64_t)t * K + i] : 0.0f);
 }
 
-void cu_to_f16(cu_state *S, __half *dst, const float *x, int n, int K, int Kp) {
+void cu_to_f16(cu_ctx *S, __half *dst, const float *x, int n, int K, int Kp) {
     dim3 grid((Kp + 255) / 256 < 32 ? (Kp + 255) / 256 : 32, n);
     cu_launch(S, "to_f16", kernel_to_f16, grid, dim3(256), 0, dst, x, K, Kp);
 }
@@ -179,7 +179,7 @@ static __global__ void kernel_dequant_f16(__half *dst, const uint8_t *w, int64_t
     }
 }
 
-void cu_dequant_f16(cu_state *S, __half *dst, const mf_weight *w, int64_t r0, int64_t nr, int Kp) {
+void cu_dequant_f16(cu_ctx *S, __half *dst, const mf_weight *w, int64_t r0, int64_t nr, int Kp) {
     const qtype_traits *tr = qtype_get(w->type);
     const int K = (int)w->cols, nb = (int)(w->cols / tr->blck);
     const int64_t stride = cu_row_stride(w->type, w->cols);
@@ -239,13 +239,13 @@ static __global__ void kernel_repack(uint8_t *dst, const uint8_t *src, int64_t s
     }
 }
 
-void cu_repack(cu_state *S, void *dst, const void *src, uint32_t type, int64_t cols, int64_t nrows) {
+void cu_repack(cu_ctx *S, void *dst, const void *src, uint32_t type, int64_t cols, int64_t nrows) {
     const qtype_traits *tr = qtype_get(type);
     const int nb = (int)(cols / tr->blck);
     const int64_t ss = (int64_t)nb * tr->type_size, ds = cu_row_stride(type, cols);
     /* grid.y is limited to 65535: the caller passes chunks of rows. */
     dim3 grid((nb + 127) / 128, (unsigned)nrows);
-#define CALL(T) kernel_repack<T><<<grid, 128, 0, cu_stream(S)>>>((uint8_t *)dst, (const uint8_t *)src, ss, ds, nb)
+#define CALL(T) kernel_repack<T><<<grid, 128, 0, S->stream>>>((uint8_t *)dst, (const uint8_t *)src, ss, ds, nb)
     CU_DQ_DISPATCH(type, CALL)
 #undef CALL
     CU_LAUNCHED(S, "repack");

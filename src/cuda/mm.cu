@@ -126,7 +126,7 @@ kernel_gemm_f16(float *out, int ldo, const __half *A, const __half *B, const flo
         }
 }
 
-void cu_gemm_f16(cu_state *S, float *out, int ldo, const __half *A, const __half *B, const float *bias, int M, int N,
+void cu_gemm_f16(cu_ctx *S, float *out, int ldo, const __half *A, const __half *B, const float *bias, int M, int N,
                  int Kp) {
     dim3 grid((N + MM_BN - 1) / MM_BN, (M + MM_BM - 1) / MM_BM);
     cu_launch(S, "gemm_f16", kernel_gemm_f16, grid, dim3(MM_THREADS), 0, out, ldo, A, B, bias, M, N, Kp);

@@ -44,12 +44,13 @@
 
 #define MMV_WARPS 4
 
-int cu_num_sms(const cu_state *S);
-/* The GEMV variant: 1 = v1 (one row per warp), 2 = pp (persistent ping-pong),
- * 3 = xs/xst by size (mmv_q8_launch), 4 = xst wherever it applies; per_sm_cap caps the
- * persistent grids' blocks per SM (0 = default); xst_bytes: variant 3 takes xst
- * for launches of at least this many weight bytes (-1: never, no sm_90 code). */
-int cu_gemv_variant(const cu_state *S, int *per_sm_cap, int64_t *xst_bytes);
+/* The launch policy, read from the context (common.cuh cu_ctx): launches of at least
+ * xst_bytes weight bytes take the TMA ring (path tma-ring; the backend sets -1 where the
+ * device runs no sm_90 code or its shared memory cannot hold the ring); wide rows take
+ * xst2 there (path wide-ring), else xs2 where 3 of its blocks fit on an SM, else pp;
+ * tune.gemv_per_sm caps the persistent grids' blocks per SM (0: what fits). */
+static inline int64_t mmv_xst_bytes(const cu_ctx *S) { return S->on[CU_PATH_TMA_RING] ? S->tune.xst_bytes : -1; }
+static inline int mmv_wide_ring(const cu_ctx *S) { return S->on[CU_PATH_WIDE_RING] && mmv_xst_bytes(S) >= 0; }
 
 static __device__ __forceinline__ int dp4a(int a, int b, int c) {
 #if defined(__CUDA_ARCH__)
@@ -243,7 +244,7 @@ static int mmv_occupancy(Kern k, int threads) {
 
 /* Blocks of a persistent grid: enough for every row (rows_per_block each), at most
  * what fits at once (per_sm blocks per SM, capped by per_sm_cap when > 0). */
-static inline int mmv_persist_blocks(cu_state *S, const cu_mmv_args *a, int rows_per_block, int per_sm,
+static inline int mmv_persist_blocks(cu_ctx *S, const cu_mmv_args *a, int rows_per_block, int per_sm,
                                      int per_sm_cap) {
     const int blocks = (mmv_total(*a) + rows_per_block - 1) / rows_per_block;
     if (per_sm_cap > 0 && per_sm > per_sm_cap) per_sm = per_sm_cap;
@@ -345,7 +346,7 @@ static void mmv_pp_prepare() {
 }
 
 template <typename U, int NC>
-static void mmv_pp_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
+static void mmv_pp_launch(cu_ctx *S, const cu_mmv_args *a, const char *name) {
     const int blocks = mmv_persist_blocks(S, a, MMV_WARPS, mmv_pp_occupancy<U, NC>(), 0);
     cu_launch(S, name, kernel_mmv_q8_pp<U, NC>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
 }
@@ -470,7 +471,7 @@ static inline int mmv_xs_upl(int nu, int ncols) {
     return nu <= 32 ? 1 : nu <= 64 ? 2 : nu <= 128 ? 4 : 0;
 }
 template <typename U, int UPL>
-static void mmv_xs_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+static void mmv_xs_launch(cu_ctx *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
     const int blocks = mmv_persist_blocks(S, a, MMV_WARPS, mmv_xs_occupancy<U, UPL>(), per_sm_cap);
     cu_launch(S, name, kernel_mmv_xs<U, UPL>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
 }
@@ -567,7 +568,7 @@ static inline int mmv_xs2_upl(int nu, int ncols) {
     return (nu + 1) / 2 <= 96 ? 3 : 4;
 }
 template <typename U, int UPL>
-static void mmv_xs2_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+static void mmv_xs2_launch(cu_ctx *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
     const int blocks = mmv_persist_blocks(S, a, MMV_WARPS / 2, mmv_xs2_occupancy<U, UPL>(), per_sm_cap);
     cu_launch(S, name, kernel_mmv_xs2<U, UPL>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
 }
@@ -917,7 +918,6 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
 #define MMV_XST_SMEM (96 * 1024 + 1024)
 #define MMV_XST_SMEM_MAX (112 * 1024 + 1024)
 #define MMV_XST_PERSM 2
-int cu_xst_depth(const cu_state *S);
 /* Lets kernel k take the most dynamic shared memory a ring may use on this device:
  * MMV_XST_SMEM_MAX, or the device's per-block opt-in limit (less 1 KB for static
  * shared memory) where that is lower. Returns the limit, 0 if refused. */
@@ -970,8 +970,6 @@ static int mmv_ring_per_sm(int threads, size_t smem) {
     }
     return per_sm;
 }
-int cu_ring_pairs(const cu_state *S); /* MINFER_CUDA_RING_PAIRS: 1 xsg, 2 xst, 4 xstm, 8 xst2 (two rows a step) */
-void cu_count_pairs(cu_state *S);      /* MINFER_CUDA_VERBOSE prints the count at the end */
 /* 1 when the two-rows-a-step kernel P spills no more than the one-row kernel O (local
  * memory per thread, sm_90a: xsg of q5_K and q6_K at 2 units a lane, 24-32 bytes, where
  * the one-row kernel has none; q4_K's, the measured one, none), looked up once (the
@@ -1006,23 +1004,23 @@ static void mmv_xst_prepare() {
 }
 /* (PAIR: two rows a step, unless that kernel spills more than the one-row one) */
 template <typename U, int UPL, bool PAIR>
-static int mmv_xst_launch_form(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+static int mmv_xst_launch_form(cu_ctx *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
     if constexpr (PAIR)
         if (!mmv_pair_ok<kernel_mmv_xst<U, UPL, true>, kernel_mmv_xst<U, UPL>>())
             return mmv_xst_launch_form<U, UPL, false>(S, a, name, per_sm_cap);
     const int depth =
-        mmv_ring_depth(cu_xst_depth(S), MMV_XST_WARPS, a->stride, mmv_ring_limit<kernel_mmv_xst<U, UPL, PAIR>>());
+        mmv_ring_depth(S->tune.xst_depth, MMV_XST_WARPS, a->stride, mmv_ring_limit<kernel_mmv_xst<U, UPL, PAIR>>());
     if (!depth) return 0;
     const size_t smem = mmv_ring_smem(MMV_XST_WARPS, depth, a->stride);
     const int blocks =
         mmv_persist_blocks(S, a, MMV_XST_WARPS, per_sm_cap > 0 ? per_sm_cap : MMV_XST_PERSM, 0);
     cu_launch(S, name, kernel_mmv_xst<U, UPL, PAIR>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth);
-    if (PAIR) cu_count_pairs(S);
+    if (PAIR) S->n.pairs++;
     return 1;
 }
 template <typename U, int UPL>
-static int mmv_xst_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    return cu_ring_pairs(S) & 2 ? mmv_xst_launch_form<U, UPL, true>(S, a, name, per_sm_cap)
+static int mmv_xst_launch(cu_ctx *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+    return S->on[CU_PATH_RING_PAIRS] ? mmv_xst_launch_form<U, UPL, true>(S, a, name, per_sm_cap)
                                 : mmv_xst_launch_form<U, UPL, false>(S, a, name, per_sm_cap);
 }
 
@@ -1176,8 +1174,6 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32, PAIR ? 2 : 0)
     trace_end();
 #endif
 }
-void cu_count_xstm(cu_state *S); /* MINFER_CUDA_VERBOSE prints the count at the end */
-int cu_xstm_stage(const cu_state *S); /* MINFER_CUDA_XSTM_STAGE: the second type's activations via shared memory */
 template <typename U1, typename U2>
 static void mmv_xstm_prepare() {
     mmv_ring_prepare_forms<kernel_mmv_xstm<U1, U2, 1>, kernel_mmv_xstm<U1, U2, 1, true>>();
@@ -1186,33 +1182,33 @@ static void mmv_xstm_prepare() {
 }
 /* (PAIR: two rows a step, unless that kernel spills more than the one-row one) */
 template <typename U1, typename U2, int UPL, bool PAIR>
-static int mmv_xstm_launch_form(cu_state *S, const cu_mmv_args *a, const char *name) {
+static int mmv_xstm_launch_form(cu_ctx *S, const cu_mmv_args *a, const char *name) {
     if constexpr (PAIR)
         if (!mmv_pair_ok<kernel_mmv_xstm<U1, U2, UPL, true>, kernel_mmv_xstm<U1, U2, UPL>>())
             return mmv_xstm_launch_form<U1, U2, UPL, false>(S, a, name);
     const int64_t smax = a->stride > a->stride2 ? a->stride : a->stride2;
     const int lim = mmv_ring_limit<kernel_mmv_xstm<U1, U2, UPL, PAIR>>();
     const size_t xl = cu_xl_bytes(a->K); /* (stage: the second type's activations) */
-    const int stage = cu_xstm_stage(S) && mmv_has_xl<U2>::value && (int64_t)xl <= lim;
-    const int depth = mmv_ring_depth(cu_xst_depth(S), MMV_XST_WARPS, smax, stage ? lim - (int)xl - 128 : lim);
+    const int stage = S->on[CU_PATH_XSTM_STAGED] && mmv_has_xl<U2>::value && (int64_t)xl <= lim;
+    const int depth = mmv_ring_depth(S->tune.xst_depth, MMV_XST_WARPS, smax, stage ? lim - (int)xl - 128 : lim);
     if (!depth) return 0;
     const size_t smem = stage ? mmv_xstm_stage_off(depth, smax) + xl : mmv_ring_smem(MMV_XST_WARPS, depth, smax);
     const int blocks = mmv_persist_blocks(S, a, MMV_XST_WARPS, MMV_XST_PERSM, 0);
-    cu_count_xstm(S);
+    S->n.xstm++;
     cu_launch(S, name, kernel_mmv_xstm<U1, U2, UPL, PAIR>, dim3(blocks), dim3(MMV_XST_WARPS * 32), smem, *a, depth,
               stage);
-    if (PAIR) cu_count_pairs(S);
+    if (PAIR) S->n.pairs++;
     return 1;
 }
 template <typename U1, typename U2, int UPL>
-static int mmv_xstm_launch_upl(cu_state *S, const cu_mmv_args *a, const char *name) {
-    return cu_ring_pairs(S) & 4 ? mmv_xstm_launch_form<U1, U2, UPL, true>(S, a, name)
+static int mmv_xstm_launch_upl(cu_ctx *S, const cu_mmv_args *a, const char *name) {
+    return S->on[CU_PATH_RING_PAIRS] ? mmv_xstm_launch_form<U1, U2, UPL, true>(S, a, name)
                                 : mmv_xstm_launch_form<U1, U2, UPL, false>(S, a, name);
 }
 /* Launches xstm when the launch is one column of exactly three matrices, its units per
  * lane fit xs, and the ring fits; else 0. */
 template <typename U1, typename U2>
-static int mmv_xstm_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
+static int mmv_xstm_launch(cu_ctx *S, const cu_mmv_args *a, const char *name) {
     if (a->ncols != 1 || a->nmat != 3 || a->stride2 <= 0) return 0;
     const int upl = mmv_xs_upl(a->K / U1::QK * U1::UPB, 1);
     if (upl == 1) return mmv_xstm_launch_upl<U1, U2, 1>(S, a, name);
@@ -1246,7 +1242,6 @@ static int mmv_xstm_launch(cu_state *S, const cu_mmv_args *a, const char *name) 
  * with the SwiGLU kernel; 698.6-701.0 with the ring of 3 and the early rows. */
 #define MMV_XSG_WARPS 16
 #define MMV_XSG_MAXG 16 /* groups per block (the launcher refuses more) */
-int cu_xsg_depth(const cu_state *S);
 /* The end of an xsg warp's group gi (its last row's sum just taken; lane k holds row k's
  * sum v, gate rows then up rows): its SwiGLU outputs into the block's hs, the gate and up
  * outputs, and the last warp of the block to arrive writes the group's h and its q8. */
@@ -1362,7 +1357,7 @@ static void mmv_xsg_prepare() {
 /* The grid of an xsg or xsgs launch: per_sm blocks per SM, at most one per 32-output
  * group; 0 (refused) where a block would get more groups than MMV_XSG_MAXG (their
  * shared-memory arrays). */
-static inline int mmv_xsg_blocks(cu_state *S, const cu_mmv_args *a, int per_sm) {
+static inline int mmv_xsg_blocks(cu_ctx *S, const cu_mmv_args *a, int per_sm) {
     const int ng = a->rows[0] / 32;
     int blocks = per_sm * cu_num_sms(S);
     if (blocks > ng) blocks = ng;
@@ -1370,12 +1365,12 @@ static inline int mmv_xsg_blocks(cu_state *S, const cu_mmv_args *a, int per_sm) 
 }
 /* (PAIR as mmv_xst_launch_form's) */
 template <typename U, int UPL, bool PAIR>
-static int mmv_xsg_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
+static int mmv_xsg_launch_upl(cu_ctx *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
     if constexpr (PAIR)
         if (!mmv_pair_ok<kernel_mmv_xsg<U, UPL, true>, kernel_mmv_xsg<U, UPL>>())
             return mmv_xsg_launch_upl<U, UPL, false>(S, a, h, hq, name);
     const int depth =
-        mmv_ring_depth(cu_xsg_depth(S), MMV_XSG_WARPS, a->stride, mmv_ring_limit<kernel_mmv_xsg<U, UPL, PAIR>>());
+        mmv_ring_depth(S->tune.xsg_depth, MMV_XSG_WARPS, a->stride, mmv_ring_limit<kernel_mmv_xsg<U, UPL, PAIR>>());
     if (!depth) return 0;
     const size_t smem = mmv_ring_smem(MMV_XSG_WARPS, depth, a->stride);
     const int per_sm = mmv_ring_per_sm<kernel_mmv_xsg<U, UPL, PAIR>>(MMV_XSG_WARPS * 32, smem);
@@ -1383,7 +1378,7 @@ static int mmv_xsg_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const
     const int blocks = mmv_xsg_blocks(S, a, per_sm);
     if (!blocks) return 0;
     cu_launch(S, name, kernel_mmv_xsg<U, UPL, PAIR>, dim3(blocks), dim3(MMV_XSG_WARPS * 32), smem, *a, h, *hq, depth);
-    if (PAIR) cu_count_pairs(S);
+    if (PAIR) S->n.pairs++;
     return 1;
 }
 /* One ring per block whose rows any free warp takes (xsgs): NS whole-row slots
@@ -1450,7 +1445,6 @@ struct sring {
  * gate+up span per layer 14.37 us against 15.38, its last block ending 13.2 us after the
  * release instead of 14.4-15.2 (block timeline; bench/RESULTS.md). */
 #define XSGS_SLOTS (MMV_XSG_WARPS * MMV_XSG_DEPTH)
-int cu_xsg_shared(const cu_state *S);
 template <typename U, int UPL>
 static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
     kernel_mmv_xsgs(cu_mmv_args a, float *h, cu_q8 hq) {
@@ -1528,7 +1522,7 @@ static void mmv_xsgs_prepare() {
 /* One kernel_mmv_xsgs launch where its ring fits; else 0 (nothing launched). Always two
  * rows a step (MINFER_CUDA_RING_PAIRS and MINFER_CUDA_XSG_DEPTH are xsg's). */
 template <typename U, int UPL>
-static int mmv_xsgs_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
+static int mmv_xsgs_launch_upl(cu_ctx *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
     const size_t smem = mmv_ring_smem(1, XSGS_SLOTS, a->stride);
     const int lim = mmv_ring_limit<kernel_mmv_xsgs<U, UPL>>();
     if (lim <= 0 || smem > (size_t)lim) return 0;
@@ -1545,24 +1539,22 @@ static int mmv_xsgs_launch_upl(cu_state *S, const cu_mmv_args *a, float *h, cons
  * multiple of 32, no bias or add, rows that fit xs, a ring that fits, the xst size under
  * variant 3); else 0 and nothing is launched. */
 template <typename U>
-static int mmv_xsg_launch(cu_state *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
-    int per_sm_cap = 0;
-    int64_t xst_bytes = -1;
-    const int v = cu_gemv_variant(S, &per_sm_cap, &xst_bytes);
+static int mmv_xsg_launch(cu_ctx *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
+    const int64_t xst_bytes = mmv_xst_bytes(S);
     const int64_t bytes = (int64_t)mmv_total(*a) * a->stride;
-    if (xst_bytes < 0 || !(v == 4 || (v == 3 && bytes >= xst_bytes))) return 0;
+    if (xst_bytes < 0 || bytes < xst_bytes) return 0;
     if (a->ncols != 1 || a->nmat != 2 || a->rows[0] != a->rows[1] || a->rows[0] % 32 || a->accum || a->bias[0] ||
         a->bias[1])
         return 0;
     const int upl = mmv_xs_upl(a->K / U::QK * U::UPB, 1);
-    if (cu_xsg_shared(S)) {
+    if (S->on[CU_PATH_XSG_SHARED]) {
         const int done = upl == 1   ? mmv_xsgs_launch_upl<U, 1>(S, a, h, hq, name)
                          : upl == 2 ? mmv_xsgs_launch_upl<U, 2>(S, a, h, hq, name)
                          : upl == 4 ? mmv_xsgs_launch_upl<U, 4>(S, a, h, hq, name)
                                     : 0;
         if (done) return 2;
     }
-    const bool pair = cu_ring_pairs(S) & 1;
+    const bool pair = S->on[CU_PATH_RING_PAIRS];
     if (upl == 1)
         return pair ? mmv_xsg_launch_upl<U, 1, true>(S, a, h, hq, name) : mmv_xsg_launch_upl<U, 1, false>(S, a, h, hq, name);
     if (upl == 2)
@@ -1584,7 +1576,6 @@ static int mmv_xsg_launch(cu_state *S, const cu_mmv_args *a, float *h, const cu_
  * pp's 14.6; tg128 on the 7B 518.7 vs 495.8 tok/s (bench/RESULTS.md, 2026-11-29).
  * By default two rows a step, the pair meeting once per two rows (PAIR, below). */
 #define MMV_XST2_WARPS 4
-void cu_count_xst2(cu_state *S); /* MINFER_CUDA_VERBOSE prints the count at the end */
 
 template <typename U, int UPL, bool PAIR = false>
 static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu_mmv_args a, int depth) {
@@ -1709,11 +1700,11 @@ static void mmv_xst2_prepare() {
  * + 1: the rows in flight while a step computes), unless that kernel spills more than
  * the one-row one (none does, sm_90a). */
 template <typename U, int UPL, bool PAIR>
-static int mmv_xst2_launch_form(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+static int mmv_xst2_launch_form(cu_ctx *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
     if constexpr (PAIR)
         if (!mmv_pair_ok<kernel_mmv_xst2<U, UPL, true>, kernel_mmv_xst2<U, UPL>>())
             return mmv_xst2_launch_form<U, UPL, false>(S, a, name, per_sm_cap);
-    const int depth = mmv_ring_depth(cu_xst_depth(S) + (PAIR ? 1 : 0), MMV_XST2_WARPS / 2, a->stride,
+    const int depth = mmv_ring_depth(S->tune.xst_depth + (PAIR ? 1 : 0), MMV_XST2_WARPS / 2, a->stride,
                                      mmv_ring_limit<kernel_mmv_xst2<U, UPL, PAIR>>());
     if (!depth) return 0;
     const size_t smem = mmv_ring_smem(MMV_XST2_WARPS / 2, depth, a->stride);
@@ -1721,52 +1712,48 @@ static int mmv_xst2_launch_form(cu_state *S, const cu_mmv_args *a, const char *n
     if (!per_sm) return 0;
     const int blocks = mmv_persist_blocks(S, a, MMV_XST2_WARPS / 2, per_sm, per_sm_cap);
     cu_launch(S, name, kernel_mmv_xst2<U, UPL, PAIR>, dim3(blocks), dim3(MMV_XST2_WARPS * 32), smem, *a, depth);
-    cu_count_xst2(S);
-    if (PAIR) cu_count_pairs(S);
+    S->n.xst2++;
+    if (PAIR) S->n.pairs++;
     return 1;
 }
 template <typename U, int UPL>
-static int mmv_xst2_launch(cu_state *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
-    return cu_ring_pairs(S) & 8 ? mmv_xst2_launch_form<U, UPL, true>(S, a, name, per_sm_cap)
+static int mmv_xst2_launch(cu_ctx *S, const cu_mmv_args *a, const char *name, int per_sm_cap) {
+    return S->on[CU_PATH_RING_PAIRS] ? mmv_xst2_launch_form<U, UPL, true>(S, a, name, per_sm_cap)
                                 : mmv_xst2_launch_form<U, UPL, false>(S, a, name, per_sm_cap);
 }
 
 /* One-column rows of 129..256 units under variants 3/4: 0 pp; 1 xs2 where it fits 3
  * blocks per SM, else pp; 2 xst2 first on sm_90+ (for launches xst would take),
  * else as 1: the default (MINFER_CUDA_GEMV_WIDE=0|1|2). */
-int cu_gemv_wide(const cu_state *S);
 
 /* Host-side set-up of one unit type for a variant (occupancy lookups, shared
  * memory attributes), ahead of any graph capture. Variants 3 and 4 use pp too. */
 template <typename U>
-static void mmv_prepare_unit(int variant) {
-    if (variant >= 2) mmv_pp_prepare<U>();
-    if (variant >= 3) {
-        mmv_xs_prepare<U>();
-        mmv_xst_prepare<U>();
-        mmv_xs2_prepare<U>();
-        mmv_xst2_prepare<U>();
-    }
+static void mmv_prepare_unit() {
+    mmv_pp_prepare<U>();
+    mmv_xs_prepare<U>();
+    mmv_xst_prepare<U>();
+    mmv_xs2_prepare<U>();
+    mmv_xst2_prepare<U>();
 }
 
 template <typename U>
-static void mmv_q8_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
-    int per_sm_cap = 0;
-    int64_t xst_bytes = -1;
-    const int v = cu_gemv_variant(S, &per_sm_cap, &xst_bytes);
+static void mmv_q8_launch(cu_ctx *S, const cu_mmv_args *a, const char *name) {
+    const int per_sm_cap = S->tune.gemv_per_sm;
+    const int64_t xst_bytes = mmv_xst_bytes(S);
     const int64_t launch_bytes = (int64_t)mmv_total(*a) * a->stride;
-    if (v == 4 || (v == 3 && xst_bytes >= 0 && launch_bytes >= xst_bytes)) {
+    if (xst_bytes >= 0 && launch_bytes >= xst_bytes) {
         const int upl = mmv_xs_upl(a->K / U::QK * U::UPB, a->ncols);
         if (upl == 1 && mmv_xst_launch<U, 1>(S, a, name, per_sm_cap)) return;
         if (upl == 2 && mmv_xst_launch<U, 2>(S, a, name, per_sm_cap)) return;
         if (upl == 4 && mmv_xst_launch<U, 4>(S, a, name, per_sm_cap)) return;
-        if (cu_gemv_wide(S) == 2) {
+        if (mmv_wide_ring(S)) {
             const int upl2 = mmv_xs2_upl(a->K / U::QK * U::UPB, a->ncols);
             if (upl2 == 3 && mmv_xst2_launch<U, 3>(S, a, name, per_sm_cap)) return;
             if (upl2 == 4 && mmv_xst2_launch<U, 4>(S, a, name, per_sm_cap)) return;
         }
     }
-    if (v == 3 || v == 4) {
+    {
         const int upl = mmv_xs_upl(a->K / U::QK * U::UPB, a->ncols);
         if (upl == 1) return mmv_xs_launch<U, 1>(S, a, name, per_sm_cap);
         if (upl == 2) return mmv_xs_launch<U, 2>(S, a, name, per_sm_cap);
@@ -1774,7 +1761,7 @@ static void mmv_q8_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
         /* xs2 only where 3 or more of its blocks fit on an SM: 11008-wide ffn_down,
          * lab of 2026-11-29, us xs2 / pp: q4_K 13.6 / 15.0 (168 registers, 3 blocks),
          * q6_K 17.4 / 14.6 (208 registers, 2 blocks) */
-        if (cu_gemv_wide(S)) {
+        {
             const int upl2 = mmv_xs2_upl(a->K / U::QK * U::UPB, a->ncols);
             if (upl2 == 3 && mmv_xs2_occupancy<U, 3>() >= 3) return mmv_xs2_launch<U, 3>(S, a, name, per_sm_cap);
             if (upl2 == 4 && mmv_xs2_occupancy<U, 4>() >= 3) return mmv_xs2_launch<U, 4>(S, a, name, per_sm_cap);
@@ -1784,7 +1771,7 @@ static void mmv_q8_launch(cu_state *S, const cu_mmv_args *a, const char *name) {
      * in registers) or several columns: one column goes to pp, which measured
      * 12-18% faster than v1 on the 11008-wide ffn_down (lab, 2026-11-29), several
      * columns to v1. The notice counts the matrices that leave xs. */
-    if (v == 2 || (v >= 3 && a->ncols == 1)) {
+    if (a->ncols == 1) {
         if (a->ncols <= 1) mmv_pp_launch<U, 1>(S, a, name);
         else if (a->ncols <= 2) mmv_pp_launch<U, 2>(S, a, name);
         else if (a->ncols <= 4) mmv_pp_launch<U, 4>(S, a, name);

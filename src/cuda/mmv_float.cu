@@ -80,7 +80,7 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_f(cu_mmv_arg
 }
 
 template <int T, bool VEC>
-static void mmv_f_launch(cu_state *S, const cu_mmv_args *a) {
+static void mmv_f_launch(cu_ctx *S, const cu_mmv_args *a) {
     dim3 grid((mmv_total(*a) + MMV_WARPS - 1) / MMV_WARPS), block(MMV_WARPS * 32);
     if (a->ncols <= 1) cu_launch(S, "mmv_f", kernel_mmv_f<T, VEC, 1>, grid, block, 0, *a);
     else if (a->ncols <= 2) cu_launch(S, "mmv_f", kernel_mmv_f<T, VEC, 2>, grid, block, 0, *a);
@@ -88,7 +88,7 @@ static void mmv_f_launch(cu_state *S, const cu_mmv_args *a) {
     else cu_launch(S, "mmv_f", kernel_mmv_f<T, VEC, 8>, grid, block, 0, *a);
 }
 
-void cu_mmv_f(cu_state *S, uint32_t type, const cu_mmv_args *a) {
+void cu_mmv_f(cu_ctx *S, uint32_t type, const cu_mmv_args *a) {
     switch (type) {
     case QTYPE_F32:
         if (a->K % 4 == 0) mmv_f_launch<QTYPE_F32, true>(S, a);

@@ -119,7 +119,7 @@ struct unit_q6k {
     }
 };
 
-void cu_mmv_q8_kquant(cu_state *S, uint32_t type, const cu_mmv_args *a) {
+void cu_mmv_q8_kquant(cu_ctx *S, uint32_t type, const cu_mmv_args *a) {
     switch (type) {
     case QTYPE_Q4_K: mmv_q8_launch<unit_k45<false>>(S, a, "mmv_q4_K"); break;
     case QTYPE_Q5_K: mmv_q8_launch<unit_k45<true>>(S, a, "mmv_q5_K"); break;
@@ -128,23 +128,21 @@ void cu_mmv_q8_kquant(cu_state *S, uint32_t type, const cu_mmv_args *a) {
     }
 }
 
-void cu_mmv_prepare_kquant(int variant) {
-    mmv_prepare_unit<unit_k45<false>>(variant);
-    mmv_prepare_unit<unit_k45<true>>(variant);
-    mmv_prepare_unit<unit_q6k>(variant);
-    if (variant >= 3) {
-        mmv_xstm_prepare<unit_k45<false>, unit_q6k>();
-        mmv_xstm_prepare<unit_k45<true>, unit_q6k>();
-        mmv_xsg_prepare<unit_k45<false>>();
-        mmv_xsg_prepare<unit_k45<true>>();
-        mmv_xsg_prepare<unit_q6k>();
-        mmv_xsgs_prepare<unit_k45<false>>();
-        mmv_xsgs_prepare<unit_k45<true>>();
-        mmv_xsgs_prepare<unit_q6k>();
-    }
+void cu_mmv_prepare_kquant(void) {
+    mmv_prepare_unit<unit_k45<false>>();
+    mmv_prepare_unit<unit_k45<true>>();
+    mmv_prepare_unit<unit_q6k>();
+    mmv_xstm_prepare<unit_k45<false>, unit_q6k>();
+    mmv_xstm_prepare<unit_k45<true>, unit_q6k>();
+    mmv_xsg_prepare<unit_k45<false>>();
+    mmv_xsg_prepare<unit_k45<true>>();
+    mmv_xsg_prepare<unit_q6k>();
+    mmv_xsgs_prepare<unit_k45<false>>();
+    mmv_xsgs_prepare<unit_k45<true>>();
+    mmv_xsgs_prepare<unit_q6k>();
 }
 
-int cu_mmv_q8_swiglu(cu_state *S, uint32_t type, const cu_mmv_args *a, float *h, const cu_q8 *hq) {
+int cu_mmv_q8_swiglu(cu_ctx *S, uint32_t type, const cu_mmv_args *a, float *h, const cu_q8 *hq) {
     switch (type) {
     case QTYPE_Q4_K: return mmv_xsg_launch<unit_k45<false>>(S, a, h, hq, "mmv_q4_K+swiglu");
     case QTYPE_Q5_K: return mmv_xsg_launch<unit_k45<true>>(S, a, h, hq, "mmv_q5_K+swiglu");
@@ -157,12 +155,10 @@ int cu_mmv_mixed_supported(uint32_t t1, uint32_t t2) {
     return (t1 == QTYPE_Q4_K || t1 == QTYPE_Q5_K) && t2 == QTYPE_Q6_K;
 }
 
-void cu_mmv_q8_mixed(cu_state *S, uint32_t t1, uint32_t t2, const cu_mmv_args *a) {
-    int per_sm_cap = 0;
-    int64_t xst_bytes = -1;
-    const int v = cu_gemv_variant(S, &per_sm_cap, &xst_bytes);
+void cu_mmv_q8_mixed(cu_ctx *S, uint32_t t1, uint32_t t2, const cu_mmv_args *a) {
+    const int64_t xst_bytes = mmv_xst_bytes(S);
     const int64_t bytes = (int64_t)(a->rows[0] + a->rows[1]) * a->stride + (int64_t)a->rows[2] * a->stride2;
-    if (cu_mmv_mixed_supported(t1, t2) && xst_bytes >= 0 && (v == 4 || (v == 3 && bytes >= xst_bytes))) {
+    if (cu_mmv_mixed_supported(t1, t2) && xst_bytes >= 0 && bytes >= xst_bytes) {
         if (t1 == QTYPE_Q4_K && mmv_xstm_launch<unit_k45<false>, unit_q6k>(S, a, "mmv_q4_K+q6_K")) return;
         if (t1 == QTYPE_Q5_K && mmv_xstm_launch<unit_k45<true>, unit_q6k>(S, a, "mmv_q5_K+q6_K")) return;
     }

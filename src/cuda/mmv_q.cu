@@ -4,8 +4,8 @@
  * the 32-bit high-bit word for q5, the f16 scale (and min). */
 #include "mmv.cuh"
 
-void cu_mmv_q8_kquant(cu_state *S, uint32_t type, const cu_mmv_args *a);
-void cu_mmv_prepare_kquant(int variant);
+void cu_mmv_q8_kquant(cu_ctx *S, uint32_t type, const cu_mmv_args *a);
+void cu_mmv_prepare_kquant(void);
 
 /* 4 high bits (one per value) -> bit 4 of 4 bytes. */
 static __device__ __forceinline__ uint32_t spread4(uint32_t b4) { return ((b4 * 0x00204081u) & 0x01010101u) << 4; }
@@ -111,7 +111,7 @@ int cu_mmv_q8_supported(uint32_t type) {
     }
 }
 
-void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a) {
+void cu_mmv_q8(cu_ctx *S, uint32_t type, const cu_mmv_args *a) {
     switch (type) {
     case QTYPE_Q4_0: mmv_q8_launch<unit_q4<QTYPE_Q4_0>>(S, a, "mmv_q4_0"); break;
     case QTYPE_Q4_1: mmv_q8_launch<unit_q4<QTYPE_Q4_1>>(S, a, "mmv_q4_1"); break;
@@ -122,17 +122,16 @@ void cu_mmv_q8(cu_state *S, uint32_t type, const cu_mmv_args *a) {
     }
 }
 
-void cu_mmv_prepare(int variant) {
-    mmv_prepare_unit<unit_q4<QTYPE_Q4_0>>(variant);
-    mmv_prepare_unit<unit_q4<QTYPE_Q4_1>>(variant);
-    mmv_prepare_unit<unit_q4<QTYPE_Q5_0>>(variant);
-    mmv_prepare_unit<unit_q4<QTYPE_Q5_1>>(variant);
-    mmv_prepare_unit<unit_q8_0>(variant);
-    cu_mmv_prepare_kquant(variant);
+void cu_mmv_prepare(void) {
+    mmv_prepare_unit<unit_q4<QTYPE_Q4_0>>();
+    mmv_prepare_unit<unit_q4<QTYPE_Q4_1>>();
+    mmv_prepare_unit<unit_q4<QTYPE_Q5_0>>();
+    mmv_prepare_unit<unit_q4<QTYPE_Q5_1>>();
+    mmv_prepare_unit<unit_q8_0>();
+    cu_mmv_prepare_kquant();
 }
 
 int cu_mmv_xst_smem_need(void) { return MMV_XST_SMEM; }
-int cu_mmv_xst_depth_default(void) { return MMV_XST_DEPTH; }
 
 int cu_mmv_xs_takes(uint32_t type, int K) {
     const int units = type == QTYPE_Q4_K || type == QTYPE_Q5_K || type == QTYPE_Q6_K ? K / 64 : K / 32;

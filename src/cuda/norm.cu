@@ -150,7 +150,7 @@ static __global__ void __launch_bounds__(32) kernel_rmsnorm_warp(float *out, con
     trace_end();
 }
 template <bool Q8>
-static bool launch_warp(cu_state *S, float *out, const float *x, const float *w, int n, int dim, float eps,
+static bool launch_warp(cu_ctx *S, float *out, const float *x, const float *w, int n, int dim, float eps,
                         const cu_q8 &q) {
     const char *name = Q8 ? "rmsnorm_q8_warp" : "rmsnorm_warp";
     const dim3 grid(dim / 128, n), block(32);
@@ -162,15 +162,15 @@ static bool launch_warp(cu_state *S, float *out, const float *x, const float *w,
 }
 
 template <bool ADD, bool Q8>
-static void launch_reg(cu_state *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
+static void launch_reg(cu_ctx *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
                        const cu_q8 &q) {
     /* one token, no add (each warp would add y into the x the others read): lone warps */
-    if (!ADD && n == 1 && cu_norm_warps(S) && launch_warp<Q8>(S, out, x, w, n, dim, eps, q)) return;
+    if (!ADD && n == 1 && S->on[CU_PATH_NORM_WARPS] && launch_warp<Q8>(S, out, x, w, n, dim, eps, q)) return;
     /* threads: up to 1024 (MINFER_CUDA_NORM_THREADS=256|512 for fewer), each with 1,
      * 2 or 4 float4. (Fewer threads per block, so that it co-resides with the xst GEMV
      * blocks ahead of it under PDL, measured slower: 256 -6%, 512 -2% tg128 on the 7B,
      * bench/RESULTS.md; before the ring GEMVs asked for one row ahead of their wait.) */
-    const int n4 = dim / 4, maxt = cu_norm_threads(S);
+    const int n4 = dim / 4, maxt = S->tune.norm_threads;
     const char *name = ADD ? (Q8 ? "add_rmsnorm_q8" : "add_rmsnorm") : (Q8 ? "rmsnorm_q8" : "rmsnorm");
     /* Split rows (MINFER_CUDA_NORM_SPLIT, default 4): the one block of 1024 threads
      * took ~1.4 us from its sum to its last store in the block timeline (trace build),
@@ -179,7 +179,7 @@ static void launch_reg(cu_state *S, float *out, float *x, const float *y, const 
      * rounds, bench/RESULTS.md call 45): split 4 659.83 / 662.15 / 660.53, split 2
      * 657.21 / 655.20 / 655.15, split 8 644.66 / 645.26 / 644.42 (eight reads of the row),
      * one block 653.82 / 653.41 / 653.03. */
-    const int split = cu_norm_split(S);
+    const int split = S->tune.norm_split;
     if (!ADD && split > 1 && n4 % (split * 32) == 0 && n4 / split <= 1024) {
         /* (not with ADD: a block would read x where another already added y) */
         const dim3 grid(n, split), block(n4 / split);
@@ -196,7 +196,7 @@ static void launch_reg(cu_state *S, float *out, float *x, const float *y, const 
     else cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 4>, dim3(n), dim3(threads), 0, out, x, y, w, dim, eps, q);
 }
 
-void cu_rmsnorm(cu_state *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
+void cu_rmsnorm(cu_ctx *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
                 const cu_q8 *q) {
     const int q8 = q && dim % 32 == 0;
     cu_q8 qq = q ? *q : cu_q8{};
@@ -215,64 +215,4 @@ void cu_rmsnorm(cu_state *S, float *out, float *x, const float *y, const float *
     if (y) cu_launch(S, "add_rmsnorm", kernel_rmsnorm<true>, dim3(n), dim3(threads), 0, out, x, y, w, dim, eps);
     else cu_launch(S, "rmsnorm", kernel_rmsnorm<false>, dim3(n), dim3(threads), 0, out, x, y, w, dim, eps);
     if (q8) cu_quantize_q8(S, out, (int64_t)n * dim, q);
-}
-
-/* x += acc * 2^-32, acc = 0, then the norm, for one row: the RMSNorm after the fused
- * attention and o-projection (attn_wo.cu), whose per-head sums arrive in acc as 32.32
- * fixed point. A cluster of up to 4 blocks (rmsnorm_acc_blocks), block c reading,
- * updating and zeroing only its part of x and acc (it is their only reader, so the
- * zeroing races with nothing), the parts' sums of squares exchanged through distributed
- * shared memory and added in the same order by every block. */
-static __global__ void kernel_rmsnorm_acc(float *out, float *x, long long *acc, const float *w, int dim, float eps,
-                                          cu_q8 q) {
-    __shared__ float red[32];
-    __shared__ float part;
-    pdl_trigger();
-    const int i = (int)cluster_rank() * blockDim.x + threadIdx.x; /* this thread's float4 */
-    const float4 g = ((const float4 *)w)[i];
-    pdl_wait();
-    float4 v = ((float4 *)x)[i];
-    longlong2 *ap = (longlong2 *)acc + 2 * i;
-    const longlong2 a0 = ap[0], a1 = ap[1];
-    const float f = 2.3283064365386963e-10f; /* 2^-32 */
-    v.x += __ll2float_rn(a0.x) * f;
-    v.y += __ll2float_rn(a0.y) * f;
-    v.z += __ll2float_rn(a1.x) * f;
-    v.w += __ll2float_rn(a1.y) * f;
-    ((float4 *)x)[i] = v;
-    ap[0] = make_longlong2(0, 0);
-    ap[1] = make_longlong2(0, 0);
-    float ss = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    ss = block_sum(ss, red);
-    if (threadIdx.x == 0) part = ss;
-    cluster_arrive();
-    cluster_wait();
-    float tot = 0.0f;
-    for (int r = 0; r < (int)gridDim.x; r++) tot += cluster_ld(&part, (unsigned)r);
-    cluster_arrive(); /* done with the other blocks' shared memory */
-    const float inv = 1.0f / sqrtf(tot / (float)dim + eps);
-    const float4 r = make_float4(v.x * inv * g.x, v.y * inv * g.y, v.z * inv * g.z, v.w * inv * g.w);
-    ((float4 *)out)[i] = r;
-    q8_store4(q, (int64_t)i * 4, r, 1);
-    cluster_wait();
-    trace_end();
-}
-
-/* Blocks of the cluster for a row of dim: 4, fewer where a block would get less than a
- * warp (whole warps: q8_store4), 0 when dim does not split into whole warps of float4 or
- * needs more than 1024 threads a block. */
-static int rmsnorm_acc_blocks(int dim) {
-    if (dim % 128) return 0;
-    for (int nb = 4; nb >= 1; nb /= 2)
-        if ((dim / 4) % (nb * 32) == 0 && dim / 4 / nb <= 1024) return nb;
-    return 0;
-}
-
-int cu_rmsnorm_acc_fits(int dim) { return rmsnorm_acc_blocks(dim) > 0; }
-
-void cu_rmsnorm_acc(cu_state *S, float *out, float *x, long long *acc, const float *w, int dim, float eps,
-                    const cu_q8 *q) {
-    const int nb = rmsnorm_acc_blocks(dim);
-    cu_launch_ex(S, "rmsnorm_acc_q8", kernel_rmsnorm_acc, dim3(nb), dim3(dim / 4 / nb), 0, nb, out, x, acc, w, dim,
-                 eps, *q);
 }

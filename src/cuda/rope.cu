@@ -20,7 +20,7 @@ static __global__ void kernel_rope(cu_rope_job j0, cu_rope_job j1, const int32_t
     }
 }
 
-void cu_rope(cu_state *S, const cu_rope_job *jobs, int njobs, const int32_t *d_pos, int n, int head_dim,
+void cu_rope(cu_ctx *S, const cu_rope_job *jobs, int njobs, const int32_t *d_pos, int n, int head_dim,
              int rope_dim, float base, int mode, const float2 *cs) {
     int maxh = jobs[0].n_heads;
     if (njobs > 1 && jobs[1].n_heads > maxh) maxh = jobs[1].n_heads;
@@ -38,9 +38,9 @@ static __global__ void kernel_rope_table(float2 *cs, int n_ctx, int rope_dim, fl
         cs[e] = rope_cs(nullptr, (int)(e % half), (int)(e / half), rope_dim, base);
 }
 
-void cu_rope_table(cu_state *S, float2 *cs, int n_ctx, int rope_dim, float base) {
+void cu_rope_table(cu_ctx *S, float2 *cs, int n_ctx, int rope_dim, float base) {
     const int64_t total = (int64_t)n_ctx * (rope_dim / 2);
     const int blocks = (int)((total + 255) / 256 < 4096 ? (total + 255) / 256 : 4096);
-    kernel_rope_table<<<blocks > 0 ? blocks : 1, 256, 0, cu_stream(S)>>>(cs, n_ctx, rope_dim, base);
+    kernel_rope_table<<<blocks > 0 ? blocks : 1, 256, 0, S->stream>>>(cs, n_ctx, rope_dim, base);
     CU_LAUNCHED(S, "rope_table");
 }

@@ -1,17 +1,21 @@
-/* test_cuda_ops.c - every CUDA op against the CPU reference backend's op
- * (cpu_backend_new with MINFER_CPU_DISABLE=avx2: scalar, double accumulation) on fresh
+/* test_cuda_ops.c - every CUDA op and block against the CPU reference backend
+ * (cpu_backend_new with MINFER_CPU_DISABLE=all: scalar, double accumulation) on fresh
  * random inputs, including tail shapes; outputs are poisoned (NaN) first so an
- * unwritten element fails. Error = ||gpu - ref|| / ||ref||.
+ * unwritten element fails. Error = ||gpu - ref|| / ||ref||. The ops run as issued;
+ * the blocks (attention, FFN, logits: src/cuda/blocks.cu, the fused launch sequences)
+ * run against forward.c's composed blocks on the CPU, on one-layer models of the 7B
+ * and GQA shapes with the q4_k_m type mix.
  *
  * Tolerances: the q8-dp4a GEMV quantizes activations to 8 bits (~0.5% per dot),
  * the prefill GEMM rounds both operands to f16 (~5e-4), the KV cache is f16.
- * Under MINFER_CUDA_DP4A=0 the GEMV is f32 and the bound tightens. */
+ * With path q8 off (MINFER_CUDA_DISABLE=q8) the GEMV is f32 and the bound tightens. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../test.h"
 #include "backend.h"
 #include "cuda/backend_cuda.h"
+#include "forward.h"
 #include "model.h"
 #include "quant.h"
 #include "util.h"
@@ -171,134 +175,6 @@ static void test_matmul(env *e, uint32_t t, int rows, int K, const int *ns, int 
     for (int i = 0; i < nn; i++) run_matmul(e, w, nm, i % 3 == 0 ? &bias : NULL, ns[i]);
     for (int i = 0; i < nm; i++) free((void *)w[i].host);
     free((void *)bias.host);
-}
-
-/* q, k of type t1 and v of type t2 on one input, as forward.c issues them (the
- * attention projections of a q4_k_m layer whose attn_v is q6_K): one launch with
- * MINFER_CUDA_GEMV_MIXED (xstm) for one column, else one per type. */
-static void test_matmul_mixed(env *e, uint32_t t1, uint32_t t2, int rows, int K, const int *ns, int nn) {
-    mf_err err = {{0}};
-    mf_weight w[3], bias = make_weight(QTYPE_F32, 1, rows + 6, 0.5f);
-    CHECK(cuda_backend_upload(e->gpu, &bias, &err) == 0, "upload bias: %s", err.msg);
-    for (int i = 0; i < 3; i++) {
-        w[i] = make_weight(i < 2 ? t1 : t2, rows + i * 3, K, 0.05f);
-        CHECK(cuda_backend_upload(e->gpu, &w[i], &err) == 0, "upload %s: %s", qtype_name(w[i].type), err.msg);
-    }
-    for (int i = 0; i < nn; i++) run_matmul(e, w, 3, i % 2 ? &bias : NULL, ns[i]);
-    for (int i = 0; i < 3; i++) free((void *)w[i].host);
-    free((void *)bias.host);
-}
-
-/* The one-token attention-output pattern: y = W1 a; x += y; xb = rmsnorm(x) * g;
- * o = W2 xb (the add folded into W1's GEMV, or with MINFER_CUDA_ADD_GEMV=0 held into
- * the norm kernel), against the CPU. */
-static void test_chain(env *e, uint32_t t, int dim, int k1, int r2) {
-    mf_err err = {{0}};
-    mf_weight w1 = make_weight(t, dim, k1, 0.05f), w2 = make_weight(t, r2, dim, 0.05f);
-    mf_weight g = make_weight(QTYPE_F32, 1, dim, 1.0f);
-    CHECK(cuda_backend_upload(e->gpu, &w1, &err) == 0 && cuda_backend_upload(e->gpu, &w2, &err) == 0 &&
-              cuda_backend_upload(e->gpu, &g, &err) == 0,
-          "upload chain weights: %s", err.msg);
-    float *a = rand_vec((size_t)k1, 1.0f), *x = rand_vec((size_t)dim, 1.0f);
-    float *y = malloc(sizeof(float) * dim), *xb = malloc(sizeof(float) * dim), *o = malloc(sizeof(float) * r2);
-    e->cpu->ops->matmul(e->cpu, y, a, &w1, NULL, 1);
-    float *xd = dev_from(e, x, (size_t)dim), *ad = dev_from(e, a, (size_t)k1);
-    e->cpu->ops->add(e->cpu, x, y, dim);
-    e->cpu->ops->rmsnorm(e->cpu, xb, x, &g, 1, dim, 1e-5f);
-    e->cpu->ops->matmul(e->cpu, o, xb, &w2, NULL, 1);
-    /* one buffer for y and xb, as forward.c has it: the GPU then folds the add into
-     * the first GEMV's store (MINFER_CUDA_ADD_GEMV) and never writes y */
-    float *xbd = dev_poison(e, (size_t)dim), *od = dev_poison(e, (size_t)r2);
-    e->gpu->ops->matmul(e->gpu, xbd, ad, &w1, NULL, 1);
-    e->gpu->ops->add(e->gpu, xd, xbd, dim);
-    e->gpu->ops->rmsnorm(e->gpu, xbd, xd, &g, 1, dim, 1e-5f);
-    e->gpu->ops->matmul(e->gpu, od, xbd, &w2, NULL, 1);
-    float *go = host_of(e, od, (size_t)r2), *gx = host_of(e, xd, (size_t)dim), *gxb = host_of(e, xbd, (size_t)dim);
-    const double eo = nerr(go, o, (size_t)r2), ex = nerr(gx, x, (size_t)dim), exb = nerr(gxb, xb, (size_t)dim);
-    const double tol = dp4a_on ? 2e-2 : 2e-5;
-    CHECK(eo < tol && ex < tol && exb < tol, "chain %s dim %d k1 %d rows %d: err out %.3g x %.3g xb %.3g (tol %.1g)",
-          qtype_name(t), dim, k1, r2, eo, ex, exb, tol);
-    gpu_ok(e, "chain");
-    e->gpu->release(e->gpu, xd);
-    e->gpu->release(e->gpu, ad);
-    e->gpu->release(e->gpu, xbd);
-    e->gpu->release(e->gpu, od);
-    free(a); free(x); free(y); free(xb); free(o); free(go); free(gx); free(gxb);
-    free((void *)w1.host); free((void *)w2.host); free((void *)g.host);
-}
-
-/* The one-token FFN as forward.c issues it: g = Wg xb (+ bias), u = Wu xb,
- * g = silu(g) * u (in place), o = Wd g (gate and up stacked into one launch, the
- * swiglu writing the q8 the down GEMV reads), against the CPU; g (holding the
- * swiglu output) and o are compared. */
-static void test_ffn(env *e, uint32_t t, int dim, int ff, int with_bias) {
-    mf_err err = {{0}};
-    mf_weight wg = make_weight(t, ff, dim, 0.05f), wu = make_weight(t, ff, dim, 0.05f);
-    mf_weight wd = make_weight(t, dim, ff, 0.05f), bias = make_weight(QTYPE_F32, 1, ff, 0.5f);
-    CHECK(cuda_backend_upload(e->gpu, &wg, &err) == 0 && cuda_backend_upload(e->gpu, &wu, &err) == 0 &&
-              cuda_backend_upload(e->gpu, &wd, &err) == 0 && cuda_backend_upload(e->gpu, &bias, &err) == 0,
-          "upload ffn weights: %s", err.msg);
-    const mf_weight *bg = with_bias ? &bias : NULL;
-    float *xb = rand_vec((size_t)dim, 1.0f);
-    float *g = malloc(sizeof(float) * ff), *u = malloc(sizeof(float) * ff), *o = malloc(sizeof(float) * dim);
-    e->cpu->ops->matmul(e->cpu, g, xb, &wg, bg, 1);
-    e->cpu->ops->matmul(e->cpu, u, xb, &wu, NULL, 1);
-    e->cpu->ops->swiglu(e->cpu, g, g, u, ff);
-    e->cpu->ops->matmul(e->cpu, o, g, &wd, NULL, 1);
-    float *xbd = dev_from(e, xb, (size_t)dim);
-    float *gd = dev_poison(e, (size_t)ff), *ud = dev_poison(e, (size_t)ff), *od = dev_poison(e, (size_t)dim);
-    e->gpu->ops->matmul(e->gpu, gd, xbd, &wg, bg, 1);
-    e->gpu->ops->matmul(e->gpu, ud, xbd, &wu, NULL, 1);
-    e->gpu->ops->swiglu(e->gpu, gd, gd, ud, ff);
-    e->gpu->ops->matmul(e->gpu, od, gd, &wd, NULL, 1);
-    float *go = host_of(e, od, (size_t)dim), *gg = host_of(e, gd, (size_t)ff);
-    const double eo = nerr(go, o, (size_t)dim), eg = nerr(gg, g, (size_t)ff);
-    const double tol = dp4a_on ? 2e-2 : 2e-5;
-    CHECK(eo < tol && eg < tol, "ffn %s dim %d ff %d bias %d: err swiglu %.3g out %.3g (tol %.1g)", qtype_name(t),
-          dim, ff, with_bias, eg, eo, tol);
-    gpu_ok(e, "ffn");
-    /* The same on the GPU twice more, into a separate output: once with gate and up as
-     * two launches (an empty get_rows between them flushes the held GEMV, so they do not
-     * stack and no SwiGLU joins them), once as above (stacked; the SwiGLU in the GEMV's
-     * store where xsg takes it, mmv.cuh). Every path sums each row the same way, so gate,
-     * up, the SwiGLU and the down projection must agree bit for bit. */
-    float *d2[4], *d3[4], *h2[4], *h3[4]; /* gate, up, out, down */
-    for (int k = 0; k < 4; k++) {
-        d2[k] = dev_poison(e, (size_t)(k == 3 ? dim : ff));
-        d3[k] = dev_poison(e, (size_t)(k == 3 ? dim : ff));
-    }
-    e->gpu->ops->matmul(e->gpu, d2[0], xbd, &wg, bg, 1);
-    e->gpu->ops->get_rows(e->gpu, d2[1], d2[1], NULL, 0, 1);
-    e->gpu->ops->matmul(e->gpu, d2[1], xbd, &wu, NULL, 1);
-    e->gpu->ops->swiglu(e->gpu, d2[2], d2[0], d2[1], ff);
-    e->gpu->ops->matmul(e->gpu, d2[3], d2[2], &wd, NULL, 1);
-    e->gpu->ops->matmul(e->gpu, d3[0], xbd, &wg, bg, 1);
-    e->gpu->ops->matmul(e->gpu, d3[1], xbd, &wu, NULL, 1);
-    e->gpu->ops->swiglu(e->gpu, d3[2], d3[0], d3[1], ff);
-    e->gpu->ops->matmul(e->gpu, d3[3], d3[2], &wd, NULL, 1);
-    int same = 1;
-    for (int k = 0; k < 4; k++) {
-        const size_t nk = (size_t)(k == 3 ? dim : ff);
-        h2[k] = host_of(e, d2[k], nk);
-        h3[k] = host_of(e, d3[k], nk);
-        if (memcmp(h2[k], h3[k], nk * sizeof(float))) same = 0;
-    }
-    CHECK(same && !memcmp(h3[2], gg, sizeof(float) * ff) && !memcmp(h3[3], go, sizeof(float) * dim),
-          "ffn %s dim %d ff %d bias %d: gate, up, swiglu and down identical with gate/up in one launch and in two",
-          qtype_name(t), dim, ff, with_bias);
-    gpu_ok(e, "ffn (two ways)");
-    for (int k = 0; k < 4; k++) {
-        e->gpu->release(e->gpu, d2[k]);
-        e->gpu->release(e->gpu, d3[k]);
-        free(h2[k]);
-        free(h3[k]);
-    }
-    e->gpu->release(e->gpu, xbd);
-    e->gpu->release(e->gpu, gd);
-    e->gpu->release(e->gpu, ud);
-    e->gpu->release(e->gpu, od);
-    free(xb); free(g); free(u); free(o); free(go); free(gg);
-    free((void *)wg.host); free((void *)wu.host); free((void *)wd.host); free((void *)bias.host);
 }
 
 static void test_embed(env *e, uint32_t t, int vocab, int dim, int n) {
@@ -527,18 +403,185 @@ static void test_attention(int n_head, int n_kv, int hd, int n_seq, const int *s
     env_free(&e);
 }
 
+/* ------------------------------------------------------------------------- */
+/* Blocks                                                                    */
+/* ------------------------------------------------------------------------- */
+/* One layer of weights for the blocks (types: q/k, v, o, gate/up, down; the output
+ * matrix q6_K as q4_k_m has it), uploaded to the GPU; biases on q/k/v when bias. */
+static void layer_weights(env *e, uint32_t tqk, uint32_t tv, uint32_t to, uint32_t tgu, uint32_t td, int bias) {
+    mf_err err = {{0}};
+    const mf_hparams *hp = &e->m.hp;
+    const int dim = hp->n_embd, qd = hp->n_head * hp->head_dim, kvd = hp->n_head_kv * hp->head_dim;
+    mf_layer *L = &e->m.layers[0];
+    L->attn_norm = make_weight(QTYPE_F32, 1, dim, 1.0f);
+    L->ffn_norm = make_weight(QTYPE_F32, 1, dim, 1.0f);
+    L->wq = make_weight(tqk, qd, dim, 0.05f);
+    L->wk = make_weight(tqk, kvd, dim, 0.05f);
+    L->wv = make_weight(tv, kvd, dim, 0.05f);
+    L->wo = make_weight(to, dim, qd, 0.05f);
+    L->w_gate = make_weight(tgu, hp->n_ff, dim, 0.05f);
+    L->w_up = make_weight(tgu, hp->n_ff, dim, 0.05f);
+    L->w_down = make_weight(td, dim, hp->n_ff, 0.05f);
+    if (bias) {
+        L->bq = make_weight(QTYPE_F32, 1, qd, 0.5f);
+        L->bk = make_weight(QTYPE_F32, 1, kvd, 0.5f);
+        L->bv = make_weight(QTYPE_F32, 1, kvd, 0.5f);
+    }
+    e->m.output_norm = make_weight(QTYPE_F32, 1, dim, 1.0f);
+    e->m.output = make_weight(QTYPE_Q6_K, hp->n_vocab, dim, 0.05f);
+    e->m.tok_embd = make_weight(QTYPE_Q4_K, hp->n_vocab, dim, 1.0f);
+    mf_weight *ws[] = {&L->attn_norm, &L->ffn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
+                       &L->w_down, &L->bq, &L->bk, &L->bv, &e->m.output_norm, &e->m.output, &e->m.tok_embd};
+    for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++)
+        if (ws[i]->host)
+            CHECK(cuda_backend_upload(e->gpu, ws[i], &err) == 0, "upload %s: %s", qtype_name(ws[i]->type), err.msg);
+}
+
+static void layer_free(env *e) {
+    mf_layer *L = &e->m.layers[0];
+    mf_weight *ws[] = {&L->attn_norm, &L->ffn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
+                       &L->w_down, &L->bq, &L->bk, &L->bv, &e->m.output_norm, &e->m.output, &e->m.tok_embd};
+    for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++) {
+        free((void *)ws[i]->host);
+        memset(ws[i], 0, sizeof *ws[i]);
+    }
+}
+
+/* x = the same random rows on both sides. */
+static float *blk_x(env *e, mf_forward *fc, mf_forward *fg, int n) {
+    const size_t nx = (size_t)n * e->m.hp.n_embd;
+    float *x = rand_vec(nx, 1.0f);
+    memcpy(fc->x, x, nx * sizeof(float));
+    cuda_backend_h2d(e->gpu, fg->x, x, nx * sizeof(float));
+    return x;
+}
+
+/* One block (0 attention, 1 FFN, 2 logits, 3 embedding) of the batch b through both
+ * sides from the same x; returns the error of x after it (of the logits for 2). */
+static double blk_run(env *e, mf_forward *fc, mf_forward *fg, int which, const mf_batch *b) {
+    const mf_hparams *hp = &e->m.hp;
+    const int n = b->n;
+    const size_t nx = (size_t)n * hp->n_embd;
+    free(blk_x(e, fc, fg, n));
+    double er = 1e30;
+    if (which == 2) {
+        float *lc = malloc(sizeof(float) * n * hp->n_vocab), *lg = malloc(sizeof(float) * n * hp->n_vocab);
+        for (size_t i = 0; i < (size_t)n * hp->n_vocab; i++) lg[i] = NAN;
+        const int nc = forward_composed.logits(e->cpu, fc, b, lc);
+        const int ng = e->gpu->blocks->logits(e->gpu, fg, b, lg);
+        if (nc == ng && nc > 0) er = nerr(lg, lc, (size_t)nc * hp->n_vocab);
+        free(lc);
+        free(lg);
+        return er;
+    }
+    if (which == 0) {
+        forward_composed.attn(e->cpu, fc, 0, b);
+        e->gpu->blocks->attn(e->gpu, fg, 0, b);
+    } else if (which == 1) {
+        forward_composed.ffn(e->cpu, fc, 0, b);
+        e->gpu->blocks->ffn(e->gpu, fg, 0, b);
+    } else {
+        forward_composed.embed(e->cpu, fc, b);
+        e->gpu->blocks->embed(e->gpu, fg, b);
+    }
+    /* (the residual add the GPU may still owe to x is settled by its next block, or by
+     * the download through be->download) */
+    float *got = malloc(nx * sizeof(float));
+    e->gpu->download(e->gpu, got, fg->x, nx * sizeof(float));
+    er = nerr(got, fc->x, nx);
+    free(got);
+    return er;
+}
+
+/* The blocks of one layer against the composed ones: a prefix of `prefix` positions in
+ * prefill chunks of `chunk` tokens (attention blocks: they fill the KV cache), then for
+ * each n of ns a batch of n consecutive tokens (1: a decode step) through the attention,
+ * FFN, logits (every row) and embedding blocks; with n_seq 2, a batch of one token of
+ * each sequence too. */
+static void test_blocks(const char *name, int dim, int ff, int nh, int nkv, int hd, uint32_t tqk, uint32_t tv,
+                        uint32_t to, uint32_t tgu, uint32_t td, int bias, int n_seq, int prefix, int chunk,
+                        const int *ns, int nn) {
+    env e;
+    const int n_ctx = 1024, n_batch = 64;
+    if (env_init(&e, dim, ff, nh, nkv, hd, n_ctx, n_seq, n_batch)) {
+        CHECK(0, "blocks env %s", name);
+        env_free(&e);
+        return;
+    }
+    mf_err err = {{0}};
+    layer_weights(&e, tqk, tv, to, tgu, td, bias);
+    mf_forward fc, fg;
+    if (forward_init(&fc, e.cpu, &e.m, n_ctx, n_seq, n_batch, &err) ||
+        forward_init(&fg, e.gpu, &e.m, n_ctx, n_seq, n_batch, &err)) {
+        CHECK(0, "blocks %s: forward_init: %s", name, err.msg);
+        layer_free(&e);
+        env_free(&e);
+        return;
+    }
+    int32_t tok[64], pos[64], seq[64];
+    double worst = 0;
+    for (int s = 0; s < n_seq; s++)
+        for (int p0 = 0; p0 < prefix; p0 += chunk) {
+            const int n = prefix - p0 < chunk ? prefix - p0 : chunk;
+            for (int i = 0; i < n; i++) tok[i] = 0, pos[i] = p0 + i, seq[i] = s;
+            mf_batch b = {n, tok, pos, seq, NULL};
+            const double er = blk_run(&e, &fc, &fg, 0, &b);
+            if (er > worst) worst = er;
+        }
+    if (prefix) CHECK(worst < 2e-2, "blocks %s: attention over the %d-position prefix: err %.3g", name, prefix, worst);
+    int at = prefix;
+    for (int v = 0; v < nn; v++) {
+        const int n = ns[v];
+        int8_t want[64];
+        for (int i = 0; i < n; i++) {
+            tok[i] = (int32_t)(mf_rng_u64(&rng) % e.m.hp.n_vocab);
+            pos[i] = at + i;
+            seq[i] = 0;
+            want[i] = 1;
+        }
+        mf_batch b = {n, tok, pos, seq, want};
+        const double ea = blk_run(&e, &fc, &fg, 0, &b);
+        const double ef = blk_run(&e, &fc, &fg, 1, &b);
+        const double el = blk_run(&e, &fc, &fg, 2, &b);
+        const double ee = blk_run(&e, &fc, &fg, 3, &b);
+        const int gemm = n > 8;
+        const double tol = gemm ? 1e-2 : dp4a_on ? 2e-2 : 2e-4;
+        CHECK(ea < tol && ef < tol && el < 3 * tol && ee < 1e-6,
+              "blocks %s n %d at %d: err attention %.3g ffn %.3g logits %.3g embed %.3g (tol %.1g)", name, n, at, ea,
+              ef, el, ee, tol);
+        mf_batch b1 = {n, tok, pos, seq, NULL}; /* the last row's logits only (the row gather) */
+        const double el1 = blk_run(&e, &fc, &fg, 2, &b1);
+        CHECK(el1 < 3 * tol, "blocks %s n %d: logits of the last row: err %.3g", name, n, el1);
+        at += n;
+    }
+    if (n_seq > 1) {
+        for (int s = 0; s < n_seq; s++) tok[s] = 1 + s, pos[s] = prefix + s, seq[s] = s;
+        mf_batch b = {n_seq, tok, pos, seq, NULL};
+        const double ea = blk_run(&e, &fc, &fg, 0, &b);
+        CHECK(ea < 2e-2, "blocks %s: one token of each of %d sequences: err attention %.3g", name, n_seq, ea);
+    }
+    gpu_ok(&e, name);
+    forward_free(&fc);
+    forward_free(&fg);
+    layer_free(&e);
+    env_free(&e);
+}
+
 int main(void) {
-    setenv("MINFER_CPU_DISABLE", "avx2", 1);  /* the CPU reference: scalar, double accumulation */
+    setenv("MINFER_CPU_DISABLE", "all", 1);  /* the CPU reference: scalar, double accumulation */
     mf_rng_seed(&rng, (uint64_t)mf_env_int("MINFER_TEST_SEED", 20261129));
-    dp4a_on = mf_env_int("MINFER_CUDA_DP4A", 1);
-    /* MINFER_TEST_OPS=matmul: the matmul checks only (the GEMV variants' runs);
-     * =attention: the attention checks only (the attention switches' runs);
-     * =ffn: the one-token FFN checks only (a quick run after a change to them) */
+    {
+        /* path q8 off: f32 GEMVs, the tighter bound */
+        const char *off = getenv("MINFER_CUDA_DISABLE");
+        dp4a_on = !(off && (strstr(off, "q8") || strstr(off, "all")));
+    }
+    /* MINFER_TEST_OPS=matmul: the matmul checks only; =attention: the attention checks
+     * only; =blocks: the block checks only (a quick run after a change to them) */
     const char *only = getenv("MINFER_TEST_OPS");
     const int do_matmul = !only || !strcmp(only, "matmul"), do_attn = !only || !strcmp(only, "attention");
-    const int do_ffn = do_matmul || (only && !strcmp(only, "ffn"));
-    if (only && !do_ffn && !do_attn) {
-        CHECK(0, "MINFER_TEST_OPS=%s: expected matmul, attention or ffn", only);
+    const int do_blocks = !only || !strcmp(only, "blocks");
+    if (only && !do_matmul && !do_attn && !do_blocks) {
+        CHECK(0, "MINFER_TEST_OPS=%s: expected matmul, attention or blocks", only);
         return test_summary("cuda_ops");
     }
     if (!cuda_device_count()) {
@@ -570,36 +613,6 @@ int main(void) {
         /* 11008-wide rows (xs2, or pp with MINFER_CUDA_GEMV_WIDE=0) over enough rows that
          * every warp pair takes several */
         if (t == QTYPE_Q4_K || t == QTYPE_Q6_K) test_matmul(&e, t, 1600, 11008, n1, 1, 0);
-    }
-    if (do_ffn) {
-        /* the one-token FFN: gate+up of 50 MB on xst (sm_90) or, with the SwiGLU in its
-         * store, xsg; down (25-37 MB) on xst2 (or xs2 for q4_K, pp for q6_K); 8.6 MB on xs;
-         * a bias on gate; ff 96 (down 96 wide) */
-        test_ffn(&e, QTYPE_Q4_K, 4096, 11008, 0);
-        test_ffn(&e, QTYPE_Q6_K, 4096, 11008, 0);
-        test_ffn(&e, QTYPE_Q5_K, 4096, 5632, 0);
-        test_ffn(&e, QTYPE_Q4_K, 4096, 1024, 0);
-        test_ffn(&e, QTYPE_Q8_0, 2048, 5632, 1);
-        test_ffn(&e, QTYPE_Q8_0, 256, 96, 1);
-    }
-    if (do_matmul) {
-        /* q, k q4_K (or q5_K) with v q6_K: 33 MB (xstm by size) and 1.2 MB (xstm only
-         * with MINFER_CUDA_GEMV=4), one and two columns (two: a launch per type) */
-        const int nmx[] = {1, 2, 1};
-        test_matmul_mixed(&e, QTYPE_Q4_K, QTYPE_Q6_K, 4096, 4096, nmx, 3);
-        test_matmul_mixed(&e, QTYPE_Q5_K, QTYPE_Q6_K, 4096, 4096, nmx, 2);
-        test_matmul_mixed(&e, QTYPE_Q4_K, QTYPE_Q6_K, 300, 2048, nmx, 3);
-        /* the one-token add/norm chain; k1 11008 puts the first GEMV on xst2 (or xs2,
-         * pp), 4096 on xst (9.4-17.8 MB, from the 8 MB xst size on sm_90; else xs), the
-         * 2048-wide q4_0 on xs */
-        test_chain(&e, QTYPE_Q4_K, 4096, 4096, 300);
-        test_chain(&e, QTYPE_Q4_K, 4096, 11008, 4096);
-        test_chain(&e, QTYPE_Q6_K, 4096, 4096, 257);
-        test_chain(&e, QTYPE_Q8_0, 4096, 4096, 33);
-        test_chain(&e, QTYPE_Q4_0, 2048, 2048, 1000);
-        /* second GEMVs of 18 and 20 MB: xst (sm_90) */
-        test_chain(&e, QTYPE_Q4_K, 4096, 4096, 8000);
-        test_chain(&e, QTYPE_Q6_K, 4096, 11008, 6000);
     }
     if (!only) { /* embedding, norms, rope, elementwise */
         const int n172[] = {1, 11}, n3[] = {3};
@@ -633,6 +646,29 @@ int main(void) {
         test_get_rows(&e, 64, 64, 7);
     }
     env_free(&e);
+    if (do_blocks) {
+        /* the 7B's layer (one query head per kv head at head dim 128: the one-token
+         * attention's RoPE row and fast store; q/k q4_K with a q6_K v: xstm; gate+up 50 MB:
+         * xsg; ffn_down 11008 wide, q6_K: xst2), at decode steps (1), the 2..8-column GEMVs
+         * (3, 8) and a prefill chunk (20: GEMM, flash); 70 + 1.. positions span two
+         * 128-position attention chunks after the 130-position prefix */
+        const int ns[] = {1, 1, 3, 8, 20, 1};
+        test_blocks("7b", 4096, 11008, 32, 32, 128, QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q6_K, 0, 1,
+                    130, 64, ns, 6);
+        /* the same types throughout (q/k/v in one xst launch, down q4_K on xst2) */
+        test_blocks("7b-q4_K", 4096, 11008, 32, 32, 128, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q4_K, 0,
+                    1, 70, 64, ns, 4);
+        /* llama-3's GQA (32 query heads over 8, head dim 64 here to keep the reference
+         * short), qwen2's q/k/v biases, q8_0 and q5_K; two sequences */
+        const int ng[] = {1, 5, 13};
+        test_blocks("gqa-bias", 2048, 5632, 32, 8, 64, QTYPE_Q8_0, QTYPE_Q8_0, QTYPE_Q5_K, QTYPE_Q5_K, QTYPE_Q6_K, 1,
+                    2, 40, 32, ng, 3);
+        /* a small model below every ring size (xs, v1), f32 weights' f32 GEMV */
+        test_blocks("small", 256, 512, 4, 2, 64, QTYPE_Q4_0, QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q8_0, QTYPE_Q4_K, 0, 1, 20,
+                    16, ng, 3);
+        test_blocks("f32", 128, 256, 4, 4, 32, QTYPE_F32, QTYPE_F32, QTYPE_F16, QTYPE_F32, QTYPE_BF16, 0, 1, 10, 8,
+                    ng, 3);
+    }
     if (!do_attn) return test_summary("cuda_ops");
 
     /* attention: decode (split) and prefill (flash for hd 64/128), GQA groups

@@ -1,0 +1,163 @@
+/* backend.cuh - the CUDA backend's own state and the functions its files share
+ * (backend.cu: glue and init; upload.cu: weights; blocks.cu: primitive ops and the
+ * fused blocks; graph.cu: decode-graph capture and replay; notice.cu: the notice
+ * line). Launchers see only the cu_ctx part (common.cuh). */
+#ifndef MINFER_CUDA_BACKEND_CUH
+#define MINFER_CUDA_BACKEND_CUH
+
+#include "common.cuh"
+
+#define CU_MAX_GEMV_COLS CU_MMV_MAXCOLS
+
+struct cu_alloc_rec {
+    void *p;
+    size_t n;
+};
+
+/* One download captured in a decode graph, redone by the host after each replay. */
+struct cu_copy {
+    int rel;            /* 1: dst = logits + off (the forward's logits argument) */
+    char *dst;
+    size_t off;
+    size_t pin_off;
+    size_t bytes;
+    char *direct;       /* non-NULL: the graph copies straight to this pinned host_alloc memory
+                           (the captured destination), not through the staging buffer */
+};
+
+/* Host memory from be_host_alloc (the context's logits): pinned where the runtime gives it,
+ * so the decode graph's logits download lands there directly. Copying them out of the
+ * staging buffer cost 5.4 us of a 1,482 us step (7B, H200, bench/RESULTS.md 2026-11-30). */
+#define CU_HOST_MAX 8
+struct cu_host_buf {
+    void *p;
+    size_t bytes;
+    int pinned;
+    void *dev; /* its device address (mapped), NULL if the runtime gives none */
+};
+
+#define CU_GRAPH_MAXCOPY 8
+#define CU_GRAPH_PINNED (1u << 20)
+/* Decode graphs are kept per batch-size bucket: a step of n tokens replays the graph of
+ * the smallest bucket >= n (the rows past n are padding the graph computes and drops). */
+#define CU_GRAPH_BUCKETS 1
+
+struct cu_graph_rec {
+    int valid;
+    const mf_forward *fw;
+    const float *fw_x;
+    int n_out;
+    cudaGraphExec_t exec;
+    uint8_t *pinned;     /* graph-owned staging: meta at 0, then idx uploads and downloads */
+    size_t pinned_cap, pinned_used;
+    cu_copy copies[CU_GRAPH_MAXCOPY];
+    int ncopies;
+};
+
+struct cu_state : cu_ctx {
+    int device;
+    cudaDeviceProp prop;
+    mf_model *m;
+    mf_hparams hp;
+    int n_ctx, n_seq, n_batch;
+    int verbose;           /* MINFER_CUDA_VERBOSE=1: scratch breakdown and path census at exit */
+    int any_quant;
+    int kmax;              /* widest matmul input */
+    /* paths decided from the model at init (the path table says which may run) */
+    int rope_row;          /* the one-token attention's RoPE row from the embedding kernel (attn.cu `fast`) */
+    int xs_wide_mats;      /* quantized matrices too wide for xs (to xst2, xs2 or pp) */
+    /* memory */
+    void *wbuf;
+    size_t wbytes;
+    void *kvbuf;
+    size_t kvbytes;
+    size_t own_scratch, fw_scratch;
+    __half **kc, **vc;
+    /* batch metadata [tok n_batch][pos n_batch][seq n_batch] */
+    int32_t *d_meta, *d_idx;
+    int4 *d_tiles;
+    int32_t *h_meta;
+    int4 *h_tiles;
+    int in_forward, meta_valid;
+    const mf_batch *meta_b;
+    /* q8 activations: q8 holds the input of the next GEMV (written by the kernel that
+     * produced it); q8h the gate+up launch's SwiGLU output, swapped with q8 after it */
+    cu_q8 q8, q8h;
+    int64_t q8_cap;
+    /* the residual add still owed (blocks.cu): res_x[res_n] += res_y, done by the next
+     * norm's add+norm kernel, or by cu_settle */
+    float *res_x;
+    const float *res_y;
+    int64_t res_n;
+    /* RoPE (cos, sin) table [n_ctx][rope_dim/2] of the model's rope_dim/base */
+    float2 *rope_cs;
+    float2 *cs_now;        /* the table's row at the step's position (cu_embed), for the attention */
+    int cs_now_ok;         /* cs_now written by this forward's embedding (one token) */
+    /* attention partials */
+    float *att_part;
+    int *att_count;        /* [8][n_kv * head groups] arrival counters of kernel_attn_dec */
+    int att_chunk, att_nchunks;
+    /* prefill GEMM scratch */
+    __half *x16, *w16;
+    int64_t x16_cap, w16_cap;
+    /* graph */
+    cu_graph_rec graph;
+    int graph_failed;
+    float *cap_logits;
+    size_t cap_logits_bytes;
+    cu_host_buf host[CU_HOST_MAX];
+    /* be->alloc and test uploads */
+    cu_alloc_rec *allocs;
+    int nallocs, capallocs;
+    void **extra;
+    int nextra;
+    int notice_done;
+    /* census */
+    uint64_t replays, eager;
+    /* MINFER_CUDA_STEPTIME=1: where a replayed step's wall time goes (graph.cu; the
+     * summary goes to stderr at destroy). gpu: event before the graph launch to event after
+     * it (the graph's run plus the launch's submission); call: step_replay's own wall time
+     * (launch, sync, copy-out); copy: the copy-out alone; wall: one step_replay's start to
+     * the next's (the caller's loop included) */
+    struct {
+        int on;
+        cudaEvent_t e0, e1;
+        uint64_t n, nwall;
+        double gpu_ms, call_s, copy_s, wall_s, t_prev;
+    } st;
+};
+
+static inline cu_state *cu_st(mf_backend *be) { return (cu_state *)be->impl; }
+
+#define CU_TRY(S, x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { cu_record((S), e_, #x, __FILE__, __LINE__); return -1; } } while (0)
+
+/* backend.cu */
+void *cu_dev_alloc(cu_state *S, size_t n, const char *what);
+/* The be_host_alloc buffer that holds [p, p + n) if it is pinned, else NULL */
+const cu_host_buf *cu_host_pinned(const cu_state *S, const void *p, size_t n);
+
+/* upload.cu */
+int cu_check_model(cu_state *S, const mf_model *m, mf_err *err);
+int cu_upload_weights(cu_state *S, mf_model *m, mf_err *err);
+int cu_upload_one(cu_state *S, const mf_weight *w, void *dst, void *tmp, size_t tmp_cap, mf_err *err);
+int cu_weight_dev_bytes(const mf_weight *w, size_t *out);
+int cu_count_xs_wide(const mf_model *m);
+
+/* blocks.cu */
+extern const mf_ops cu_ops;
+extern const mf_blocks cu_blocks;
+/* Graph-owned pinned bytes (capture only); NULL when full. */
+uint8_t *cu_cap_pinned(cu_state *S, size_t n, size_t *off);
+void cu_upload_meta(cu_state *S, const mf_batch *b);
+/* Settles what the step still owes (the residual add) before the step ends. */
+void cu_settle(cu_state *S);
+
+/* graph.cu */
+int cu_be_forward(mf_backend *be, mf_forward *fw, const mf_batch *b, float *logits, mf_err *err);
+void cu_be_download(mf_backend *be, void *dst, const void *src, size_t nbytes);
+
+/* notice.cu */
+void cu_print_notice(cu_state *S);
+void cu_print_census(const cu_state *S);
+
+#endif

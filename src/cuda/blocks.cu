@@ -1,0 +1,521 @@
+/* blocks.cu - the CUDA backend's step: its primitive ops (mf_ops, each one launch or
+ * a few, run as issued) and its blocks (mf_blocks), each block's fused launch
+ * sequence written out plainly.
+ *
+ * The decode blocks (n <= 8 tokens) with every path on:
+ *   attn:   [x += res] rmsnorm + q8 of xb -> one GEMV launch of q/k/v (xst, or xstm when
+ *           v is of another type) -> attention with RoPE and the KV store inside, q8 of
+ *           its output -> wo GEMV adding into x (add-in-gemv)
+ *   ffn:    rmsnorm + q8 -> gate+up GEMV with the SwiGLU and its q8 in its store (xsg,
+ *           one token) -> ffn_down GEMV adding into x
+ *   logits: rmsnorm + q8 -> output GEMV -> download (in a graph: a kernel storing into
+ *           the pinned logits)
+ * Every producer of a GEMV input writes that input's q8 (and its lane-major copies,
+ * common.cuh), so no GEMV quantizes its own input. Prefill blocks (n > 8): rmsnorm
+ * with the residual add still owed -> f16 tensor-core GEMMs -> KV store with RoPE ->
+ * flash attention. Path "fused" off: forward.c's composed blocks over the primitive
+ * ops below (one kernel per op), the reference the fused blocks are tested against.
+ *
+ * The ring GEMVs ask for some of their first weight rows before their wait
+ * (cu_mmv_args.ring_pre); how many depends on the kernel ahead of them, which each
+ * block knows: cu_tune's xst_pre after a norm, xst_pre_attn after the one-token
+ * attention, xst_pre_swiglu after the gate+up launch with the SwiGLU. */
+#include "backend.cuh"
+
+#include <string.h>
+
+/* ------------------------------------------------------------------------- */
+/* Batch metadata and host->device staging                                   */
+/* ------------------------------------------------------------------------- */
+uint8_t *cu_cap_pinned(cu_state *S, size_t n, size_t *off) {
+    cu_graph_rec *g = &S->graph;
+    size_t o = (g->pinned_used + 255) & ~(size_t)255;
+    if (o + n > g->pinned_cap) {
+        cu_record(S, cudaErrorMemoryAllocation, "graph staging full", __FILE__, __LINE__);
+        return NULL;
+    }
+    g->pinned_used = o + n;
+    *off = o;
+    return g->pinned + o;
+}
+
+void cu_upload_meta(cu_state *S, const mf_batch *b) {
+    const int nb = S->n_batch;
+    int n = b->n;
+    if (n > nb) {
+        cu_record(S, cudaErrorInvalidValue, "batch wider than n_batch", __FILE__, __LINE__);
+        n = nb;
+    }
+    int32_t *h = S->capturing ? (int32_t *)S->graph.pinned : S->h_meta;
+    for (int i = 0; i < n; i++) {
+        h[i] = b->tok ? b->tok[i] : 0;
+        h[nb + i] = b->pos ? b->pos[i] : i;
+        h[2 * nb + i] = b->seq ? b->seq[i] : 0;
+    }
+    /* pageable source in eager mode: cudaMemcpyAsync returns once the source has
+     * been staged, so h_meta may be rewritten right away */
+    CU_CHECK(S, cudaMemcpyAsync(S->d_meta, h, (size_t)3 * nb * sizeof(int32_t), cudaMemcpyHostToDevice, S->stream));
+    S->meta_b = b;
+    S->meta_valid = S->in_forward;
+}
+
+static const int32_t *meta_tok(cu_state *S, const mf_batch *b) {
+    if (!(S->meta_valid && S->meta_b == b)) cu_upload_meta(S, b);
+    return S->d_meta;
+}
+static const int32_t *meta_pos(cu_state *S, const mf_batch *b) { return meta_tok(S, b) + S->n_batch; }
+static const int32_t *meta_seq(cu_state *S, const mf_batch *b) { return meta_tok(S, b) + 2 * S->n_batch; }
+
+/* Copies n bytes of host data to dst through the right staging. */
+static void upload_small(cu_state *S, void *dst, const void *src, size_t n) {
+    if (S->capturing) {
+        size_t off;
+        uint8_t *p = cu_cap_pinned(S, n, &off);
+        if (!p) return;
+        memcpy(p, src, n);
+        CU_CHECK(S, cudaMemcpyAsync(dst, p, n, cudaMemcpyHostToDevice, S->stream));
+    } else {
+        CU_CHECK(S, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, S->stream));
+    }
+}
+
+/* The precomputed table when the op's parameters are the model's and every
+ * position of the batch is inside it (forward_step guarantees < n_ctx; a direct
+ * op call need not), else NULL: computed in the kernel, rounded the same way. */
+static const float2 *rope_table(cu_state *S, int rope_dim, float base, const mf_batch *b) {
+    if (!S->rope_cs || rope_dim != S->hp.rope_dim || base != S->hp.rope_base) return NULL;
+    for (int i = 0; i < b->n; i++)
+        if (b->pos[i] < 0 || b->pos[i] >= S->n_ctx) return NULL;
+    return S->rope_cs;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Matmul pieces shared by the ops and the blocks                            */
+/* ------------------------------------------------------------------------- */
+/* 1 when n values produced for a GEMV may carry their q8 (the q8 buffer holds them). */
+static int q8_fits(const cu_state *S, int64_t n) {
+    return S->on[CU_PATH_Q8] && S->any_quant && n % 32 == 0 && n <= S->q8_cap;
+}
+
+/* 1 when a GEMV of w over n columns reads q8 activations (a dp4a kernel for the type, and
+ * room for them), else f32. */
+static int mmv_takes_q8(const cu_state *S, const mf_weight *w, int n) {
+    return S->on[CU_PATH_Q8] && cu_mmv_q8_supported(w->type) && (int64_t)n * w->cols <= S->q8_cap;
+}
+
+/* One GEMV launch over up to three matrices on the same input x [n][K], n <= 8: all of
+ * w[0].type, or (mixed) the last of another type (xstm). have_q8: S->q8 already holds
+ * x's q8 (else it is quantized here when the launch reads q8). accum: out[0] += W x.
+ * Returns 1 when x's q8 is in S->q8 afterwards. */
+static int gemv(cu_state *S, const mf_weight *const *w, float *const *out, const mf_weight *const *bias, int nmat,
+                int mixed, const float *x, int n, int have_q8, int accum, int ring_pre) {
+    cu_mmv_args a;
+    memset(&a, 0, sizeof a);
+    for (int i = 0; i < nmat; i++) {
+        a.w[i] = (const uint8_t *)w[i]->dev;
+        a.out[i] = out[i];
+        a.bias[i] = bias && bias[i] && bias[i]->host ? (const float *)bias[i]->dev : NULL;
+        a.rows[i] = (int)w[i]->rows;
+    }
+    a.nmat = nmat;
+    a.K = (int)w[0]->cols;
+    a.stride = cu_row_stride(w[0]->type, a.K);
+    a.ncols = n;
+    a.x = x;
+    a.accum = accum;
+    a.ring_pre = ring_pre;
+    if (accum) S->n.add_gemv++;
+    if (!mmv_takes_q8(S, w[0], n)) {
+        cu_mmv_f(S, w[0]->type, &a);
+        return have_q8;
+    }
+    if (!have_q8) cu_quantize_q8(S, x, (int64_t)n * a.K, &S->q8);
+    a.q = S->q8;
+    if (mixed) {
+        a.stride2 = cu_row_stride(w[nmat - 1]->type, a.K);
+        cu_mmv_q8_mixed(S, w[0]->type, w[nmat - 1]->type, &a);
+    } else {
+        cu_mmv_q8(S, w[0]->type, &a);
+    }
+    return 1;
+}
+
+/* Prefill GEMM on f16 tensor cores: x and w rounded to f16 (w in row chunks through
+ * the f16 weight scratch), f32 accumulation. */
+static void matmul_gemm(cu_state *S, float *out, const float *x, const mf_weight *w, const float *bias, int n) {
+    const int K = (int)w->cols, R = (int)w->rows;
+    const int Kp = (K + 31) & ~31;
+    cu_to_f16(S, S->x16, x, n, K, Kp);
+    int64_t rpc = S->w16_cap / Kp;
+    rpc = rpc / 128 * 128;
+    if (rpc > 65408) rpc = 65408;
+    if (rpc < 128) rpc = 128;
+    for (int64_t r0 = 0; r0 < R; r0 += rpc) {
+        const int64_t nr = R - r0 < rpc ? R - r0 : rpc;
+        cu_dequant_f16(S, S->w16, w, r0, nr, Kp);
+        cu_gemm_f16(S, out + r0, R, S->x16, S->w16, bias ? bias + r0 : NULL, n, (int)nr, Kp);
+    }
+}
+
+/* out [n][w.rows] = x [n][w.cols] . W^T (+ bias) for any n: the GEMV up to 8 columns
+ * (and for f32 weights, and with path mma off, 8 columns at a time), else the GEMM.
+ * Returns 1 when x's q8 is in S->q8 afterwards (GEMV only). */
+static int matmul(cu_state *S, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n,
+                  int have_q8, int ring_pre) {
+    const int K = (int)w->cols, R = (int)w->rows;
+    if (n > S->n_batch || K > S->kmax || !w->dev) {
+        cu_record(S, cudaErrorInvalidValue, "matmul: batch wider than n_batch, input wider than the model's, or weight not on the device", __FILE__, __LINE__);
+        return 0;
+    }
+    if (n <= CU_MAX_GEMV_COLS) return gemv(S, &w, &out, &bias, 1, 0, x, n, have_q8, 0, ring_pre);
+    /* f32 weights stay f32 in prefill too (the f16 GEMM would round them; f32 models
+     * are the tiny ones) */
+    if (S->on[CU_PATH_MMA] && w->type != QTYPE_F32 && S->x16) {
+        matmul_gemm(S, out, x, w, bias && bias->host ? (const float *)bias->dev : NULL, n);
+        return 0;
+    }
+    /* no tensor-core path: f32 GEMVs over groups of 8 tokens */
+    const int q8 = S->on[CU_PATH_Q8];
+    S->on[CU_PATH_Q8] = 0;
+    for (int t0 = 0; t0 < n; t0 += CU_MAX_GEMV_COLS) {
+        const int nc = n - t0 < CU_MAX_GEMV_COLS ? n - t0 : CU_MAX_GEMV_COLS;
+        float *o = out + (int64_t)t0 * R;
+        gemv(S, &w, &o, &bias, 1, 0, x + (int64_t)t0 * K, nc, 0, 0, 0);
+    }
+    S->on[CU_PATH_Q8] = (unsigned char)q8;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Attention pieces                                                          */
+/* ------------------------------------------------------------------------- */
+static cu_attn_args attn_args(cu_state *S, int layer, const mf_batch *b) {
+    const mf_hparams *hp = &S->hp;
+    cu_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.n = b->n;
+    a.n_head = hp->n_head;
+    a.n_kv = hp->n_head_kv;
+    a.hd = hp->head_dim;
+    a.n_ctx = S->n_ctx;
+    a.pos = meta_pos(S, b);
+    a.seq = meta_seq(S, b);
+    a.kc = S->kc[layer];
+    a.vc = S->vc[layer];
+    a.seq1 = S->n_seq == 1;
+    a.fit = S->on[CU_PATH_ATTN_FIT];
+    a.warps = S->tune.attn_warps;
+    a.trigger = S->tune.attn_trigger;
+    a.rope_dim = hp->rope_dim;
+    a.rope_mode = (int)hp->rope_mode;
+    a.rope_base = hp->rope_base;
+    return a;
+}
+
+/* The attention over the cache (k/v stored already, or by the kernel: a.kin): flash
+ * for prefill (tiles of <= 64 consecutive tokens of one sequence), else the split
+ * kernel 8 tokens at a time, writing q8 of its output when q8 (n <= 8). */
+static void attn_run(cu_state *S, const cu_attn_args *ap, const float *q, float *out, const mf_batch *b, int q8) {
+    const cu_attn_args &a = *ap;
+    const int n = a.n, hd = a.hd;
+    const int64_t qd = (int64_t)a.n_head * hd;
+    if (n > CU_MAX_GEMV_COLS && S->on[CU_PATH_FLASH] && cu_attn_flash_supported(hd) && !S->capturing) {
+        int nt = 0;
+        for (int t = 0; t < n;) {
+            const int seq = b->seq ? b->seq[t] : 0;
+            int cnt = 0, kmax = 0;
+            while (t + cnt < n && cnt < 64 && (b->seq ? b->seq[t + cnt] : 0) == seq) {
+                const int pp = b->pos ? b->pos[t + cnt] : t + cnt;
+                if (pp > kmax) kmax = pp;
+                cnt++;
+            }
+            S->h_tiles[nt++] = make_int4(t, cnt, seq, kmax);
+            t += cnt;
+        }
+        upload_small(S, S->d_tiles, S->h_tiles, (size_t)nt * sizeof(int4));
+        cu_attn_flash(S, &a, q, out, S->d_tiles, nt);
+        return;
+    }
+    for (int t0 = 0; t0 < n; t0 += CU_MAX_GEMV_COLS) {
+        cu_attn_args g = a;
+        g.n = n - t0 < CU_MAX_GEMV_COLS ? n - t0 : CU_MAX_GEMV_COLS;
+        g.pos = a.pos + t0;
+        g.seq = a.seq + t0;
+        cu_attn_split(S, &g, q + t0 * qd, out + t0 * qd, S->att_part, S->att_count, S->att_chunk, S->att_nchunks,
+                      q8 && n <= CU_MAX_GEMV_COLS ? &S->q8 : NULL);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Primitive ops: each as issued (path "fused" off, and the op tests)        */
+/* ------------------------------------------------------------------------- */
+static void op_embed(mf_backend *be, float *out, const mf_weight *w, const mf_batch *b) {
+    cu_state *S = cu_st(be);
+    /* one token: the embedding kernel also copies the RoPE table's row at pos for the
+     * attention kernel of the step (cu_attn_args.cs_now) */
+    const int cs = b->n == 1 && S->rope_row;
+    cu_embed(S, out, w, meta_tok(S, b), b->n, S->rope_cs, S->hp.rope_dim / 2, meta_pos(S, b), cs ? S->cs_now : NULL);
+    S->cs_now_ok = cs;
+}
+
+static void op_rmsnorm(mf_backend *be, float *out, const float *x, const mf_weight *w, int n, int dim, float eps) {
+    cu_rmsnorm(cu_st(be), out, (float *)x, NULL, (const float *)w->dev, n, dim, eps, NULL);
+}
+
+static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n) {
+    cu_state *S = cu_st(be);
+    matmul(S, out, x, w, bias, n, 0, S->tune.xst_pre);
+}
+
+static void op_rope(mf_backend *be, float *x, const mf_batch *b, int n_heads, int head_dim, int rope_dim, float base,
+                    mf_rope_mode mode) {
+    cu_state *S = cu_st(be);
+    cu_rope_job j = {x, n_heads};
+    cu_rope(S, &j, 1, meta_pos(S, b), b->n, head_dim, rope_dim, base, (int)mode, rope_table(S, rope_dim, base, b));
+}
+
+static void op_attention(mf_backend *be, float *out, const float *q, const float *k, const float *v, int layer,
+                         const mf_batch *b) {
+    cu_state *S = cu_st(be);
+    cu_attn_args a = attn_args(S, layer, b);
+    cu_kv_store(S, &a, (float *)q, (float *)k, v, 0, 0, 0.0f, 0, NULL);
+    attn_run(S, &a, q, out, b, 0);
+}
+
+static void op_swiglu(mf_backend *be, float *out, const float *gate, const float *up, int64_t n) {
+    cu_swiglu(cu_st(be), out, gate, up, n, NULL);
+}
+
+static void op_add(mf_backend *be, float *x, const float *y, int64_t n) { cu_add(cu_st(be), x, y, n); }
+
+static void op_get_rows(mf_backend *be, float *dst, const float *src, const int32_t *idx, int n_idx, int width) {
+    cu_state *S = cu_st(be);
+    if (n_idx <= 0) return;
+    if (n_idx > S->n_batch) {
+        cu_record(S, cudaErrorInvalidValue, "get_rows: more rows than n_batch", __FILE__, __LINE__);
+        return;
+    }
+    upload_small(S, S->d_idx, idx, (size_t)n_idx * sizeof(int32_t));
+    cu_get_rows(S, dst, src, S->d_idx, n_idx, width);
+}
+
+const mf_ops cu_ops = {
+    op_embed, op_rmsnorm, op_matmul, op_rope, op_attention, op_swiglu, op_add, op_get_rows,
+};
+
+/* ------------------------------------------------------------------------- */
+/* Blocks                                                                    */
+/* ------------------------------------------------------------------------- */
+void cu_settle(cu_state *S) {
+    if (!S->res_y) return;
+    cu_add(S, S->res_x, S->res_y, S->res_n);
+    S->res_y = NULL;
+}
+
+/* out = rmsnorm(x (+ the residual add still owed)) * w over n rows of dim, writing its
+ * q8 into S->q8 where a GEMV reads it next (want_q8, n <= 8, room); returns whether
+ * it did. */
+static int norm_in(cu_state *S, float *out, float *x, const mf_weight *w, int n, int want_q8) {
+    const int dim = S->hp.n_embd;
+    const int64_t total = (int64_t)n * dim;
+    const cu_q8 *q = want_q8 && n <= CU_MAX_GEMV_COLS && q8_fits(S, total) ? &S->q8 : NULL;
+    const float *y = NULL;
+    if (S->res_y && S->res_x == x && S->res_n == total) y = S->res_y;
+    else cu_settle(S);
+    S->res_y = NULL;
+    cu_rmsnorm(S, out, x, y, (const float *)w->dev, n, dim, S->hp.norm_eps, q);
+    return q != NULL;
+}
+
+/* x += y, owed: the next norm adds it (its add+norm kernel). */
+static void owe_add(cu_state *S, float *x, const float *y, int64_t n) {
+    cu_settle(S);
+    S->res_x = x;
+    S->res_y = y;
+    S->res_n = n;
+}
+
+/* out = W x for a block's last GEMV (wo, ffn_down) whose result is added to x: into x
+ * in the GEMV's store (path add-in-gemv), else into tmp with the add owed. */
+static void gemv_residual(cu_state *S, const mf_weight *w, float *x, float *tmp, const float *in, int n, int have_q8,
+                          int ring_pre) {
+    const int64_t total = (int64_t)n * w->rows;
+    if (S->on[CU_PATH_ADD_GEMV]) {
+        cu_settle(S);
+        gemv(S, &w, &x, NULL, 1, 0, in, n, have_q8, 1, ring_pre);
+        return;
+    }
+    gemv(S, &w, &tmp, NULL, 1, 0, in, n, have_q8, 0, ring_pre);
+    owe_add(S, x, tmp, total);
+}
+
+static void blk_embed(mf_backend *be, mf_forward *fw, const mf_batch *b) {
+    cu_state *S = cu_st(be);
+    if (!S->on[CU_PATH_FUSED]) return forward_composed.embed(be, fw, b);
+    cu_settle(S);
+    op_embed(be, fw->x, &fw->m->tok_embd, b);
+}
+
+/* q, k, v = xb Wq, Wk, Wv (+ biases) over n <= 8 columns: one launch where the three
+ * share a type, or where q and k do and v is of the type xstm pairs with them (one
+ * token, path qkv-mixed), else a launch per run of one type. */
+static int gemv_qkv(cu_state *S, const mf_layer *L, mf_forward *fw, int n, int have_q8) {
+    const mf_weight *w[3] = {&L->wq, &L->wk, &L->wv};
+    float *out[3] = {fw->q, fw->k, fw->v};
+    const mf_weight *bias[3] = {&L->bq, &L->bk, &L->bv};
+    const int pre = S->tune.xst_pre;
+    const int q8 = mmv_takes_q8(S, w[0], n);
+    const int mixed = S->on[CU_PATH_QKV_MIXED] && n == 1 && q8 && mmv_takes_q8(S, w[2], n) && w[0]->type == w[1]->type &&
+                      w[2]->type != w[0]->type && cu_mmv_mixed_supported(w[0]->type, w[2]->type);
+    if (mixed) return gemv(S, w, out, bias, 3, 1, fw->xb, n, have_q8, 0, pre);
+    for (int i = 0; i < 3;) {
+        int j = i + 1;
+        while (j < 3 && w[j]->type == w[i]->type) j++;
+        have_q8 = gemv(S, w + i, out + i, bias + i, j - i, 0, fw->xb, n, have_q8, 0, pre);
+        i = j;
+    }
+    return have_q8;
+}
+
+static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
+    cu_state *S = cu_st(be);
+    if (!S->on[CU_PATH_FUSED]) return forward_composed.attn(be, fw, l, b);
+    const mf_layer *L = &fw->m->layers[l];
+    const mf_hparams *hp = &S->hp;
+    const int n = b->n, hd = hp->head_dim;
+    const int decode = n <= CU_MAX_GEMV_COLS;
+    int have_q8 = norm_in(S, fw->xb, fw->x, &L->attn_norm, n, decode);
+    if (decode) {
+        gemv_qkv(S, L, fw, n, have_q8);
+    } else {
+        matmul(S, fw->q, fw->xb, &L->wq, &L->bq, n, 0, 0);
+        matmul(S, fw->k, fw->xb, &L->wk, &L->bk, n, 0, 0);
+        matmul(S, fw->v, fw->xb, &L->wv, &L->bv, n, 0, 0);
+    }
+    /* RoPE and the KV store: inside the one-token attention kernel (q and k in memory stay
+     * unrotated; nothing reads them after), else the store kernel rotates q and k first */
+    cu_attn_args a = attn_args(S, l, b);
+    a.rope = 1;
+    a.rope_cs = rope_table(S, hp->rope_dim, hp->rope_base, b);
+    const int dec = n == 1 && cu_attn_dec_supported(hd);
+    if (dec) {
+        a.kin = fw->k;
+        a.vin = fw->v;
+        a.pre = S->on[CU_PATH_ATTN_PRE] && S->pdl;
+        if (S->cs_now_ok && a.rope_cs == S->rope_cs) a.cs_now = S->cs_now;
+    } else {
+        cu_kv_store(S, &a, fw->q, fw->k, fw->v, 1, hp->rope_dim, hp->rope_base, (int)hp->rope_mode, a.rope_cs);
+        a.rope = 0;
+    }
+    const int64_t qd = (int64_t)hp->n_head * hd;
+    const int att_q8 = decode && hd % 32 == 0 && q8_fits(S, (int64_t)n * qd);
+    attn_run(S, &a, fw->q, fw->att, b, att_q8);
+    if (decode) {
+        /* the kernel ahead of wo: the one-token attention (kernel_attn_dec) for head dims 64/128 */
+        const int pre = cu_attn_dec_supported(hd) ? S->tune.xst_pre_attn : S->tune.xst_pre;
+        gemv_residual(S, &L->wo, fw->x, fw->xb, fw->att, n, att_q8, pre);
+    } else {
+        matmul(S, fw->xb, fw->att, &L->wo, NULL, n, 0, 0);
+        owe_add(S, fw->x, fw->xb, (int64_t)n * hp->n_embd);
+    }
+    S->n.fused_blocks++;
+}
+
+static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
+    cu_state *S = cu_st(be);
+    if (!S->on[CU_PATH_FUSED]) return forward_composed.ffn(be, fw, l, b);
+    const mf_layer *L = &fw->m->layers[l];
+    const mf_hparams *hp = &S->hp;
+    const int n = b->n, ff = hp->n_ff;
+    const int decode = n <= CU_MAX_GEMV_COLS;
+    int have_q8 = norm_in(S, fw->xb, fw->x, &L->ffn_norm, n, decode);
+    if (!decode) {
+        matmul(S, fw->hb, fw->xb, &L->w_gate, NULL, n, 0, 0);
+        matmul(S, fw->hb2, fw->xb, &L->w_up, NULL, n, 0, 0);
+        cu_swiglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, NULL);
+        matmul(S, fw->xb, fw->hb, &L->w_down, NULL, n, 0, 0);
+        owe_add(S, fw->x, fw->xb, (int64_t)n * hp->n_embd);
+        S->n.fused_blocks++;
+        return;
+    }
+    const mf_weight *w[2] = {&L->w_gate, &L->w_up};
+    float *out[2] = {fw->hb, fw->hb2};
+    const int same = w[0]->type == w[1]->type;
+    const int h_q8 = q8_fits(S, (int64_t)n * ff);
+    int down_pre = S->tune.xst_pre;
+    int done = 0;
+    if (S->on[CU_PATH_SWIGLU_GEMV] && n == 1 && same && h_q8 && S->q8h.qs && mmv_takes_q8(S, w[0], 1)) {
+        /* gate+up with the SwiGLU in its store (mmv.cuh xsg/xsgs; it refuses what it cannot
+         * take: a bias, other shapes, launches below the ring's size): its q8 goes to q8h,
+         * which then becomes the q8 buffer */
+        if (!have_q8) cu_quantize_q8(S, fw->xb, hp->n_embd, &S->q8);
+        cu_mmv_args a;
+        memset(&a, 0, sizeof a);
+        for (int i = 0; i < 2; i++) {
+            a.w[i] = (const uint8_t *)w[i]->dev;
+            a.out[i] = out[i];
+            a.rows[i] = (int)w[i]->rows;
+        }
+        a.nmat = 2;
+        a.K = (int)w[0]->cols;
+        a.stride = cu_row_stride(w[0]->type, a.K);
+        a.ncols = 1;
+        a.x = fw->xb;
+        a.q = S->q8;
+        a.ring_pre = S->tune.xsg_pre;
+        const int form = cu_mmv_q8_swiglu(S, w[0]->type, &a, fw->hb, &S->q8h);
+        if (form) {
+            S->n.swiglu_gemv++;
+            S->n.xsg_shared += form == 2;
+            const cu_q8 t = S->q8;
+            S->q8 = S->q8h;
+            S->q8h = t;
+            down_pre = S->tune.xst_pre_swiglu;
+            done = 1;
+        } else {
+            have_q8 = 1;
+        }
+    }
+    if (!done) {
+        if (same) {
+            gemv(S, w, out, NULL, 2, 0, fw->xb, n, have_q8, 0, S->tune.xst_pre);
+        } else {
+            have_q8 = gemv(S, w, out, NULL, 1, 0, fw->xb, n, have_q8, 0, S->tune.xst_pre);
+            gemv(S, w + 1, out + 1, NULL, 1, 0, fw->xb, n, have_q8, 0, S->tune.xst_pre);
+        }
+        cu_swiglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, h_q8 ? &S->q8 : NULL);
+    }
+    gemv_residual(S, &L->w_down, fw->x, fw->xb, fw->hb, n, h_q8, down_pre);
+    S->n.fused_blocks++;
+}
+
+static int blk_logits(mf_backend *be, mf_forward *fw, const mf_batch *b, float *logits) {
+    cu_state *S = cu_st(be);
+    if (!S->on[CU_PATH_FUSED]) return forward_composed.logits(be, fw, b, logits);
+    const mf_model *m = fw->m;
+    const mf_hparams *hp = &S->hp;
+    const int n = b->n, dim = hp->n_embd, nv = hp->n_vocab;
+    int32_t idx_small[64];
+    int32_t *idx = n <= 64 ? idx_small : (int32_t *)mf_xmalloc(sizeof(int32_t) * (size_t)n);
+    const int n_out = forward_logit_rows(b, idx);
+    if (n_out == n && n <= fw->n_logit) {
+        /* every row wants logits (decode steps): no row gather, the norm straight from x */
+        const int have_q8 = norm_in(S, fw->xb, fw->x, &m->output_norm, n, 1);
+        matmul(S, fw->logits, fw->xb, &m->output, NULL, n, have_q8, S->tune.xst_pre);
+        be->download(be, logits, fw->logits, sizeof(float) * (size_t)n * nv);
+    } else {
+        cu_settle(S);
+        for (int c0 = 0; c0 < n_out; c0 += fw->n_logit) {
+            const int nc = n_out - c0 < fw->n_logit ? n_out - c0 : fw->n_logit;
+            op_get_rows(be, fw->xo, fw->x, idx + c0, nc, dim);
+            const cu_q8 *q = nc <= CU_MAX_GEMV_COLS && q8_fits(S, (int64_t)nc * dim) ? &S->q8 : NULL;
+            cu_rmsnorm(S, fw->xo, fw->xo, NULL, (const float *)m->output_norm.dev, nc, dim, hp->norm_eps, q);
+            matmul(S, fw->logits, fw->xo, &m->output, NULL, nc, q != NULL, S->tune.xst_pre);
+            be->download(be, logits + (size_t)c0 * nv, fw->logits, sizeof(float) * (size_t)nc * nv);
+        }
+    }
+    if (idx != idx_small) free(idx);
+    return n_out;
+}
+
+const mf_blocks cu_blocks = { blk_embed, blk_attn, blk_ffn, blk_logits };

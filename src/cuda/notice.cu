@@ -1,0 +1,53 @@
+/* notice.cu - the one line the backend prints at its first step (which device, which
+ * optional paths are off, which GEMV schedules run, device memory), and the launch
+ * census MINFER_CUDA_VERBOSE=1 prints at exit (tests/run_cuda.sh reads both: a path
+ * that is on but never ran is a fallback nobody would otherwise see). */
+#include "backend.cuh"
+
+#include <string.h>
+
+void cu_print_notice(cu_state *S) {
+    if (S->notice_done || mf_log_quiet) return;
+    S->notice_done = 1;
+    const double gib = 1073741824.0;
+    /* the prefill GEMM's f16 weight tile is a derived copy of weights (a plane):
+     * reported apart from the working scratch, which is held to 10% of weights + KV */
+    const size_t plane = (size_t)S->w16_cap * sizeof(__half);
+    const size_t scratch = S->own_scratch + S->fw_scratch - plane;
+    const double base = (double)S->wbytes + (double)S->kvbytes;
+    int on[CU_PATH_COUNT];
+    for (int i = 0; i < CU_PATH_COUNT; i++) on[i] = S->on[i];
+    char off[512];
+    const int n_off = paths_disabled(cu_paths, CU_PATH_COUNT, on, off, sizeof off);
+    char gemv[160];
+    if (!S->on[CU_PATH_Q8]) snprintf(gemv, sizeof gemv, "f32");
+    else if (S->tune.xst_bytes >= 0 && S->on[CU_PATH_TMA_RING])
+        snprintf(gemv, sizeof gemv, "q8-dp4a xs+xst>=%lldMB%s%s, v1 for 2..8 columns", S->tune.xst_bytes >> 20,
+                 S->xs_wide_mats ? (S->on[CU_PATH_WIDE_RING] ? ", xst2 for wide rows" : ", xs2/pp for wide rows") : "",
+                 MINFER_CUDA_L2_HINT ? " +l2-evict-first" : "");
+    else snprintf(gemv, sizeof gemv, "q8-dp4a xs%s, v1 for 2..8 columns", S->xs_wide_mats ? ", xs2/pp for wide rows" : "");
+    fprintf(stderr,
+            "minfer/cuda: %s (sm_%d%d, %.0f GiB, tune %s): gemv=%s prefill=%s attn=%s%s; paths off: %s; "
+            "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB\n",
+            S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib, S->tune.name, gemv,
+            S->on[CU_PATH_MMA] ? "mma-f16" : "gemv",
+            S->on[CU_PATH_FLASH] && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split",
+            S->rope_row ? "+rope-row" : "", n_off ? off : "none", S->wbytes / gib, S->kvbytes / gib, scratch / gib,
+            base > 0 ? 100.0 * scratch / base : 0.0, plane / gib);
+    if (S->verbose)
+        fprintf(stderr, "minfer/cuda: scratch: backend %.1f MiB (q8 %lld values, attn %d chunks of %d, gemm f16 %lld+%lld), "
+                "forward %.1f MiB\n", S->own_scratch / 1048576.0, (long long)S->q8_cap, S->att_nchunks, S->att_chunk,
+                (long long)S->x16_cap, (long long)S->w16_cap, S->fw_scratch / 1048576.0);
+}
+
+void cu_print_census(const cu_state *S) {
+    const cu_census *c = &S->n;
+    fprintf(stderr,
+            "minfer/cuda: census: launches %llu, graph replays %llu, eager steps %llu, fused blocks %llu; xst2 launches "
+            "%llu, add-in-gemv launches %llu, xstm launches %llu, swiglu-gemv launches %llu (shared ring %llu), "
+            "ring-pairs launches %llu, graph downloads: host-store %llu, copy-node %llu\n",
+            (unsigned long long)c->launches, (unsigned long long)S->replays, (unsigned long long)S->eager,
+            (unsigned long long)c->fused_blocks, (unsigned long long)c->xst2, (unsigned long long)c->add_gemv,
+            (unsigned long long)c->xstm, (unsigned long long)c->swiglu_gemv, (unsigned long long)c->xsg_shared,
+            (unsigned long long)c->pairs, (unsigned long long)c->host_store, (unsigned long long)c->copy_node);
+}

@@ -1,0 +1,27 @@
+/* paths.c - the CUDA backend's optional paths (paths.h). Each doc says what runs
+ * when the path is on and what runs instead when it is off; every "off" gives the
+ * same tokens (tests/run_cuda.sh). The measurements behind each default are in
+ * bench/RESULTS.md under the path's name. */
+#include "cuda/paths.h"
+
+const mf_path cu_paths[CU_PATH_COUNT] = {
+    [CU_PATH_GRAPH] = { "graph", "decode steps captured once per batch size as a CUDA graph and replayed; off: launched eagerly", 1 },
+    [CU_PATH_PDL] = { "pdl", "programmatic dependent launch (sm_90+): a kernel starts while the one ahead drains", 1 },
+    [CU_PATH_Q8] = { "q8", "decode GEMVs on int8 activations (dp4a) written by the kernel that produces them; off: f32 activations", 1 },
+    [CU_PATH_FUSED] = { "fused", "decode blocks as fused launch sequences; off: one kernel per primitive op", 1 },
+    [CU_PATH_ADD_GEMV] = { "add-in-gemv", "the residual add in the attention-output and ffn_down GEMVs' stores; off: in the next norm", 1 },
+    [CU_PATH_QKV_MIXED] = { "qkv-mixed", "q/k of q4_K/q5_K and a q6_K v in one GEMV launch (xstm); off: a launch per type", 1 },
+    [CU_PATH_XSTM_STAGED] = { "xstm-staged", "that launch stages the v type's activations in shared memory; off: from L2", 1 },
+    [CU_PATH_SWIGLU_GEMV] = { "swiglu-gemv", "SwiGLU and its q8 in the gate+up GEMV's store (xsg); off: a kernel of its own", 1 },
+    [CU_PATH_XSG_SHARED] = { "xsg-shared", "that launch with one ring per block whose rows any free warp takes; off: a ring per warp", 1 },
+    [CU_PATH_TMA_RING] = { "tma-ring", "GEMVs of 8 MB or more fed by a TMA shared-memory ring (xst, sm_90+); off: xs", 1 },
+    [CU_PATH_WIDE_RING] = { "wide-ring", "rows of 129..256 units split over warp pairs fed by a TMA ring (xst2); off: xs2 or pp", 1 },
+    [CU_PATH_RING_PAIRS] = { "ring-pairs", "the ring GEMVs' loops take two rows a step; off: one", 1 },
+    [CU_PATH_HOST_STORE] = { "host-store", "the decode graph stores the logits into pinned host memory by a kernel; off: a copy node", 1 },
+    [CU_PATH_ATTN_PRE] = { "attn-pre", "decode attention reads its first K/V tile before the kernel ahead ends (needs pdl)", 1 },
+    [CU_PATH_ROPE_ROW] = { "rope-row", "decode attention (one query head per kv head, head dim 128) takes the RoPE row the embedding copied", 1 },
+    [CU_PATH_ATTN_FIT] = { "attn-fit", "decode attention's head-group arrays sized to the model; off: 8 query heads", 1 },
+    [CU_PATH_NORM_WARPS] = { "norm-warps", "the one-token RMSNorm of 2048/4096-wide rows by one-warp blocks; off: 4 blocks a row", 1 },
+    [CU_PATH_FLASH] = { "flash", "prefill attention by the flash kernel; off: the split kernel, 8 tokens at a time", 1 },
+    [CU_PATH_MMA] = { "mma", "prefill GEMMs on f16 tensor cores; off: the GEMV, 8 tokens at a time", 1 },
+};

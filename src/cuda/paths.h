@@ -1,0 +1,44 @@
+/* paths.h - the CUDA backend's table of optional fast paths (src/paths.h).
+ *
+ * One row per path; MINFER_CUDA_DISABLE=name,... turns paths off. The notice line
+ * names the ones that are off, `minfer --help` and the README print the table, and
+ * tests/run_cuda.sh runs every entry off and checks the tokens. Plain C: the CLI
+ * prints the table in builds without CUDA too. */
+#ifndef MINFER_CUDA_PATHS_H
+#define MINFER_CUDA_PATHS_H
+
+#include "../paths.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cu_path_id {
+    CU_PATH_GRAPH = 0,    /* decode steps captured as CUDA graphs and replayed */
+    CU_PATH_PDL,          /* programmatic dependent launch */
+    CU_PATH_Q8,           /* GEMVs on int8 activations (dp4a) */
+    CU_PATH_FUSED,        /* decode blocks as fused launch sequences (blocks.cu) */
+    CU_PATH_ADD_GEMV,     /* the residual add in the GEMV's store */
+    CU_PATH_QKV_MIXED,    /* q/k/v of two weight types in one launch (xstm) */
+    CU_PATH_XSTM_STAGED,  /* xstm's second-type activations staged in shared memory */
+    CU_PATH_SWIGLU_GEMV,  /* SwiGLU and its q8 in the gate+up GEMV's store (xsg) */
+    CU_PATH_XSG_SHARED,   /* that launch with one ring per block (xsgs) */
+    CU_PATH_TMA_RING,     /* the TMA-fed ring GEMVs (xst family, sm_90+) */
+    CU_PATH_WIDE_RING,    /* wide rows over warp pairs fed by a TMA ring (xst2) */
+    CU_PATH_RING_PAIRS,   /* ring loops take two rows a step */
+    CU_PATH_HOST_STORE,   /* graph logits stored into pinned host memory by a kernel */
+    CU_PATH_ATTN_PRE,     /* decode attention reads K/V before the kernel ahead ends */
+    CU_PATH_ROPE_ROW,     /* decode attention takes the RoPE row the embedding copied */
+    CU_PATH_ATTN_FIT,     /* decode attention's arrays fitted to the model's head group */
+    CU_PATH_NORM_WARPS,   /* the one-token RMSNorm by one-warp blocks */
+    CU_PATH_FLASH,        /* prefill flash attention */
+    CU_PATH_MMA,          /* prefill GEMM on f16 tensor cores */
+    CU_PATH_COUNT
+} cu_path_id;
+
+extern const mf_path cu_paths[CU_PATH_COUNT];
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,169 @@
+/* upload.cu - the weights to the device: one allocation for every bound tensor, each
+ * row 16-byte aligned and some formats repacked planar (common.cuh), tied tensors
+ * uploaded once. The registration-time planes of the prefill design (W_exp, W_dsc)
+ * will be made here, after the upload. Also the model checks the backend makes first. */
+#include "backend.cuh"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+int cu_weight_dev_bytes(const mf_weight *w, size_t *out) {
+    const int64_t rs = cu_row_stride(w->type, w->cols);
+    if (rs <= 0) return -1;
+    *out = (size_t)rs * (size_t)w->rows;
+    return 0;
+}
+
+/* Copies one tensor from the file mapping into its device slot (repacked). */
+int cu_upload_one(cu_state *S, const mf_weight *w, void *dst, void *tmp, size_t tmp_cap, mf_err *err) {
+    const qtype_traits *tr = qtype_get(w->type);
+    const size_t file_row = (size_t)(w->cols / tr->blck) * tr->type_size;
+    const size_t dev_row = (size_t)cu_row_stride(w->type, w->cols);
+    if (!cu_type_planar(w->type) && file_row == dev_row) {
+        CU_TRY(S, cudaMemcpyAsync(dst, w->host, file_row * w->rows, cudaMemcpyHostToDevice, S->stream));
+        return 0;
+    }
+    int64_t rows_per = (int64_t)(tmp_cap / file_row);
+    if (rows_per > 65535) rows_per = 65535;
+    if (rows_per < 1) return mf_fail(err, MF_ERR_DEVICE, "cuda: row of %s too large for the upload buffer", w->name);
+    for (int64_t r0 = 0; r0 < w->rows; r0 += rows_per) {
+        const int64_t nr = w->rows - r0 < rows_per ? w->rows - r0 : rows_per;
+        CU_TRY(S, cudaMemcpyAsync(tmp, (const uint8_t *)w->host + r0 * file_row, nr * file_row, cudaMemcpyHostToDevice,
+                               S->stream));
+        cu_repack(S, (uint8_t *)dst + r0 * dev_row, tmp, w->type, w->cols, nr);
+        CU_TRY(S, cudaStreamSynchronize(S->stream));
+        if (S->err) return -1;
+    }
+    return 0;
+}
+
+static int collect_weights(mf_model *m, mf_weight **list, int cap) {
+    int n = 0;
+    list[n++] = &m->tok_embd;
+    list[n++] = &m->output_norm;
+    list[n++] = &m->output;
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        mf_layer *L = &m->layers[l];
+        mf_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->bq, &L->bk,
+                           &L->bv, &L->wo, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < MF_ARRAY_LEN(ws) && n < cap; i++) list[n++] = ws[i];
+    }
+    return n;
+}
+
+/* Quantized matrices the xs GEMV cannot take (rows too wide for its register-held
+ * activations: xst2, xs2 or pp take them); the notice says how many. */
+int cu_count_xs_wide(const mf_model *m) {
+    int n = 0;
+    const mf_weight *top = &m->output;
+    if (top->host && cu_mmv_q8_supported(top->type) && !cu_mmv_xs_takes(top->type, (int)top->cols)) n++;
+    for (int l = 0; l < m->hp.n_layer && m->layers; l++) {
+        const mf_layer *L = &m->layers[l];
+        const mf_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++)
+            if (ws[i]->host && cu_mmv_q8_supported(ws[i]->type) && !cu_mmv_xs_takes(ws[i]->type, (int)ws[i]->cols))
+                n++;
+    }
+    return n;
+}
+
+int cu_upload_weights(cu_state *S, mf_model *m, mf_err *err) {
+    const int cap = 3 + 12 * m->hp.n_layer;
+    mf_weight **list = (mf_weight **)mf_xmalloc(sizeof(mf_weight *) * cap);
+    size_t *off = (size_t *)mf_xcalloc(cap, sizeof(size_t));
+    int *owner = (int *)mf_xmalloc(sizeof(int) * cap);
+    const int n = collect_weights(m, list, cap);
+    size_t total = 0, tmp_need = 0;
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        mf_weight *w = list[i];
+        owner[i] = -1;
+        w->dev = NULL;
+        if (!w->host) continue;
+        for (int j = 0; j < i; j++)
+            if (list[j]->host == w->host && list[j]->type == w->type && list[j]->nbytes == w->nbytes) {
+                owner[i] = j;
+                break;
+            }
+        if (owner[i] >= 0) continue;
+        size_t nb;
+        if (cu_weight_dev_bytes(w, &nb)) {
+            rc = mf_fail(err, MF_ERR_INPUT, "cuda: tensor %s: type %s with %lld columns is not supported", w->name,
+                         qtype_name(w->type), (long long)w->cols);
+            break;
+        }
+        off[i] = total;
+        total += align256(nb);
+        const qtype_traits *tr = qtype_get(w->type);
+        const size_t file_row = (size_t)(w->cols / tr->blck) * tr->type_size;
+        const size_t fb = file_row * (size_t)w->rows;
+        if (cu_type_planar(w->type) || file_row % 16) tmp_need = fb > tmp_need ? fb : tmp_need;
+    }
+    if (rc == 0) {
+        S->wbuf = cu_dev_alloc(S, total, "cudaMalloc(weights)");
+        if (!S->wbuf) rc = mf_fail(err, MF_ERR_DEVICE, "cuda: cannot allocate %.2f GiB for the weights: %s",
+                                   total / 1073741824.0, S->errmsg);
+        S->wbytes = total;
+    }
+    void *tmp = NULL;
+    size_t tmp_cap = tmp_need < ((size_t)256 << 20) ? tmp_need : ((size_t)256 << 20);
+    if (rc == 0 && tmp_need) {
+        tmp = cu_dev_alloc(S, tmp_cap, "cudaMalloc(upload)");
+        if (!tmp) rc = mf_fail(err, MF_ERR_DEVICE, "cuda: cannot allocate the upload buffer: %s", S->errmsg);
+    }
+    for (int i = 0; i < n && rc == 0; i++) {
+        mf_weight *w = list[i];
+        if (!w->host || owner[i] >= 0) continue;
+        w->dev = (uint8_t *)S->wbuf + off[i];
+        if (cu_upload_one(S, w, w->dev, tmp, tmp_cap, err)) {
+            if (!err->msg[0] || S->err) mf_fail(err, MF_ERR_DEVICE, "cuda: upload of %s: %s", w->name, S->errmsg);
+            rc = MF_ERR_DEVICE;
+        }
+    }
+    for (int i = 0; i < n && rc == 0; i++)
+        if (owner[i] >= 0) list[i]->dev = list[owner[i]]->dev;
+    if (tmp) cudaFree(tmp);
+    free(list);
+    free(off);
+    free(owner);
+    return rc;
+}
+
+int cu_check_model(cu_state *S, const mf_model *m, mf_err *err) {
+    const mf_hparams *hp = &m->hp;
+    if (hp->head_dim % 8 || hp->head_dim > 256 || hp->head_dim <= 0)
+        return mf_fail(err, MF_ERR_INPUT, "cuda: head_dim %d unsupported (needs a multiple of 8, <= 256)", hp->head_dim);
+    if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv)
+        return mf_fail(err, MF_ERR_INPUT, "cuda: n_head %d not a multiple of n_head_kv %d", hp->n_head, hp->n_head_kv);
+    if (hp->rope_dim % 2 || hp->rope_dim > hp->head_dim)
+        return mf_fail(err, MF_ERR_INPUT, "cuda: rope_dim %d unsupported", hp->rope_dim);
+    const mf_weight *fl[] = {&m->output_norm};
+    for (size_t i = 0; i < MF_ARRAY_LEN(fl); i++)
+        if (fl[i]->host && fl[i]->type != QTYPE_F32)
+            return mf_fail(err, MF_ERR_INPUT, "cuda: %s must be f32 (is %s)", fl[i]->name, qtype_name(fl[i]->type));
+    for (int l = 0; l < hp->n_layer; l++) {
+        const mf_layer *L = &m->layers[l];
+        const mf_weight *vs[] = {&L->attn_norm, &L->ffn_norm, &L->bq, &L->bk, &L->bv};
+        for (size_t i = 0; i < MF_ARRAY_LEN(vs); i++)
+            if (vs[i]->host && vs[i]->type != QTYPE_F32)
+                return mf_fail(err, MF_ERR_INPUT, "cuda: %s must be f32 (is %s)", vs[i]->name,
+                               qtype_name(vs[i]->type));
+        const mf_weight *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < MF_ARRAY_LEN(ms); i++) {
+            if (!ms[i]->host) continue;
+            if (cu_type_is_quant(ms[i]->type)) S->any_quant = 1;
+            if (ms[i]->cols > S->kmax) S->kmax = (int)ms[i]->cols;
+        }
+    }
+    if (m->output.host) {
+        if (cu_type_is_quant(m->output.type)) S->any_quant = 1;
+        if (m->output.cols > S->kmax) S->kmax = (int)m->output.cols;
+    }
+    if (hp->n_embd > S->kmax) S->kmax = hp->n_embd;
+    if (hp->n_ff > S->kmax) S->kmax = hp->n_ff;
+    if (hp->n_head * hp->head_dim > S->kmax) S->kmax = hp->n_head * hp->head_dim;
+    return 0;
+}
+
