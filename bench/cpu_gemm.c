@@ -3,7 +3,8 @@
  *
  *   make bench-cpu-lab && build/bench/cpu_gemm [threads | micro]
  *   (env: ONLY=q4_K one type; DOWN=1 also the 2048 x 5632 shape; NO_UNPACK=1,
- *   TBLOCK=n, NO_OUT=1 prefill variants)
+ *   TBLOCK=n, NO_OUT=1 prefill variants; KSET=avx2|avx512|avx512-vnni the packed
+ *   kernel set, default the best this CPU has)
  *
  * Reports, per weight type and shape:
  *   gemv-cold  GB/s of weight bytes, matrix larger than the caches (decode speed)
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "cpu/kernels.h"
+#include "cpu/paths_cpu.h"
 #include "cpu/threads.h"
 #include "quant.h"
 #include "util.h"
@@ -32,17 +34,19 @@ typedef struct job {
     int reps_inner;
 } job;
 
+static const cpu_kernels *KS;   /* the kernel set under test */
+
 static void run_job(void *ctx, int ith, int nth) {
     const job *j = ctx;
     const int64_t rows = j->pk->rows, cols = j->pk->cols;
     float tile[4][8];
     if (j->packed) {
         /* as the backend: K-quants expand each group once per token block */
-        const cpu_gemm_fn gemm = cpu_gemm_avx2(j->type), gu = cpu_gemm_unpacked_avx2(j->type);
+        const cpu_gemm_fn gemm = KS->gemm(j->type), gu = KS->gemm_unpacked(j->type);
         const int unpack = gu && j->n >= 8 && !getenv("NO_UNPACK");
-        const int step = unpack ? cpu_gemm_unpacked_nt(j->type) : 4;
+        const int step = unpack ? KS->gemm_unpacked_nt(j->type) : 4;
         const int tblock = getenv("TBLOCK") ? atoi(getenv("TBLOCK")) : 64;
-        uint8_t *ub = unpack ? aligned_alloc(64, cpu_unpack_bytes(j->type, cols)) : NULL;
+        uint8_t *ub = unpack ? aligned_alloc(64, KS->unpack_bytes(j->type, cols)) : NULL;
         int64_t g0, g1;
         cpu_split(j->pk->n_groups, 1, ith, nth, &g0, &g1);
         for (int rep = 0; rep < j->reps_inner; rep++)
@@ -50,7 +54,7 @@ static void run_job(void *ctx, int ith, int nth) {
                 const int te = MF_MIN(j->n, tb + tblock);
                 for (int64_t g = g0; g < g1; g++) {
                     const uint8_t *gp = j->pk->data + g * j->pk->group_bytes;
-                    if (unpack) cpu_unpack_group_avx2(j->type, gp, cols, ub);
+                    if (unpack) KS->unpack_group(j->type, gp, cols, ub);
                     for (int t0 = tb; t0 < te; t0 += step) {
                         const int nt = MF_MIN(step, te - t0);
                         if (unpack) gu(ub, cols, j->act + (size_t)t0 * j->as, j->as, nt, tile);
@@ -187,7 +191,7 @@ static void micro(uint32_t type) {
         if (kind == CPU_ACT_Q8A32) cpu_quantize_q8a32_avx2(x + cols * t, (block_q8a32 *)(act + as * t), cols);
         else cpu_quantize_q8a256_avx2(x + cols * t, (block_q8a256 *)(act + as * t), cols);
     }
-    const cpu_gemm_fn gemm = cpu_gemm_avx2(type);
+    const cpu_gemm_fn gemm = KS->gemm(type);
     const int64_t nblk = cols / tr->blck;
     printf("%-5s micro (8 rows x %lld, hot):", tr->name, (long long)cols);
     for (int nt = 1; nt <= 4; nt++) {
@@ -204,13 +208,13 @@ static void micro(uint32_t type) {
         printf("  nt=%d %6.1f ns/blk %5.1f GMAC/s", nt, 1e9 * best / nblk, 8.0 * cols * nt / best / 1e9);
     }
     printf("\n");
-    const cpu_gemm_fn gu = cpu_gemm_unpacked_avx2(type);
+    const cpu_gemm_fn gu = KS->gemm_unpacked(type);
     if (gu) {
-        uint8_t *ub = aligned_alloc(64, cpu_unpack_bytes(type, cols));
+        uint8_t *ub = aligned_alloc(64, KS->unpack_bytes(type, cols));
         double bu = 1e30;
         for (int r = 0; r < 5; r++) {
             const double t0 = mf_time_s();
-            for (int i = 0; i < 2000; i++) cpu_unpack_group_avx2(type, pk.data, cols, ub);
+            for (int i = 0; i < 2000; i++) KS->unpack_group(type, pk.data, cols, ub);
             bu = MF_MIN(bu, (mf_time_s() - t0) / 2000);
         }
         printf("%-5s unpacked: unpack %6.1f ns/blk;", tr->name, 1e9 * bu / nblk);
@@ -233,6 +237,15 @@ static void micro(uint32_t type) {
 }
 
 int main(int argc, char **argv) {
+    const char *kn = getenv("KSET");
+    KS = cpu_has_avx512vnni() ? &cpu_kernels_avx512vnni : cpu_has_avx512() ? &cpu_kernels_avx512 : &cpu_kernels_avx2;
+    if (kn && !strcmp(kn, "avx2")) KS = &cpu_kernels_avx2;
+    if (kn && !strcmp(kn, "avx512") && cpu_has_avx512()) KS = &cpu_kernels_avx512;
+    if (kn && strcmp(kn, KS->name)) {
+        fprintf(stderr, "cpu_gemm: KSET=%s not available here\n", kn);
+        return 1;
+    }
+    printf("kernel set %s\n", KS->name);
     if (argc > 1 && !strcmp(argv[1], "micro")) {
         const uint32_t mt[] = { QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_Q8_0, QTYPE_Q4_1, QTYPE_Q4_0, QTYPE_Q5_0, QTYPE_Q5_1,
                                 QTYPE_Q5_K };

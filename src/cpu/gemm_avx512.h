@@ -358,16 +358,14 @@ INLINE void store_quad(uint8_t *dst, __m512i x, __m512i y) {
     _mm512_storeu_si512(dst + 64, _mm512_permutex2var_epi32(x, i1, y));
 }
 
-/* Scale bytes of 8 rows (row r at src[stride*r]) -> 32 bytes: the scale of each
- * lane's row, rows 0..3 then 4..7. */
-INLINE void store_lane_scales(uint8_t *dst, const uint8_t *src, int stride) {
-    uint8_t r8[8];
-    for (int r = 0; r < 8; r++) r8[r] = src[stride * r];
-    const __m128i v = _mm_loadl_epi64((const __m128i *)r8);
-    const __m128i s0 = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    const __m128i s1 = _mm_add_epi8(s0, _mm_set1_epi8(4));
-    _mm_storeu_si128((__m128i *)dst, _mm_shuffle_epi8(v, s0));
-    _mm_storeu_si128((__m128i *)(dst + 16), _mm_shuffle_epi8(v, s1));
+/* Scale bytes of 8 rows (row r at byte e + stride*r of v, stride 1 or 2) -> 32
+ * bytes: the scale of each lane's row, rows 0..3 then 4..7. */
+INLINE void store_lane_scales(uint8_t *dst, __m128i v, int e, int stride) {
+    const __m128i rr = _mm_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m128i i0 = _mm_add_epi8(_mm_set1_epi8((char)e), stride == 2 ? _mm_add_epi8(rr, rr) : rr);
+    const __m128i i1 = _mm_add_epi8(i0, _mm_set1_epi8((char)(4 * stride)));
+    _mm_storeu_si128((__m128i *)dst, _mm_shuffle_epi8(v, i0));
+    _mm_storeu_si128((__m128i *)(dst + 16), _mm_shuffle_epi8(v, i1));
 }
 
 static void unpack_q45_K(const int q5, const uint8_t *g, int64_t cols, uint8_t *dst) {
@@ -396,7 +394,8 @@ static void unpack_q45_K(const int q5, const uint8_t *g, int64_t cols, uint8_t *
                 store_quad(dst + 128 * (4 * gi + 2 * h), w[0], w[1]);
                 store_quad(dst + 128 * (4 * gi + 2 * h + 1), w[2], w[3]);
             }
-        for (int j = 0; j < 8; j++) store_lane_scales(dst + 2048 + 32 * j, g + 32 + 8 * j, 1);
+        for (int j = 0; j < 8; j++)
+            store_lane_scales(dst + 2048 + 32 * j, _mm_loadl_epi64((const __m128i *)(g + 32 + 8 * j)), 0, 1);
         for (int p = 0; p < 4; p++)
             _mm256_storeu_si256((__m256i *)(dst + 2560 + 32 * p),
                                 _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(g + 96 + 16 * p))));
@@ -425,7 +424,8 @@ static void unpack_q6_K(const uint8_t *g, int64_t cols, uint8_t *dst) {
             store_quad(dst + 128 * (4 * s2 + 3), wB[2], wB[3]);
         }
         /* quad q = 16-value group q: scale 2p+e, p = q/2, e = q%2, row r at g+16+16p+2r+e */
-        for (int q = 0; q < 16; q++) store_lane_scales(dst + 2048 + 32 * q, g + 16 + 16 * (q / 2) + (q % 2), 2);
+        for (int q = 0; q < 16; q++)
+            store_lane_scales(dst + 2048 + 32 * q, _mm_loadu_si128((const __m128i *)(g + 16 + 16 * (q / 2))), q % 2, 2);
         for (int p = 0; p < 8; p++)
             _mm256_storeu_si256((__m256i *)(dst + 2560 + 32 * p),
                                 _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(g + 16 + 16 * p))));
