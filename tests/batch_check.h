@@ -47,6 +47,8 @@ typedef struct batch_result {
     int bitwise;             /* 1: every compared logit bitwise equal */
     double max_diff;         /* largest |logit difference| over the compared steps */
     double max_abs;          /* largest |logit| over the same steps (scale of max_diff) */
+    double max_nerr;         /* largest normalised row error |b - a| / |a| (2-norms) over them */
+    int finite;              /* 1: every batched logit compared was finite */
     int calls;               /* minfer_decode_batch calls */
     int shapes_seen[65];     /* [n] = 1 when a call had n pairs (n <= 64) */
 } batch_result;
@@ -177,23 +179,30 @@ static inline int batch_run(minfer_ctx *c, const batch_prompts *p, batch_trace *
     return rc;
 }
 
-/* Compares a batched trace to the solo one (see batch_result). */
-static inline void batch_compare(const batch_trace *solo, const batch_trace *bt, batch_result *r) {
+/* Compares sequences 0..n-1 of a batched trace to the solo one (see batch_result);
+ * the traces may hold more sequences (a solo trace made once for the largest n). */
+static inline void batch_compare(const batch_trace *solo, const batch_trace *bt, int n, batch_result *r) {
     const int st = solo->n_steps + 1, nv = solo->n_vocab;
     r->seqs_diverged = 0;
     r->first_seq = r->first_k = -1;
-    r->bitwise = 1;
-    r->max_diff = r->max_abs = 0;
-    for (int s = 0; s < solo->n_seq; s++) {
+    r->bitwise = r->finite = 1;
+    r->max_diff = r->max_abs = r->max_nerr = 0;
+    for (int s = 0; s < n; s++) {
         for (int k = 0; k < st; k++) {
             const size_t row = (size_t)s * st + k;
             const float *a = solo->logits + row * nv, *b = bt->logits + row * nv;
             if (memcmp(a, b, sizeof(float) * (size_t)nv)) r->bitwise = 0;
+            double dd = 0, aa = 0;
             for (int v = 0; v < nv; v++) {
                 const double d = fabs((double)a[v] - b[v]);
+                if (!isfinite(b[v])) r->finite = 0;
                 if (d > r->max_diff || d != d) r->max_diff = d;
                 if (fabs(a[v]) > r->max_abs) r->max_abs = fabs(a[v]);
+                dd += d * d;
+                aa += (double)a[v] * a[v];
             }
+            const double ne = aa > 0 ? sqrt(dd / aa) : sqrt(dd);
+            if (ne > r->max_nerr || ne != ne) r->max_nerr = ne;
             if (solo->tok[row] != bt->tok[row]) {
                 r->seqs_diverged++;
                 if (r->first_k < 0 || k < r->first_k) {
@@ -207,9 +216,10 @@ static inline void batch_compare(const batch_trace *solo, const batch_trace *bt,
     }
 }
 
-/* One line: "n=8 calls=40 shapes 1,3,8: tokens identical, logits bitwise equal" or the divergence. */
-static inline void batch_report(FILE *f, const char *what, const batch_trace *solo, const batch_result *r) {
-    fprintf(f, "%s: %d sequences x %d steps, %d calls of", what, solo->n_seq, solo->n_steps, r->calls);
+/* One line: the calls' sizes, tokens identical or the first divergence (with the
+ * top-2 margins there), bitwise or the size of the logit differences. */
+static inline void batch_report(FILE *f, const char *what, int n, const batch_trace *solo, const batch_result *r) {
+    fprintf(f, "%s: %d x %d steps, %d calls of", what, n, solo->n_steps, r->calls);
     for (int i = 1; i <= 64; i++)
         if (r->shapes_seen[i]) fprintf(f, " %d", i);
     fprintf(f, " pairs: ");
@@ -218,8 +228,9 @@ static inline void batch_report(FILE *f, const char *what, const batch_trace *so
         fprintf(f, "%d sequence%s diverge; first: sequence %d at step %d (alone %d, batched %d; top-2 margin alone %.4g, "
                 "batched %.4g)", r->seqs_diverged, r->seqs_diverged == 1 ? "" : "s", r->first_seq, r->first_k,
                 r->tok_solo, r->tok_batch, r->margin_solo, r->margin_batch);
-    fprintf(f, "; logits %s (max |diff| %.3g of max |logit| %.3g)\n", r->bitwise ? "bitwise equal" : "differ",
-            r->max_diff, r->max_abs);
+    fprintf(f, "; logits %s (max |diff| %.3g of max |logit| %.3g, normalised row error max %.3g)%s\n",
+            r->bitwise ? "bitwise equal" : "differ", r->max_diff, r->max_abs, r->max_nerr,
+            r->finite ? "" : "; NON-FINITE logits");
 }
 
 #endif

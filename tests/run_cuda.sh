@@ -17,7 +17,10 @@
 #      flash attention, then 64 decode steps) with each path off: the same bytes as with
 #      every path on, where the path's arithmetic is the same (all but q8, mma, flash and
 #      fused, whose logits are checked against the CPU instead);
-#   4. several sequences decoded together (tests/cuda/test_cuda_batch, where built).
+#   4. several sequences decoded together (tests/cuda/test_cuda_batch): 8 sequences, and 1..64,
+#      against each decoded alone on the GPU (stories260K, tiny, 1b); per size the first
+#      divergence and the top-2 margin there; checked: finite logits, the normalised row
+#      error batched vs alone, every sequence's length.
 # The op-parity runs go in parallel (independent processes, mostly host-bound).
 # MINFER_CUDA_TEST_QUICK=1 runs the default op run and the all-off one only.
 # Prints "N passed, N failed, N skipped" last. Models are looked up in $MINFER_SHARED,
@@ -235,8 +238,25 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
 fi
 
 # ---- several sequences in one step ----
+# test_cuda_batch MODEL STEPS MAX_ERR [SIZES]: 8 sequences together (one call a step, and calls
+# of 1..8 pairs) and each size of SIZES, against each sequence decoded alone on the GPU; per
+# size the first divergence and the top-2 margin there (MINFER_TEST_BATCH_EXACT=1: identical
+# tokens required)
 if [ -x "$TESTS/test_cuda_batch" ]; then
-    run_one "batch: sequences decoded together vs alone" "$TESTS/test_cuda_batch" ${SHARED:+"$SHARED/models/stories260K.gguf"}
+    if [ -n "$SHARED" ]; then
+        run_one "batch stories260K: 8 text prompts together vs alone, and 1..64" \
+            env MINFER_TEST_TEXT_PROMPTS=1 "$TESTS/test_cuda_batch" "$SHARED/models/stories260K.gguf" 40 0.02
+    fi
+    [ -f "$TMP/tiny-q4_k_m.gguf" ] || "$BIN" synth --shape tiny --quant q4_k_m -o "$TMP/tiny-q4_k_m.gguf" >/dev/null 2>&1
+    run_one "batch tiny q4_k_m: 8 sequences together vs alone, and 1..64" \
+        "$TESTS/test_cuda_batch" "$TMP/tiny-q4_k_m.gguf" 40 0.02
+    if [ "${MINFER_CUDA_TEST_1B:-1}" = 1 ]; then
+        [ -f "$TMP/1b.gguf" ] || "$BIN" synth --shape 1b --quant q4_k_m -o "$TMP/1b.gguf" >/dev/null 2>&1
+        run_one "batch 1b q4_k_m: 8 sequences together vs alone, and 1..64" \
+            "$TESTS/test_cuda_batch" "$TMP/1b.gguf" 32 0.05 1,2,4,8,16,32,64
+    fi
+else
+    echo "FAIL: $TESTS/test_cuda_batch not built"; F=$((F + 1))
 fi
 
 echo

@@ -144,8 +144,8 @@ static void check_together(const char *what, minfer_model *m, int n, const char 
             const int rc = batch_run(cn, &p, &bt, scheds[s], n_sched[s], &r, err, sizeof err);
             CHECK(rc == 0, "%s: together: %s", label, err);
             if (rc) continue;
-            batch_compare(&solo, &bt, &r);
-            batch_report(stdout, label, &solo, &r);
+            batch_compare(&solo, &bt, n, &r);
+            batch_report(stdout, label, n, &solo, &r);
             CHECK(r.seqs_diverged == 0, "%s: %d sequences' greedy tokens differ from alone (first: sequence %d step %d, "
                   "top-2 margin %.4g)", label, r.seqs_diverged, r.first_seq, r.first_k, r.margin_solo);
             CHECK(r.bitwise, "%s: logits not bitwise equal to alone (max |diff| %.3g)", label, r.max_diff);
