@@ -11,9 +11,48 @@ void context_params_default(mf_context_params *p) {
     p->n_seq = 1;
 }
 
-static int default_threads(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+#ifdef MINFER_CUDA
+/* The kernel driver's own files: absent, the CUDA runtime can only fail, and its
+ * message for that ("CUDA driver version is insufficient") names the wrong cause. */
+static int nvidia_driver_present(void) {
+    return access("/proc/driver/nvidia/version", F_OK) == 0 || access("/dev/nvidia0", F_OK) == 0;
+}
+#endif
+
+int context_device_check(const char *device, int *use_cuda, int *gpu, mf_err *err) {
+    const char *dev = device && *device ? device : "auto";
+    *use_cuda = 0;
+    *gpu = 0;
+    if (!strcmp(dev, "auto")) {
+        *use_cuda = cuda_device_count() > 0;
+        return MF_OK;
+    }
+    if (!strcmp(dev, "cpu")) return MF_OK;
+    if (!strncmp(dev, "cuda:", 5)) {
+        /* cuda:N, the N-th device as the CUDA runtime numbers them (after CUDA_VISIBLE_DEVICES) */
+        char *end;
+        const long n = strtol(dev + 5, &end, 10);
+        if (end == dev + 5 || *end || n < 0 || n > 1023)
+            return mf_fail(err, MF_ERR_USAGE, "bad device '%s' (cuda:N with N a device number)", dev);
+        *gpu = (int)n;
+    } else if (strcmp(dev, "cuda")) {
+        return mf_fail(err, MF_ERR_USAGE, "unknown device '%s' (cpu, cuda, cuda:N, auto)", dev);
+    }
+    *use_cuda = 1;
+    /* Asking for a device this build or machine lacks is the caller's mistake (exit 1);
+     * a driver that is there but fails is a device error, reported by the backend. */
+#ifndef MINFER_CUDA
+    return mf_fail(err, MF_ERR_USAGE, "device '%s': this minfer was built without CUDA (use --device cpu, "
+                   "or rebuild with CUDA=1 where nvcc is installed)", dev);
+#else
+    const int n_gpu = cuda_device_count();
+    if (n_gpu == 0 && !nvidia_driver_present())
+        return mf_fail(err, MF_ERR_USAGE, "device '%s': no NVIDIA GPU found (no NVIDIA driver is loaded: "
+                       "/proc/driver/nvidia/version and /dev/nvidia0 absent); use --device cpu", dev);
+    if (n_gpu > 0 && *gpu >= n_gpu)
+        return mf_fail(err, MF_ERR_USAGE, "no device cuda:%d (%d CUDA device%s here)", *gpu, n_gpu, n_gpu == 1 ? "" : "s");
+    return MF_OK;
+#endif
 }
 
 int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err *err) {
@@ -27,32 +66,17 @@ int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err 
     if ((int64_t)c->n_batch > (int64_t)c->n_ctx * c->n_seq) c->n_batch = c->n_ctx * c->n_seq; /* < n_batch: fits */
     if (c->n_ctx > (1 << 24)) return mf_fail(err, MF_ERR_USAGE, "context size %d too large", c->n_ctx);
 
-    const char *dev = p->device && *p->device ? p->device : "auto";
-    int want_cuda, gpu = 0;
-    if (!strcmp(dev, "auto")) want_cuda = cuda_device_count() > 0;
-    else if (!strcmp(dev, "cuda")) want_cuda = 1;
-    else if (!strcmp(dev, "cpu")) want_cuda = 0;
-    else if (!strncmp(dev, "cuda:", 5)) {
-        /* cuda:N, the N-th device as the CUDA runtime numbers them (after CUDA_VISIBLE_DEVICES) */
-        char *end;
-        const long n = strtol(dev + 5, &end, 10);
-        if (end == dev + 5 || *end || n < 0 || n > 1023)
-            return mf_fail(err, MF_ERR_USAGE, "bad device '%s' (cuda:N with N a device number)", dev);
-        want_cuda = 1;
-        gpu = (int)n;
-    } else return mf_fail(err, MF_ERR_USAGE, "unknown device '%s' (cpu, cuda, cuda:N, auto)", dev);
+    int want_cuda, gpu;
+    int rc = context_device_check(p->device, &want_cuda, &gpu, err);
+    if (rc) return rc;
     if (want_cuda) {
-        /* a device number the machine lacks is the caller's mistake (exit 1), not a GPU failure */
-        const int n_gpu = cuda_device_count();
-        if (gpu > 0 && gpu >= n_gpu)
-            return mf_fail(err, MF_ERR_USAGE, "no device cuda:%d (%d CUDA device%s here)", gpu, n_gpu, n_gpu == 1 ? "" : "s");
         c->be = cuda_backend_new(gpu, err);
         if (!c->be) return MF_ERR_DEVICE;
     } else {
-        c->be = cpu_backend_new(p->n_threads > 0 ? p->n_threads : default_threads(), err);
+        c->be = cpu_backend_new(p->n_threads > 0 ? p->n_threads : 0, err); /* 0: the cores we may run on */
         if (!c->be) return MF_ERR_NOMEM;
     }
-    int rc = c->be->init(c->be, m, c->n_ctx, c->n_seq, c->n_batch, err);
+    rc = c->be->init(c->be, m, c->n_ctx, c->n_seq, c->n_batch, err);
     if (rc) goto fail;
     if ((rc = forward_init(&c->fw, c->be, m, c->n_ctx, c->n_seq, c->n_batch, err))) goto fail;
     kv_init(&c->kv, c->n_ctx, c->n_seq);

@@ -35,6 +35,10 @@ typedef struct mf_context {
 } mf_context;
 
 void context_params_default(mf_context_params *p);
+/* Parses a device name (NULL/"auto", "cpu", "cuda", "cuda:N") and checks that this
+ * build and machine can have it, without loading anything: MF_ERR_USAGE with a
+ * message when not. *use_cuda and *gpu say what context_init will create. */
+int context_device_check(const char *device, int *use_cuda, int *gpu, mf_err *err);
 int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err *err);
 void context_free(mf_context *c);
 

@@ -54,7 +54,10 @@ double mf_time_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+int mf_log_quiet;
+
 void mf_log(const char *fmt, ...) {
+    if (mf_log_quiet) return;
     va_list ap;
     va_start(ap, fmt);
     fputs("minfer: ", stderr);

@@ -51,6 +51,10 @@ double mf_time_s(void);
 /* Diagnostics on stderr. mf_log prints "minfer: ..." lines; mf_log_once prints a
  * message at most once per distinct flag variable (for fast-path labels). */
 void mf_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* When set (the CLI's -q/--quiet), mf_log prints nothing and backends skip their
+ * notice lines; errors are never routed through mf_log. Set once, before any
+ * thread starts. */
+extern int mf_log_quiet;
 #define mf_log_once(flag, ...) do { static int flag; if (!flag) { flag = 1; mf_log(__VA_ARGS__); } } while (0)
 
 /* Reads an integer environment switch: returns dflt when unset or empty. */

@@ -18,8 +18,8 @@ static int parse_long(const char *opt, const char *s, long lo, long hi, long *ou
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || end == s || *end) return cli_error(1, "option %s: '%s' is not an integer", opt, s);
-    if (v < lo || v > hi) return cli_error(1, "option %s: %ld out of range [%ld, %ld]", opt, v, lo, hi);
+    if (end == s || *end) return cli_error(1, "option %s: '%s' is not an integer", opt, s);
+    if (errno == ERANGE || v < lo || v > hi) return cli_error(1, "option %s: %s is out of range [%ld, %ld]", opt, s, lo, hi);
     *out = v;
     return 0;
 }

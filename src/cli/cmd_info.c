@@ -2,8 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "args.h"
 #include "cli.h"
+#include "opts.h"
 #include "gguf.h"
 #include "model.h"
 #include "quant.h"
@@ -32,20 +32,14 @@ static void print_kv(const gguf_kv *kv) {
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
     int show_tensors = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            puts("usage: minfer info -m MODEL [--tensors]\n"
-                 "  prints the model's metadata, hyperparameters and tensor type census;\n"
-                 "  --tensors lists every tensor");
-            return 0;
-        } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
-            if (arg_value(argc, argv, &i, &path)) return 1;
-        } else if (!strcmp(argv[i], "--tensors")) {
-            show_tensors = 1;
-        } else {
-            return cli_error(1, "info: unknown option '%s'", argv[i]);
-        }
-    }
+    const cli_opt opts[] = {
+        { "-m, --model", "PATH", CLI_OPT_STR, &path, .help = "GGUF model file", .dflt = "" },
+        { "--tensors", NULL, CLI_OPT_FLAG, &show_tensors, .set = 1, .help = "list every tensor", .dflt = "" },
+    };
+    int prc = cli_parse("info", "usage: minfer info -m MODEL [--tensors]",
+                        "  prints the model's metadata, hyperparameters and tensor type census\n", opts,
+                        (int)MF_ARRAY_LEN(opts), argc, argv);
+    if (prc) return prc < 0 ? 0 : prc;
     if (!path) return cli_error(1, "info: -m MODEL is required");
     mf_model m;
     mf_err err = { { 0 } };

@@ -7,28 +7,9 @@
 #include "args.h"
 #include "cli.h"
 #include "common.h"
+#include "opts.h"
 #include "sampler.h"
 #include "tokenizer.h"
-
-static const char run_usage[] =
-    "usage: minfer run -m MODEL [-p PROMPT | -f FILE] [options]\n"
-    "  -m, --model PATH      GGUF model file (required)\n"
-    "  -p, --prompt TEXT     prompt text (default: empty = start from BOS)\n"
-    "  -f, --file PATH       read the prompt from a file\n"
-    "  -n, --n-predict N     tokens to generate (default 256; stops early at end-of-generation)\n"
-    "  --temp T              temperature (default 0.8; 0 = greedy)\n"
-    "  --top-k K             top-k filter (default 40; 0 = off)\n"
-    "  --top-p P             top-p filter (default 0.95; 1 = off)\n"
-    "  --min-p P             min-p filter (default 0.05; 0 = off)\n"
-    "  --repeat-penalty R    repetition penalty over the last 64 tokens (default 1.0 = off)\n"
-    "  --seed S              RNG seed (default: from the clock)\n"
-    "  --ctx N               context size in tokens (default: min(model, 4096))\n"
-    "  --device D            cpu | cuda | cuda:N | auto (default auto: cuda, GPU 0, when one is present)\n"
-    "  -t, --threads N       CPU threads (default: all cores)\n"
-    "  --special             recognise special-token text (e.g. <|im_start|>) in the prompt\n"
-    "  --ignore-eos          keep generating past end-of-generation tokens\n"
-    "  -v, --verbose         loading and timing details on stderr (default on; -q to silence)\n"
-    "  -q, --quiet           no diagnostics except errors\n";
 
 int cmd_run(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *file = NULL;
@@ -37,24 +18,29 @@ int cmd_run(int argc, char **argv) {
     context_params_default(&cp);
     mf_sampler_params sp;
     sampler_params_default(&sp);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int bad = 0;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(run_usage, stdout); return 0; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) bad = arg_value(argc, argv, &i, &model);
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) bad = arg_value(argc, argv, &i, &prompt);
-        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) bad = arg_value(argc, argv, &i, &file);
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) bad = arg_int(argc, argv, &i, 0, 1 << 24, &n_predict);
-        else if (cli_context_opt(argc, argv, &i, &cp, &bad) || cli_sampler_opt(argc, argv, &i, &sp, &bad)) {}
-        else if (!strcmp(a, "--special")) special = 1;
-        else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
-        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) verbose = 1;
-        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) verbose = 0;
-        else return cli_error(1, "run: unknown option '%s' (see minfer run --help)", a);
-        if (bad) return 1;
-    }
+    cli_opt opts[8 + 3 * CLI_OPTS_MAX_GROUP];
+    int n = 0;
+    opts[n++] = (cli_opt){ "-m, --model", "PATH", CLI_OPT_STR, &model, .help = "GGUF model file (required)", .dflt = "" };
+    opts[n++] = (cli_opt){ "-p, --prompt", "TEXT", CLI_OPT_STR, &prompt, .help = "prompt text",
+                           .dflt = "empty = start from BOS" };
+    opts[n++] = (cli_opt){ "-f, --file", "PATH", CLI_OPT_STR, &file, .help = "read the prompt from a file", .dflt = "" };
+    opts[n++] = (cli_opt){ "-n, --n-predict", "N", CLI_OPT_INT, &n_predict, -1, 1 << 24,
+                           .help = "tokens to generate (-1 = until end-of-generation or the context is full)" };
+    n += cli_opts_sampler(opts + n, &sp);
+    n += cli_opts_context(opts + n, &cp);
+    opts[n++] = (cli_opt){ "--special", NULL, CLI_OPT_FLAG, &special, .set = 1,
+                           .help = "recognise special-token text (e.g. <|im_start|>) in the prompt", .dflt = "" };
+    opts[n++] = (cli_opt){ "--ignore-eos", NULL, CLI_OPT_FLAG, &ignore_eos, .set = 1,
+                           .help = "keep generating past end-of-generation tokens", .dflt = "" };
+    n += cli_opts_verbosity(opts + n, &verbose);
+    int prc = cli_parse("run", "usage: minfer run -m MODEL [-p PROMPT | -f FILE] [options]", NULL, opts, n, argc, argv);
+    if (prc) return prc < 0 ? 0 : prc;
+    mf_log_quiet = !verbose;
     if (!model) return cli_error(1, "run: -m MODEL is required (see minfer run --help)");
     if (prompt && file) return cli_error(1, "run: give either -p or -f, not both");
+    if (cli_context_check(&cp)) return 1;
+    mf_err perr = { { 0 } };
+    if (sampler_params_check(&sp, 1, &perr)) return cli_error(1, "%s", perr.msg); /* before the model loads */
 
     char *text = NULL;
     size_t text_len = 0;
@@ -85,6 +71,7 @@ int cmd_run(int argc, char **argv) {
         ids[0] = bos;
         n_ids = 1;
     }
+    if (n_predict < 0) n_predict = c.n_ctx - MF_MIN(n_ids, c.n_ctx); /* -1: until the context is full */
     if (n_ids + n_predict > c.n_ctx) {
         if (n_ids >= c.n_ctx) {
             exit_code = cli_error(2, "prompt of %d tokens does not fit the context of %d tokens (use --ctx)", n_ids, c.n_ctx);
@@ -94,7 +81,7 @@ int cmd_run(int argc, char **argv) {
         n_predict = c.n_ctx - n_ids;
     }
     smp = sampler_new(&sp, m.hp.n_vocab, &err);
-    if (!smp) { exit_code = cli_error(1, "sampler: %s", err.msg); goto out; }
+    if (!smp) { exit_code = cli_error(cli_status_exit(MF_ERR_USAGE), "%s", err.msg); goto out; } /* err says "sampler: ..." */
     for (int i = 0; i < n_ids; i++) sampler_accept(smp, ids[i]);
     if (verbose) {
         if (sp.temp <= 0) mf_log("sampling: greedy");

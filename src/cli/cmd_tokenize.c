@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "args.h"
 #include "cli.h"
+#include "opts.h"
 #include "gguf.h"
 #include "tokenizer.h"
 #include "util.h"
@@ -39,23 +39,17 @@ static char *read_stdin(size_t *len) {
 int cmd_tokenize(int argc, char **argv) {
     const char *path = NULL;
     int no_bos = 0, special = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            puts("usage: minfer tokenize -m MODEL [--no-bos] [--special]\n"
-                 "  reads UTF-8 text on stdin, prints its token ids space separated on one line;\n"
-                 "  BOS (and EOS) are added when the model's tokenizer asks for them, unless --no-bos;\n"
-                 "  --special: control-token texts in the input (e.g. <|im_start|>) become those tokens");
-            return 0;
-        } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
-            if (arg_value(argc, argv, &i, &path)) return 1;
-        } else if (!strcmp(argv[i], "--no-bos")) {
-            no_bos = 1;
-        } else if (!strcmp(argv[i], "--special")) {
-            special = 1;
-        } else {
-            return cli_error(1, "tokenize: unknown option '%s'", argv[i]);
-        }
-    }
+    const cli_opt opts[] = {
+        { "-m, --model", "PATH", CLI_OPT_STR, &path, .help = "GGUF model file (the vocabulary is enough)", .dflt = "" },
+        { "--no-bos", NULL, CLI_OPT_FLAG, &no_bos, .set = 1, .help = "no BOS (or EOS) even where the tokenizer adds them",
+          .dflt = "" },
+        { "--special", NULL, CLI_OPT_FLAG, &special, .set = 1,
+          .help = "control-token texts in the input (e.g. <|im_start|>) become those tokens", .dflt = "" },
+    };
+    int prc = cli_parse("tokenize", "usage: minfer tokenize -m MODEL [--no-bos] [--special]",
+                        "  reads UTF-8 text on stdin, prints its token ids space separated on one line\n", opts,
+                        (int)MF_ARRAY_LEN(opts), argc, argv);
+    if (prc) return prc < 0 ? 0 : prc;
     if (!path) return cli_error(1, "tokenize: -m MODEL is required");
 
     mf_err err = { { 0 } };

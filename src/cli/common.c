@@ -8,16 +8,28 @@
 
 #include "args.h"
 #include "cli.h"
+#include "opts.h"
 #include "tokenizer.h"
 
-int cli_load(const char *path, const mf_context_params *cp, mf_model *m, mf_context *c, int verbose) {
+int cli_load(const char *path, const mf_context_params *cp_in, mf_model *m, mf_context *c, int verbose) {
     mf_err err = { { 0 } };
+    /* The device and thread checks before the (maybe long) load; run and chat have
+     * made them already, right after parsing, and then this finds nothing to say. */
+    mf_context_params cpl = *cp_in;
+    const mf_context_params *cp = &cpl;
+    if (cli_context_check(&cpl)) return 1;
     double t0 = mf_time_s();
     int rc = model_load(m, path, &err);
     if (rc) return cli_error(cli_status_exit(rc), "%s: %s", path, err.msg);
     char desc[512];
     model_describe(m, desc, sizeof desc);
     if (verbose) mf_log("loaded %s in %.2f s: %s", path, mf_time_s() - t0, desc);
+    /* Like llama.cpp ("n_ctx_seq > n_ctx_train -- possible training context overflow"),
+     * a warning, not an error: the model runs, but its output past the trained length
+     * is untested, and scripts written for llama.cpp pass such sizes. */
+    if (cp->n_ctx > 0 && m->hp.n_ctx_train > 0 && cp->n_ctx > m->hp.n_ctx_train)
+        mf_log("warning: --ctx %d is more than the %d tokens this model was trained on; past %d tokens its output "
+               "may degrade", cp->n_ctx, m->hp.n_ctx_train, m->hp.n_ctx_train);
     double t1 = mf_time_s();
     rc = context_init(c, m, cp, &err);
     if (rc) {
@@ -64,18 +76,6 @@ int cli_context_opt(int argc, char **argv, int *i, mf_context_params *cp, int *b
     return 1;
 }
 
-int cli_sampler_opt(int argc, char **argv, int *i, mf_sampler_params *sp, int *bad) {
-    const char *a = argv[*i];
-    if (!strcmp(a, "--temp")) *bad = arg_float(argc, argv, i, 0.0f, 100.0f, &sp->temp);
-    else if (!strcmp(a, "--top-k")) *bad = arg_int(argc, argv, i, 0, 1 << 30, &sp->top_k);
-    else if (!strcmp(a, "--top-p")) *bad = arg_float(argc, argv, i, 0.0f, 1.0f, &sp->top_p);
-    else if (!strcmp(a, "--min-p")) *bad = arg_float(argc, argv, i, 0.0f, 1.0f, &sp->min_p);
-    else if (!strcmp(a, "--repeat-penalty")) *bad = arg_float(argc, argv, i, 0.0f, 10.0f, &sp->repeat_penalty);
-    else if (!strcmp(a, "--seed")) *bad = arg_u64(argc, argv, i, &sp->seed);
-    else return 0;
-    return 1;
-}
-
 static void gen_keep(cli_gen *g, const char *s, int len) {
     if (!g->keep_text) return;
     if (g->len + (size_t)len + 1 > g->cap) g->text = mf_xrealloc(g->text, g->cap = 2 * (g->len + (size_t)len) + 64);
@@ -93,6 +93,7 @@ int cli_generate(mf_context *c, mf_sampler *smp, int seq, const float *logits, c
     int n = 0, rc = MF_OK;
     gen_keep(g, "", 0);
     while (n < g->n_max) {
+        if (g->stop && *g->stop) { g->stopped = 1; break; }
         if (g->decode_last && c->kv.seqs[seq].n >= c->n_ctx) break;
         int32_t tok = sampler_sample(smp, logits);
         sampler_accept(smp, tok);

@@ -3,6 +3,7 @@
 #ifndef MINFER_CLI_COMMON_H
 #define MINFER_CLI_COMMON_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "context.h"
@@ -10,14 +11,15 @@
 #include "sampler.h"
 
 /* Loads the model and creates a context; prints one line of progress and one line
- * describing model and device on stderr. Returns an exit code (0 ok). */
+ * describing model and device on stderr. First checks the device and the thread
+ * count (cli_context_check), and after loading warns when --ctx exceeds the
+ * model's trained context. Returns an exit code (0 ok). */
 int cli_load(const char *path, const mf_context_params *cp, mf_model *m, mf_context *c, int verbose);
-/* Options shared by run, chat and bench. Each returns 1 when argv[*i] is one of its
- * options (consuming its value; *bad set to 1 on a bad value), 0 otherwise.
- *   context: --ctx N, --device D, -t/--threads N
- *   sampler: --temp, --top-k, --top-p, --min-p, --repeat-penalty, --seed */
+/* Context options for bench's hand-written parser: returns 1 when argv[*i] is one
+ * of --ctx N, --device D, -t/--threads N (consuming its value; *bad set to 1 on a
+ * bad value), 0 otherwise. run and chat take the same options from the rows of
+ * cli_opts_context (opts.h). */
 int cli_context_opt(int argc, char **argv, int *i, mf_context_params *cp, int *bad);
-int cli_sampler_opt(int argc, char **argv, int *i, mf_sampler_params *sp, int *bad);
 
 /* Generation loop shared by run and chat: sample, stop at end-of-generation,
  * stream the text to stdout (partial UTF-8 held back), evaluate the token. */
@@ -32,6 +34,8 @@ typedef struct cli_gen {
     size_t len, cap;
     int32_t *toks;    /* when non-NULL: the evaluated ids are appended at toks[n_toks] */
     int n_toks;
+    volatile sig_atomic_t *stop; /* when non-NULL and non-zero: stop before the next token (Ctrl-C) */
+    int stopped;                 /* set when *stop ended the generation */
 } cli_gen;
 
 /* Starts from the logits of the last evaluated token of seq. Stops early when the

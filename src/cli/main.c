@@ -29,13 +29,30 @@ static const char usage[] =
     "  synth     write a random-weight llama model    minfer synth --shape 1b --quant q4_k_m -o OUT.gguf\n"
     "  info      describe a GGUF model                minfer info -m MODEL\n"
     "\n"
-    "Run `minfer COMMAND --help` for the options of a command.\n"
+    "Run `minfer COMMAND --help` for the options of a command; `minfer --version` for the version.\n"
     "Exit status: 0 success, 1 usage error, 2 invalid input (bad model file, unsupported type, ...).\n";
+
+/* The release this tree is; bumped by hand with the README's figures. */
+#define MINFER_VERSION "0.1.0"
+
+static void print_version(void) {
+    printf("minfer %s (CPU: AVX2 kernels chosen at run time; CUDA backend: %s)\n", MINFER_VERSION,
+#ifdef MINFER_CUDA
+           "built in"
+#else
+           "not built (CUDA=0)"
+#endif
+    );
+}
 
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? cli_error(1, "no command given") : 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") || !strcmp(argv[1], "version")) {
+        print_version();
+        return 0;
     }
     const char *cmd = argv[1];
     static const struct { const char *name; int (*fn)(int, char **); } cmds[] = {
@@ -44,6 +61,6 @@ int main(int argc, char **argv) {
     };
     for (size_t i = 0; i < MF_ARRAY_LEN(cmds); i++)
         if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
-    fputs(usage, stderr);
-    return cli_error(1, "unknown command '%s'", cmd);
+    return cli_error(1, "unknown %s '%s' (commands: run, chat, tokenize, bench, synth, info; see minfer --help)",
+                     cmd[0] == '-' ? "option" : "command", cmd);
 }

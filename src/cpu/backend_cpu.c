@@ -793,7 +793,7 @@ mf_backend *cpu_backend_new(int n_threads, mf_err *err) {
     s->ks = ch.kernels;
     s->profile = mf_env_int("MINFER_CPU_PROFILE", 0) != 0;
     static int said;
-    if (!said) {
+    if (!said && !mf_log_quiet) { /* -q/--quiet: no notice line */
         said = 1;
         char off[160] = "";
         if (ch.disabled[0]) snprintf(off, sizeof off, ", disabled: %s", ch.disabled);
