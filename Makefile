@@ -114,8 +114,10 @@ test: tests-build
 	@bash tools/deps.sh --test
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh
 
-run: $(BIN)
-	@bash tools/run_default.sh $(BIN)
+# The build is tools/run_default.sh's: without a usable GPU it compiles no CUDA code
+# (CUDA=0 into $(BUILD)/cpu) unless CUDA= is given here.
+run:
+	@BUILD="$(BUILD)" CUDA="$(CUDA)" CUDA_ORIGIN="$(origin CUDA)" NVCC="$(NVCC)" bash tools/run_default.sh
 
 bench: $(BIN)
 	@bash bench/bench_cpu.sh $(BIN)
