@@ -52,6 +52,22 @@
  * every 256 spins: on a machine shared with other processes, the thread we wait
  * for may have been preempted, and burning a core does not bring it back. */
 #define SPIN_YIELD_AFTER 16384u
+/* Solo mode. When the dispatcher waited longer than LATE_S for a worker's part, the
+ * worker was not running (a wait between parts of one op is microseconds; a thread
+ * without a core waits for the kernel's next time slice, milliseconds): the cores
+ * are shared with another process. The pool then runs every task on the caller
+ * alone for a while (below) before it tries its workers again. Two threads beside one busy
+ * process on 2 cores get 4/3 of a core between them and lose a slice at every
+ * preemption; one thread gets a whole core (bench/RESULTS.md, issue 32). */
+#define LATE_S 0.0005
+/* The solo period: SOLO_MIN_S after an isolated late wait (an unloaded machine has
+ * some: a kernel thread, a timer), doubled up to SOLO_MAX_S each time the workers are
+ * late again within SOLO_REARM_S of the last period's end (a process that keeps the
+ * core busy), so a shared machine runs solo nearly all the time, and a quiet one
+ * almost never. */
+#define SOLO_MIN_S 0.005
+#define SOLO_MAX_S 0.2
+#define SOLO_REARM_S 0.02
 
 #define ST_CLAIM_BITS 12
 #define ST_NTH_BITS 12
@@ -80,6 +96,10 @@ struct cpu_pool {
     _Atomic int n_sleep;
     _Atomic int stop;
     int oversub;                 /* more threads than cores: no idle spinning, yield while waiting */
+    double solo_until;           /* mf_time_s() before which tasks run on the caller alone (0: none) */
+    double solo_end;             /* when the last solo period ended */
+    double solo_len;             /* its length */
+    int64_t n_solo_periods;      /* how often solo mode began (cpu_pool_solo_periods) */
     _Atomic int bar_count;       /* in-task barrier */
     _Atomic uint32_t bar_phase;
     pthread_mutex_t mu;
@@ -204,6 +224,13 @@ void cpu_pool_run(cpu_pool *p, cpu_task_fn fn, void *ctx, int nth_max) {
         fn(ctx, 0, 1);
         return;
     }
+    if (p->solo_until > 0.0) {
+        if (mf_time_s() < p->solo_until) {
+            fn(ctx, 0, 1);
+            return;
+        }
+        p->solo_until = 0.0;
+    }
     p->fn = fn;
     p->ctx = ctx;
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
@@ -215,6 +242,7 @@ void cpu_pool_run(cpu_pool *p, cpu_task_fn fn, void *ctx, int nth_max) {
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
+    const double t_start = mf_time_s();
     fn(ctx, 0, nth);
     int mine = 1, part;
     while ((part = claim_part(p, gen)) >= 0) {
@@ -222,11 +250,33 @@ void cpu_pool_run(cpu_pool *p, cpu_task_fn fn, void *ctx, int nth_max) {
         mine++;
     }
     const int want = nth - mine;
+    /* Late: a wait longer than LATE_S beyond twice what our own parts took, so that a
+     * long but running part (a big op split unevenly) is not taken for a missing core. */
+    double t_wait = 0.0, bound = 0.0;
+    int late = 0;
     for (unsigned spins = 0; atomic_load_explicit(&p->done, memory_order_acquire) != want; spins++) {
         cpu_relax();
         if ((spins & 255) == 255 && (p->oversub || spins > SPIN_YIELD_AFTER)) sched_yield();
+        if ((spins & 1023) == 1023 && !late) { /* the clock only once the wait is already long */
+            const double t = mf_time_s();
+            if (t_wait == 0.0) {
+                t_wait = t;
+                bound = LATE_S + 2.0 * (t - t_start);
+            } else if (t - t_wait > bound) {
+                late = 1;
+            }
+        }
+    }
+    if (late) {
+        const double t = mf_time_s();
+        const int again = p->solo_end > 0.0 && t - p->solo_end < SOLO_REARM_S;
+        p->solo_len = again ? MF_MIN(2.0 * p->solo_len, SOLO_MAX_S) : SOLO_MIN_S;
+        p->solo_until = p->solo_end = t + p->solo_len;
+        p->n_solo_periods++;
     }
 }
+
+int64_t cpu_pool_solo_periods(const cpu_pool *p) { return p ? p->n_solo_periods : 0; }
 
 void cpu_pool_barrier(cpu_pool *p, int nth) {
     if (!p || nth <= 1) return;

@@ -2,9 +2,11 @@
  *
  * One pool per backend. cpu_pool_run(p, fn, ctx) runs fn(ctx, ith, nth) for
  * ith = 0..nth-1 and returns when every part has finished; the caller runs part 0
- * itself, workers 1..nth-1 run the rest. Workers spin for a short while after a
- * task (a decode step dispatches a few hundred small tasks per token, and waking a
- * sleeping thread costs tens of microseconds), then sleep on a condition variable.
+ * itself and any part no worker has claimed when it is done with part 0, workers
+ * claim the rest. Workers spin for a short while after a task (a decode step
+ * dispatches a few hundred small tasks per token, and waking a sleeping thread costs
+ * tens of microseconds), then sleep on a condition variable. A part can run on any
+ * thread, so per-thread scratch must be indexed by the part (ith), as it is.
  *
  * Work is split by the task itself (cpu_split below): by output rows for matmuls,
  * by (token, head) for attention, by elements for the element-wise ops. */
@@ -24,6 +26,9 @@ int cpu_pool_size(const cpu_pool *p);
 /* Runs fn on all threads of the pool (or on nth_max of them when 0 < nth_max <
  * size, for tasks too small to feed every thread). Not reentrant. */
 void cpu_pool_run(cpu_pool *p, cpu_task_fn fn, void *ctx, int nth_max);
+/* How many times the pool switched to running tasks on the caller alone because a
+ * worker was late (the cores are shared; see threads.c). */
+int64_t cpu_pool_solo_periods(const cpu_pool *p);
 /* Inside a task: waits until all nth parts have reached the barrier. */
 void cpu_pool_barrier(cpu_pool *p, int nth);
 /* Online cores (at least 1). */
