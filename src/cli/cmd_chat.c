@@ -185,6 +185,8 @@ int cmd_chat(int argc, char **argv) {
             free(ids);
             cli_error(2, "chat: the conversation no longer fits the context of %d tokens; /reset or use --ctx", c.n_ctx);
             s.n--; /* drop the message that did not fit */
+            free((char *)s.msgs[s.n].role);
+            free((char *)s.msgs[s.n].content);
             continue;
         }
         memcpy(s.cached + s.n_cached, ids, sizeof(int32_t) * (size_t)n_new);
