@@ -158,16 +158,21 @@ static const cpu_packed *pk_get(cpu_state *s, const mf_weight *w) {
 
 static const cpu_packed *pk_fill(cpu_state *s, packed_entry *e, const mf_weight *w) {
     const size_t bytes = ((size_t)e->pk.n_groups * e->pk.group_bytes + 63) & ~(size_t)63;
-    e->pk.data = aligned_alloc(64, bytes);
+    /* Decode streams every packed byte once per token: large copies are 2 MB
+     * aligned and asked for 2 MB pages (fewer TLB misses). madvise needs a
+     * page-aligned start: with the 64-byte alignment this used before, it failed
+     * (EINVAL) and no weight got a huge page (AnonHugePages 0 kB, 1B model). */
+    const size_t huge = (size_t)2 << 20;
+    const int want_huge = bytes >= 2 * huge;
+    e->pk.data = want_huge ? aligned_alloc(huge, (bytes + huge - 1) & ~(huge - 1)) : aligned_alloc(64, bytes);
     if (!e->pk.data) {
         mf_log_once(pk_oom, "cpu: cannot allocate %zu bytes to repack %s; using the row kernels for it", bytes,
                     w->name ? w->name : "a weight");
         return NULL;
     }
 #ifdef MADV_HUGEPAGE
-    /* Decode streams every packed byte once per token: ask for 2 MB pages (fewer
-     * TLB misses; not measured separately). */
-    if (bytes >= (4u << 20)) madvise(e->pk.data, bytes, MADV_HUGEPAGE);
+    if (want_huge && madvise(e->pk.data, (bytes + huge - 1) & ~(huge - 1), MADV_HUGEPAGE) != 0)
+        mf_log_once(pk_thp, "cpu: madvise(MADV_HUGEPAGE) on packed weights failed; 4 KB pages");
 #endif
     pack_task t = { &e->pk, w->host };
     cpu_pool_run(s->pool, pack_run, &t, 0);
