@@ -160,7 +160,7 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     bg_start cuda_ops_paths_off env MINFER_TEST_THREADS=$THA $OFF "$TESTS/test_cuda_ops"
     if [ "$QUICK" = 0 ]; then
         # the GEMV schedules with their fast forms off (matmuls and blocks: MINFER_TEST_OPS)
-        for off in tma-ring wide-ring qkv-mixed ring-pairs,xstm-staged,xsg-shared,norm-warps add-in-gemv swiglu-gemv q8; do
+        for off in tma-ring wide-ring qkv-mixed ring-pairs,xstm-staged,xsg-shared,norm-warps add-in-gemv swiglu-gemv gemv-cols q8; do
             for ops in matmul blocks; do
                 bg_start "cuda_ops_${ops}_${off//,/+}" env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=$ops \
                     MINFER_CUDA_DISABLE=$off MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
@@ -181,6 +181,7 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
         grep -qE 'swiglu-gemv launches [0-9]+ \(shared ring [1-9]' "$L"
     check "ring loops two rows a step in the default op run" grep -qE 'ring-pairs launches [1-9]' "$L"
     check "fused blocks ran in the default op run" grep -qE 'fused blocks [1-9]' "$L"
+    check "the 2..8-column GEMV (cols) launched in the default op run" grep -qE 'cols launches [1-9]' "$L"
     if [ "$QUICK" = 0 ]; then
         check "no xsgs launch with xsg-shared off" grep -qE '\(shared ring 0\)' \
             "$TMP/bg-cuda_ops_blocks_ring-pairs+xstm-staged+xsg-shared+norm-warps.log"
@@ -190,6 +191,7 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
         check "no xst2 launch with wide-ring off" grep -qE 'xst2 launches 0' "$TMP/bg-cuda_ops_blocks_wide-ring.log"
         check "no folded add with add-in-gemv off" grep -qE 'add-in-gemv launches 0' "$TMP/bg-cuda_ops_blocks_add-in-gemv.log"
         check "no xsg launch with swiglu-gemv off" grep -qE 'swiglu-gemv launches 0 ' "$TMP/bg-cuda_ops_blocks_swiglu-gemv.log"
+        check "no cols launch with gemv-cols off" grep -qE 'cols launches 0,' "$TMP/bg-cuda_ops_matmul_gemv-cols.log"
     fi
 else
     echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))

@@ -80,10 +80,11 @@ static void be_release(mf_backend *be, void *p) {
             break;
         }
     /* a graph captured over this memory is stale now */
-    if (S->graph.valid) {
-        cudaGraphExecDestroy(S->graph.exec);
-        S->graph.valid = 0;
-    }
+    for (int i = 0; i < CU_GRAPH_MAXN; i++)
+        if (S->graphs[i].valid) {
+            cudaGraphExecDestroy(S->graphs[i].exec);
+            S->graphs[i].valid = 0;
+        }
     cudaFree(p);
 }
 
@@ -168,8 +169,10 @@ static int cu_code_arch(void) {
 static void free_state(cu_state *S) {
     if (S->verbose) cu_print_census(S);
     cu_trace_close(S->trace);
-    if (S->graph.valid) cudaGraphExecDestroy(S->graph.exec);
-    if (S->graph.pinned) cudaFreeHost(S->graph.pinned);
+    for (int i = 0; i < CU_GRAPH_MAXN; i++) {
+        if (S->graphs[i].valid) cudaGraphExecDestroy(S->graphs[i].exec);
+        if (S->graphs[i].pinned) cudaFreeHost(S->graphs[i].pinned);
+    }
     for (int i = 0; i < CU_HOST_MAX; i++) /* (what the caller did not give back) */
         if (S->host[i].p) host_buf_free(&S->host[i]);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s, S->q8.xl4, S->q8.xl6,
@@ -341,15 +344,6 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->own_scratch = own;
     S->h_meta = (int32_t *)mf_xcalloc((size_t)3 * nb, sizeof(int32_t));
     S->h_tiles = (int4 *)mf_xcalloc((size_t)nb, sizeof(int4));
-    if (S->on[CU_PATH_GRAPH]) {
-        S->graph.pinned_cap = CU_GRAPH_PINNED + (size_t)8 * hp->n_vocab * sizeof(float) + (size_t)3 * nb * 4;
-        if (cudaMallocHost((void **)&S->graph.pinned, S->graph.pinned_cap) != cudaSuccess) {
-            (void)cudaGetLastError();
-            S->graph.pinned = NULL;
-            S->on[CU_PATH_GRAPH] = 0;
-            mf_log("minfer/cuda: no pinned memory for the decode graph; graphs off");
-        }
-    }
     cu_mmv_prepare();
     S->xs_wide_mats = cu_count_xs_wide(m);
     /* every upload copy and memset complete (all on S->stream; device-wide to be sure) */

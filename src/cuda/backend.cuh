@@ -38,9 +38,11 @@ struct cu_host_buf {
 
 #define CU_GRAPH_MAXCOPY 8
 #define CU_GRAPH_PINNED (1u << 20)
-/* Decode graphs are kept per batch-size bucket: a step of n tokens replays the graph of
- * the smallest bucket >= n (the rows past n are padding the graph computes and drops). */
-#define CU_GRAPH_BUCKETS 1
+/* Decode graphs are kept per batch size: a step of n tokens (one token of each of n
+ * sequences, every row wanting logits) replays the graph captured at its first step of
+ * that size, for n up to CU_GRAPH_MAXN (the server's and bench -s's many-sequence
+ * decode); larger batches run eagerly. Each graph owns pinned staging of its size. */
+#define CU_GRAPH_MAXN 64
 
 struct cu_graph_rec {
     int valid;
@@ -100,8 +102,9 @@ struct cu_state : cu_ctx {
     /* prefill GEMM scratch */
     __half *x16, *w16;
     int64_t x16_cap, w16_cap;
-    /* graph */
-    cu_graph_rec graph;
+    /* graphs: graphs[n - 1] replays steps of n tokens; graph is the one being captured */
+    cu_graph_rec graphs[CU_GRAPH_MAXN];
+    cu_graph_rec *graph;
     int graph_failed;
     float *cap_logits;
     size_t cap_logits_bytes;

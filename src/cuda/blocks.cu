@@ -28,7 +28,7 @@
 /* Batch metadata and host->device staging                                   */
 /* ------------------------------------------------------------------------- */
 uint8_t *cu_cap_pinned(cu_state *S, size_t n, size_t *off) {
-    cu_graph_rec *g = &S->graph;
+    cu_graph_rec *g = S->graph;
     size_t o = (g->pinned_used + 255) & ~(size_t)255;
     if (o + n > g->pinned_cap) {
         cu_record(S, cudaErrorMemoryAllocation, "graph staging full", __FILE__, __LINE__);
@@ -46,7 +46,7 @@ void cu_upload_meta(cu_state *S, const mf_batch *b) {
         cu_record(S, cudaErrorInvalidValue, "batch wider than n_batch", __FILE__, __LINE__);
         n = nb;
     }
-    int32_t *h = S->capturing ? (int32_t *)S->graph.pinned : S->h_meta;
+    int32_t *h = S->capturing ? (int32_t *)S->graph->pinned : S->h_meta;
     for (int i = 0; i < n; i++) {
         h[i] = b->tok ? b->tok[i] : 0;
         h[nb + i] = b->pos ? b->pos[i] : i;

@@ -145,6 +145,7 @@ struct cu_census {
     uint64_t launches;      /* kernels launched (eager or captured) */
     uint64_t xst2, xstm;    /* kernel_mmv_xst2 / kernel_mmv_xstm launches */
     uint64_t pairs;         /* ring GEMV launches whose loop takes two rows a step */
+    uint64_t cols;          /* kernel_mmv_cols launches (2..8 columns) */
     uint64_t add_gemv;      /* GEMV launches with the residual add folded in */
     uint64_t swiglu_gemv;   /* gate+up launches with the SwiGLU (xsg, xsgs) */
     uint64_t xsg_shared;    /* of them, xsgs (one ring per block) */

@@ -1,7 +1,8 @@
 /* graph.cu - the step: eager, or captured once as a CUDA graph and replayed.
  *
- * A batch of one token is captured once per forward scratch and replayed (path
- * "graph"). Every kernel reads token/position/sequence from device memory, filled
+ * A decode step of n tokens (n <= CU_GRAPH_MAXN, every row wanting logits: one token
+ * of each of n sequences) is captured at the first step of that size, once per forward
+ * scratch, and replayed for every later one (path "graph"). Every kernel reads token/position/sequence from device memory, filled
  * by the graph's first node (a memcpy from pinned host memory the host rewrites
  * before each replay); the attention grid covers the whole context with early exit.
  * Logit downloads inside the capture go straight to the context's logits where
@@ -15,7 +16,7 @@ void cu_be_download(mf_backend *be, void *dst, const void *src, size_t nbytes) {
     cu_state *S = cu_st(be);
     cu_settle(S);
     if (S->capturing) {
-        cu_graph_rec *g = &S->graph;
+        cu_graph_rec *g = S->graph;
         size_t off;
         uint8_t *p = cu_cap_pinned(S, nbytes, &off);
         if (!p || g->ncopies == CU_GRAPH_MAXCOPY) {
@@ -64,16 +65,31 @@ static int step_eager(cu_state *S, mf_forward *fw, const mf_batch *b, float *log
     return forward_generic(fw, b, logits, err);
 }
 
-static int graph_capture(cu_state *S, mf_forward *fw, const mf_batch *b, float *logits, mf_err *err) {
-    cu_graph_rec *g = &S->graph;
+/* The graph's pinned staging: the batch metadata, then room for its downloads where
+ * they cannot go straight to pinned logits (a copy node's staging) and its uploads. */
+static int graph_pinned(cu_state *S, cu_graph_rec *g, int n) {
+    if (g->pinned) return 0;
+    g->pinned_cap = CU_GRAPH_PINNED + (size_t)n * S->hp.n_vocab * sizeof(float) + (size_t)3 * S->n_batch * 4;
+    if (cudaMallocHost((void **)&g->pinned, g->pinned_cap) != cudaSuccess) {
+        (void)cudaGetLastError();
+        g->pinned = NULL;
+        snprintf(S->errmsg, sizeof S->errmsg, "no pinned memory (%zu bytes) for the graph of %d tokens", g->pinned_cap, n);
+        return -1;
+    }
+    return 0;
+}
+
+static int graph_capture(cu_state *S, cu_graph_rec *g, mf_forward *fw, const mf_batch *b, float *logits, mf_err *err) {
     if (g->valid) {
         cudaGraphExecDestroy(g->exec);
         g->valid = 0;
     }
+    if (graph_pinned(S, g, b->n)) return -1;
+    S->graph = g;
     g->pinned_used = (size_t)3 * S->n_batch * sizeof(int32_t);
     g->ncopies = 0;
     S->cap_logits = logits;
-    S->cap_logits_bytes = (size_t)S->hp.n_vocab * sizeof(float);
+    S->cap_logits_bytes = (size_t)b->n * S->hp.n_vocab * sizeof(float);
     cudaGraph_t graph = NULL;
     cudaError_t e = cudaStreamBeginCapture(S->stream, cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess) {
@@ -109,13 +125,14 @@ static int graph_capture(cu_state *S, mf_forward *fw, const mf_batch *b, float *
     return 0;
 }
 
-static int step_replay(cu_state *S, const mf_batch *b, float *logits) {
-    cu_graph_rec *g = &S->graph;
+static int step_replay(cu_state *S, cu_graph_rec *g, const mf_batch *b, float *logits) {
     int32_t *h = (int32_t *)g->pinned;
     const int nb = S->n_batch;
-    h[0] = b->tok ? b->tok[0] : 0;
-    h[nb] = b->pos ? b->pos[0] : 0;
-    h[2 * nb] = b->seq ? b->seq[0] : 0;
+    for (int i = 0; i < b->n; i++) {
+        h[i] = b->tok ? b->tok[i] : 0;
+        h[nb + i] = b->pos ? b->pos[i] : i;
+        h[2 * nb + i] = b->seq ? b->seq[i] : 0;
+    }
     const double t0 = S->st.on ? mf_time_s() : 0.0;
     if (S->st.on) CU_CHECK(S, cudaEventRecord(S->st.e0, S->stream));
     CU_CHECK(S, cudaGraphLaunch(g->exec, S->stream));
@@ -155,11 +172,12 @@ int cu_be_forward(mf_backend *be, mf_forward *fw, const mf_batch *b, float *logi
     S->cs_now_ok = 0;
     S->res_y = NULL;
     int rc;
-    const int eligible = S->on[CU_PATH_GRAPH] && !S->graph_failed && b->n == 1 && (!b->logits || b->logits[0]);
-    if (eligible) {
-        cu_graph_rec *g = &S->graph;
+    int every = b->n <= CU_GRAPH_MAXN && b->n <= fw->n_logit; /* every row wants logits */
+    for (int i = 0; every && i < b->n; i++) every = !b->logits ? b->n == 1 : b->logits[i];
+    if (S->on[CU_PATH_GRAPH] && !S->graph_failed && every) {
+        cu_graph_rec *g = &S->graphs[b->n - 1];
         if (!(g->valid && g->fw == fw && g->fw_x == fw->x)) {
-            if (graph_capture(S, fw, b, logits, err)) {
+            if (graph_capture(S, g, fw, b, logits, err)) {
                 /* capture is an optimisation: say why once, then run eagerly for good */
                 fprintf(stderr, "minfer/cuda: decode graph capture failed (%s); graphs off\n", S->errmsg);
                 S->graph_failed = 1;
@@ -174,7 +192,7 @@ int cu_be_forward(mf_backend *be, mf_forward *fw, const mf_batch *b, float *logi
                 goto done;
             }
         }
-        rc = step_replay(S, b, logits);
+        rc = step_replay(S, g, b, logits);
     } else {
         rc = step_eager(S, fw, b, logits, err);
     }

@@ -22,10 +22,11 @@ void cu_print_notice(cu_state *S) {
     char gemv[160];
     if (!S->on[CU_PATH_Q8]) snprintf(gemv, sizeof gemv, "f32");
     else if (S->tune.xst_bytes >= 0 && S->on[CU_PATH_TMA_RING])
-        snprintf(gemv, sizeof gemv, "q8-dp4a xs+xst>=%lldMB%s%s, v1 for 2..8 columns", S->tune.xst_bytes >> 20,
+        snprintf(gemv, sizeof gemv, "q8-dp4a xs+xst>=%lldMB%s%s, %s for 2..8 columns", S->tune.xst_bytes >> 20,
                  S->xs_wide_mats ? (S->on[CU_PATH_WIDE_RING] ? ", xst2 for wide rows" : ", xs2/pp for wide rows") : "",
-                 MINFER_CUDA_L2_HINT ? " +l2-evict-first" : "");
-    else snprintf(gemv, sizeof gemv, "q8-dp4a xs%s, v1 for 2..8 columns", S->xs_wide_mats ? ", xs2/pp for wide rows" : "");
+                 MINFER_CUDA_L2_HINT ? " +l2-evict-first" : "", S->on[CU_PATH_GEMV_COLS] ? "cols" : "v1");
+    else snprintf(gemv, sizeof gemv, "q8-dp4a xs%s, %s for 2..8 columns", S->xs_wide_mats ? ", xs2/pp for wide rows" : "",
+                  S->on[CU_PATH_GEMV_COLS] ? "cols" : "v1");
     fprintf(stderr,
             "minfer/cuda: %s (sm_%d%d, %.0f GiB, tune %s): gemv=%s prefill=%s attn=%s%s; paths off: %s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB\n",
@@ -45,9 +46,9 @@ void cu_print_census(const cu_state *S) {
     fprintf(stderr,
             "minfer/cuda: census: launches %llu, graph replays %llu, eager steps %llu, fused blocks %llu; xst2 launches "
             "%llu, add-in-gemv launches %llu, xstm launches %llu, swiglu-gemv launches %llu (shared ring %llu), "
-            "ring-pairs launches %llu, graph downloads: host-store %llu, copy-node %llu\n",
+            "ring-pairs launches %llu, cols launches %llu, graph downloads: host-store %llu, copy-node %llu\n",
             (unsigned long long)c->launches, (unsigned long long)S->replays, (unsigned long long)S->eager,
             (unsigned long long)c->fused_blocks, (unsigned long long)c->xst2, (unsigned long long)c->add_gemv,
             (unsigned long long)c->xstm, (unsigned long long)c->swiglu_gemv, (unsigned long long)c->xsg_shared,
-            (unsigned long long)c->pairs, (unsigned long long)c->host_store, (unsigned long long)c->copy_node);
+            (unsigned long long)c->pairs, (unsigned long long)c->cols, (unsigned long long)c->host_store, (unsigned long long)c->copy_node);
 }

@@ -17,6 +17,7 @@ const mf_path cu_paths[CU_PATH_COUNT] = {
     [CU_PATH_TMA_RING] = { "tma-ring", "GEMVs of 8 MB or more fed by a TMA shared-memory ring (xst, sm_90+); off: xs", 1 },
     [CU_PATH_WIDE_RING] = { "wide-ring", "rows of 129..256 units split over warp pairs fed by a TMA ring (xst2); off: xs2 or pp", 1 },
     [CU_PATH_RING_PAIRS] = { "ring-pairs", "the ring GEMVs' loops take two rows a step; off: one", 1 },
+    [CU_PATH_GEMV_COLS] = { "gemv-cols", "GEMVs of 2..8 columns (several sequences) from activations staged in shared memory, two rows a warp; off: v1", 1 },
     [CU_PATH_HOST_STORE] = { "host-store", "the decode graph stores the logits into pinned host memory by a kernel; off: a copy node", 1 },
     [CU_PATH_ATTN_PRE] = { "attn-pre", "decode attention reads its first K/V tile before the kernel ahead ends (needs pdl)", 1 },
     [CU_PATH_ROPE_ROW] = { "rope-row", "decode attention (one query head per kv head, head dim 128) takes the RoPE row the embedding copied", 1 },

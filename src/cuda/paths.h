@@ -26,6 +26,7 @@ typedef enum cu_path_id {
     CU_PATH_TMA_RING,     /* the TMA-fed ring GEMVs (xst family, sm_90+) */
     CU_PATH_WIDE_RING,    /* wide rows over warp pairs fed by a TMA ring (xst2) */
     CU_PATH_RING_PAIRS,   /* ring loops take two rows a step */
+    CU_PATH_GEMV_COLS,    /* 2..8-column GEMVs with the activations staged in shared memory */
     CU_PATH_HOST_STORE,   /* graph logits stored into pinned host memory by a kernel */
     CU_PATH_ATTN_PRE,     /* decode attention reads K/V before the kernel ahead ends */
     CU_PATH_ROPE_ROW,     /* decode attention takes the RoPE row the embedding copied */
