@@ -50,7 +50,7 @@ typedef struct batch_result {
     double max_nerr;         /* largest normalised row error |b - a| / |a| (2-norms) over them */
     int finite;              /* 1: every batched logit compared was finite */
     int calls;               /* minfer_decode_batch calls */
-    int shapes_seen[65];     /* [n] = 1 when a call had n pairs (n <= 64) */
+    int shapes_seen[1025];   /* [n] = 1 when a call had n pairs (n <= 1024) */
 } batch_result;
 
 static inline int batch_argmax(const float *x, int n, float *margin) {
@@ -170,7 +170,7 @@ static inline int batch_run(minfer_ctx *c, const batch_prompts *p, batch_trace *
             const float *lg = minfer_decode_batch(c, seqs, toks, nb, err, cap);
             if (!lg) { rc = -1; break; }
             r->calls++;
-            if (nb <= 64) r->shapes_seen[nb] = 1;
+            if (nb <= 1024) r->shapes_seen[nb] = 1;
             for (int i = 0; i < nb; i++) batch_trace_put(t, seqs[i], k, lg + (size_t)i * t->n_vocab);
         }
     }
@@ -220,7 +220,7 @@ static inline void batch_compare(const batch_trace *solo, const batch_trace *bt,
  * top-2 margins there), bitwise or the size of the logit differences. */
 static inline void batch_report(FILE *f, const char *what, int n, const batch_trace *solo, const batch_result *r) {
     fprintf(f, "%s: %d x %d steps, %d calls of", what, n, solo->n_steps, r->calls);
-    for (int i = 1; i <= 64; i++)
+    for (int i = 1; i <= 1024; i++)
         if (r->shapes_seen[i]) fprintf(f, " %d", i);
     fprintf(f, " pairs: ");
     if (r->seqs_diverged == 0) fprintf(f, "tokens identical to alone");
