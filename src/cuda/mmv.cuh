@@ -1732,13 +1732,20 @@ static int mmv_xst2_launch(cu_ctx *S, const cu_mmv_args *a, const char *name, in
  * row: 80 bytes a q4_K unit and column against its 48 bytes of weights, so at 8 columns
  * the step ran at 0.37 TB/s of weights (tg128@s8 on the 7B q4_k_m, H200, 2026-12-02:
  * 772 tok/s aggregate, 1.05x one sequence; bench/RESULTS.md). Here each persistent
- * block copies the ncols x K q8 activations into shared memory once, after its wait, and
+ * block copies the ncols x K q8 activations into shared memory once, after its wait (the
+ * lane-major copy where the unit has one: mmv_cols_smem), and
  * each warp takes two rows at a time (g and g + the grid's warps), so one load of a
  * unit's activations serves both rows. Each row's units are summed per lane in v1's
  * order, so the results are v1's bits. */
 #define MMV_COLS_WARPS 16
+/* Shared memory of a block: the lane-major copy of the ncols x K activations for units
+ * that have one (q4_K, q5_K, q6_K: each lane's 16-byte loads then fall on consecutive
+ * banks; from the plain layout, lanes 64 bytes apart, each load took 4 times the
+ * wavefronts), else the plain codes, scales and sums. */
+template <typename U>
 static __host__ __device__ __forceinline__ size_t mmv_cols_smem(int ncols, int K) {
     const size_t n = (size_t)ncols * K;
+    if constexpr (mmv_has_xl<U>::value) return cu_xl_bytes((int64_t)n);
     return ((n + 15) & ~(size_t)15) + n / 32 * 4 + n / 16 * 4;
 }
 template <typename U, int NC>
@@ -1753,9 +1760,15 @@ static __global__ void __launch_bounds__(MMV_COLS_WARPS * 32) kernel_mmv_cols(cu
     float *sd = (float *)(cols_sm + ((n + 15) & ~15));
     float *ss = sd + n / 32;
     pdl_wait();
-    for (int i = threadIdx.x * 16; i < n; i += blockDim.x * 16) *(int4 *)(sq + i) = *(const int4 *)(a.q.qs + i);
-    for (int i = threadIdx.x; i < n / 32; i += blockDim.x) sd[i] = a.q.d[i];
-    for (int i = threadIdx.x; i < n / 16; i += blockDim.x) ss[i] = a.q.s[i];
+    if constexpr (mmv_has_xl<U>::value) {
+        const int nx = (int)cu_xl_bytes(n);
+        const uint8_t *src = U::xl(a.q);
+        for (int i = threadIdx.x * 16; i < nx; i += blockDim.x * 16) *(int4 *)(cols_sm + i) = *(const int4 *)(src + i);
+    } else {
+        for (int i = threadIdx.x * 16; i < n; i += blockDim.x * 16) *(int4 *)(sq + i) = *(const int4 *)(a.q.qs + i);
+        for (int i = threadIdx.x; i < n / 32; i += blockDim.x) sd[i] = a.q.d[i];
+        for (int i = threadIdx.x; i < n / 16; i += blockDim.x) ss[i] = a.q.s[i];
+    }
     __syncthreads();
     cu_q8 q = {sq, sd, ss, NULL, NULL};
     for (int g = blockIdx.x * MMV_COLS_WARPS + warp; g < total; g += 2 * W) {
@@ -1785,7 +1798,8 @@ static __global__ void __launch_bounds__(MMV_COLS_WARPS * 32) kernel_mmv_cols(cu
                     for (int c = 0; c < NC; c++)
                         if (c < a.ncols) {
                             typename U::X x;
-                            U::template loadx<ld_s>(q, (int64_t)c * K, u, x);
+                            if constexpr (mmv_has_xl<U>::value) U::loadx_lane(cols_sm, c * nu + u, x);
+                            else U::template loadx<ld_s>(q, (int64_t)c * K, u, x);
                             acc0[c] += U::dotx(w0[k], x, u);
                             if (two) acc1[c] += U::dotx(w1[k], x, u);
                         }
@@ -1827,7 +1841,7 @@ static void mmv_cols_prepare() {
 }
 template <typename U, int NC>
 static int mmv_cols_launch_nc(cu_ctx *S, const cu_mmv_args *a, const char *name) {
-    const size_t smem = mmv_cols_smem(a->ncols, a->K);
+    const size_t smem = mmv_cols_smem<U>(a->ncols, a->K);
     if (smem > (size_t)mmv_cols_limit<kernel_mmv_cols<U, NC>>()) return 0;
     const int per_sm = mmv_ring_per_sm<kernel_mmv_cols<U, NC>>(MMV_COLS_WARPS * 32, smem);
     if (per_sm < 1) return 0;
