@@ -30,7 +30,7 @@ AVX512FLAGS = -mavx512f -mavx512bw -mavx512dq -mavx512vl $(AVX2FLAGS)
 VNNIFLAGS = -mavx512vnni
 SIMDFLAGS = $(if $(findstring _avx2,$<),$(AVX2FLAGS))$(if $(findstring _avx512,$<),$(AVX512FLAGS))$(if $(findstring _vnni,$<), $(VNNIFLAGS))
 
-SRC_CORE := $(wildcard src/*.c) $(wildcard src/cpu/*.c) $(wildcard src/server/*.c) $(wildcard src/cuda/*.c)
+SRC_CORE := $(wildcard src/*.c) $(wildcard src/cpu/*.c) $(wildcard src/cuda/*.c)
 SRC_CLI  := $(wildcard src/cli/*.c)
 SRC_CU   := $(wildcard src/cuda/*.cu)
 
