@@ -182,7 +182,8 @@ static int is_role(const chat_msg *m, const char *role) { return strcmp(m->role,
 
 /* <|im_start|>role\ncontent<|im_end|>\n. The SmolLM2 and Qwen2 templates add a
  * default system message when the conversation has none; llama.cpp's built-in
- * chatml does not, and neither does this. */
+ * chatml does not, and neither does this renderer: the caller adds it as a message
+ * (chat_default_system, minfer chat), as the model's own template would. */
 static void render_chatml(sbuf *b, const chat_msg *m, int n, int add_ass) {
     for (int i = 0; i < n; i++) {
         sb_puts(b, "<|im_start|>"); sb_puts(b, m[i].role); sb_puts(b, "\n");
@@ -352,4 +353,42 @@ char *chat_render(chat_tmpl t, const chat_msg *msgs, int n, int add_generation_p
         return NULL;
     }
     return b.p;
+}
+
+size_t chat_default_system(const char *src, size_t len, char *out, size_t cap) {
+    static const char open[] = "<|im_start|>system", close[] = "<|im_end|>";
+    if (!src || !out || cap == 0) return 0;
+    out[0] = 0;
+    chat_src t = { src, len };
+    if (!src_has(t, "!= 'system'") && !src_has(t, "== 'system'") && !src_has(t, "!= \"system\"") &&
+        !src_has(t, "== \"system\""))
+        return 0;
+    const size_t no = sizeof open - 1, nc = sizeof close - 1;
+    for (size_t i = 0; i + no <= len; i++) {
+        if (memcmp(src + i, open, no)) continue;
+        size_t p = i + no;
+        if (p < len && src[p] == '\n') p++;
+        else if (p + 1 < len && src[p] == '\\' && src[p + 1] == 'n') p += 2;
+        else continue;
+        size_t e = p;
+        while (e + nc <= len && memcmp(src + e, close, nc)) e++;
+        if (e + nc > len) return 0;
+        size_t o = 0;
+        int ok = e > p;
+        for (size_t k = p; ok && k < e; k++) {
+            char ch = src[k];
+            if (ch == '\'' || ch == '"' || ch == '{' || ch == '}' || ch == '+') ok = 0;
+            else if (ch == '\\' && k + 1 < e && src[k + 1] == 'n') { ch = '\n'; k++; }
+            if (ok) {
+                if (o + 1 >= cap) ok = 0;
+                else out[o++] = ch;
+            }
+        }
+        if (ok) {
+            out[o] = 0;
+            return o;
+        }
+        out[0] = 0;
+    }
+    return 0;
 }

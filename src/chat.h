@@ -68,6 +68,16 @@ int chat_detect_len(const char *src, size_t len, const char *eos_text, chat_tmpl
 int chat_from_name(const char *name, chat_tmpl *out);
 const char *chat_name(chat_tmpl t); /* "unknown" for an out-of-range value */
 
+/* The default system message a chatml template writes when the conversation has none
+ * (SmolLM2: "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+ * Qwen2.5: "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."):
+ * the literal text between "<|im_start|>system" + a newline (or the two characters
+ * \n) and "<|im_end|>" that holds no template syntax (no quote, brace or '+'), in a
+ * template that also tests for a system message of the conversation's own. Writes it
+ * NUL-terminated into out (newline escapes decoded) and returns its length, or 0
+ * when there is none or it does not fit in cap. */
+size_t chat_default_system(const char *src, size_t len, char *out, size_t cap);
+
 /* Renders n messages as prompt text; add_generation_prompt appends the opening of an
  * assistant turn where the family has one. Returns a malloc'd NUL-terminated string
  * (caller frees), or NULL for bad arguments (t out of range, n < 0, msgs NULL with

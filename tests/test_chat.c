@@ -366,11 +366,42 @@ static void test_render_edges(void) {
     free(s);
 }
 
+/* The default system message of a chatml template (the texts as the SmolLM2 and
+ * Qwen2.5 GGUFs carry them: a real newline in one, the two characters \n in the other). */
+static void test_default_system(void) {
+    char out[256];
+    const char *smol = "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+                       "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+                       "Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + "
+                       "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}";
+    size_t n = chat_default_system(smol, strlen(smol), out, sizeof out);
+    CHECK(n > 0 && !strcmp(out, "You are a helpful AI assistant named SmolLM, trained by Hugging Face"), "smollm2: '%s'",
+          out);
+    const char *qwen = "{%- if tools %}{{- '<|im_start|>system\\n' }}{%- if messages[0]['role'] == 'system' %}"
+                       "{{- messages[0]['content'] }}{%- else %}{{- 'You are Qwen, created by Alibaba Cloud. You are "
+                       "a helpful assistant.' }}{%- endif %}{{- \"\\n\\n# Tools\" }}{%- else %}"
+                       "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + "
+                       "messages[0]['content'] + '<|im_end|>\\n' }}{%- else %}{{- '<|im_start|>system\\nYou are "
+                       "Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}{%- endif %}"
+                       "{%- endif %}";
+    n = chat_default_system(qwen, strlen(qwen), out, sizeof out);
+    CHECK(n > 0 && !strcmp(out, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."), "qwen2.5: '%s'",
+          out);
+    /* a template without a default (the system text only from the conversation) */
+    const char *plain = "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + "
+                        "'<|im_end|>\n'}}{% endfor %}";
+    CHECK(chat_default_system(plain, strlen(plain), out, sizeof out) == 0 && out[0] == 0, "no default: '%s'", out);
+    /* too small a buffer: none, not a cut text */
+    CHECK(chat_default_system(smol, strlen(smol), out, 10) == 0 && out[0] == 0, "cap 10: '%s'", out);
+    CHECK(chat_default_system(NULL, 0, out, sizeof out) == 0, "NULL source");
+}
+
 int main(void) {
     test_render_conv_a();
     test_llamacpp_cases();
     test_detect_real();
     test_detect_fallback();
     test_render_edges();
+    test_default_system();
     return test_summary("test_chat");
 }

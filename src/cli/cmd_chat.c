@@ -106,6 +106,7 @@ int cmd_chat(int argc, char **argv) {
     mf_context c;
     int rc = cli_load(model, &cp, &m, &c, verbose);
     if (rc) return rc;
+    static char default_system[1024];
     if (!tmpl_name) {
         gguf_str src = { 0 };
         mf_err e;
@@ -119,6 +120,13 @@ int cmd_chat(int argc, char **argv) {
         if (chat_detect_len(have ? src.ptr : NULL, have ? src.len : 0, eos >= 0 ? eos_text : NULL, &tmpl))
             mf_log("warning: %s chat template; using chatml (override with --chat-template)",
                    have ? "unrecognised" : "no");
+        /* the template's own default system message where the user gives none (SmolLM2,
+         * Qwen2.5), so the model sees the prompt its template would render */
+        else if (!system && have && tmpl == CHAT_TMPL_CHATML &&
+                 chat_default_system(src.ptr, src.len, default_system, sizeof default_system)) {
+            system = default_system;
+            mf_log("chat: the template's default system message: \"%s\"", default_system);
+        }
     }
     mf_log("chat template: %s", chat_name(tmpl));
 
