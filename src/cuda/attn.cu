@@ -237,7 +237,7 @@ static __global__ void kernel_attn_combine(cu_attn_args a, const float *part, fl
  * launch), so no separate combine launch; a token whose position lies in the first
  * chunk (nch == 1) is written directly. The merged rows are also quantized to q8.
  *
- * a.pre (the one-token fused store, MINFER_CUDA_ATTN_PRE=0 turns it off): pos, seq
+ * a.pre (the one-token fused store, path attn-pre off turns it off): pos, seq
  * and the K/V rows of the block's first tile at positions < pos are read before
  * pdl_wait(), so that round trip overlaps the GEMV before. That breaks the rule of
  * common.cuh (only weights before the wait) for data no kernel of this step
@@ -250,14 +250,14 @@ static __global__ void kernel_attn_combine(cu_attn_args a, const float *part, fl
  * scores (measured neutral: tg128 550.36 vs 549.61 without, 2026-11-29; an earlier try
  * measured slower, 478 vs 492, on a tree whose kernel held more registers).
  * Measured (tg128, 7B q4_k_m, context 128, H200; bench/RESULTS.md): before these
- * changes the kernel cost 9.9 us per layer (MINFER_CUDA_SKIP=attn_dec128), about 7.7
+ * changes the kernel cost 9.9 us per layer (a timing hook, since removed, dropped attn_dec128), about 7.7
  * after (an estimate, RESULTS.md says on what); whole step +5.1% in a 3314 context.
  * The tile loop without block barriers (each lane group's own online softmax, below):
  * 5.8 -> 5.3 us per layer, tg128 558.74 / 562.36 vs 556.55 / 555.67 (7B, G = 1) and
  * 1295 vs 1205 tok/s on the synthetic 1B (G = 4), same call, 2026-11-29. */
 #define AD_TILE 64
 
-/* NW: warps per block, 8 (MINFER_CUDA_ATTN_WARPS=4 for 4): with 8 each lane group
+/* NW: warps per block, 8 (cu_tune.attn_warps; 4 also built): with 8 each lane group
  * walks half as many rows of a tile, or, with one query head per block, as many rows
  * of a tile twice as long (TILE below). tg128, H200: synthetic 1B (4 query heads per
  * kv head) 1,437.7 vs 1,344.1 tok/s with 8 (2026-11-29); on the 7B (1 per kv head),
@@ -275,7 +275,7 @@ static __global__ void kernel_attn_combine(cu_attn_args a, const float *part, fl
  * (bench/RESULTS.md, 2026-11-29). (Beside the two xstm blocks of the 7B's q/k/v, 2 x 256
  * threads at 120 registers, even the fitted block cannot start before they leave: the
  * block timeline, 2026-11-30; making room for it measured slower, RESULTS.md call 30.)
- * a.trigger (MINFER_CUDA_ATTN_TRIGGER) places the kernel's pdl_trigger(): by default (1)
+ * a.trigger (cu_tune.attn_trigger) places the kernel's pdl_trigger(): by default (1)
  * after its wait, so the wo GEMV after it starts its blocks and their first weight
  * requests once the q/k/v GEMV has finished rather than beside it. tg128 on the 7B (H200,
  * 2026-11-30, alternating in one call, bench/RESULTS.md calls 29-30): after the wait
@@ -294,7 +294,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     /* rows per tile: AD_TILE, or twice that for one query head per block on 8 warps,
      * which then hold as many rows per lane as 4 warps do (SPT 8 at HD 128) and read
      * a whole 128-position chunk ahead of the wait instead of its second half inside
-     * the tile loop, one memory round trip after it (MINFER_CUDA_ATTN_WARPS=8 on the 7B) */
+     * the tile loop, one memory round trip after it (cu_tune.attn_warps 8 on the 7B) */
     constexpr int TILE = AD_TILE * (MG == 1 && NW == 8 ? 2 : 1);
     constexpr int SPT = TILE / PPB;      /* steps per tile */
     __shared__ float qs[MG][HD];
@@ -344,7 +344,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
      * a row (the block timeline: q/k/v in at ~1.5 us after the release, the RoPE and the
      * store ~0.75 us more; with this, q/k/v rotated and stored at ~1.1 us). tg128 on the 7B
      * (H200, 2026-11-30, bench/RESULTS.md calls 62-63): 676.58 / 678.23 / 675.51 vs
-     * 670.38 / 669.49 / 669.72 with MINFER_CUDA_ATTN_FAST=0; kernel span 6.24 -> 5.33 us.
+     * 670.38 / 669.49 / 669.72 with path rope-row off; kernel span 6.24 -> 5.33 us.
      * (Head dim 128 only: the case the GPU tests cover, tiny-mha and the 7B; at 64 the
      * same code would run but no test model has one query head per kv head there.) */
     const bool fast = MG == 1 && HD == 128 && a.cs_now && a.kin && pre && a.seq1 && a.rope &&

@@ -1,9 +1,8 @@
-/* attn_dec.cuh - the steps of the one-token decode attention that its two kernels share:
- * kernel_attn_dec (attn.cu) and kernel_attn_wo (attn_wo.cu, with the o-projection).
- * Both give a row of the cache to a group of LPP lanes, 8 values (16 bytes of f16) each,
+/* attn_dec.cuh - the steps of the one-token decode attention (kernel_attn_dec, attn.cu),
+ * in a header of their own for the lab and the kernels to come. It gives a row of the cache to a group of LPP lanes, 8 values (16 bytes of f16) each,
  * and run one online softmax per lane group over the rows it visits, a tile at a time,
  * before merging the groups of a warp by shuffles and the warps through shared memory;
- * with one query head per kv head both rotate and store q, k and v in registers first
+ * with one query head per kv head it rotates and store q, k and v in registers first
  * (ad_fast_qkv). */
 #ifndef MINFER_CUDA_ATTN_DEC_CUH
 #define MINFER_CUDA_ATTN_DEC_CUH
@@ -34,7 +33,7 @@ static __device__ __forceinline__ float ad_merge(Fm m, Fl l, Fo o, float *M, flo
     return r;
 }
 
-/* The fast store's first step (kernel_attn_dec's `fast`, kernel_attn_wo): thread d < HD
+/* The fast store's first step (kernel_attn_dec's `fast`): thread d < HD
  * rotates q[d] into qs[d], scaled; in the block that owns pos, thread HD + d rotates k[d],
  * keeps k and v in kvp and stores them (f16) into the cache rows at pos, kc and vc. The
  * pair (2i, 2i+1) sits in adjacent lanes and is rotated by cs (cos, sin at pos) as

@@ -103,12 +103,10 @@ static int mmv_takes_q8(const cu_state *S, const mf_weight *w, int n) {
     return S->on[CU_PATH_Q8] && cu_mmv_q8_supported(w->type) && (int64_t)n * w->cols <= S->q8_cap;
 }
 
-/* One GEMV launch over up to three matrices on the same input x [n][K], n <= 8: all of
- * w[0].type, or (mixed) the last of another type (xstm). have_q8: S->q8 already holds
- * x's q8 (else it is quantized here when the launch reads q8). accum: out[0] += W x.
- * Returns 1 when x's q8 is in S->q8 afterwards. */
-static int gemv(cu_state *S, const mf_weight *const *w, float *const *out, const mf_weight *const *bias, int nmat,
-                int mixed, const float *x, int n, int have_q8, int accum, int ring_pre) {
+/* The launch arguments of a GEMV over nmat matrices on x [n][K] (bias: NULL, or one per
+ * matrix, each absent or not). */
+static cu_mmv_args mmv_args(const mf_weight *const *w, float *const *out, const mf_weight *const *bias, int nmat,
+                            const float *x, int n, int accum, int ring_pre) {
     cu_mmv_args a;
     memset(&a, 0, sizeof a);
     for (int i = 0; i < nmat; i++) {
@@ -124,6 +122,16 @@ static int gemv(cu_state *S, const mf_weight *const *w, float *const *out, const
     a.x = x;
     a.accum = accum;
     a.ring_pre = ring_pre;
+    return a;
+}
+
+/* One GEMV launch over up to three matrices on the same input x [n][K], n <= 8: all of
+ * w[0].type, or (mixed) the last of another type (xstm). have_q8: S->q8 already holds
+ * x's q8 (else it is quantized here when the launch reads q8). accum: out[0] += W x.
+ * Returns 1 when x's q8 is in S->q8 afterwards. */
+static int gemv(cu_state *S, const mf_weight *const *w, float *const *out, const mf_weight *const *bias, int nmat,
+                int mixed, const float *x, int n, int have_q8, int accum, int ring_pre) {
+    cu_mmv_args a = mmv_args(w, out, bias, nmat, x, n, accum, ring_pre);
     if (accum) S->n.add_gemv++;
     if (!mmv_takes_q8(S, w[0], n)) {
         cu_mmv_f(S, w[0]->type, &a);
@@ -175,14 +183,12 @@ static int matmul(cu_state *S, float *out, const float *x, const mf_weight *w, c
         return 0;
     }
     /* no tensor-core path: f32 GEMVs over groups of 8 tokens */
-    const int q8 = S->on[CU_PATH_Q8];
-    S->on[CU_PATH_Q8] = 0;
     for (int t0 = 0; t0 < n; t0 += CU_MAX_GEMV_COLS) {
         const int nc = n - t0 < CU_MAX_GEMV_COLS ? n - t0 : CU_MAX_GEMV_COLS;
         float *o = out + (int64_t)t0 * R;
-        gemv(S, &w, &o, &bias, 1, 0, x + (int64_t)t0 * K, nc, 0, 0, 0);
+        const cu_mmv_args a = mmv_args(&w, &o, &bias, 1, x + (int64_t)t0 * K, nc, 0, 0);
+        cu_mmv_f(S, w->type, &a);
     }
-    S->on[CU_PATH_Q8] = (unsigned char)q8;
     return 0;
 }
 
@@ -449,20 +455,8 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
          * take: a bias, other shapes, launches below the ring's size): its q8 goes to q8h,
          * which then becomes the q8 buffer */
         if (!have_q8) cu_quantize_q8(S, fw->xb, hp->n_embd, &S->q8);
-        cu_mmv_args a;
-        memset(&a, 0, sizeof a);
-        for (int i = 0; i < 2; i++) {
-            a.w[i] = (const uint8_t *)w[i]->dev;
-            a.out[i] = out[i];
-            a.rows[i] = (int)w[i]->rows;
-        }
-        a.nmat = 2;
-        a.K = (int)w[0]->cols;
-        a.stride = cu_row_stride(w[0]->type, a.K);
-        a.ncols = 1;
-        a.x = fw->xb;
+        cu_mmv_args a = mmv_args(w, out, NULL, 2, fw->xb, 1, 0, S->tune.xsg_pre);
         a.q = S->q8;
-        a.ring_pre = S->tune.xsg_pre;
         const int form = cu_mmv_q8_swiglu(S, w[0]->type, &a, fw->hb, &S->q8h);
         if (form) {
             S->n.swiglu_gemv++;

@@ -8,7 +8,7 @@
  *     through one launcher `cu_*` declared here; launchers take the backend state
  *     (stream, flags) and never synchronise.
  *   - every kernel calls pdl_trigger() first (the decode attention: after its
- *     pdl_wait(), MINFER_CUDA_ATTN_TRIGGER; attn.cu says why) and pdl_wait() before it touches
+ *     pdl_wait(), cu_tune.attn_trigger; attn.cu says why) and pdl_wait() before it touches
  *     memory that an earlier kernel wrote (or that a later kernel reads): under
  *     programmatic dependent launch a kernel starts while its predecessor drains,
  *     so only immutable data (weights) may be read before pdl_wait(), and nothing
@@ -25,6 +25,7 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -182,24 +183,15 @@ void cu_trace_capture_begin(cu_trace *T);
 void cu_trace_launch(cu_trace *T, const char *what);
 void cu_trace_close(cu_trace *T);
 
-/* Launch with the programmatic-stream-serialization attribute when enabled, and in
- * clusters of `cluster` blocks along x when cluster > 1 (sm_90+; the grid's x a
- * multiple of it). */
+/* Launch with the programmatic-stream-serialization attribute when enabled. */
 template <typename... KArgs, typename... Args>
-static inline void cu_launch_ex(cu_ctx *S, const char *what, void (*k)(KArgs...), dim3 grid, dim3 block,
-                                size_t smem, int cluster, Args... args) {
-    cudaLaunchAttribute attr[2];
+static inline void cu_launch(cu_ctx *S, const char *what, void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                             Args... args) {
+    cudaLaunchAttribute attr[1];
     int na = 0;
     if (S->pdl) {
         attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attr[na].val.programmaticStreamSerializationAllowed = 1;
-        na++;
-    }
-    if (cluster > 1) {
-        attr[na].id = cudaLaunchAttributeClusterDimension;
-        attr[na].val.clusterDim.x = (unsigned)cluster;
-        attr[na].val.clusterDim.y = 1;
-        attr[na].val.clusterDim.z = 1;
         na++;
     }
     cudaLaunchConfig_t cfg = {};
@@ -212,11 +204,6 @@ static inline void cu_launch_ex(cu_ctx *S, const char *what, void (*k)(KArgs...)
     cudaError_t e = cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...);
     if (e != cudaSuccess) cu_record(S, e, what, __FILE__, __LINE__);
     cu_launch_check(S, what, __FILE__, __LINE__);
-}
-template <typename... KArgs, typename... Args>
-static inline void cu_launch(cu_ctx *S, const char *what, void (*k)(KArgs...), dim3 grid, dim3 block,
-                             size_t smem, Args... args) {
-    cu_launch_ex(S, what, k, grid, block, smem, 1, args...);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -364,38 +351,6 @@ static __device__ __forceinline__ float2 warp_sum2(float p0, float p1) {
 static __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-/* Thread-block clusters (sm_90+): the block's rank in its cluster, the cluster barrier
- * in its two halves (arrive publishes this block's shared-memory writes, wait returns
- * once every block of the cluster arrived and makes theirs visible), and a float of
- * another block's shared memory at the address of p in this one (distributed shared
- * memory; that block must not exit before the read: a second arrive/wait pair). */
-static __device__ __forceinline__ unsigned cluster_rank() {
-    unsigned r = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-#endif
-    return r;
-}
-static __device__ __forceinline__ void cluster_arrive() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
-#endif
-}
-static __device__ __forceinline__ void cluster_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
-#endif
-}
-static __device__ __forceinline__ float cluster_ld(const float *p, unsigned rank) {
-    float v = 0.0f;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    uint32_t ra;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(ra) : "memory");
-#endif
     return v;
 }
 
@@ -586,21 +541,21 @@ struct cu_attn_args {
     float rope_base;
     const float2 *rope_cs;
     /* kernel_attn_dec with the fused store: read pos, seq and the first tile's K/V
-     * rows before pos ahead of pdl_wait (MINFER_CUDA_ATTN_PRE; attn.cu says why
+     * rows before pos ahead of pdl_wait (path attn-pre; attn.cu says why
      * that is safe) */
     int pre;
     /* kernel_attn_dec with the fused store and one query head per kv head: the RoPE
      * (cos, sin) row at pos, written by the step's embedding kernel (cu_embed), so q, k,
      * v and it are one round trip after the wait, and the rotation is done in registers
-     * (MINFER_CUDA_ATTN_FAST=0: NULL; attn.cu says when it applies) */
+     * (path rope-row off: NULL; attn.cu says when it applies) */
     const float2 *cs_now;
     int seq1;             /* the cache holds one sequence: seq is 0 */
     /* kernel_attn_dec: its head-group arrays sized to the model's group (1, 2, 4 or 8
-     * query heads per kv head) instead of ATT_MAXG; MINFER_CUDA_ATTN_FIT (attn.cu) */
+     * query heads per kv head) instead of ATT_MAXG; path attn-fit (attn.cu) */
     int fit;
-    /* kernel_attn_dec: warps per block, 8 or 4 (MINFER_CUDA_ATTN_WARPS; attn.cu) */
+    /* kernel_attn_dec: warps per block, 8 or 4 (cu_tune.attn_warps; attn.cu) */
     int warps;
-    /* kernel_attn_dec: where it lets the GEMV after it launch (MINFER_CUDA_ATTN_TRIGGER):
+    /* kernel_attn_dec: where it lets the GEMV after it launch (cu_tune.attn_trigger):
      * 0 at its start, 1 after its wait (default), 2 once q/k/v are in and stored, 3 after
      * its tile loop (the later, the less that GEMV's early requests meet its loads) */
     int trigger;

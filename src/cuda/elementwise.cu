@@ -60,7 +60,7 @@ static int grid_for(int64_t n, int block) {
 
 /* ---- dst = src, n16 16-byte words, dst in mapped pinned host memory: a download inside
  * the decode graph as a kernel chained by PDL instead of a copy node (which cost ~10 us of
- * a 7B step on an H200: MINFER_CUDA_SKIP=download, bench/RESULTS.md 2026-11-30). Each
+ * a 7B step on an H200: priced by a timing hook since removed, bench/RESULTS.md 2026-11-30). Each
  * warp stores 512 contiguous bytes, so the PCIe writes go out as full payloads. ---- */
 static __global__ void kernel_store_host(uint4 *dst, const uint4 *src, int64_t n16) {
     pdl_trigger();

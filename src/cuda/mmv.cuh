@@ -6,10 +6,11 @@
  * l+32, ... so a warp streams the row front to back with coalesced loads and reads
  * every weight byte once. Activations come pre-quantized to q8 (common.cuh); the
  * dots are integer dp4a, scaled once per sub-block. Weights never depend on the
- * previous kernel, so every variant requests its first weights before pdl_wait().
+ * previous kernel, so every schedule requests its first weights before pdl_wait().
  *
- * The variants (MINFER_CUDA_GEMV; lab figures in bench/RESULTS.md):
- *   v1   one row per warp, one wave of short-lived blocks; 2..8 columns
+ * The schedules (the lab, bench/cuda_gemv.cu, runs them side by side; figures in bench/RESULTS.md):
+ *   v1   one row per warp, one wave of short-lived blocks; 2..8 columns where cols does not fit
+ *   cols 2..8 columns from activations staged in shared memory, two rows a warp
  *   pp   persistent grid, two register sets of weights in turn (wide rows)
  *   xs   persistent grid, each lane's activations held in registers for every row
  *        it visits, weights double-buffered in registers
@@ -22,7 +23,7 @@
  * The x-stationary kernels keep each row's sum in lane (row index % 32) and store 32
  * rows at once (mmv_keep): a lane's own instructions cost its whole warp issue slots,
  * and these kernels are issue-bound as well as memory-bound (bench/RESULTS.md); so xst
- * and xsg take two rows a loop step by default (MINFER_CUDA_RING_PAIRS, warp_sum2).
+ * and xsg take two rows a loop step by default (path ring-pairs, warp_sum2).
  * Variant 3, the default, is xs/xst by launch size, xs2 (or pp) for rows xs cannot
  * hold, v1 for several columns (mmv_q8_launch at the end).
  *
@@ -186,9 +187,9 @@ struct mmv_keep {
     }
 };
 
-/* v1 (MINFER_CUDA_GEMV=1; the default for 2..8 columns). Measured (tg128, 7B
+/* v1 (2..8 columns where kernel_mmv_cols does not take them). Measured (tg128, 7B
  * q4_k_m, H200, 2026-11-29, bench/RESULTS.md): 403 tok/s for the whole step with
- * v1 everywhere, 455 with the default variant 3 (xs / xst / pp below). */
+ * v1 everywhere, 455 with xs / xst / pp below. */
 template <typename U, int NC>
 static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_q8(cu_mmv_args a) {
     pdl_trigger();
@@ -252,7 +253,7 @@ static inline int mmv_persist_blocks(cu_ctx *S, const cu_mmv_args *a, int rows_p
     return blocks > cap ? cap : blocks;
 }
 
-/* ---- Variant "pp" (MINFER_CUDA_GEMV=2; variants 3/4 use it for one-column
+/* ---- Schedule "pp" (one-column
  * launches whose rows are too wide for xs, e.g. the 11008-wide ffn_down) ----
  * Persistent grid (what fits on the device at once): each warp walks its rows
  * (g, g+W, ...) in chunks of 32*UNR units with two register sets used in turn:
@@ -336,7 +337,7 @@ static int mmv_pp_occupancy() {
     return per_sm;
 }
 
-/* Occupancy lookups ahead of any graph capture (called at init when the variant is on). */
+/* Occupancy lookups ahead of any graph capture (called at init). */
 template <typename U>
 static void mmv_pp_prepare() {
     mmv_pp_occupancy<U, 1>();
@@ -476,8 +477,8 @@ static void mmv_xs_launch(cu_ctx *S, const cu_mmv_args *a, const char *name, int
     cu_launch(S, name, kernel_mmv_xs<U, UPL>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
 }
 
-/* ---- Variant "xs2" (variants 3/4 for rows of 129..256 units, e.g. the 11008-wide
- * ffn_down, which xs cannot hold; MINFER_CUDA_GEMV_WIDE=0 sends them to pp) ----
+/* ---- Schedule "xs2" (rows of 129..256 units, e.g. the 11008-wide
+ * ffn_down, which xs cannot hold, where 3 of its blocks fit per SM and path wide-ring is off) ----
  * xs with a row split between the two warps of a pair: warp h of the pair holds the
  * activations of units [h*hu, h*hu + hu) (hu = half the row, rounded up) for every
  * row it visits and streams those weights (double-buffered); the pair meets on a
@@ -573,7 +574,7 @@ static void mmv_xs2_launch(cu_ctx *S, const cu_mmv_args *a, const char *name, in
     cu_launch(S, name, kernel_mmv_xs2<U, UPL>, dim3(blocks), dim3(MMV_WARPS * 32), 0, *a);
 }
 
-/* ---- Variant "xst" (sm_90+; variant 3 takes it for large launches, 4 always) ----
+/* ---- Schedule "xst" (sm_90+; launches of cu_tune.xst_bytes or more, path tma-ring) ----
  * xs with the weights streamed through a per-warp ring of row slots in shared
  * memory, filled by the Tensor Memory Accelerator (cp.async.bulk, completion
  * counted in bytes on the slot's mbarrier), so the bytes in flight per SM are
@@ -751,7 +752,7 @@ static __device__ __forceinline__ void ring_refill(int f, int n, int lane, void 
     }
 }
 
-/* The first of a two-row step (xst, xsg; MINFER_CUDA_RING_PAIRS): row i's lane partial,
+/* The first of a two-row step (xst, xsg; path ring-pairs): row i's lane partial,
  * its slot s refilled with row i + depth once every lane has read it; rp moves on. */
 template <typename U, int UPL, class R>
 static __device__ __forceinline__ float ring_first_of_pair(const ring_units<U, UPL> &ru, uint64_t *bar, ring_pos &rp,
@@ -864,7 +865,7 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
                 return f < 32 ? src : mmv_row(a, gw + f * W, &m, &r);
             });
         };
-        /* Two rows a step (MINFER_CUDA_RING_PAIRS, default on): the two rows' sums in one
+        /* Two rows a step (path ring-pairs, default on): the two rows' sums in one
          * warp_sum2 (6 shuffles instead of 10, the same bits), a step's waits, refills
          * and bookkeeping shared. Slot s is refilled as soon as its dot is done, as in the
          * one-row loop, so the ring keeps its rows in flight. The 16-warp xsg's tail is
@@ -908,9 +909,9 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
 
 /* Ring depth (rows in flight per warp) and blocks per SM: 2 blocks of 8 warps per SM
  * (the TMA lab runs of 2026-11-29: one block per SM left the SM short of compute),
- * MMV_XST_DEPTH rows per warp unless MINFER_CUDA_XST_DEPTH says otherwise
+ * MMV_XST_DEPTH (cu_tune.xst_depth) rows per warp
  * (cu_xst_depth), fewer where the ring would pass MMV_XST_SMEM_MAX (two blocks must
- * fit in an SM's 228 KB) or the device's limit (mmv_ring_attr). Depth 2 replaced a
+ * fit in an SM's 228 KB) or the device's limit (mmv_smem_attr). Depth 2 replaced a
  * 96 KB budget (5 rows of a 4096-wide q4_K row, 3 of q6_K) on 2026-11-29: tg128 494.2
  * vs 468.2 tok/s in one run, the lab's qkv 10.6 vs 13.1 us (bench/RESULTS.md). The shared memory
  * a device must allow per block for the ring: MMV_XST_SMEM. */
@@ -918,18 +919,19 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32) kernel_mmv_xst(cu_m
 #define MMV_XST_SMEM (96 * 1024 + 1024)
 #define MMV_XST_SMEM_MAX (112 * 1024 + 1024)
 #define MMV_XST_PERSM 2
-/* Lets kernel k take the most dynamic shared memory a ring may use on this device:
- * MMV_XST_SMEM_MAX, or the device's per-block opt-in limit (less 1 KB for static
- * shared memory) where that is lower. Returns the limit, 0 if refused. */
+/* Lets kernel k take up to cap bytes of dynamic shared memory, or the device's per-block
+ * opt-in limit (less 1 KB for static shared memory) where that is lower. Returns the
+ * limit, 0 if refused. The rings ask for MMV_XST_SMEM_MAX (two blocks must fit in an
+ * SM), kernel_mmv_cols for all the device allows. */
 template <class K>
-static int mmv_ring_attr(K k) {
+static int mmv_smem_attr(K k, int cap) {
     int dev = 0, optin = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
-    const int lim = optin - 1024 < MMV_XST_SMEM_MAX ? optin - 1024 : MMV_XST_SMEM_MAX;
+    const int lim = optin - 1024 < cap ? optin - 1024 : cap;
     if (lim <= 0 || cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, lim) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
@@ -940,7 +942,7 @@ static int mmv_ring_attr(K k) {
 template <auto K>
 static int mmv_ring_limit() {
     static int lim = -1;
-    if (lim < 0) lim = mmv_ring_attr(K);
+    if (lim < 0) lim = mmv_smem_attr(K, MMV_XST_SMEM_MAX);
     return lim;
 }
 /* The ring depth a launch gets: want rows (cu_xst_depth; xsg's cu_xsg_depth), fewer where
@@ -1025,7 +1027,7 @@ static int mmv_xst_launch(cu_ctx *S, const cu_mmv_args *a, const char *name, int
 }
 
 /* ---- Variant "xstm" (sm_90+, the default where xst takes the launch's size;
- * MINFER_CUDA_GEMV_MIXED=0 turns it off: tg128, 7B q4_k_m, H200, 2026-11-29, 547.02
+ * path qkv-mixed off turns it off: tg128, 7B q4_k_m, H200, 2026-11-29, 547.02
  * with it vs 541.72 without, bench/RESULTS.md) ----
  * xst for a stacked launch whose last matrix has another block type of the same
  * 256-value super-block (q4_K or q5_K with q6_K: llama.cpp's q4_k_m/q5_k_m give attn_v
@@ -1123,7 +1125,7 @@ static __global__ void __launch_bounds__(MMV_XST_WARPS * 32, PAIR ? 2 : 0)
      * the same time, mid-launch, 2112 of them on the 7B, and beside the weight stream such
      * loads take several times their unloaded 0.7 us (the fan-in probe, bench/RESULTS.md
      * 2026-11-30). tg128, 7B q4_k_m, H200, same call: 710.35-713.78 tok/s staged vs
-     * 705.98-708.27 (MINFER_CUDA_XSTM_STAGE=0), the same tokens */
+     * 705.98-708.27 (path xstm-staged off), the same tokens */
     uint8_t *xs2 = xst_smem + mmv_xstm_stage_off(depth, smax);
     const uint32_t xs2_bytes = (uint32_t)cu_xl_bytes(a.K);
     if (stage) {
@@ -1218,7 +1220,7 @@ static int mmv_xstm_launch(cu_ctx *S, const cu_mmv_args *a, const char *name) {
 }
 
 /* ---- "xsg" (sm_90+): the one-token FFN's gate and up launch with the SwiGLU in its
- * store (where xst would take the launch; MINFER_CUDA_SWIGLU_GEMV=0 turns it off) ----
+ * store (where xst would take the launch; path swiglu-gemv off turns it off) ----
  * The SwiGLU kernel after the gate+up GEMV cost ~1.9 us a layer on the 7B (its launch,
  * its q8, the boundary; bench/RESULTS.md). It cannot simply move into the GEMV's store:
  * its q8 needs the amax of 32 consecutive outputs, which xst computes in 32 different
@@ -1430,7 +1432,7 @@ struct sring {
 
 /* ---- "xsgs": xsg with one ring per block, its rows taken by whichever warp is free
  * (the default where the ring fits: 48 slots of a 4096-wide q4_K row, 111 KB; else xsg;
- * MINFER_CUDA_XSG_SHARED=0 turns it off) ----
+ * path xsg-shared off turns it off) ----
  * In xsg each warp owns its rows and its ring; the block ends with its slowest warp. The
  * block timeline (2026-12-01, bench/RESULTS.md) puts the block's last warp's end a median
  * 1.56 us (max 2.85) after warp 0's last row arrived, about two rows of one warp's time
@@ -1441,7 +1443,7 @@ struct sring {
  * The sums land in shared memory; a group's 64th arrival writes its h, q8, gate
  * and up as xsg does (the same sums: the same bits).
  * Measured (tg128, 7B q4_k_m, H200, 2026-12-01, one call, three rounds): 727.92 / 729.36 /
- * 726.75 tok/s against 721.83 / 721.04 / 720.42 with xsg (MINFER_CUDA_XSG_SHARED=0); the
+ * 726.75 tok/s against 721.83 / 721.04 / 720.42 with xsg (path xsg-shared off); the
  * gate+up span per layer 14.37 us against 15.38, its last block ending 13.2 us after the
  * release instead of 14.4-15.2 (block timeline; bench/RESULTS.md). */
 #define XSGS_SLOTS (MMV_XSG_WARPS * MMV_XSG_DEPTH)
@@ -1468,7 +1470,7 @@ static __global__ void __launch_bounds__(MMV_XSG_WARPS * 32, 1)
     ring.init(tid);
     __syncthreads();
     /* as many rows ahead of the wait as xsg asks for there (a.ring_pre a warp:
-     * MINFER_CUDA_XSG_PRE, 2 by default), the others after the
+     * cu_tune.xsg_pre, 2), the others after the
      * activation loads */
     const int n_early = MMV_XSG_WARPS * a.ring_pre;
     ring.first(tid, true, n_early, row);
@@ -1520,7 +1522,7 @@ static void mmv_xsgs_prepare() {
     mmv_ring_limit<kernel_mmv_xsgs<U, 4>>();
 }
 /* One kernel_mmv_xsgs launch where its ring fits; else 0 (nothing launched). Always two
- * rows a step (MINFER_CUDA_RING_PAIRS and MINFER_CUDA_XSG_DEPTH are xsg's). */
+ * rows a step (path ring-pairs and cu_tune.xsg_depth are xsg's). */
 template <typename U, int UPL>
 static int mmv_xsgs_launch_upl(cu_ctx *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
     const size_t smem = mmv_ring_smem(1, XSGS_SLOTS, a->stride);
@@ -1537,7 +1539,7 @@ static int mmv_xsgs_launch_upl(cu_ctx *S, const cu_mmv_args *a, float *h, const 
 /* h = silu(a's matrix 0 x) * (matrix 1 x) and its q8 into hq, in one xsgs (returns 2) or
  * xsg launch (1), where it takes the launch (one column, two matrices of the same rows, a
  * multiple of 32, no bias or add, rows that fit xs, a ring that fits, the xst size under
- * variant 3); else 0 and nothing is launched. */
+ * cu_tune.xst_bytes); else 0 and nothing is launched. */
 template <typename U>
 static int mmv_xsg_launch(cu_ctx *S, const cu_mmv_args *a, float *h, const cu_q8 *hq, const char *name) {
     const int64_t xst_bytes = mmv_xst_bytes(S);
@@ -1565,7 +1567,7 @@ static int mmv_xsg_launch(cu_ctx *S, const cu_mmv_args *a, float *h, const cu_q8
 }
 
 /* ---- Variant "xst2" (sm_90+; the default for wide rows from the xst size,
- * MINFER_CUDA_GEMV_WIDE=1 turns it off) ----
+ * path wide-ring off turns it off) ----
  * xs2 fed like xst: the row split between the two warps of a pair (activations of
  * their half in registers, as xs2), the pair's rows streamed through one TMA ring of
  * whole-row slots per pair (depth cu_xst_depth), one request per row. Each warp
@@ -1620,7 +1622,7 @@ static __global__ void __launch_bounds__(MMV_XST2_WARPS * 32) kernel_mmv_xst2(cu
                 return f < 32 ? src : mmv_row(a, gp + f * P, &m, &r);
             });
         };
-        /* Two rows a step (MINFER_CUDA_RING_PAIRS bit 8, default on): both halves' sums
+        /* Two rows a step (path ring-pairs, default on): both halves' sums
          * of the two rows in one warp_sum2 and one meeting of the pair per two rows; the
          * two slots refilled after it, so the ring holds depth - 2 rows in flight while a
          * step computes (the launcher makes it one row deeper than the one-row loop's:
@@ -1722,9 +1724,8 @@ static int mmv_xst2_launch(cu_ctx *S, const cu_mmv_args *a, const char *name, in
                                 : mmv_xst2_launch_form<U, UPL, false>(S, a, name, per_sm_cap);
 }
 
-/* One-column rows of 129..256 units under variants 3/4: 0 pp; 1 xs2 where it fits 3
- * blocks per SM, else pp; 2 xst2 first on sm_90+ (for launches xst would take),
- * else as 1: the default (MINFER_CUDA_GEMV_WIDE=0|1|2). */
+/* One-column rows of 129..256 units: xst2 first on sm_90+ (for launches xst would take,
+ * path wide-ring), else xs2 where it fits 3 blocks per SM, else pp (mmv_q8_launch). */
 
 /* ---- "cols": 2..8 columns (one token of each of several sequences, short prompts;
  * path gemv-cols, else v1) ----
@@ -1817,20 +1818,12 @@ static __global__ void __launch_bounds__(MMV_COLS_WARPS * 32) kernel_mmv_cols(cu
         }
     }
 }
-/* Lets kernel k take up to the device's opt-in shared memory (once, ahead of any
- * capture); returns that limit, 0 if refused. */
+/* kernel_mmv_cols' shared-memory limit: all the device allows (set once, ahead of any
+ * capture). */
 template <auto K>
 static int mmv_cols_limit() {
     static int lim = -1;
-    if (lim < 0) {
-        int dev = 0, optin = 0;
-        lim = 0;
-        if (cudaGetDevice(&dev) == cudaSuccess &&
-            cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess &&
-            cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024) == cudaSuccess)
-            lim = optin - 1024;
-        (void)cudaGetLastError();
-    }
+    if (lim < 0) lim = mmv_smem_attr(K, INT_MAX);
     return lim;
 }
 template <typename U>
@@ -1860,8 +1853,8 @@ static int mmv_cols_launch(cu_ctx *S, const cu_mmv_args *a, const char *name) {
     return mmv_cols_launch_nc<U, 8>(S, a, name);
 }
 
-/* Host-side set-up of one unit type for a variant (occupancy lookups, shared
- * memory attributes), ahead of any graph capture. Variants 3 and 4 use pp too. */
+/* Host-side set-up of one unit type for every schedule (occupancy lookups, shared
+ * memory attributes), ahead of any graph capture. */
 template <typename U>
 static void mmv_prepare_unit() {
     mmv_pp_prepare<U>();

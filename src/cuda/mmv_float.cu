@@ -1,6 +1,6 @@
 /* mmv_float.cu - decode GEMV with f32 activations: the main path for f32, f16 and
  * bf16 weights (16-byte weight loads, x read through L1), and the generic path for
- * every other type (dequantize 8 values at a time; the MINFER_CUDA_DP4A=0 fallback
+ * every other type (dequantize 8 values at a time; the fallback with path q8 off
  * and the reference the dp4a kernels are tested against). One warp per row. */
 #include "dequant.cuh"
 #include "mmv.cuh"

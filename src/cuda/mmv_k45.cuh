@@ -1,6 +1,6 @@
 /* mmv_k45.cuh - the q4_K / q5_K unit of the decode GEMVs (mmv.cuh's unit interface),
  * in a header of its own because two kernel families use it: the GEMVs
- * (mmv_kquant.cu) and the one-token attention fused with the o-projection (attn_wo.cu),
+ * (mmv_kquant.cu) and the coming MMQ kernels,
  * which dots a head's two units of each wo row with the same sums. */
 #ifndef MINFER_CUDA_MMV_K45_CUH
 #define MINFER_CUDA_MMV_K45_CUH

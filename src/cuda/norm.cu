@@ -103,7 +103,7 @@ static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, 
     trace_end();
 }
 
-/* The one-token norm by lone warps (MINFER_CUDA_NORM_WARPS; rows of 128 NF4, 2048 or 4096): warp b of
+/* The one-token norm by lone warps (path norm-warps; rows of 128 NF4, 2048 or 4096): warp b of
  * a row writes its values 128b .. 128b + 127 (a float4 a lane) and, to get there, sums
  * the whole row itself (NF4 float4 a lane, all in flight at once, then warp_sum): no
  * block barrier and no shared memory between the row's load and its stores, which in the
@@ -112,7 +112,7 @@ static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, 
  * block; the same sum in every warp (same order). Measured (tg128, H200, 2026-12-02,
  * bench/RESULTS.md): the 1B synth (2048 wide, 16 warps) +0.3% to +2.7% over the split
  * form (the session's start binary, six rounds in three calls); the 7B (4096, 32 warps)
- * +0.0% to +0.1% over MINFER_CUDA_NORM_WARPS=0 in the same binary (three calls), within
+ * +0.0% to +0.1% over path norm-warps off in the same binary (three calls), within
  * the noise: there the block timeline shows the blocks packed several to an SM (up to 8
  * on one), each SM then reading 8 rows' worth from the L2. */
 template <bool Q8, int NF4>
@@ -166,13 +166,13 @@ static void launch_reg(cu_ctx *S, float *out, float *x, const float *y, const fl
                        const cu_q8 &q) {
     /* one token, no add (each warp would add y into the x the others read): lone warps */
     if (!ADD && n == 1 && S->on[CU_PATH_NORM_WARPS] && launch_warp<Q8>(S, out, x, w, n, dim, eps, q)) return;
-    /* threads: up to 1024 (MINFER_CUDA_NORM_THREADS=256|512 for fewer), each with 1,
+    /* threads: up to 1024 (cu_tune.norm_threads 256|512 for fewer), each with 1,
      * 2 or 4 float4. (Fewer threads per block, so that it co-resides with the xst GEMV
      * blocks ahead of it under PDL, measured slower: 256 -6%, 512 -2% tg128 on the 7B,
      * bench/RESULTS.md; before the ring GEMVs asked for one row ahead of their wait.) */
     const int n4 = dim / 4, maxt = S->tune.norm_threads;
     const char *name = ADD ? (Q8 ? "add_rmsnorm_q8" : "add_rmsnorm") : (Q8 ? "rmsnorm_q8" : "rmsnorm");
-    /* Split rows (MINFER_CUDA_NORM_SPLIT, default 4): the one block of 1024 threads
+    /* Split rows (cu_tune.norm_split, 4): the one block of 1024 threads
      * took ~1.4 us from its sum to its last store in the block timeline (trace build),
      * its 4096 values' f32, q8 and lane-major stores all leaving one SM; four blocks of
      * 256 each write a quarter. tg128 on the 7B (H200, 2026-11-30, alternating, three

@@ -406,6 +406,15 @@ static void test_attention(int n_head, int n_kv, int hd, int n_seq, const int *s
 /* ------------------------------------------------------------------------- */
 /* Blocks                                                                    */
 /* ------------------------------------------------------------------------- */
+/* Every weight of the one-layer model, into ws[15]; returns the count. */
+static int layer_list(env *e, mf_weight **ws) {
+    mf_layer *L = &e->m.layers[0];
+    mf_weight *all[] = {&L->attn_norm, &L->ffn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
+                        &L->w_down, &L->bq, &L->bk, &L->bv, &e->m.output_norm, &e->m.output, &e->m.tok_embd};
+    memcpy(ws, all, sizeof all);
+    return (int)MF_ARRAY_LEN(all);
+}
+
 /* One layer of weights for the blocks (types: q/k, v, o, gate/up, down; the output
  * matrix q6_K as q4_k_m has it), uploaded to the GPU; biases on q/k/v when bias. */
 static void layer_weights(env *e, uint32_t tqk, uint32_t tv, uint32_t to, uint32_t tgu, uint32_t td, int bias) {
@@ -434,18 +443,17 @@ static void layer_weights(env *e, uint32_t tqk, uint32_t tv, uint32_t to, uint32
     e->m.output_norm = make_weight(QTYPE_F32, 1, dim, 1.0f);
     e->m.output = make_weight(dim % 256 ? QTYPE_Q8_0 : QTYPE_Q6_K, hp->n_vocab, dim, sd);
     e->m.tok_embd = make_weight(dim % 256 ? QTYPE_F32 : QTYPE_Q4_K, hp->n_vocab, dim, 1.0f);
-    mf_weight *ws[] = {&L->attn_norm, &L->ffn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
-                       &L->w_down, &L->bq, &L->bk, &L->bv, &e->m.output_norm, &e->m.output, &e->m.tok_embd};
-    for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++)
+    mf_weight *ws[15];
+    const int nw = layer_list(e, ws);
+    for (int i = 0; i < nw; i++)
         if (ws[i]->host)
             CHECK(cuda_backend_upload(e->gpu, ws[i], &err) == 0, "upload %s: %s", qtype_name(ws[i]->type), err.msg);
 }
 
 static void layer_free(env *e) {
-    mf_layer *L = &e->m.layers[0];
-    mf_weight *ws[] = {&L->attn_norm, &L->ffn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
-                       &L->w_down, &L->bq, &L->bk, &L->bv, &e->m.output_norm, &e->m.output, &e->m.tok_embd};
-    for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++) {
+    mf_weight *ws[15];
+    const int nw = layer_list(e, ws);
+    for (int i = 0; i < nw; i++) {
         free((void *)ws[i]->host);
         memset(ws[i], 0, sizeof *ws[i]);
     }
