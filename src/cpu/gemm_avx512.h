@@ -520,44 +520,7 @@ INLINE void gemm_unpacked_K(const int kind, const int NT, const uint8_t *u, int6
 /* Instances                                                                 */
 /* ------------------------------------------------------------------------- */
 
-#define DISPATCH_NT(CALL)                                                                                          \
-    switch (nt) {                                                                                                \
-    case 1: CALL(1); break;                                                                                      \
-    case 2: CALL(2); break;                                                                                      \
-    case 3: CALL(3); break;                                                                                      \
-    default: CALL(4); break;                                                                                     \
-    }
-
-#define Q45(NT_) gemm_q4q5(KIND, NT_, g, cols, act, as, out)
-#define KIND 0
-static void gemm_q4_0(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q45) }
-#undef KIND
-#define KIND 1
-static void gemm_q4_1(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q45) }
-#undef KIND
-#define KIND 2
-static void gemm_q5_0(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q45) }
-#undef KIND
-#define KIND 3
-static void gemm_q5_1(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q45) }
-#undef KIND
-#undef Q45
-
-#define Q80(NT_) gemm_q8_0_nt(NT_, g, cols, act, as, out)
-static void gemm_q8_0(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q80) }
-#define Q4K(NT_) gemm_q45_K(0, NT_, g, cols, act, as, out)
-static void gemm_q4_K(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q4K) }
-#define Q5K(NT_) gemm_q45_K(1, NT_, g, cols, act, as, out)
-static void gemm_q5_K(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q5K) }
-#define Q6K(NT_) gemm_q6_K_nt(NT_, g, cols, act, as, out)
-static void gemm_q6_K(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q6K) }
-
-#define U4K(NT_) gemm_unpacked_K(0, NT_, g, cols, act, as, out)
-static void gemmu_q4_K(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(U4K) }
-#define U5K(NT_) gemm_unpacked_K(1, NT_, g, cols, act, as, out)
-static void gemmu_q5_K(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(U5K) }
-#define U6K(NT_) gemm_unpacked_K(2, NT_, g, cols, act, as, out)
-static void gemmu_q6_K(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(U6K) }
+#include "gemm_instances.h"
 
 static cpu_gemm_fn gemm_for(uint32_t type) {
     switch (type) {
