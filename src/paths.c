@@ -74,7 +74,7 @@ int paths_disabled(const mf_path *tab, int n, const int *on, char *buf, size_t c
 
 void paths_print(const mf_path *tab, int n, const char *var, void *file) {
     FILE *f = file;
-    fprintf(f, "optional paths (%s=name,... turns them off):\n", var);
+    fprintf(f, "optional paths (%s=name,... or all turns them off):\n", var);
     for (int i = 0; i < n; i++)
         fprintf(f, "  %-16s %s%s\n", tab[i].name, tab[i].doc, tab[i].dflt ? "" : " (off by default)");
 }

@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cpu/paths_cpu.h"
+#include "cuda/paths.h"
 #include "util.h"
 
 int cli_error(int code, const char *fmt, ...) {
@@ -36,7 +38,7 @@ static const char usage[] =
 #define MINFER_VERSION "0.1.0"
 
 static void print_version(void) {
-    printf("minfer %s (CPU: AVX2 kernels chosen at run time; CUDA backend: %s)\n", MINFER_VERSION,
+    printf("minfer %s (CPU: AVX-512/AVX2 kernels chosen at run time; CUDA backend: %s)\n", MINFER_VERSION,
 #ifdef MINFER_CUDA
            "built in"
 #else
@@ -48,7 +50,12 @@ static void print_version(void) {
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         fputs(usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? cli_error(1, "no command given") : 0;
+        if (argc < 2) return cli_error(1, "no command given");
+        /* the backends' tables of optional paths, as the notice lines name them */
+        putchar('\n');
+        paths_print(cpu_paths, CPU_PATH_COUNT, "MINFER_CPU_DISABLE", stdout);
+        paths_print(cu_paths, CU_PATH_COUNT, "MINFER_CUDA_DISABLE", stdout);
+        return 0;
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") || !strcmp(argv[1], "version")) {
         print_version();
