@@ -43,6 +43,15 @@ int minfer_tokenize(const minfer_model *m, const char *text, size_t len, int add
                     int32_t *ids, int cap);
 /* Bytes of a token's text (not NUL-terminated); returns the full length. */
 int minfer_token_to_piece(const minfer_model *m, int32_t tok, char *buf, size_t cap);
+/* As minfer_token_to_piece, but a control token renders as its own text ("</s>",
+ * "<|im_end|>") instead of "": what a chat template writes for it. */
+int minfer_token_to_text(const minfer_model *m, int32_t tok, char *buf, size_t cap);
+/* The EOS token, or -1 when the vocabulary has none. */
+int32_t minfer_token_eos(const minfer_model *m);
+/* A string value of the model file's metadata (e.g. "tokenizer.chat_template",
+ * "general.name"): a view into the mapped file, not NUL-terminated, *len bytes,
+ * valid while the model is loaded; NULL when the key is absent or not a string. */
+const char *minfer_model_meta_str(const minfer_model *m, const char *key, size_t *len);
 
 minfer_ctx *minfer_ctx_new(minfer_model *m, const minfer_ctx_params *p, char *err, size_t err_cap);
 void minfer_ctx_free(minfer_ctx *c);
@@ -66,6 +75,11 @@ int minfer_seq_clear(minfer_ctx *c, int seq, char *err, size_t err_cap);
 /* The context's sequence slots and its most tokens per step (after defaults). */
 int minfer_ctx_n_seq(const minfer_ctx *c);
 int minfer_ctx_n_batch(const minfer_ctx *c);
+/* Positions per sequence (after defaults). */
+int minfer_ctx_n_ctx(const minfer_ctx *c);
+/* What the last minfer_eval did: tokens it took from the cache and tokens it ran
+ * through the model (the server's prompt-cache figures). */
+void minfer_ctx_last_eval(const minfer_ctx *c, int *reused, int *evaluated);
 
 #ifdef __cplusplus
 }

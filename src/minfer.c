@@ -49,6 +49,20 @@ int minfer_token_to_piece(const minfer_model *m, int32_t tok, char *buf, size_t 
     return tok_piece(m->m.vocab, tok, 0, buf, cap);
 }
 
+int minfer_token_to_text(const minfer_model *m, int32_t tok, char *buf, size_t cap) {
+    return tok_piece(m->m.vocab, tok, 1, buf, cap);
+}
+
+int32_t minfer_token_eos(const minfer_model *m) { return tok_eos(m->m.vocab); }
+
+const char *minfer_model_meta_str(const minfer_model *m, const char *key, size_t *len) {
+    gguf_str s = { 0 };
+    mf_err e;
+    if (gguf_get_str(&m->m.gguf, key, &s, &e)) return NULL;
+    *len = (size_t)s.len;
+    return s.ptr;
+}
+
 minfer_ctx *minfer_ctx_new(minfer_model *m, const minfer_ctx_params *p, char *err, size_t err_cap) {
     minfer_ctx *c = calloc(1, sizeof *c);
     mf_err e = { { 0 } };
@@ -110,3 +124,9 @@ int minfer_seq_clear(minfer_ctx *c, int seq, char *err, size_t err_cap) {
 
 int minfer_ctx_n_seq(const minfer_ctx *c) { return c->c.n_seq; }
 int minfer_ctx_n_batch(const minfer_ctx *c) { return c->c.n_batch; }
+int minfer_ctx_n_ctx(const minfer_ctx *c) { return c->c.n_ctx; }
+
+void minfer_ctx_last_eval(const minfer_ctx *c, int *reused, int *evaluated) {
+    if (reused) *reused = c->c.last_reused;
+    if (evaluated) *evaluated = c->c.last_evaluated;
+}
