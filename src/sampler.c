@@ -412,3 +412,29 @@ int32_t sampler_sample(mf_sampler *s, const float *logits) {
     }
     return cs_id(s, &cs, last); /* rounding left target at the very end */
 }
+
+/* ---------------------------------------------------------------- logprobs */
+
+int sampler_logprobs(mf_sampler *s, const float *logits, int32_t tok, int k, float *tok_lp, sampler_logprob *top) {
+    const int n = s->n_vocab;
+    float *w = s->work;
+    memcpy(w, logits, (size_t)n * sizeof *w);
+    sampler_penalize(s, w);
+    float max = sanitize_max(w, w, n);
+    k = k < 0 ? 0 : k > n ? n : k;
+    if (max == -INFINITY) { /* every token masked: nothing has probability */
+        if (tok_lp) *tok_lp = -INFINITY;
+        for (int i = 0; i < k; i++) top[i] = (sampler_logprob){ i, -INFINITY };
+        return k;
+    }
+    /* log-sum-exp in double around the maximum: the best token's term is 1 */
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += exp((double)w[i] - max);
+    double lse = max + log(sum);
+    if (tok_lp) *tok_lp = tok >= 0 && tok < n ? (float)((double)w[tok] - lse) : -INFINITY;
+    if (k > 0) {
+        select_top(w, n, k, s->cand);
+        for (int i = 0; i < k; i++) top[i] = (sampler_logprob){ s->cand[i].id, (float)((double)s->cand[i].logit - lse) };
+    }
+    return k;
+}

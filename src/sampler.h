@@ -69,6 +69,20 @@ void sampler_reset(mf_sampler *s);
  * left as it was. */
 void sampler_penalize(mf_sampler *s, float *logits);
 
+/* Log-probabilities for reporting (the OpenAI API's logprobs/top_logprobs): the
+ * log-softmax of the penalised, sanitised logits at temperature 1 - the distribution
+ * every filter sees - so they do not depend on temp, top-k, top-p or min-p (as
+ * llama.cpp's server and OpenAI report them). Writes log p(tok) into *tok_lp and the
+ * k most likely tokens, best first (ties: lower id first), into top[0..k); k is
+ * clamped to [0, n_vocab]. Returns the number written. A token masked to -inf (or
+ * every token, when all are) gets -INFINITY. Uses the sampler's workspace only, so a
+ * draw before or after is unaffected; logits is not modified. */
+typedef struct sampler_logprob {
+    int32_t id;
+    float logprob;
+} sampler_logprob;
+int sampler_logprobs(mf_sampler *s, const float *logits, int32_t tok, int k, float *tok_lp, sampler_logprob *top);
+
 /* The seed actually used (the clock-derived one when SAMPLER_SEED_RANDOM was asked),
  * so a run can be repeated. */
 uint64_t sampler_seed(const mf_sampler *s);

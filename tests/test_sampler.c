@@ -593,6 +593,102 @@ static void test_large_vocab(void) {
     free(prob);
 }
 
+/* sampler_logprobs against a double-precision log-softmax written out plainly. */
+static void test_logprobs(void) {
+    enum { N = 1000 };
+    float *l = malloc(N * sizeof *l);
+    mf_rng r;
+    mf_rng_seed(&r, 11);
+    for (int i = 0; i < N; i++) l[i] = 3.0f * mf_rng_normal(&r);
+    l[17] = l[18] = 20.0f; /* a tie at the top: lower id first */
+    l[5] = NAN;            /* never drawn: -inf */
+    mf_sampler_params p = params_plain(0.7f, 3);
+    p.top_k = 5; /* filters do not change the reported distribution */
+    mf_sampler *s = new_or_fail(&p, N);
+    if (!s) { free(l); return; }
+    double max = -INFINITY, sum = 0.0;
+    for (int i = 0; i < N; i++) if (!isnan(l[i]) && l[i] > max) max = l[i];
+    for (int i = 0; i < N; i++) if (!isnan(l[i])) sum += exp(l[i] - max);
+    double lse = max + log(sum);
+    sampler_logprob top[8];
+    float lp = 0.0f;
+    int got = sampler_logprobs(s, l, 123, 8, &lp, top);
+    CHECK(got == 8, "k written %d", got);
+    CHECK(fabs(lp - (l[123] - lse)) < 1e-5, "token 123: %g want %g", lp, l[123] - lse);
+    CHECK(top[0].id == 17 && top[1].id == 18, "tie order %d %d", top[0].id, top[1].id);
+    int sorted = 1, exact = 1;
+    for (int i = 0; i < 8; i++) {
+        if (i && top[i].logprob > top[i - 1].logprob) sorted = 0;
+        if (fabs(top[i].logprob - (l[top[i].id] - lse)) > 1e-5) exact = 0;
+    }
+    CHECK(sorted && exact, "top-8 sorted %d, values %d", sorted, exact);
+    /* the 8th best is not beaten by any token outside the list */
+    int beaten = 0;
+    for (int i = 0; i < N; i++) {
+        int in = 0;
+        for (int j = 0; j < 8; j++) in |= top[j].id == i;
+        if (!in && !isnan(l[i]) && l[i] > l[top[7].id]) beaten++;
+    }
+    CHECK(beaten == 0, "%d tokens outside the top-8 beat its last", beaten);
+    sampler_logprobs(s, l, 5, 0, &lp, NULL);
+    CHECK(lp == -INFINITY, "NaN logit: %g", lp);
+    double mass = 0.0;
+    for (int i = 0; i < N; i++) {
+        float li;
+        sampler_logprobs(s, l, i, 0, &li, NULL);
+        mass += exp(li);
+    }
+    CHECK(fabs(mass - 1.0) < 1e-4, "probabilities sum to %.6f", mass);
+    /* k above the vocabulary is clamped; a draw after logprobs is as without them */
+    sampler_logprob all[6];
+    float small[6] = { 0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f };
+    mf_sampler *t = new_or_fail(&p, 6);
+    if (t) {
+        CHECK(sampler_logprobs(t, small, 0, 100, NULL, all) == 6, "k clamped to n_vocab");
+        CHECK(all[0].id == 5 && all[5].id == 0, "order %d..%d", all[0].id, all[5].id);
+        sampler_free(t);
+    }
+    mf_sampler *a = new_or_fail(&p, N), *b = new_or_fail(&p, N);
+    if (a && b) {
+        int same = 1;
+        for (int i = 0; i < 50; i++) {
+            sampler_logprobs(a, l, i, 8, &lp, top);
+            int32_t ta = sampler_sample(a, l), tb = sampler_sample(b, l);
+            same &= ta == tb;
+        }
+        CHECK(same, "draws unchanged by logprobs calls");
+    }
+    sampler_free(a);
+    sampler_free(b);
+    /* penalties are in: presence 2 lowers token 17 below 18 */
+    mf_sampler_params q = params_plain(1.0f, 1);
+    q.presence_penalty = 2.0f;
+    q.repeat_last_n = -1;
+    mf_sampler *pp = new_or_fail(&q, N);
+    if (pp) {
+        sampler_accept(pp, 17);
+        sampler_logprobs(pp, l, 17, 2, &lp, top);
+        /* 20 - 2 = 18 is still above every random logit (3 sigma of 1000 draws is < 12) */
+        CHECK(top[0].id == 18 && top[1].id == 17, "penalised top: %d %d", top[0].id, top[1].id);
+        double lse2 = 0.0, m2 = 20.0;
+        for (int i = 0; i < N; i++) if (!isnan(l[i])) lse2 += exp((i == 17 ? l[i] - 2.0 : l[i]) - m2);
+        lse2 = m2 + log(lse2);
+        CHECK(fabs(lp - (18.0 - lse2)) < 1e-5 && fabs(top[0].logprob - (20.0 - lse2)) < 1e-5,
+              "penalised logprob %g want %g; best %g want %g", lp, 18.0 - lse2, top[0].logprob, 20.0 - lse2);
+        sampler_free(pp);
+    }
+    /* every token masked */
+    float masked[4] = { -INFINITY, NAN, -INFINITY, -INFINITY };
+    mf_sampler *m4 = new_or_fail(&p, 4);
+    if (m4) {
+        sampler_logprobs(m4, masked, 1, 2, &lp, top);
+        CHECK(lp == -INFINITY && top[0].logprob == -INFINITY, "all masked");
+        sampler_free(m4);
+    }
+    sampler_free(s);
+    free(l);
+}
+
 int main(void) {
     test_defaults();
     test_bad_params();
@@ -606,5 +702,6 @@ int main(void) {
     test_penalties();
     test_masked();
     test_large_vocab();
+    test_logprobs();
     return test_summary("test_sampler");
 }
