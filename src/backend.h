@@ -48,7 +48,9 @@ typedef struct mf_ops {
     void (*rope)(mf_backend *be, float *x, const mf_batch *b, int n_heads, int head_dim, int rope_dim,
                  float base, mf_rope_mode mode);
     /* Stores k,v [n][n_head_kv*hd] into the cache of `layer` at (seq, pos), then
-     * out[n][n_head*hd] = causal softmax(q k^T / sqrt(hd)) v with GQA. */
+     * out[n][n_head*hd] = causal softmax(q k^T / sqrt(hd)) v with GQA. On a sliding layer
+     * (model_layer_window(&m->desc, layer) = W > 0) token t reads positions
+     * pos[t]-W+1 .. pos[t] only (llama.cpp's LLAMA_SWA_TYPE_STANDARD mask). */
     void (*attention)(mf_backend *be, float *out, const float *q, const float *k, const float *v,
                       int layer, const mf_batch *b);
     /* out[i] = silu(gate[i]) * up[i], i < n. out may equal gate. */
@@ -57,6 +59,15 @@ typedef struct mf_ops {
     void (*add)(mf_backend *be, float *x, const float *y, int64_t n);
     /* dst[j][:] = src[idx[j]][:] for j < n_idx (rows of width w); idx is host memory. */
     void (*get_rows)(mf_backend *be, float *dst, const float *src, const int32_t *idx, int n_idx, int width);
+    /* The ops below serve descriptor features (model.h mf_arch_desc); a backend without
+     * one (NULL) cannot run a model that needs it (forward_init says which). */
+    /* out[i] = gelu_tanh(gate[i]) * up[i], i < n (GeGLU, gemma); out may equal gate.
+     * gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))). */
+    void (*geglu)(mf_backend *be, float *out, const float *gate, const float *up, int64_t n);
+    /* x[i] *= s, i < n (embedding scale, q scale). */
+    void (*scale)(mf_backend *be, float *x, float s, int64_t n);
+    /* x[i] = c * tanh(x[i] / c), i < n (logit soft-capping). */
+    void (*softcap)(mf_backend *be, float *x, float c, int64_t n);
 } mf_ops;
 
 /* Blocks: whole pieces of the step over the forward's buffers (forward.h), for the

@@ -2,16 +2,29 @@
  * backend's blocks (backend.h mf_blocks), and the composed blocks, which run each
  * block as the backend's primitive ops (the CPU backend's step, and the reference):
  *
- *   embed:   x = embed(tok)
- *   attn:    xb = rmsnorm(x);  q,k,v = xb Wq,Wk,Wv (+bias);  rope(q,k)
- *            att = attention(q, k, v | kv cache);  x += att Wo
- *   ffn:     xb = rmsnorm(x);  x += (silu(xb Wgate) * xb Wup) Wdown
- *   logits:  rmsnorm(x[rows wanting logits]) Wout
+ *   embed:   x = embed(tok) (* embd_scale)
+ *   attn:    xb = rmsnorm(x);  q,k,v = xb Wq,Wk,Wv (+bias);  (q,k = rmsnorm per head: qk_norm)
+ *            rope(q,k) (the layer's base);  att = attention(q, k, v | kv cache, the layer's window)
+ *            xb = att Wo  (xb = rmsnorm(xb): post_norm);  x += xb
+ *   ffn:     xb = rmsnorm(x);  h = act(xb Wgate) * xb Wup (silu or gelu_tanh);  xb = h Wdown
+ *            (xb = rmsnorm(xb): post_norm);  x += xb
+ *   logits:  rmsnorm(x[rows wanting logits]) Wout  (c tanh(./c): logit_softcap)
+ * The optional steps are the descriptor's (model.h mf_arch_desc).
  */
 #include "forward.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+const char *forward_desc_missing(const mf_backend *be, const mf_arch_desc *d) {
+    const char *missing = model_desc_unsupported(d);
+    if (missing) return missing;
+    const mf_ops *op = be->ops;
+    if (d->act == MF_ACT_GELU && !op->geglu) return "GeGLU";
+    if (((d->embd_scale != 0 && d->embd_scale != 1) || d->q_scale != 0) && !op->scale) return "scaling";
+    if (d->logit_softcap != 0 && !op->softcap) return "logit soft-capping";
+    return NULL;
+}
 
 static void free_bufs(mf_forward *fw) {
     float **bufs[] = { &fw->x, &fw->xb, &fw->q, &fw->k, &fw->v, &fw->att, &fw->hb, &fw->hb2, &fw->xo, &fw->logits };
@@ -29,10 +42,10 @@ int forward_init(mf_forward *fw, mf_backend *be, const mf_model *m, int n_ctx, i
     fw->n_ctx = n_ctx;
     fw->n_seq = n_seq;
     const mf_hparams *hp = &m->hp;
-    const char *missing = model_desc_unsupported(&m->desc);
+    const char *missing = forward_desc_missing(be, &m->desc);
     if (missing)
-        return mf_fail(err, MF_ERR_INPUT, "forward: %s (architecture %s) is not implemented yet", missing,
-                       hp->arch_name);
+        return mf_fail(err, MF_ERR_INPUT, "forward: %s (architecture %s) is not implemented %s", missing,
+                       hp->arch_name, model_desc_unsupported(&m->desc) ? "yet" : be->name);
     /* logits are computed FORWARD_LOGIT_ROWS rows at a time: a batch of 512 would
      * otherwise hold 512 x n_vocab floats (65 MB at 32k) for the rare caller that
      * wants every row's logits */
@@ -72,7 +85,10 @@ int forward_logit_rows(const mf_batch *b, int32_t *idx) {
 
 /* ---- the composed blocks ---- */
 static void composed_embed(mf_backend *be, mf_forward *fw, const mf_batch *b) {
+    const mf_arch_desc *d = &fw->m->desc;
     be->ops->embed(be, fw->x, &fw->m->tok_embd, b);
+    if (d->embd_scale != 0 && d->embd_scale != 1)
+        be->ops->scale(be, fw->x, d->embd_scale, (int64_t)b->n * fw->m->hp.n_embd);
 }
 
 static void composed_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
@@ -84,10 +100,18 @@ static void composed_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch 
     op->matmul(be, fw->q, fw->xb, &L->wq, &L->bq, n);
     op->matmul(be, fw->k, fw->xb, &L->wk, &L->bk, n);
     op->matmul(be, fw->v, fw->xb, &L->wv, &L->bv, n);
-    op->rope(be, fw->q, b, hp->n_head, hp->head_dim, hp->rope_dim, hp->rope_base, hp->rope_mode);
-    op->rope(be, fw->k, b, hp->n_head_kv, hp->head_dim, hp->rope_dim, hp->rope_base, hp->rope_mode);
+    const mf_arch_desc *d = &fw->m->desc;
+    if (d->qk_norm) {
+        op->rmsnorm(be, fw->q, fw->q, &L->attn_q_norm, n * hp->n_head, hp->head_dim, hp->norm_eps);
+        op->rmsnorm(be, fw->k, fw->k, &L->attn_k_norm, n * hp->n_head_kv, hp->head_dim, hp->norm_eps);
+    }
+    const float base = model_layer_rope_base(fw->m, l);
+    op->rope(be, fw->q, b, hp->n_head, hp->head_dim, hp->rope_dim, base, hp->rope_mode);
+    op->rope(be, fw->k, b, hp->n_head_kv, hp->head_dim, hp->rope_dim, base, hp->rope_mode);
+    if (d->q_scale != 0) op->scale(be, fw->q, d->q_scale, (int64_t)n * hp->n_head * hp->head_dim);
     op->attention(be, fw->att, fw->q, fw->k, fw->v, l, b);
     op->matmul(be, fw->xb, fw->att, &L->wo, NULL, n);
+    if (d->post_norm) op->rmsnorm(be, fw->xb, fw->xb, &L->attn_post_norm, n, dim, hp->norm_eps);
     op->add(be, fw->x, fw->xb, (int64_t)n * dim);
 }
 
@@ -99,8 +123,10 @@ static void composed_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *
     op->rmsnorm(be, fw->xb, fw->x, &L->ffn_norm, n, dim, hp->norm_eps);
     op->matmul(be, fw->hb, fw->xb, &L->w_gate, NULL, n);
     op->matmul(be, fw->hb2, fw->xb, &L->w_up, NULL, n);
-    op->swiglu(be, fw->hb, fw->hb, fw->hb2, (int64_t)n * hp->n_ff);
+    if (fw->m->desc.act == MF_ACT_GELU) op->geglu(be, fw->hb, fw->hb, fw->hb2, (int64_t)n * hp->n_ff);
+    else op->swiglu(be, fw->hb, fw->hb, fw->hb2, (int64_t)n * hp->n_ff);
     op->matmul(be, fw->xb, fw->hb, &L->w_down, NULL, n);
+    if (fw->m->desc.post_norm) op->rmsnorm(be, fw->xb, fw->xb, &L->ffn_post_norm, n, dim, hp->norm_eps);
     op->add(be, fw->x, fw->xb, (int64_t)n * dim);
 }
 
@@ -117,6 +143,8 @@ static int composed_logits(mf_backend *be, mf_forward *fw, const mf_batch *b, fl
         op->get_rows(be, fw->xo, fw->x, idx + c0, nc, dim);
         op->rmsnorm(be, fw->xo, fw->xo, &m->output_norm, nc, dim, hp->norm_eps);
         op->matmul(be, fw->logits, fw->xo, &m->output, NULL, nc);
+        if (m->desc.logit_softcap != 0)
+            op->softcap(be, fw->logits, m->desc.logit_softcap, (int64_t)nc * hp->n_vocab);
         be->download(be, logits + (size_t)c0 * hp->n_vocab, fw->logits, sizeof(float) * (size_t)nc * hp->n_vocab);
     }
     if (idx != idx_small) free(idx);

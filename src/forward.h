@@ -41,6 +41,9 @@ int forward_generic(mf_forward *fw, const mf_batch *b, float *logits, mf_err *er
 /* Each block as the backend's primitive ops (be->blocks == NULL gets these; a backend's
  * own blocks may fall back to them). */
 extern const mf_blocks forward_composed;
+/* NULL when the backend's ops can run every feature the descriptor asks for through the
+ * composed blocks, else the name of the first that it cannot. */
+const char *forward_desc_missing(const mf_backend *be, const mf_arch_desc *d);
 /* Rows of the batch that want logits (b->logits, or the last token when NULL), in
  * order, into idx[b->n]; returns their count. */
 int forward_logit_rows(const mf_batch *b, int32_t *idx);

@@ -1,6 +1,7 @@
 /* model.c - per-architecture hyperparameters and tensor binding. */
 #include "model.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,8 +76,12 @@ static int load_hparams(mf_model *m, mf_err *err) {
     } else if (!strcmp(a, "qwen2")) {
         hp->arch = MF_ARCH_QWEN2;
         hp->rope_mode = MF_ROPE_NEOX;
+    } else if (!strcmp(a, "gemma3")) {
+        hp->arch = MF_ARCH_GEMMA3;
+        hp->rope_mode = MF_ROPE_NEOX;
     } else {
-        return mf_fail(err, MF_ERR_INPUT, "model: unsupported architecture '%s' (supported: llama, mistral, qwen2)", a);
+        return mf_fail(err, MF_ERR_INPUT, "model: unsupported architecture '%s' (supported: llama, mistral, qwen2, gemma3)",
+                       a);
     }
     if ((rc = get_hp(f, a, "embedding_length", &hp->n_embd, 1, err))) return rc;
     if ((rc = get_hp(f, a, "block_count", &hp->n_layer, 1, err))) return rc;
@@ -116,18 +121,63 @@ void model_arch_desc(mf_arch arch, mf_arch_desc *d) {
     case MF_ARCH_QWEN2: /* neox RoPE (hp), biases on q/k/v */
         d->qkv_bias = 1;
         break;
+    case MF_ARCH_GEMMA3: /* neox RoPE (hp); the window, its pattern and RoPE base and the
+                            embedding scale come from the file (arch_desc_from_file) */
+        d->qk_norm = 1;
+        d->post_norm = 1;
+        d->act = MF_ACT_GELU;
+        break;
     }
 }
 
+/* The descriptor's fields that the GGUF sets, as llama.cpp reads them
+ * (src/models/gemma3.cpp, llama-hparams.cpp): {arch}.attention.sliding_window (gemma3 and,
+ * where set, mistral/llama), gemma3's sliding_window_pattern (default 6: every 6th layer
+ * global), rope.freq_base_swa (default 10000, as llama.cpp's rope_freq_base_train_swa),
+ * final_logit_softcapping; gemma3 scales embeddings by sqrt(n_embd) and, for the 27B (62
+ * layers), attention by 1/sqrt(n_embd/n_head) instead of 1/sqrt(head_dim). The GGUF's gemma
+ * norm weights already hold 1 + w (the converter adds the 1), so they are plain RMSNorms. */
+static int arch_desc_from_file(mf_model *m, mf_err *err) {
+    const gguf_file *f = &m->gguf;
+    const mf_hparams *hp = &m->hp;
+    mf_arch_desc *d = &m->desc;
+    const char *a = hp->arch_name;
+    char key[128];
+    int rc;
+    if ((rc = get_hp(f, a, "attention.sliding_window", &d->sliding_window, 0, err))) return rc;
+    if (hp->arch != MF_ARCH_GEMMA3) return MF_OK; /* mistral: every layer slides (swa_every 0) */
+    if (d->sliding_window) {
+        d->swa_every = 6;
+        if ((rc = get_hp(f, a, "attention.sliding_window_pattern", &d->swa_every, 0, err))) return rc;
+        d->rope_base_swa = 10000.0f;
+        snprintf(key, sizeof key, "%s.rope.freq_base_swa", a);
+        if ((rc = gguf_get_f32(f, key, &d->rope_base_swa, err)) < 0) return rc;
+        if (!(d->rope_base_swa > 1)) return mf_fail(err, MF_ERR_INPUT, "model: %s = %g out of range", key, d->rope_base_swa);
+    }
+    snprintf(key, sizeof key, "%s.final_logit_softcapping", a);
+    if ((rc = gguf_get_f32(f, key, &d->logit_softcap, err)) < 0) return rc;
+    if (!(d->logit_softcap >= 0 && d->logit_softcap < 1e6f))
+        return mf_fail(err, MF_ERR_INPUT, "model: %s = %g out of range", key, d->logit_softcap);
+    d->embd_scale = sqrtf((float)hp->n_embd);
+    if (hp->n_layer == 62) d->q_scale = sqrtf((float)hp->head_dim) / sqrtf((float)(hp->n_embd / hp->n_head));
+    return MF_OK;
+}
+
 const char *model_desc_unsupported(const mf_arch_desc *d) {
-    if (d->qk_norm) return "q/k norms";
-    if (d->post_norm) return "post-block norms";
-    if (d->act != MF_ACT_SILU) return "GeGLU";
     if (d->rope_scale != 0 && d->rope_scale != 1) return "RoPE scaling";
-    if (d->sliding_window) return "sliding-window attention";
-    if (d->embd_scale != 0 && d->embd_scale != 1) return "embedding scale";
-    if (d->logit_softcap != 0) return "logit soft-capping";
+    if (d->sliding_window < 0 || d->swa_every < 0) return "a negative sliding window";
     return NULL;
+}
+
+int model_layer_window(const mf_arch_desc *d, int l) {
+    if (d->sliding_window <= 0) return 0;
+    if (d->swa_every <= 0) return d->sliding_window;
+    return l % d->swa_every < d->swa_every - 1 ? d->sliding_window : 0;
+}
+
+float model_layer_rope_base(const mf_model *m, int l) {
+    if (m->desc.rope_base_swa > 0 && model_layer_window(&m->desc, l)) return m->desc.rope_base_swa;
+    return m->hp.rope_base;
 }
 
 int model_load(mf_model *m, const char *path, mf_err *err) {
@@ -137,6 +187,7 @@ int model_load(mf_model *m, const char *path, mf_err *err) {
     if ((rc = load_hparams(m, err))) goto fail;
     mf_hparams *hp = &m->hp;
     model_arch_desc(hp->arch, &m->desc);
+    if ((rc = arch_desc_from_file(m, err))) goto fail;
 
     const gguf_tensor *te = gguf_find_tensor(&m->gguf, "token_embd.weight");
     if (!te) { rc = mf_fail(err, MF_ERR_INPUT, "model: missing tensor 'token_embd.weight'"); goto fail; }
@@ -170,6 +221,10 @@ int model_load(mf_model *m, const char *path, mf_err *err) {
         BIND(w_gate, "ffn_gate.weight", dim, hp->n_ff, 0);
         BIND(w_up, "ffn_up.weight", dim, hp->n_ff, 0);
         BIND(w_down, "ffn_down.weight", hp->n_ff, dim, 0);
+        BIND(attn_q_norm, "attn_q_norm.weight", hp->head_dim, 1, !m->desc.qk_norm);
+        BIND(attn_k_norm, "attn_k_norm.weight", hp->head_dim, 1, !m->desc.qk_norm);
+        BIND(attn_post_norm, "post_attention_norm.weight", dim, 1, !m->desc.post_norm);
+        BIND(ffn_post_norm, "post_ffw_norm.weight", dim, 1, !m->desc.post_norm);
 #undef BIND
     }
     for (uint64_t i = 0; i < m->gguf.n_tensors; i++) m->weight_bytes += m->gguf.tensors[i].nbytes;

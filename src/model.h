@@ -13,6 +13,8 @@
 typedef enum mf_arch {
     MF_ARCH_LLAMA = 0,  /* llama, mistral: RoPE on adjacent pairs */
     MF_ARCH_QWEN2,      /* neox RoPE, q/k/v biases */
+    MF_ARCH_GEMMA3,     /* neox RoPE, GeGLU, q/k norms, pre- and post-norms, embedding scale,
+                           sliding-window layers with their own RoPE base */
 } mf_arch;
 
 typedef enum mf_rope_mode {
@@ -43,6 +45,9 @@ typedef struct mf_arch_desc {
     float rope_base_swa; /* RoPE base of the sliding layers; 0: hp.rope_base */
     float embd_scale;    /* x = embedding * embd_scale (gemma: sqrt(n_embd)); 0: none */
     float logit_softcap; /* logits = c * tanh(logits / c); 0: none */
+    float q_scale;       /* q *= q_scale before attention, whose own scale is 1/sqrt(head_dim): the
+                            attention scale of a model that is not 1/sqrt(head_dim) (gemma3 27B);
+                            0: none */
 } mf_arch_desc;
 
 /* A weight tensor: ne0 = cols (input features, fastest), ne1 = rows (outputs).
@@ -64,6 +69,9 @@ typedef struct mf_layer {
     mf_weight ffn_norm;              /* [dim] f32 */
     mf_weight w_gate, w_up;          /* [dim] -> [n_ff] */
     mf_weight w_down;                /* [n_ff] -> [dim] */
+    /* gemma3 (host == NULL when absent): */
+    mf_weight attn_q_norm, attn_k_norm;      /* [head_dim] f32, RMSNorm of each q / k head */
+    mf_weight attn_post_norm, ffn_post_norm; /* [dim] f32, RMSNorm of each block's output */
 } mf_layer;
 
 typedef struct mf_hparams {
@@ -105,8 +113,13 @@ void model_free(mf_model *m);
 /* The descriptor of an architecture (model_load fills m->desc with it). */
 void model_arch_desc(mf_arch arch, mf_arch_desc *d);
 /* NULL when every feature d asks for is one forward.c's composed blocks can run
- * (today: the llama and qwen2 ones), else the name of the first that is not. */
+ * (today: all of the descriptor's), else the name of the first that is not. */
 const char *model_desc_unsupported(const mf_arch_desc *d);
+/* Layer l slides (a window of desc.sliding_window positions) or attends to its whole
+ * sequence (0). */
+int model_layer_window(const mf_arch_desc *d, int l);
+/* The RoPE base of layer l: desc.rope_base_swa on sliding layers where set, else hp.rope_base. */
+float model_layer_rope_base(const mf_model *m, int l);
 /* One line describing the model for stderr / `minfer info`. */
 void model_describe(const mf_model *m, char *buf, size_t cap);
 

@@ -87,10 +87,15 @@ typedef struct cpu_state {
     size_t unp_stride;
     packed_entry *pk;            /* sorted by host */
     int n_pk, cap_pk;
-    float *rope_cs;              /* [n_ctx][rope_dim/2][2] cos, sin */
-    uint8_t *rope_ok;            /* [n_ctx] row computed */
-    float rope_base;
-    int rope_dim;
+    /* RoPE tables, one per (rope_dim, base): two, as gemma3's sliding and global layers
+     * alternate between two bases within a step */
+    struct rope_tab {
+        float *cs;               /* [n_ctx][rope_dim/2][2] cos, sin */
+        uint8_t *ok;             /* [n_ctx] row computed */
+        float base;
+        int dim;
+    } rope[2];
+    int rope_next;               /* the slot the next new table replaces */
     int profile;                 /* MINFER_CPU_PROFILE=1: time per op kind, printed at destroy */
     double prof_s[PROF_COUNT];
     int64_t prof_n[PROF_COUNT];
@@ -482,6 +487,34 @@ static void op_swiglu(mf_backend *be, float *out, const float *gate, const float
     PROF_END(s, PROF_SWIGLU);
 }
 
+static void geglu_run(void *ctx, int ith, int nth) {
+    const ew_task *t = ctx;
+    int64_t i0, i1;
+    cpu_split(t->len, 64, ith, nth, &i0, &i1);
+    if (i0 >= i1) return;
+    if (t->s->simd) cpu_geglu_avx2(t->out + i0, t->x + i0, t->y + i0, i1 - i0);
+    else cpu_ref_geglu(t->out + i0, t->x + i0, t->y + i0, i1 - i0);
+}
+
+static void op_geglu(mf_backend *be, float *out, const float *gate, const float *up, int64_t n) {
+    cpu_state *s = st(be);
+    PROF_BEGIN(s);
+    ew_task t = { .s = s, .out = out, .x = gate, .y = up, .len = n };
+    cpu_pool_run(s->pool, geglu_run, &t, n < SMALL_OP ? 1 : 0);
+    PROF_END(s, PROF_SWIGLU);
+}
+
+/* Scale and soft-cap: once per step on the embeddings / logits (soft-capping 262k logits
+ * costs ~2 ms of tanh), so plain loops on the calling thread. */
+static void op_scale(mf_backend *be, float *x, float sc, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] *= sc;
+}
+
+static void op_softcap(mf_backend *be, float *x, float c, int64_t n) {
+    const float inv = 1.0f / c;
+    for (int64_t i = 0; i < n; i++) x[i] = c * tanhf(x[i] * inv);
+}
+
 static void add_run(void *ctx, int ith, int nth) {
     const ew_task *t = ctx;
     int64_t i0, i1;
@@ -505,22 +538,22 @@ static void op_add(mf_backend *be, float *x, const float *y, int64_t n) {
 /* RoPE: cos/sin per (position, pair) computed once in double exactly as
  * cpu_ref_rope does, cached per position (the same positions recur in every
  * layer and every step). */
-static const float *rope_row(cpu_state *s, int pos, int rope_dim, float base) {
-    const int half = rope_dim / 2;
-    float *cs = s->rope_cs + (int64_t)pos * rope_dim;
-    if (!s->rope_ok[pos]) {
+static const float *rope_row(struct rope_tab *r, int pos) {
+    const int half = r->dim / 2;
+    float *cs = r->cs + (int64_t)pos * r->dim;
+    if (!r->ok[pos]) {
         for (int i = 0; i < half; i++) {
-            double theta = (double)pos * pow((double)base, -2.0 * i / rope_dim);
+            double theta = (double)pos * pow((double)r->base, -2.0 * i / r->dim);
             cs[2 * i] = (float)cos(theta);
             cs[2 * i + 1] = (float)sin(theta);
         }
-        s->rope_ok[pos] = 1;
+        r->ok[pos] = 1;
     }
     return cs;
 }
 
 typedef struct rope_task {
-    cpu_state *s;
+    const struct rope_tab *r;
     float *x;
     const mf_batch *b;
     int n_heads, head_dim, rope_dim;
@@ -532,41 +565,49 @@ static void rope_run(void *ctx, int ith, int nth) {
     int64_t i0, i1;
     cpu_split(t->b->n, 1, ith, nth, &i0, &i1);
     for (int64_t i = i0; i < i1; i++) {
-        const float *cs = t->s->rope_cs + (int64_t)t->b->pos[i] * t->rope_dim;
+        const float *cs = t->r->cs + (int64_t)t->b->pos[i] * t->rope_dim;
         for (int h = 0; h < t->n_heads; h++)
             cpu_rope_head_avx2(t->x + (i * t->n_heads + h) * t->head_dim, cs, t->rope_dim, t->mode == MF_ROPE_NEOX);
     }
 }
 
-static int rope_cache_ok(cpu_state *s, int rope_dim, float base) {
-    if (s->rope_cs && s->rope_dim == rope_dim && s->rope_base == base) return 1;
-    free(s->rope_cs);
-    free(s->rope_ok);
-    s->rope_cs = malloc(sizeof(float) * (size_t)s->n_ctx * (size_t)rope_dim);
-    s->rope_ok = calloc((size_t)s->n_ctx, 1);
-    if (!s->rope_cs || !s->rope_ok) {
-        free(s->rope_cs);
-        free(s->rope_ok);
-        s->rope_cs = NULL;
-        s->rope_ok = NULL;
-        return 0;
+static void rope_tab_free(struct rope_tab *r) {
+    free(r->cs);
+    free(r->ok);
+    memset(r, 0, sizeof *r);
+}
+
+/* The table of (rope_dim, base), made in the older slot when neither holds it; NULL
+ * when memory runs out (the caller takes the reference path). */
+static struct rope_tab *rope_tab_get(cpu_state *s, int rope_dim, float base) {
+    for (int i = 0; i < 2; i++)
+        if (s->rope[i].cs && s->rope[i].dim == rope_dim && s->rope[i].base == base) return &s->rope[i];
+    struct rope_tab *r = &s->rope[s->rope_next];
+    s->rope_next ^= 1;
+    rope_tab_free(r);
+    r->cs = malloc(sizeof(float) * (size_t)s->n_ctx * (size_t)rope_dim);
+    r->ok = calloc((size_t)s->n_ctx, 1);
+    if (!r->cs || !r->ok) {
+        rope_tab_free(r);
+        return NULL;
     }
-    s->rope_dim = rope_dim;
-    s->rope_base = base;
-    return 1;
+    r->dim = rope_dim;
+    r->base = base;
+    return r;
 }
 
 static void op_rope(mf_backend *be, float *x, const mf_batch *b, int n_heads, int head_dim, int rope_dim,
                     float base, mf_rope_mode mode) {
     cpu_state *s = st(be);
     PROF_BEGIN(s);
-    int ok = s->simd && s->n_ctx > 0 && rope_cache_ok(s, rope_dim, base);
+    struct rope_tab *r = s->simd && s->n_ctx > 0 ? rope_tab_get(s, rope_dim, base) : NULL;
+    int ok = r != NULL;
     for (int i = 0; ok && i < b->n; i++) ok = b->pos[i] >= 0 && b->pos[i] < s->n_ctx;
     if (!ok) {
         cpu_ref_rope(x, b->pos, b->n, n_heads, head_dim, rope_dim, base, mode);
     } else {
-        for (int i = 0; i < b->n; i++) rope_row(s, b->pos[i], rope_dim, base);
-        rope_task t = { s, x, b, n_heads, head_dim, rope_dim, mode };
+        for (int i = 0; i < b->n; i++) rope_row(r, b->pos[i]);
+        rope_task t = { r, x, b, n_heads, head_dim, rope_dim, mode };
         cpu_pool_run(s->pool, rope_run, &t, (int64_t)b->n * n_heads * head_dim < SMALL_OP ? 1 : 0);
     }
     PROF_END(s, PROF_ROPE);
@@ -588,13 +629,17 @@ static void attn_run(void *ctx, int ith, int nth) {
     const int q_dim = n_head * hd;
     const float *kc = s->k_cache[t->layer], *vc = s->v_cache[t->layer];
     float *att = s->att + (int64_t)ith * s->n_ctx * group;
+    /* token i reads positions first(i) .. pos[i]: all of them, or the layer's window */
+    const int win = model_layer_window(&s->m->desc, t->layer);
+#define FIRST_POS(i) (win > 0 && t->b->pos[i] + 1 > win ? t->b->pos[i] + 1 - win : 0)
     if (!s->simd) {
         /* Reference: whole tokens. */
         int64_t i0, i1;
         cpu_split(t->b->n, 1, ith, nth, &i0, &i1);
         for (int64_t i = i0; i < i1; i++) {
-            const int64_t base = (int64_t)t->b->seq[i] * s->n_ctx * kv_dim;
-            cpu_ref_attention_token(t->out + i * q_dim, t->q + i * q_dim, kc + base, vc + base, t->b->pos[i] + 1,
+            const int p0 = FIRST_POS(i);
+            const int64_t base = ((int64_t)t->b->seq[i] * s->n_ctx + p0) * kv_dim;
+            cpu_ref_attention_token(t->out + i * q_dim, t->q + i * q_dim, kc + base, vc + base, t->b->pos[i] + 1 - p0,
                                     n_head, hp->n_head_kv, hd, att);
         }
         return;
@@ -608,11 +653,13 @@ static void attn_run(void *ctx, int ith, int nth) {
     for (int64_t it = ith; it < items; it += nth) {
         const int64_t i = it / n_kvh;
         const int kh = (int)(it % n_kvh);
-        const int64_t base = (int64_t)t->b->seq[i] * s->n_ctx * kv_dim + (int64_t)kh * hd;
+        const int p0 = FIRST_POS(i);
+        const int64_t base = ((int64_t)t->b->seq[i] * s->n_ctx + p0) * kv_dim + (int64_t)kh * hd;
         const int64_t qo = i * q_dim + (int64_t)kh * group * hd;
-        cpu_attn_group_avx2(t->out + qo, t->q + qo, group, kc + base, vc + base, kv_dim, t->b->pos[i] + 1, hd, scale,
-                            att);
+        cpu_attn_group_avx2(t->out + qo, t->q + qo, group, kc + base, vc + base, kv_dim, t->b->pos[i] + 1 - p0, hd,
+                            scale, att);
     }
+#undef FIRST_POS
 }
 
 static void op_attention(mf_backend *be, float *out, const float *q, const float *k, const float *v, int layer,
@@ -650,6 +697,9 @@ static const mf_ops cpu_ops = {
     .swiglu = op_swiglu,
     .add = op_add,
     .get_rows = op_get_rows,
+    .geglu = op_geglu,
+    .scale = op_scale,
+    .softcap = op_softcap,
 };
 
 /* ------------------------------------------------------------------------- */
@@ -686,12 +736,11 @@ static void free_caches(cpu_state *s) {
     free(s->unp);
     s->unp = NULL;
     s->unp_stride = 0;
-    free(s->rope_cs);
-    free(s->rope_ok);
+    rope_tab_free(&s->rope[0]);
+    rope_tab_free(&s->rope[1]);
     s->k_cache = s->v_cache = NULL;
-    s->wrow = s->att = s->normw = s->rope_cs = NULL;
+    s->wrow = s->att = s->normw = NULL;
     s->act = NULL;
-    s->rope_ok = NULL;
     s->act_cap = 0;
     pk_free_all(s);
 }

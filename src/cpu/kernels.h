@@ -172,6 +172,14 @@ extern const cpu_kernels cpu_kernels_avx512vnni;  /* gemm_avx512_vnni.c: the sam
 
 void cpu_rmsnorm_avx2(float *out, const float *x, const float *w, int dim, float eps);  /* one row */
 void cpu_swiglu_avx2(float *out, const float *gate, const float *up, int64_t n);
+/* out[i] = gelu_tanh(gate[i]) * up[i] (GeGLU); out may equal gate. tanh(z) is computed as
+ * 1 - 2 / (exp(2z) + 1) with exp_ps; a tail shorter than 8 goes through the same vector
+ * formula (an element's value does not depend on where it falls in a row). The scalar
+ * oracles (ref.c, double): */
+void cpu_geglu_avx2(float *out, const float *gate, const float *up, int64_t n);
+void cpu_ref_geglu(float *out, const float *gate, const float *up, int64_t n);
+/* x[i] = c * tanh(x[i] / c) (logit soft-capping): the double oracle; the backend runs it. */
+void cpu_ref_softcap(float *x, float c, int64_t n);
 void cpu_add_avx2(float *x, const float *y, int64_t n);
 /* In-place rotation of one head: v[i0], v[i1] by (cs[2i], cs[2i+1]) = (cos, sin)
  * for i < rope_dim/2, pairs as in cpu_ref_rope. */

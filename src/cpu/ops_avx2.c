@@ -52,6 +52,29 @@ void cpu_swiglu_avx2(float *out, const float *gate, const float *up, int64_t n) 
     }
 }
 
+static inline __m256 geglu8(__m256 g, __m256 u) {
+    /* 0.5 g (1 + tanh(z)) = g - g / (exp(2z) + 1), z = sqrt(2/pi) (g + 0.044715 g^3); exp_ps
+     * saturates for large |z| (exp -> inf: g; exp -> 0: 0) */
+    const __m256 k0 = _mm256_set1_ps(2.0f * 0.79788456080286535588f), k1 = _mm256_set1_ps(0.044715f);
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 z2 = _mm256_mul_ps(_mm256_mul_ps(k0, g), _mm256_fmadd_ps(_mm256_mul_ps(k1, g), g, one));
+    const __m256 e = exp_ps(z2);
+    const __m256 gl = _mm256_sub_ps(g, _mm256_div_ps(g, _mm256_add_ps(e, one)));
+    return _mm256_mul_ps(gl, u);
+}
+
+void cpu_geglu_avx2(float *out, const float *gate, const float *up, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, geglu8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+    if (i < n) {
+        float g8[8] = { 0 }, u8[8] = { 0 }, o8[8];
+        memcpy(g8, gate + i, sizeof(float) * (size_t)(n - i));
+        memcpy(u8, up + i, sizeof(float) * (size_t)(n - i));
+        _mm256_storeu_ps(o8, geglu8(_mm256_loadu_ps(g8), _mm256_loadu_ps(u8)));
+        memcpy(out + i, o8, sizeof(float) * (size_t)(n - i));
+    }
+}
+
 void cpu_add_avx2(float *x, const float *y, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));

@@ -102,3 +102,17 @@ void cpu_ref_swiglu(float *out, const float *gate, const float *up, int64_t n) {
 void cpu_weight_f32(const mf_weight *w, float *dst) {
     quant_dequantize_row(w->type, w->host, dst, w->cols);
 }
+
+/* gelu_tanh(g) * up in double: the oracle of cpu_geglu_avx2 (llama.cpp's ggml_gelu is the
+ * same formula, read from a table of f16 inputs on its CPU). */
+void cpu_ref_geglu(float *out, const float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const double g = gate[i];
+        const double gl = 0.5 * g * (1.0 + tanh(0.79788456080286535588 * g * (1.0 + 0.044715 * g * g)));
+        out[i] = (float)(gl * up[i]);
+    }
+}
+
+void cpu_ref_softcap(float *x, float c, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(c * tanh((double)x[i] / c));
+}
