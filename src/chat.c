@@ -49,6 +49,15 @@ int chat_from_name(const char *name, chat_tmpl *out) {
     return -1;
 }
 
+int chat_for_arch(const char *arch, chat_tmpl *out) {
+    if (!arch) return -1;
+    if (!strcmp(arch, "gemma") || !strcmp(arch, "gemma2") || !strcmp(arch, "gemma3")) {
+        *out = CHAT_TMPL_GEMMA;
+        return 0;
+    }
+    return -1;
+}
+
 /* ---------------------------------------------------------------- detection */
 
 /* A template source as a (pointer, length) view: GGUF strings are not NUL-terminated. */

@@ -66,6 +66,11 @@ int chat_detect_len(const char *src, size_t len, const char *eos_text, chat_tmpl
  * "zephyr", "zephyr-eos"): the names llama.cpp's --chat-template accepts, plus
  * zephyr-eos. Returns 0, or -1 for an unknown name (*out untouched). */
 int chat_from_name(const char *name, chat_tmpl *out);
+/* The family of a model whose GGUF has no tokenizer.chat_template, by its architecture
+ * (general.architecture): gemma, gemma2 and gemma3 are trained on the gemma turns (the
+ * Gemma-3-270M GGUF of scripts/get-model carries no template). Returns 0 and sets *out,
+ * or -1 for an architecture without one (*out untouched). */
+int chat_for_arch(const char *arch, chat_tmpl *out);
 const char *chat_name(chat_tmpl t); /* "unknown" for an out-of-range value */
 
 /* The default system message a chatml template writes when the conversation has none

@@ -117,7 +117,9 @@ int cmd_chat(int argc, char **argv) {
             eos_text[len < (int)sizeof eos_text ? len : (int)sizeof eos_text - 1] = 0;
         }
         int have = gguf_get_str(&m.gguf, "tokenizer.chat_template", &src, &e) == 0;
-        if (chat_detect_len(have ? src.ptr : NULL, have ? src.len : 0, eos >= 0 ? eos_text : NULL, &tmpl))
+        if (!have && chat_for_arch(m.hp.arch_name, &tmpl) == 0)
+            mf_log("chat: no template in the model; the %s architecture's", m.hp.arch_name);
+        else if (chat_detect_len(have ? src.ptr : NULL, have ? src.len : 0, eos >= 0 ? eos_text : NULL, &tmpl))
             mf_log("warning: %s chat template; using chatml (override with --chat-template)",
                    have ? "unrecognised" : "no");
         /* the template's own default system message where the user gives none (SmolLM2,
