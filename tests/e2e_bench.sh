@@ -3,7 +3,8 @@
 # -s N (N sequences decoded together): test names, n_seq, the aggregate and
 # per-sequence rates, prefill per sequence; --ctx N: exactly N positions for every
 # test, and a test longer than N a usage error before the model loads (issue 32);
-# size and parameter count in the JSON and readable in the table; --help says all that.
+# size and parameter count in the JSON and readable in the table; --help says all that;
+# the option table: every option listed, every bad value a usage error before loading.
 set -u
 BUILD=${BUILD:-build}
 BIN=$BUILD/minfer
@@ -77,7 +78,43 @@ expect_exit 1 "bench -s with -n 0" "generation length" "$BIN" bench -m "$M" -n 0
 "$BIN" bench --help >"$TMP/help" 2>&1
 check "bench --help: -s" grep -q -- '-s LIST' "$TMP/help"
 check "bench --help: prefill per sequence" grep -q 'prefill is per sequence' "$TMP/help"
-check "bench --help: --ctx exactly N" grep -q -- '--ctx N     exactly N positions' "$TMP/help"
+check "bench --help: --ctx exactly N" grep -Eq -- '^  --ctx N +exactly N positions' "$TMP/help"
+
+# The option table (issue 32): --help lists every option bench takes, with its default,
+# and each bad value is a usage error (exit 1, one line naming the option) before the
+# model is opened (the model path does not exist: opening it would be exit 2).
+for o in '-m, --model PATH' '-p LIST' '-n LIST' '-s LIST' '-r N' '-b N' '--ctx N' '--device D' '-t, --threads N' '-o FMT'; do
+    check "bench --help lists '$o'" grep -Eq -- "^  $o( |\$)" "$TMP/help"
+done
+check "bench --help: the defaults (512, 128, 3, md)" bash -c "grep -q 'default 512)' '$TMP/help' &&
+    grep -q 'default 128)' '$TMP/help' && grep -q 'default 3)' '$TMP/help' && grep -q 'one of: md, json; default md)' '$TMP/help'"
+N=$TMP/absent.gguf
+expect_exit 1 "bench -p abc" "option -p: 'abc' is not a comma-separated list" "$BIN" bench -m "$N" -p abc
+expect_exit 1 "bench -p 1,,2" "option -p: '1,,2' has an empty" "$BIN" bench -m "$N" -p 1,,2
+expect_exit 1 "bench -p 8, (trailing comma)" "option -p: '8,' has an empty" "$BIN" bench -m "$N" -p 8,
+expect_exit 1 "bench -p -1" "option -p: -1 is out of range \\[0, 1048576\\]" "$BIN" bench -m "$N" -p -1
+expect_exit 1 "bench -n 99999999999999999999" "option -n: 99999999999999999999 is out of range" \
+    "$BIN" bench -m "$N" -n 99999999999999999999
+expect_exit 1 "bench -p with 17 values" "option -p: at most 16 values" "$BIN" bench -m "$N" -p 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17
+expect_exit 1 "bench -s 1025" "option -s: 1025 is out of range \\[1, 1024\\]" "$BIN" bench -m "$N" -s 1025
+expect_exit 1 "bench -r 0" "option -r: 0 is out of range \\[1, 1000\\]" "$BIN" bench -m "$N" -r 0
+expect_exit 1 "bench -b 0" "option -b: 0 is out of range" "$BIN" bench -m "$N" -b 0
+expect_exit 1 "bench -o xml" "option -o: 'xml' is not one of: md, json" "$BIN" bench -m "$N" -o xml
+expect_exit 1 "bench -t 0" "option -t: 0 is out of range" "$BIN" bench -m "$N" -t 0
+expect_exit 1 "bench --ctx 0" "option --ctx: 0 is out of range" "$BIN" bench -m "$N" --ctx 0
+expect_exit 1 "bench -r without its value" "option -r needs a value" "$BIN" bench -m "$N" -r
+expect_exit 1 "bench unknown option" "bench: unknown option '--frob'" "$BIN" bench -m "$N" --frob
+expect_exit 1 "bench without -m" "bench: -m MODEL is required" "$BIN" bench -p 8
+expect_exit 1 "bench -p 0 -n 0" "no test" "$BIN" bench -m "$N" -p 0 -n 0
+expect_exit 2 "bench: good options reach the model (absent)" "cannot open" "$BIN" bench -m "$N" -p 8 -n 4 -r 1 -b 4 -o json
+# the JSON names the pool's thread count, not the request (-t 1000: capped at the cores)
+"$BIN" bench -m "$M" -p 0 -n 2 -r 1 --device cpu -t 1000 -o json >"$TMP/t.json" 2>"$TMP/t.err"
+check "bench -t 1000: one warning, JSON n_threads = $(nproc) cores" "$PY" -c "
+import json
+d = json.load(open('$TMP/t.json'))
+assert [x['n_threads'] for x in d] == [$(nproc)], d
+assert open('$TMP/t.err').read().count('warning: -t 1000 is more than') == 1
+"
 
 echo "RESULT e2e_bench passed=$P failed=$F skipped=$S"
 [ "$F" -eq 0 ]

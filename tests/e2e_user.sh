@@ -81,25 +81,60 @@ fi
 expect_err 1 "chat --chat-template nosuch lists the names" "unknown template 'nosuch' \(one of: chatml, .*llama3.*\)" \
     "$BIN" chat -m "$NOPE" --chat-template nosuch
 
-# 5. --help comes from the parser's table: every option it lists is accepted (the
-# run then fails only on the missing model: exit 2).
-for cmd in run chat tokenize info; do
+# 5. --help comes from the parser's table: every option it lists, in each of its
+# spellings (-t and --threads), is accepted (the run then fails only on the missing
+# model: exit 2; synth only on an output path whose folder does not exist).
+for cmd in run chat tokenize info bench synth; do
     "$BIN" $cmd --help >"$TMP/help" 2>&1
     check "$cmd --help exit 0" [ $? -eq 0 ]
+    case $cmd in
+    synth) base=(--shape tiny --quant q8_0 -o "$TMP/nodir/x.gguf") ;;
+    *) base=(-m "$NOPE") ;;
+    esac
     bad=0; n=0
-    while read -r opt meta; do
-        case "$opt" in -h | --help | -m | --model) continue ;; esac
+    while IFS='|' read -r short long meta; do
+        case "$short" in -h | --help | -m | --model) continue ;; esac
         case "$meta" in
         N) val=1 ;; T | P | R) val=0.5 ;; K | S) val=3 ;; D) val=cpu ;; NAME) val=chatml ;;
-        PATH) val=/dev/null ;; TEXT) val=hi ;; "") val= ;; *) val=x ;;
+        PATH) val=/dev/null ;; TEXT) val=hi ;; LIST) val=8 ;; FMT) val=json ;; SHAPE) val=tiny ;;
+        QUANT) val=q8_0 ;; "") val= ;; *) val=x ;;
         esac
-        n=$((n + 1))
-        if [ -n "$meta" ]; then "$BIN" $cmd -m "$NOPE" "$opt" "$val" </dev/null >/dev/null 2>"$TMP/e"; else "$BIN" $cmd -m "$NOPE" "$opt" </dev/null >/dev/null 2>"$TMP/e"; fi
-        rc=$?
-        if [ $rc -ne 2 ]; then bad=1; echo "  $cmd $opt $val: exit $rc: $(cat "$TMP/e")" >&2; fi
-    done < <(sed -n 's/^  \(-[-a-zA-Z0-9]*\)\(, \(--[-a-z0-9]*\)\)\{0,1\} \{0,1\}\([A-Z]*\) .*/\1 \4/p' "$TMP/help")
-    check "$cmd: each of the $n options in --help is accepted by the parser" [ "$bad" -eq 0 -a "$n" -gt 0 ]
+        # bench --ctx must hold every test (the default pp512 and tg128); synth's paths fail late
+        [ "$cmd $short" = "bench --ctx" ] && val=1024
+        [ "$cmd $meta" = "synth PATH" ] && val=$TMP/nodir/y.gguf
+        for opt in $short $long; do
+            n=$((n + 1))
+            if [ -n "$meta" ]; then "$BIN" $cmd "${base[@]}" "$opt" "$val" </dev/null >/dev/null 2>"$TMP/e"
+            else "$BIN" $cmd "${base[@]}" "$opt" </dev/null >/dev/null 2>"$TMP/e"; fi
+            rc=$?
+            if [ $rc -ne 2 ]; then bad=1; echo "  $cmd $opt $val: exit $rc: $(cat "$TMP/e")" >&2; fi
+        done
+    done < <(sed -n 's/^  \(-[-a-zA-Z0-9]*\)\(, \(--[-a-z0-9]*\)\)\{0,1\} \{0,1\}\([A-Z]*\) .*/\1|\3|\4/p' "$TMP/help")
+    check "$cmd: each of the $n option spellings in --help is accepted by the parser" [ "$bad" -eq 0 -a "$n" -gt 0 ]
 done
+# bench and synth moved onto the tables: every option their hand-written parsers took is
+# listed (bench's list is checked in tests/e2e_bench.sh), and bad values are usage errors
+"$BIN" synth --help >"$TMP/help" 2>&1
+for o in '--shape SHAPE' '--quant QUANT' '-o, --output PATH' '--vocab PATH' '--layers N' '--seed S' '--fast' \
+    '-t, --threads N'; do
+    check "synth --help lists '$o'" grep -Eq -- "^  $o( |\$)" "$TMP/help"
+done
+check "synth --help: the shapes and quants from the table" bash -c "grep -q 'one of: 7b, 8b, 1b, tiny, tiny-mha' '$TMP/help' &&
+    grep -q 'one of: q4_k_m, q8_0, f16' '$TMP/help'"
+SY=(--shape tiny --quant q8_0 -o "$TMP/never.gguf")
+expect_err 1 "synth --shape 9b lists the shapes" "option --shape: '9b' is not one of: 7b, 8b, 1b, tiny, tiny-mha" \
+    "$BIN" synth --shape 9b --quant q8_0 -o "$TMP/never.gguf"
+expect_err 1 "synth --quant q5_0 lists the quants" "option --quant: 'q5_0' is not one of: q4_k_m, q8_0, f16" \
+    "$BIN" synth --shape tiny --quant q5_0 -o "$TMP/never.gguf"
+expect_err 1 "synth --layers 0" "option --layers: 0 is out of range \[1, 1024\]" "$BIN" synth "${SY[@]}" --layers 0
+expect_err 1 "synth --layers x" "option --layers: 'x' is not an integer" "$BIN" synth "${SY[@]}" --layers x
+expect_err 1 "synth --seed -1" "option --seed: '-1' is not a non-negative integer" "$BIN" synth "${SY[@]}" --seed -1
+expect_err 1 "synth -t 257" "option -t: 257 is out of range \[1, 256\]" "$BIN" synth "${SY[@]}" -t 257
+expect_err 1 "synth without -o" "synth: --shape, --quant and -o are required" "$BIN" synth --shape tiny --quant q8_0
+expect_err 1 "synth unknown option" "synth: unknown option '--frob'" "$BIN" synth "${SY[@]}" --frob
+check "synth: no file written by a rejected command" [ ! -e "$TMP/never.gguf" ]
+expect_err 1 "bench -p 1,,2" "option -p: '1,,2' has an empty" "$BIN" bench -m "$NOPE" -p 1,,2
+expect_err 1 "bench -o xml" "option -o: 'xml' is not one of: md, json" "$BIN" bench -m "$NOPE" -o xml
 
 # 6. Runs on a tiny synthetic model (trained context 2048 tokens, per synth's table).
 TINY=$TMP/tiny.gguf

@@ -21,29 +21,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "args.h"
 #include "cli.h"
 #include "common.h"
+#include "cpu/threads.h"
+#include "opts.h"
 
-static const char bench_usage[] =
-    "usage: minfer bench -m MODEL [-p 512,3314] [-n 128] [-s 1,2,4,8] [-r 3] [-b N] [-t THREADS] [--device D]\n"
-    "                    [--ctx N] [-o md|json]\n"
-    "  -p LIST     prompt lengths to test (comma separated; 0 = none; default 512); with -s, the prompt\n"
-    "              each sequence is prefilled with before its decode (0 = none)\n"
-    "  -n LIST     generation lengths to test (default 128; 0 = none)\n"
-    "  -s LIST     instead of the pp and tg tests: for each S, S sequences decoded together, one token\n"
-    "              of each per step (like llama-batched-bench's -npl); every -p x -n x -s combination;\n"
-    "              prefill is per sequence and not timed into the decode figure; reports the aggregate\n"
-    "              S*n/time and the per-sequence n/time tok/s (test names tg128@s8, pp512+tg128@s8)\n"
-    "  -r N        repetitions (default 3)\n"
-    "  -b N        batch size for prefill (default 512; with -s at least S)\n"
-    "  -t N        CPU threads (default: all cores)\n"
-    "  --device D  cpu | cuda | cuda:N | auto\n"
-    "  --ctx N     exactly N positions (per sequence) for every test; a test longer than N is an error\n"
-    "              (default: each test in a context of its own length, as llama-bench)\n"
-    "  -o FMT      md (default) or json\n";
+/* What one line per option cannot say; the options themselves come from the table
+ * in cmd_bench. */
+static const char bench_notes[] =
+    "Tests: ppN evaluates N random tokens from an empty cache; tgN decodes N tokens one at a time.\n"
+    "With -s, instead: for each S, S sequences decoded together, one token of each per step (like\n"
+    "llama-batched-bench's -npl), every -p x -n x -s combination; each sequence is first prefilled\n"
+    "with its own -p tokens, one sequence after another: prefill is per sequence and not timed into\n"
+    "the decode figure. Reports the aggregate S*n/time and the per-sequence n/time tok/s (test names\n"
+    "tg128@s8, pp512+tg128@s8). One untimed warm-up of each test runs first.\n"
+    "\n";
 
-enum { MAX_LIST = 16, MAX_TESTS = 256 };
+enum { MAX_TESTS = 256 };
 
 typedef struct bench_test {
     int n_prompt, n_gen, n_seq;  /* n_seq 0: a plain pp or tg test (one sequence) */
@@ -146,27 +140,35 @@ static void fmt_params(double n, char *buf, size_t cap) {
 
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *fmt = "md";
-    int pp[MAX_LIST] = { 512 }, n_pp = 1, tg[MAX_LIST] = { 128 }, n_tg = 1, sq[MAX_LIST] = { 0 }, n_sq = 0, reps = 3;
-    int n_batch = 0;
+    cli_int_list pp = { { 512 }, 1 }, tg = { { 128 }, 1 }, sqs = { { 0 }, 0 };
+    int reps = 3, n_batch = 512;
     mf_context_params cp;
     context_params_default(&cp);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int bad = 0;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(bench_usage, stdout); return 0; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) bad = arg_value(argc, argv, &i, &model);
-        else if (!strcmp(a, "-p")) bad = arg_int_list(argc, argv, &i, 0, 1 << 20, pp, MAX_LIST, &n_pp);
-        else if (!strcmp(a, "-n")) bad = arg_int_list(argc, argv, &i, 0, 1 << 20, tg, MAX_LIST, &n_tg);
-        else if (!strcmp(a, "-s")) bad = arg_int_list(argc, argv, &i, 1, 1024, sq, MAX_LIST, &n_sq);
-        else if (!strcmp(a, "-r")) bad = arg_int(argc, argv, &i, 1, 1000, &reps);
-        else if (!strcmp(a, "-b")) bad = arg_int(argc, argv, &i, 1, 1 << 16, &n_batch);
-        else if (cli_context_opt(argc, argv, &i, &cp, &bad)) {}
-        else if (!strcmp(a, "-o")) bad = arg_value(argc, argv, &i, &fmt);
-        else return cli_error(1, "bench: unknown option '%s' (see minfer bench --help)", a);
-        if (bad) return 1;
-    }
-    if (!model) return cli_error(1, "bench: -m MODEL is required");
-    if (strcmp(fmt, "md") && strcmp(fmt, "json")) return cli_error(1, "bench: -o must be md or json");
+    cli_opt opts[10 + CLI_OPTS_MAX_GROUP];
+    int n = 0;
+    opts[n++] = (cli_opt){ "-m, --model", "PATH", CLI_OPT_STR, &model, .help = "GGUF model file (required)", .dflt = "" };
+    opts[n++] = (cli_opt){ "-p", "LIST", CLI_OPT_INT_LIST, &pp, 0, 1 << 20,
+                           .help = "prompt lengths, comma separated (0 = none; with -s: each sequence's prompt)" };
+    opts[n++] = (cli_opt){ "-n", "LIST", CLI_OPT_INT_LIST, &tg, 0, 1 << 20,
+                           .help = "generation lengths, comma separated (0 = none)" };
+    opts[n++] = (cli_opt){ "-s", "LIST", CLI_OPT_INT_LIST, &sqs, 1, 1024,
+                           .help = "sequences decoded together, instead of the pp and tg tests (see above)",
+                           .dflt = "none" };
+    opts[n++] = (cli_opt){ "-r", "N", CLI_OPT_INT, &reps, 1, 1000, .help = "repetitions of each test" };
+    opts[n++] = (cli_opt){ "-b", "N", CLI_OPT_INT, &n_batch, 1, 1 << 16,
+                           .help = "batch size for prefill (with -s at least S)" };
+    const int ctx_row = n;
+    n += cli_opts_context(opts + n, &cp);
+    /* bench's --ctx: no default size of its own (context_params_default's 0), each test
+     * in its own length unless given */
+    opts[ctx_row].help = "exactly N positions (per sequence) for every test; a longer test is an error";
+    opts[ctx_row].dflt = "each test its own length, as llama-bench";
+    opts[n++] = (cli_opt){ "-o", "FMT", CLI_OPT_CHOICE, &fmt, .help = "output format", .choices = "md|json" };
+    int prc = cli_parse("bench", "usage: minfer bench -m MODEL [options]", bench_notes, opts, n, argc, argv);
+    if (prc) return prc < 0 ? 0 : prc;
+    if (!model) return cli_error(1, "bench: -m MODEL is required (see minfer bench --help)");
+    if (cli_context_check(&cp)) return 1; /* device and threads, before the model loads */
+    const int *sq = sqs.v, n_sq = sqs.n, n_pp = pp.n, n_tg = tg.n;
 
     /* the tests, in the order they run */
     bench_test tests[MAX_TESTS];
@@ -177,13 +179,13 @@ int cmd_bench(int argc, char **argv) {
         for (int a = 0; a < n_pp; a++)
             for (int g = 0; g < n_tg; g++)
                 for (int s = 0; s < n_sq; s++)
-                    if (tg[g] > 0) tests[n_tests++] = (bench_test){ pp[a], tg[g], sq[s] };
+                    if (tg.v[g] > 0) tests[n_tests++] = (bench_test){ pp.v[a], tg.v[g], sq[s] };
         if (!n_tests) return cli_error(1, "bench: -s needs a generation length above 0 (-n)");
     } else {
         for (int a = 0; a < n_pp; a++)
-            if (pp[a]) tests[n_tests++] = (bench_test){ pp[a], 0, 0 };
+            if (pp.v[a]) tests[n_tests++] = (bench_test){ pp.v[a], 0, 0 };
         for (int g = 0; g < n_tg; g++)
-            if (tg[g]) tests[n_tests++] = (bench_test){ 0, tg[g], 0 };
+            if (tg.v[g]) tests[n_tests++] = (bench_test){ 0, tg.v[g], 0 };
         if (!n_tests) return cli_error(1, "bench: no test (every -p and -n value is 0)");
     }
     const int fixed_ctx = cp.n_ctx;  /* --ctx: exactly this size for every test */
@@ -201,7 +203,7 @@ int cmd_bench(int argc, char **argv) {
 #define TEST_PARAMS(t) do { \
         want.n_ctx = fixed_ctx ? fixed_ctx : test_len(t); \
         want.n_seq = (t)->n_seq ? (t)->n_seq : 1; \
-        want.n_batch = MF_MAX(n_batch ? n_batch : 512, want.n_seq); } while (0)
+        want.n_batch = MF_MAX(n_batch, want.n_seq); } while (0)
     TEST_PARAMS(&tests[0]);
 
     mf_model m;
@@ -282,6 +284,8 @@ int cmd_bench(int argc, char **argv) {
     char size_s[32], params_s[32];
     fmt_size((double)m.weight_bytes, size_s, sizeof size_s);
     fmt_params((double)params, params_s, sizeof params_s);
+    /* the pool's size, not the request (0 = all cores; more than the cores was capped) */
+    const int n_threads = cp.n_threads > 0 ? cp.n_threads : cpu_count_cores();
     if (!strcmp(fmt, "json")) {
         printf("[\n");
         for (int i = 0; i < n_res; i++) {
@@ -290,7 +294,7 @@ int cmd_bench(int argc, char **argv) {
                    "\"test\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, \"n_seq\": %d, \"n_ctx\": %d, "
                    "\"avg_ts\": %.3f, \"stddev_ts\": %.3f",
                    m.hp.arch_name, (unsigned long long)m.weight_bytes, (unsigned long long)params, c.be->name,
-                   cp.n_threads, r->test, r->t.n_prompt, r->t.n_gen, r->t.n_seq ? r->t.n_seq : 1, r->n_ctx,
+                   n_threads, r->test, r->t.n_prompt, r->t.n_gen, r->t.n_seq ? r->t.n_seq : 1, r->n_ctx,
                    r->avg_ts, r->stddev_ts);
             if (r->t.n_seq)
                 printf(", \"seq_avg_ts\": %.3f, \"seq_stddev_ts\": %.3f, \"prefill\": \"per sequence\", "

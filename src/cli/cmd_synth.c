@@ -18,9 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "args.h"
 #include "cli.h"
 #include "gguf.h"
+#include "opts.h"
 #include "quant.h"
 
 typedef struct synth_shape {
@@ -256,38 +256,38 @@ static int copy_vocab(gguf_writer *w, const char *path) {
     return n_vocab;
 }
 
-static const char synth_usage[] =
-    "usage: minfer synth --shape 7b|8b|1b|tiny|tiny-mha --quant q4_k_m|q8_0|f16 -o OUT.gguf [options]\n"
-    "  --shape S        7b (llama-2-7B), 8b (llama-3-8B), 1b (TinyLlama-1.1B), tiny, tiny-mha (tests)\n"
-    "  --quant Q        q4_k_m (llama.cpp's mix), q8_0, f16\n"
-    "  --vocab V.gguf   copy the tokenizer of a (vocab-only) GGUF; vocab size follows it\n"
-    "  --layers N       override the layer count (quick experiments)\n"
-    "  --seed S         RNG seed (default 1)\n"
-    "  --fast           random codes under fixed scales instead of quantized random floats:\n"
-    "                   same tensors, types and scale (std ~0.02), seconds instead of minutes\n"
-    "                   for 7b; for benchmarks\n"
-    "  -t, --threads N  threads (default: all cores); the output does not depend on it\n"
-    "  -o PATH          output file (required)\n";
+/* What one line per option cannot say; the options come from the table in cmd_synth. */
+static const char synth_notes[] =
+    "Shapes: 7b (llama-2-7B), 8b (llama-3-8B), 1b (TinyLlama-1.1B), tiny and tiny-mha (tests).\n"
+    "Quants: q4_k_m (llama.cpp's mix: q6_K for output and some attn_v/ffn_down), q8_0, f16.\n"
+    "--fast writes random codes under fixed scales instead of quantized random floats: the same\n"
+    "tensors, types and scale (std ~0.02), seconds instead of minutes for 7b; for benchmarks.\n"
+    "\n";
 
 int cmd_synth(int argc, char **argv) {
     const char *shape_name = NULL, *quant = NULL, *vocab = NULL, *out = NULL;
     uint64_t seed = 1;
     int n_threads = (int)sysconf(_SC_NPROCESSORS_ONLN), layers = 0, fast = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int bad = 0;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(synth_usage, stdout); return 0; }
-        else if (!strcmp(a, "--shape")) bad = arg_value(argc, argv, &i, &shape_name);
-        else if (!strcmp(a, "--quant")) bad = arg_value(argc, argv, &i, &quant);
-        else if (!strcmp(a, "--vocab")) bad = arg_value(argc, argv, &i, &vocab);
-        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) bad = arg_value(argc, argv, &i, &out);
-        else if (!strcmp(a, "--seed")) bad = arg_u64(argc, argv, &i, &seed);
-        else if (!strcmp(a, "--fast")) fast = 1;
-        else if (!strcmp(a, "--layers")) bad = arg_int(argc, argv, &i, 1, 1024, &layers);
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) bad = arg_int(argc, argv, &i, 1, 256, &n_threads);
-        else return cli_error(1, "synth: unknown option '%s' (see minfer synth --help)", a);
-        if (bad) return 1;
-    }
+    cli_opt opts[10];
+    int n = 0;
+    opts[n++] = (cli_opt){ "--shape", "SHAPE", CLI_OPT_CHOICE, &shape_name, .help = "model shape (required)",
+                           .choices = "7b|8b|1b|tiny|tiny-mha" };
+    opts[n++] = (cli_opt){ "--quant", "QUANT", CLI_OPT_CHOICE, &quant, .help = "weight types (required)",
+                           .choices = "q4_k_m|q8_0|f16" };
+    opts[n++] = (cli_opt){ "-o, --output", "PATH", CLI_OPT_STR, &out, .help = "output file (required)", .dflt = "" };
+    opts[n++] = (cli_opt){ "--vocab", "PATH", CLI_OPT_STR, &vocab,
+                           .help = "copy a (vocab-only) GGUF's tokenizer; the vocabulary size follows it",
+                           .dflt = "synthetic SPM" };
+    opts[n++] = (cli_opt){ "--layers", "N", CLI_OPT_INT, &layers, 1, 1024,
+                           .help = "override the shape's layer count (quick experiments)", .dflt = "the shape's" };
+    opts[n++] = (cli_opt){ "--seed", "S", CLI_OPT_U64, &seed, .help = "RNG seed" };
+    opts[n++] = (cli_opt){ "--fast", NULL, CLI_OPT_FLAG, &fast, .set = 1,
+                           .help = "random codes under fixed scales (see above)", .dflt = "" };
+    opts[n++] = (cli_opt){ "-t, --threads", "N", CLI_OPT_INT, &n_threads, 1, 256,
+                           .help = "threads; the output does not depend on it", .dflt = "all cores" };
+    int prc = cli_parse("synth", "usage: minfer synth --shape SHAPE --quant QUANT -o OUT.gguf [options]", synth_notes,
+                        opts, n, argc, argv);
+    if (prc) return prc < 0 ? 0 : prc;
     if (!shape_name || !quant || !out) return cli_error(1, "synth: --shape, --quant and -o are required");
     const synth_shape *sh = NULL;
     for (size_t i = 0; i < MF_ARRAY_LEN(shapes); i++)

@@ -14,32 +14,32 @@ int cli_opts_context(cli_opt *o, mf_context_params *cp) {
     int n = 0;
     o[n++] = (cli_opt){ "--ctx", "N", CLI_OPT_INT, &cp->n_ctx, 1, 1 << 24, 0, 0,
                         "context size in tokens (more than the model's trained context: a warning)",
-                        "min(model's, 4096)" };
+                        "min(model's, 4096)", NULL };
     o[n++] = (cli_opt){ "--device", "D", CLI_OPT_STR, &cp->device, 0, 0, 0, 0,
-                        "cpu | cuda | cuda:N | auto (auto: cuda, GPU 0, when one is present)", "auto" };
+                        "cpu | cuda | cuda:N | auto (auto: cuda, GPU 0, when one is present)", "auto", NULL };
     o[n++] = (cli_opt){ "-t, --threads", "N", CLI_OPT_INT, &cp->n_threads, 1, 4095, 0, 0,
-                        "CPU threads (more than the cores here: capped, with a warning)", "all cores" };
+                        "CPU threads (more than the cores here: capped, with a warning)", "all cores", NULL };
     return n;
 }
 
 int cli_opts_sampler(cli_opt *o, mf_sampler_params *sp) {
     int n = 0;
-    o[n++] = (cli_opt){ "--temp", "T", CLI_OPT_FLOAT, &sp->temp, 0, 100, 0, 0, "temperature (0 = greedy)", NULL };
-    o[n++] = (cli_opt){ "--top-k", "K", CLI_OPT_INT, &sp->top_k, 0, 1 << 30, 0, 0, "top-k filter (0 = off)", NULL };
-    o[n++] = (cli_opt){ "--top-p", "P", CLI_OPT_FLOAT, &sp->top_p, 0, 1, 0, 0, "top-p filter (1 = off)", NULL };
-    o[n++] = (cli_opt){ "--min-p", "P", CLI_OPT_FLOAT, &sp->min_p, 0, 1, 0, 0, "min-p filter (0 = off)", NULL };
+    o[n++] = (cli_opt){ "--temp", "T", CLI_OPT_FLOAT, &sp->temp, 0, 100, 0, 0, "temperature (0 = greedy)", NULL, NULL };
+    o[n++] = (cli_opt){ "--top-k", "K", CLI_OPT_INT, &sp->top_k, 0, 1 << 30, 0, 0, "top-k filter (0 = off)", NULL, NULL };
+    o[n++] = (cli_opt){ "--top-p", "P", CLI_OPT_FLOAT, &sp->top_p, 0, 1, 0, 0, "top-p filter (1 = off)", NULL, NULL };
+    o[n++] = (cli_opt){ "--min-p", "P", CLI_OPT_FLOAT, &sp->min_p, 0, 1, 0, 0, "min-p filter (0 = off)", NULL, NULL };
     o[n++] = (cli_opt){ "--repeat-penalty", "R", CLI_OPT_FLOAT, &sp->repeat_penalty, 0, 10, 1, 0,
-                        "repetition penalty over the last 64 tokens (1 = off)", NULL };
-    o[n++] = (cli_opt){ "--seed", "S", CLI_OPT_U64, &sp->seed, 0, 0, 0, 0, "RNG seed", "from the clock" };
+                        "repetition penalty over the last 64 tokens (1 = off)", NULL, NULL };
+    o[n++] = (cli_opt){ "--seed", "S", CLI_OPT_U64, &sp->seed, 0, 0, 0, 0, "RNG seed", "from the clock", NULL };
     return n;
 }
 
 int cli_opts_verbosity(cli_opt *o, int *verbose) {
     int n = 0;
     o[n++] = (cli_opt){ "-v, --verbose", NULL, CLI_OPT_FLAG, verbose, 0, 0, 0, 1,
-                        "loading and timing details on stderr", "on" };
+                        "loading and timing details on stderr", "on", NULL };
     o[n++] = (cli_opt){ "-q, --quiet", NULL, CLI_OPT_FLAG, verbose, 0, 0, 0, 0,
-                        "no diagnostics except errors (and no backend notice line)", "" };
+                        "no diagnostics except errors (and no backend notice line)", "", NULL };
     return n;
 }
 
@@ -54,6 +54,16 @@ static int opt_matches(const char *names, const char *a) {
         s = e;
     }
     return 0;
+}
+
+/* "md|json" -> "md, json" */
+static void choices_text(const char *choices, char *buf, size_t cap) {
+    size_t n = 0;
+    for (const char *c = choices; *c && n + 3 < cap; c++) {
+        if (*c == '|') buf[n++] = ',', buf[n++] = ' ';
+        else buf[n++] = *c;
+    }
+    buf[n] = 0;
 }
 
 static void fmt_num(char *buf, size_t cap, double v, cli_opt_kind kind) {
@@ -96,6 +106,42 @@ static int opt_store(const char *cmd, const cli_opt *o, const char *name, const 
         *(float *)o->dst = v;
         return 0;
     }
+    case CLI_OPT_INT_LIST: {
+        cli_int_list *l = o->dst;
+        cli_int_list got = { .n = 0 };
+        for (const char *p = s;; p = end + 1) {
+            /* strtoll would skip the spaces of " 8" and accept "1,,2" through strtok */
+            if (*p == ',' || *p == 0 || *p == ' ')
+                return cli_error(1, "%s: option %s: '%s' has an empty or blank item (want N,N,...)", cmd, name, s);
+            errno = 0;
+            const long long v = strtoll(p, &end, 10);
+            if (end == p || (*end && *end != ','))
+                return cli_error(1, "%s: option %s: '%s' is not a comma-separated list of integers", cmd, name, s);
+            if (errno == ERANGE || v < (long long)o->lo || v > (long long)o->hi)
+                return cli_error(1, "%s: option %s: %.*s is out of range [%s, %s]", cmd, name, (int)(end - p), p, lo,
+                                 hi);
+            if (got.n == CLI_LIST_MAX) return cli_error(1, "%s: option %s: at most %d values", cmd, name, CLI_LIST_MAX);
+            got.v[got.n++] = (int)v;
+            if (!*end) break;
+        }
+        *l = got;
+        return 0;
+    }
+    case CLI_OPT_CHOICE: {
+        const size_t ls = strlen(s);
+        for (const char *c = o->choices; *c;) {
+            const char *e = strchr(c, '|');
+            const size_t lc = e ? (size_t)(e - c) : strlen(c);
+            if (lc == ls && !strncmp(c, s, ls)) {
+                *(const char **)o->dst = s;
+                return 0;
+            }
+            c += lc + (e != NULL);
+        }
+        char names[256];
+        choices_text(o->choices, names, sizeof names);
+        return cli_error(1, "%s: option %s: '%s' is not one of: %s", cmd, name, s, names);
+    }
     case CLI_OPT_FLAG: break;
     }
     return cli_error(1, "%s: option %s: internal error (kind %d)", cmd, name, (int)o->kind);
@@ -117,6 +163,18 @@ static void opt_default(const cli_opt *o, char *buf, size_t cap) {
     case CLI_OPT_INT: snprintf(buf, cap, "default %d", *(const int *)o->dst); break;
     case CLI_OPT_U64: snprintf(buf, cap, "default %llu", (unsigned long long)*(const uint64_t *)o->dst); break;
     case CLI_OPT_FLOAT: snprintf(buf, cap, "default %g", (double)*(const float *)o->dst); break;
+    case CLI_OPT_INT_LIST: {
+        const cli_int_list *l = o->dst;
+        size_t k = (size_t)snprintf(buf, cap, "default");
+        for (int i = 0; i < l->n && k < cap; i++) k += (size_t)snprintf(buf + k, cap - k, "%c%d", i ? ',' : ' ', l->v[i]);
+        if (!l->n) snprintf(buf, cap, "default none");
+        break;
+    }
+    case CLI_OPT_CHOICE: {
+        const char *v = *(const char **)o->dst;
+        if (v) snprintf(buf, cap, "default %s", v);
+        break;
+    }
     case CLI_OPT_FLAG: break;
     }
 }
@@ -126,10 +184,16 @@ void cli_usage(FILE *f, const char *synopsis, const char *notes, const cli_opt *
     if (notes) fprintf(f, "%s", notes);
     fprintf(f, "  -h, --help            this text\n");
     for (int i = 0; i < n; i++) {
-        char head[64], dflt[96];
+        char head[64], dflt[192];
         snprintf(head, sizeof head, "%s%s%s", opts[i].names, opts[i].metavar ? " " : "",
                  opts[i].metavar ? opts[i].metavar : "");
         opt_default(&opts[i], dflt, sizeof dflt);
+        if (opts[i].kind == CLI_OPT_CHOICE && opts[i].choices) { /* the names the parser takes, from the row */
+            char names[80], d[96];
+            choices_text(opts[i].choices, names, sizeof names);
+            snprintf(d, sizeof d, "%s", dflt);
+            snprintf(dflt, sizeof dflt, "one of: %s%s%s", names, d[0] ? "; " : "", d);
+        }
         /* "text (0 = off)" + " (default 40)" reads as "text (0 = off; default 40)" */
         const char *h = opts[i].help;
         const size_t hl = strlen(h);

@@ -21,7 +21,17 @@ typedef enum cli_opt_kind {
     CLI_OPT_INT,    /* int *, in [lo, hi] */
     CLI_OPT_U64,    /* uint64_t *, non-negative */
     CLI_OPT_FLOAT,  /* float *, finite, in [lo, hi] ((lo, hi] with lo_open) */
+    CLI_OPT_INT_LIST, /* cli_int_list *: comma separated, each in [lo, hi], at most CLI_LIST_MAX */
+    CLI_OPT_CHOICE, /* const char **: one of the '|'-separated names in `choices` */
 } cli_opt_kind;
+
+/* The value of a CLI_OPT_INT_LIST row ("512,3314"). A command sets its default
+ * (v, n) before parsing; a given value replaces it whole. */
+#define CLI_LIST_MAX 16
+typedef struct cli_int_list {
+    int v[CLI_LIST_MAX];
+    int n;
+} cli_int_list;
 
 typedef struct cli_opt {
     const char *names;     /* "-m, --model": every spelling, comma separated */
@@ -33,6 +43,7 @@ typedef struct cli_opt {
     int set;               /* FLAG: the value stored */
     const char *help;      /* one line */
     const char *dflt;      /* --help's "(default ...)": NULL = read from *dst, "" = none shown */
+    const char *choices;   /* CHOICE: "md|json"; --help lists them ("one of: md, json") */
 } cli_opt;
 
 /* The rows shared by run, chat (and the option names of bench): context options
