@@ -1,0 +1,542 @@
+/* test_arch.c - the per-architecture pieces against scalar references written here:
+ *   - GeGLU (gelu_tanh): the AVX2 kernel against the double oracle, every tail length,
+ *     saturated inputs; soft-capping and scaling through the CPU backend's ops;
+ *   - the descriptor from GGUF keys (gemma3 window, pattern, RoPE base of the sliding
+ *     layers, soft-cap, embedding scale; defaults where absent; mistral's window) and the
+ *     layer pattern (model_layer_window, model_layer_rope_base);
+ *   - whole forward steps of tiny hand-made gemma3, qwen2 and sliding-window llama models
+ *     (f32 weights) on the CPU backend, prefill and one token at a time, SIMD and scalar
+ *     ops, against a double-precision forward written out below from the formulas
+ *     (gemma3: (1+w)-free RMSNorms as the GGUF holds them, q/k norms per head, post-norms,
+ *     sqrt(n_embd) embedding scale, GeGLU, sliding layers with their window and RoPE base,
+ *     neox RoPE, soft-capped logits; qwen2: q/k/v biases; llama+window: every layer slides);
+ *   - a gemma3 file without a gemma3 tensor is refused with its name. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "context.h"
+#include "cpu/kernels.h"
+#include "forward.h"
+#include "gguf.h"
+#include "model.h"
+#include "quant.h"
+#include "test.h"
+
+/* ------------------------------------------------------------------ kernels */
+
+static double gelu_tanh_d(double g) { return 0.5 * g * (1.0 + tanh(0.79788456080286535588 * g * (1.0 + 0.044715 * g * g))); }
+
+static void test_geglu_kernel(void) {
+    float gate[64], up[64], out[64], ref[64];
+    mf_rng r;
+    mf_rng_seed(&r, 5);
+    for (int n = 1; n <= 40; n++) {
+        for (int i = 0; i < n; i++) {
+            gate[i] = 12.0f * (mf_rng_uniform(&r) - 0.5f);
+            up[i] = 2.0f * (mf_rng_uniform(&r) - 0.5f);
+        }
+        cpu_geglu_avx2(out, gate, up, n);
+        cpu_ref_geglu(ref, gate, up, n);
+        double worst = 0;
+        int bad = 0;
+        for (int i = 0; i < n; i++) {
+            const double want = gelu_tanh_d(gate[i]) * up[i];
+            if (fabs(ref[i] - want) > 1e-6 * (1 + fabs(want))) bad++;
+            const double e = fabs(out[i] - want) / (1e-6 + fabs(want));
+            if (e > worst && fabs(want) > 1e-4) worst = e;
+            if (fabs(out[i] - want) > 2e-6 + 2e-5 * fabs(want)) bad++;
+        }
+        CHECK(bad == 0, "geglu n=%d: %d values off (worst relative %.3g)", n, bad, worst);
+    }
+    /* saturation: exp overflow / underflow must give g and 0, never NaN */
+    const float big[8] = { 30.0f, 200.0f, 1e30f, -30.0f, -200.0f, -1e30f, 0.0f, -0.0f };
+    const float one[8] = { 1, 1, 1, 1, 1, 1, 1, 1 };
+    cpu_geglu_avx2(out, big, one, 8);
+    CHECK(out[0] == 30.0f && out[1] == 200.0f && out[2] == 1e30f, "geglu large: %g %g %g", out[0], out[1], out[2]);
+    CHECK(out[3] == 0.0f && out[4] == 0.0f && out[5] == 0.0f, "geglu very negative: %g %g %g", out[3], out[4], out[5]);
+    CHECK(out[6] == 0.0f && out[7] == 0.0f, "geglu(0) = %g %g", out[6], out[7]);
+    /* known values: gelu_tanh(1) = 0.8411920, gelu_tanh(-1) = -0.1588080 */
+    const float g2[2] = { 1.0f, -1.0f }, u2[2] = { 1.0f, 2.0f };
+    cpu_geglu_avx2(out, g2, u2, 2);
+    CHECK(fabs(out[0] - 0.8411920f) < 2e-6 && fabs(out[1] + 2 * 0.1588080f) < 4e-6, "geglu(1), 2 geglu(-1): %.7f %.7f",
+          out[0], out[1]);
+}
+
+static void test_backend_ops(void) {
+    mf_err err = { { 0 } };
+    mf_backend *be = cpu_backend_new(2, &err);
+    CHECK(be != NULL, "cpu backend: %s", err.msg);
+    if (!be) return;
+    CHECK(be->ops->geglu && be->ops->scale && be->ops->softcap, "cpu backend has geglu/scale/softcap");
+    enum { N = 20000 }; /* above SMALL_OP: the threaded path */
+    float *g = malloc(sizeof(float) * N), *u = malloc(sizeof(float) * N), *o = malloc(sizeof(float) * N);
+    mf_rng r;
+    mf_rng_seed(&r, 9);
+    for (int i = 0; i < N; i++) {
+        g[i] = 10.0f * (mf_rng_uniform(&r) - 0.5f);
+        u[i] = mf_rng_uniform(&r) - 0.5f;
+    }
+    be->ops->geglu(be, o, g, u, N);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        const double want = gelu_tanh_d(g[i]) * u[i];
+        if (fabs(o[i] - want) > 2e-6 + 2e-5 * fabs(want)) bad++;
+    }
+    CHECK(bad == 0, "op geglu over %d values: %d off", N, bad);
+    for (int i = 0; i < N; i++) o[i] = 200.0f * (mf_rng_uniform(&r) - 0.5f);
+    memcpy(g, o, sizeof(float) * N);
+    be->ops->softcap(be, o, 30.0f, N);
+    bad = 0;
+    for (int i = 0; i < N; i++) {
+        const double want = 30.0 * tanh(g[i] / 30.0);
+        if (fabs(o[i] - want) > 1e-5 * (1 + fabs(want)) || fabs(o[i]) > 30.0f) bad++;
+    }
+    CHECK(bad == 0, "op softcap(30): %d of %d off", bad, N);
+    memcpy(o, g, sizeof(float) * N);
+    be->ops->scale(be, o, 0.25f, N);
+    bad = 0;
+    for (int i = 0; i < N; i++) bad += o[i] != g[i] * 0.25f;
+    CHECK(bad == 0, "op scale: %d off", bad);
+    free(g);
+    free(u);
+    free(o);
+    be->destroy(be);
+}
+
+/* ------------------------------------------------------------------ tiny models */
+
+enum { DIM = 32, FF = 48, NV = 300, NCTX = 64 };
+
+typedef struct spec {
+    const char *arch;
+    int n_layer, n_head, n_kv, head_dim;  /* head_dim != DIM / n_head for gemma3 (key_length) */
+    int window, pattern;                  /* attention.sliding_window, sliding_window_pattern (0: key absent) */
+    float base, base_swa;                 /* rope.freq_base, rope.freq_base_swa (0: absent) */
+    float softcap;                        /* final_logit_softcapping (0: absent) */
+    const char *skip_tensor;
+} spec;
+
+/* Norm weights are 1 + noise (as the gemma converter's 1 + w), the rest small noise. */
+typedef struct fill_ctx { int n; uint8_t is_norm[512]; } fill_ctx;
+
+static int fill(void *user, int i, void *dst, uint64_t nbytes) {
+    const fill_ctx *f = user;
+    mf_rng r;
+    mf_rng_seed(&r, 1234 + (uint64_t)i);
+    float *p = dst;
+    for (uint64_t k = 0; k < nbytes / 4; k++) {
+        const float v = mf_rng_uniform(&r) - 0.5f;
+        p[k] = f->is_norm[i] ? 1.0f + 0.5f * v : 0.5f * v;
+    }
+    return 0;
+}
+
+static int write_model(const char *path, const spec *s) {
+    gguf_writer *w = gguf_writer_new(GGUF_DEFAULT_ALIGNMENT);
+    fill_ctx fc = { 0 };
+    char key[128], name[96];
+    const char *a = s->arch;
+    gguf_w_str(w, "general.architecture", a);
+#define U32(k, v) do { snprintf(key, sizeof key, "%s." k, a); gguf_w_u32(w, key, (uint32_t)(v)); } while (0)
+#define F32(k, v) do { snprintf(key, sizeof key, "%s." k, a); gguf_w_f32(w, key, (v)); } while (0)
+    U32("embedding_length", DIM);
+    U32("block_count", s->n_layer);
+    U32("feed_forward_length", FF);
+    U32("attention.head_count", s->n_head);
+    U32("attention.head_count_kv", s->n_kv);
+    U32("attention.key_length", s->head_dim);
+    U32("attention.value_length", s->head_dim);
+    U32("context_length", 256);
+    F32("attention.layer_norm_rms_epsilon", 1e-6f);
+    if (s->base) F32("rope.freq_base", s->base);
+    if (s->window) U32("attention.sliding_window", s->window);
+    if (s->pattern) U32("attention.sliding_window_pattern", s->pattern);
+    if (s->base_swa) F32("rope.freq_base_swa", s->base_swa);
+    if (s->softcap) F32("final_logit_softcapping", s->softcap);
+#undef U32
+#undef F32
+    static char bufs[NV][16];
+    gguf_str toks[NV];
+    float scores[NV];
+    int32_t types[NV];
+    for (int i = 0; i < NV; i++) {
+        if (i < 3) snprintf(bufs[i], 16, "%s", (const char *[]){ "<unk>", "<s>", "</s>" }[i]);
+        else if (i < 259) snprintf(bufs[i], 16, "<0x%02X>", i - 3);
+        else snprintf(bufs[i], 16, "\xe2\x96\x81w%d", i);
+        toks[i] = (gguf_str){ bufs[i], strlen(bufs[i]) };
+        scores[i] = -(float)i;
+        types[i] = i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1;
+    }
+    gguf_w_str(w, "tokenizer.ggml.model", "llama");
+    gguf_w_arr(w, "tokenizer.ggml.tokens", GGUF_VTYPE_STRING, toks, NV);
+    gguf_w_arr(w, "tokenizer.ggml.scores", GGUF_VTYPE_F32, scores, NV);
+    gguf_w_arr(w, "tokenizer.ggml.token_type", GGUF_VTYPE_I32, types, NV);
+    gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    const int gemma = !strcmp(a, "gemma3"), qwen = !strcmp(a, "qwen2");
+    const int qd = s->n_head * s->head_dim, kvd = s->n_kv * s->head_dim;
+#define TENSOR(nm, c, r, norm) do { \
+        if (!s->skip_tensor || strcmp(s->skip_tensor, nm)) { \
+            uint64_t ne[2] = { (c), (r) }; \
+            fc.is_norm[fc.n++] = (norm); \
+            gguf_w_tensor(w, nm, QTYPE_F32, (r) == 1 ? 1 : 2, ne); } } while (0)
+    TENSOR("token_embd.weight", DIM, NV, 0);
+    TENSOR("output_norm.weight", DIM, 1, 1);
+    for (int l = 0; l < s->n_layer; l++) {
+#define T(sfx, c, r, norm) do { snprintf(name, sizeof name, "blk.%d." sfx, l); TENSOR(name, c, r, norm); } while (0)
+        T("attn_norm.weight", DIM, 1, 1);
+        T("attn_q.weight", DIM, qd, 0);
+        T("attn_k.weight", DIM, kvd, 0);
+        T("attn_v.weight", DIM, kvd, 0);
+        if (qwen) {
+            T("attn_q.bias", qd, 1, 0);
+            T("attn_k.bias", kvd, 1, 0);
+            T("attn_v.bias", kvd, 1, 0);
+        }
+        if (gemma) {
+            T("attn_q_norm.weight", s->head_dim, 1, 1);
+            T("attn_k_norm.weight", s->head_dim, 1, 1);
+            T("post_attention_norm.weight", DIM, 1, 1);
+            T("post_ffw_norm.weight", DIM, 1, 1);
+        }
+        T("attn_output.weight", qd, DIM, 0);
+        T("ffn_norm.weight", DIM, 1, 1);
+        T("ffn_gate.weight", DIM, FF, 0);
+        T("ffn_up.weight", DIM, FF, 0);
+        T("ffn_down.weight", FF, DIM, 0);
+#undef T
+    }
+#undef TENSOR
+    mf_err err;
+    int rc = gguf_writer_write(w, path, fill, &fc, &err);
+    gguf_writer_free(w);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ the reference forward */
+
+typedef struct ref_state {
+    const mf_model *m;
+    double *kc, *vc; /* [n_layer][NCTX][kv_dim] */
+} ref_state;
+
+static const float *W(const mf_weight *w) { return w->host; }
+
+static void ref_rmsnorm(double *out, const double *x, const float *w, int n, double eps) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    const double sc = 1.0 / sqrt(ss / n + eps);
+    for (int i = 0; i < n; i++) out[i] = x[i] * sc * w[i];
+}
+
+/* out[r] = W[r] . x (+ b[r]) */
+static void ref_mv(double *out, const mf_weight *w, const mf_weight *b, const double *x) {
+    const float *p = W(w);
+    for (int64_t r = 0; r < w->rows; r++) {
+        double acc = 0;
+        for (int64_t c = 0; c < w->cols; c++) acc += (double)p[r * w->cols + c] * x[c];
+        out[r] = acc + (b && b->host ? (double)W(b)[r] : 0.0);
+    }
+}
+
+static void ref_rope(double *v, int pos, int hd, double base, int neox) {
+    for (int i = 0; i < hd / 2; i++) {
+        const double th = pos * pow(base, -2.0 * i / hd);
+        const int i0 = neox ? i : 2 * i, i1 = neox ? i + hd / 2 : 2 * i + 1;
+        const double a = v[i0], b = v[i1];
+        v[i0] = a * cos(th) - b * sin(th);
+        v[i1] = a * sin(th) + b * cos(th);
+    }
+}
+
+/* The logits of token tok at position pos (positions fed in order from 0). */
+static void ref_step(ref_state *R, int tok, int pos, double *logits) {
+    const mf_model *m = R->m;
+    const mf_hparams *hp = &m->hp;
+    const int gemma = hp->arch == MF_ARCH_GEMMA3;
+    const int nh = hp->n_head, nkv = hp->n_head_kv, hd = hp->head_dim, qd = nh * hd, kvd = nkv * hd;
+    double x[DIM], h[DIM], o[DIM], q[256], k[256], v[256], att[256], g[FF], u[FF], sc[NCTX];
+    for (int i = 0; i < DIM; i++) x[i] = W(&m->tok_embd)[(int64_t)tok * DIM + i] * (gemma ? sqrt((double)DIM) : 1.0);
+    for (int l = 0; l < hp->n_layer; l++) {
+        const mf_layer *L = &m->layers[l];
+        /* gemma3: layers l % pattern < pattern - 1 slide (their own RoPE base); llama with a
+         * window: every layer slides */
+        int win = 0;
+        double base = hp->rope_base;
+        if (m->desc.sliding_window) {
+            const int pat = m->desc.swa_every;
+            if (pat == 0 || l % pat < pat - 1) {
+                win = m->desc.sliding_window;
+                if (m->desc.rope_base_swa) base = m->desc.rope_base_swa;
+            }
+        }
+        ref_rmsnorm(h, x, W(&L->attn_norm), DIM, hp->norm_eps);
+        ref_mv(q, &L->wq, &L->bq, h);
+        ref_mv(k, &L->wk, &L->bk, h);
+        ref_mv(v, &L->wv, &L->bv, h);
+        for (int hh = 0; hh < nh; hh++) {
+            if (gemma) ref_rmsnorm(q + hh * hd, q + hh * hd, W(&L->attn_q_norm), hd, hp->norm_eps);
+            ref_rope(q + hh * hd, pos, hd, base, hp->rope_mode == MF_ROPE_NEOX);
+        }
+        for (int hh = 0; hh < nkv; hh++) {
+            if (gemma) ref_rmsnorm(k + hh * hd, k + hh * hd, W(&L->attn_k_norm), hd, hp->norm_eps);
+            ref_rope(k + hh * hd, pos, hd, base, hp->rope_mode == MF_ROPE_NEOX);
+        }
+        double *kc = R->kc + (int64_t)l * NCTX * kvd, *vc = R->vc + (int64_t)l * NCTX * kvd;
+        memcpy(kc + (int64_t)pos * kvd, k, sizeof(double) * kvd);
+        memcpy(vc + (int64_t)pos * kvd, v, sizeof(double) * kvd);
+        const int p0 = win && pos - win + 1 > 0 ? pos - win + 1 : 0;
+        for (int hh = 0; hh < nh; hh++) {
+            const int kh = hh / (nh / nkv);
+            double mx = -1e300, sum = 0;
+            for (int j = p0; j <= pos; j++) {
+                double s = 0;
+                for (int i = 0; i < hd; i++) s += q[hh * hd + i] * kc[(int64_t)j * kvd + kh * hd + i];
+                sc[j] = s / sqrt((double)hd);
+                if (sc[j] > mx) mx = sc[j];
+            }
+            for (int j = p0; j <= pos; j++) sum += (sc[j] = exp(sc[j] - mx));
+            for (int i = 0; i < hd; i++) {
+                double a = 0;
+                for (int j = p0; j <= pos; j++) a += sc[j] / sum * vc[(int64_t)j * kvd + kh * hd + i];
+                att[hh * hd + i] = a;
+            }
+        }
+        (void)qd;
+        ref_mv(o, &L->wo, NULL, att);
+        if (gemma) ref_rmsnorm(o, o, W(&L->attn_post_norm), DIM, hp->norm_eps);
+        for (int i = 0; i < DIM; i++) x[i] += o[i];
+        ref_rmsnorm(h, x, W(&L->ffn_norm), DIM, hp->norm_eps);
+        ref_mv(g, &L->w_gate, NULL, h);
+        ref_mv(u, &L->w_up, NULL, h);
+        for (int i = 0; i < FF; i++) g[i] = (gemma ? gelu_tanh_d(g[i]) : g[i] / (1 + exp(-g[i]))) * u[i];
+        ref_mv(o, &L->w_down, NULL, g);
+        if (gemma) ref_rmsnorm(o, o, W(&L->ffn_post_norm), DIM, hp->norm_eps);
+        for (int i = 0; i < DIM; i++) x[i] += o[i];
+    }
+    ref_rmsnorm(h, x, W(&m->output_norm), DIM, hp->norm_eps);
+    ref_mv(logits, &m->output, NULL, h);
+    if (m->desc.logit_softcap)
+        for (int i = 0; i < NV; i++) logits[i] = m->desc.logit_softcap * tanh(logits[i] / m->desc.logit_softcap);
+}
+
+static double max_rel(const float *got, const double *want, int n) {
+    double mx = 0, scale = 0;
+    for (int i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+    for (int i = 0; i < n; i++) mx = fmax(mx, fabs(got[i] - want[i]) / (scale > 0 ? scale : 1));
+    return mx;
+}
+
+enum { T = 24 };
+
+/* The model of spec s on the CPU (disable: MINFER_CPU_DISABLE value or NULL) against
+ * ref_step at every position, prefill (all rows' logits) and one token a step. */
+static void run_forward(const char *what, const spec *s, const char *disable) {
+    char path[] = "/tmp/minfer_test_arch_XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    CHECK(write_model(path, s) == 0, "%s: writing the file", what);
+    mf_model m;
+    mf_err err = { { 0 } };
+    int rc = model_load(&m, path, &err);
+    CHECK(rc == MF_OK, "%s: model_load: %s", what, err.msg);
+    unlink(path);
+    if (rc) return;
+    if (disable) setenv("MINFER_CPU_DISABLE", disable, 1);
+    else unsetenv("MINFER_CPU_DISABLE");
+    mf_context c;
+    mf_context_params p;
+    context_params_default(&p);
+    p.n_ctx = NCTX;
+    p.n_batch = T;
+    p.device = "cpu";
+    p.n_threads = 2;
+    rc = context_init(&c, &m, &p, &err);
+    unsetenv("MINFER_CPU_DISABLE");
+    CHECK(rc == MF_OK, "%s: context_init: %s", what, err.msg);
+    if (rc) { model_free(&m); return; }
+
+    int32_t toks[T], pos[T], seq[T] = { 0 };
+    int8_t want[T];
+    mf_rng r;
+    mf_rng_seed(&r, 42);
+    for (int i = 0; i < T; i++) {
+        toks[i] = 3 + (int32_t)(mf_rng_u64(&r) % (NV - 3));
+        pos[i] = i;
+        want[i] = 1;
+    }
+    ref_state R = { &m, calloc((size_t)s->n_layer * NCTX * 256, sizeof(double)),
+                    calloc((size_t)s->n_layer * NCTX * 256, sizeof(double)) };
+    double *ref = malloc(sizeof(double) * T * NV);
+    for (int i = 0; i < T; i++) ref_step(&R, toks[i], i, ref + (int64_t)i * NV);
+
+    /* prefill: the whole prompt in one batch, every row's logits */
+    float *got = malloc(sizeof(float) * T * NV);
+    const mf_batch b = { .n = T, .tok = toks, .pos = pos, .seq = seq, .logits = want };
+    const int n_out = forward_step(&c.fw, &b, got, &err);
+    CHECK(n_out == T, "%s: prefill gave %d rows (%s)", what, n_out, err.msg);
+    double worst = 0;
+    for (int i = 0; i < T && n_out == T; i++) worst = fmax(worst, max_rel(got + (int64_t)i * NV, ref + (int64_t)i * NV, NV));
+    /* f32 weights, f32 activations (float tiles): float rounding of the sums only */
+    CHECK(worst < 2e-4, "%s: prefill logits vs the reference: max error %.3g of the largest logit", what, worst);
+
+    /* one token a step, after clearing the sequence */
+    CHECK(context_seq_clear(&c, 0, &err) == MF_OK, "%s: clear", what);
+    worst = 0;
+    for (int i = 0; i < T; i++) {
+        const float *lg;
+        rc = i == 0 ? context_eval(&c, 0, toks, 1, &lg, &err) : context_decode1(&c, 0, toks[i], &lg, &err);
+        if (rc) break;
+        worst = fmax(worst, max_rel(lg, ref + (int64_t)i * NV, NV));
+    }
+    CHECK(rc == MF_OK, "%s: decode: %s", what, err.msg);
+    CHECK(worst < 2e-4, "%s: decode logits vs the reference: max error %.3g", what, worst);
+    if (s->softcap) {
+        float mx = 0;
+        for (int i = 0; i < NV; i++) mx = fmaxf(mx, fabsf(got[i]));
+        CHECK(mx <= s->softcap, "%s: |logit| %g above the cap %g", what, mx, s->softcap);
+    }
+    free(got);
+    free(ref);
+    free(R.kc);
+    free(R.vc);
+    context_free(&c);
+    model_free(&m);
+}
+
+/* The same model without the window: its logits must differ past the window (the window is
+ * live in the test, not a no-op that both sides skip). */
+static void window_matters(void) {
+    spec a = { "gemma3", 3, 2, 1, 32, 4, 3, 1e6f, 1e4f, 0, NULL };
+    spec b = a;
+    b.window = 0;
+    b.pattern = 0;
+    b.base_swa = 0;
+    float la[NV], lb[NV];
+    const spec *ss[2] = { &a, &b };
+    float *outs[2] = { la, lb };
+    for (int k = 0; k < 2; k++) {
+        char path[] = "/tmp/minfer_test_arch_XXXXXX";
+        int fd = mkstemp(path);
+        close(fd);
+        write_model(path, ss[k]);
+        mf_model m;
+        mf_err err = { { 0 } };
+        if (model_load(&m, path, &err)) { CHECK(0, "load: %s", err.msg); unlink(path); return; }
+        unlink(path);
+        mf_context c;
+        mf_context_params p;
+        context_params_default(&p);
+        p.n_ctx = NCTX;
+        p.device = "cpu";
+        p.n_threads = 2;
+        if (context_init(&c, &m, &p, &err)) { CHECK(0, "init: %s", err.msg); model_free(&m); return; }
+        int32_t toks[12];
+        for (int i = 0; i < 12; i++) toks[i] = 10 + 7 * i;
+        const float *lg;
+        CHECK(context_eval(&c, 0, toks, 12, &lg, &err) == MF_OK, "eval: %s", err.msg);
+        memcpy(outs[k], lg, sizeof la);
+        context_free(&c);
+        model_free(&m);
+    }
+    double d = 0;
+    for (int i = 0; i < NV; i++) d = fmax(d, fabs(la[i] - lb[i]));
+    CHECK(d > 1e-3, "window 4 vs none at position 11: logits differ by %g only", d);
+}
+
+/* ------------------------------------------------------------------ descriptor */
+
+static int load_spec(const spec *s, mf_model *m, mf_err *err) {
+    char path[] = "/tmp/minfer_test_arch_XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    if (write_model(path, s)) { unlink(path); return -99; }
+    int rc = model_load(m, path, err);
+    unlink(path);
+    return rc;
+}
+
+static void test_descriptor(void) {
+    mf_model m;
+    mf_err err = { { 0 } };
+    /* gemma3 with every key */
+    spec g = { "gemma3", 7, 2, 1, 32, 8, 3, 1e6f, 5e3f, 30.0f, NULL };
+    CHECK(load_spec(&g, &m, &err) == MF_OK, "gemma3 load: %s", err.msg);
+    if (!err.msg[0]) {
+        const mf_arch_desc *d = &m.desc;
+        CHECK(d->qk_norm && d->post_norm && d->act == MF_ACT_GELU && !d->qkv_bias, "gemma3 flags");
+        CHECK(d->sliding_window == 8 && d->swa_every == 3 && d->rope_base_swa == 5e3f, "gemma3 window %d/%d base %g",
+              d->sliding_window, d->swa_every, d->rope_base_swa);
+        CHECK(d->logit_softcap == 30.0f, "softcap %g", d->logit_softcap);
+        CHECK(fabsf(d->embd_scale - sqrtf(DIM)) < 1e-6f, "embd_scale %g", d->embd_scale);
+        CHECK(d->q_scale == 0, "q_scale %g (only the 62-layer 27B has one)", d->q_scale);
+        CHECK(m.hp.rope_mode == MF_ROPE_NEOX && m.hp.head_dim == 32, "neox, head dim %d", m.hp.head_dim);
+        /* pattern 3: layers 2 and 5 global, the others slide with base 5000 */
+        const int want_win[7] = { 8, 8, 0, 8, 8, 0, 8 };
+        int ok = 1;
+        for (int l = 0; l < 7; l++) {
+            ok &= model_layer_window(d, l) == want_win[l];
+            ok &= model_layer_rope_base(&m, l) == (want_win[l] ? 5e3f : 1e6f);
+        }
+        CHECK(ok, "gemma3 layer pattern (window, base) per layer");
+        model_free(&m);
+    }
+    /* gemma3 with the optional keys absent: llama.cpp's defaults (pattern 6, base 10000, no cap) */
+    spec g2 = { "gemma3", 7, 2, 1, 32, 8, 0, 1e6f, 0, 0, NULL };
+    CHECK(load_spec(&g2, &m, &err) == MF_OK, "gemma3 (defaults) load: %s", err.msg);
+    if (m.layers) {
+        CHECK(m.desc.swa_every == 6 && m.desc.rope_base_swa == 1e4f && m.desc.logit_softcap == 0,
+              "defaults: pattern %d, base %g, cap %g", m.desc.swa_every, m.desc.rope_base_swa, m.desc.logit_softcap);
+        CHECK(model_layer_window(&m.desc, 5) == 0 && model_layer_window(&m.desc, 4) == 8 &&
+                  model_layer_window(&m.desc, 6) == 8,
+              "pattern 6: layer 5 global, 4 and 6 slide");
+        model_free(&m);
+    }
+    /* gemma3 without a window: every layer global, one base */
+    spec g3 = { "gemma3", 2, 2, 1, 32, 0, 0, 1e6f, 0, 0, NULL };
+    CHECK(load_spec(&g3, &m, &err) == MF_OK, "gemma3 (no window) load: %s", err.msg);
+    if (m.layers) {
+        CHECK(model_layer_window(&m.desc, 0) == 0 && model_layer_rope_base(&m, 0) == 1e6f, "no window");
+        model_free(&m);
+    }
+    /* llama with a window (mistral): every layer slides, one base */
+    spec l = { "llama", 2, 4, 2, 8, 5, 0, 1e4f, 0, 0, NULL };
+    CHECK(load_spec(&l, &m, &err) == MF_OK, "llama+window load: %s", err.msg);
+    if (m.layers) {
+        CHECK(model_layer_window(&m.desc, 0) == 5 && model_layer_window(&m.desc, 1) == 5 &&
+                  model_layer_rope_base(&m, 1) == 1e4f && m.desc.embd_scale == 0 && m.desc.act == MF_ACT_SILU,
+              "llama window on every layer");
+        model_free(&m);
+    }
+    /* a missing gemma3 tensor is named */
+    spec bad = g;
+    bad.skip_tensor = "blk.1.post_ffw_norm.weight";
+    int rc = load_spec(&bad, &m, &err);
+    CHECK(rc == MF_ERR_INPUT && strstr(err.msg, "blk.1.post_ffw_norm.weight"), "missing post_ffw_norm: %d %s", rc,
+          err.msg);
+    bad.skip_tensor = "blk.0.attn_k_norm.weight";
+    rc = load_spec(&bad, &m, &err);
+    CHECK(rc == MF_ERR_INPUT && strstr(err.msg, "attn_k_norm"), "missing attn_k_norm: %d %s", rc, err.msg);
+}
+
+int main(void) {
+    test_geglu_kernel();
+    test_backend_ops();
+    test_descriptor();
+    /* gemma3: 3 layers, pattern 3 (layers 0, 1 slide with window 5 and base 10000; layer 2
+     * global, base 1e6), head dim 32 with 2 q heads and 1 kv head (q dim 64 != DIM), cap 30 */
+    spec gemma = { "gemma3", 3, 2, 1, 32, 5, 3, 1e6f, 1e4f, 30.0f, NULL };
+    spec qwen = { "qwen2", 2, 4, 2, 8, 0, 0, 1e6f, 0, 0, NULL };
+    spec mistral = { "llama", 2, 4, 2, 8, 6, 0, 1e4f, 0, 0, NULL };
+    run_forward("gemma3", &gemma, NULL);
+    run_forward("gemma3 scalar ops", &gemma, "avx2");
+    run_forward("gemma3 rows", &gemma, "repack");
+    run_forward("qwen2", &qwen, NULL);
+    run_forward("qwen2 scalar ops", &qwen, "avx2");
+    run_forward("llama+window", &mistral, NULL);
+    run_forward("llama+window scalar ops", &mistral, "avx2");
+    window_matters();
+    return test_summary("test_arch");
+}
