@@ -85,9 +85,11 @@ kernel_attn_split(cu_attn_args a, const float *q, float *part, int chunk, int n_
     const int hc = min(ATT_MAXG, G - sub * ATT_MAXG);
     pdl_wait();
     const int pos = a.pos[t], seq = a.seq[t];
-    const int p0 = c * chunk;
-    if (p0 > pos) return;  /* uniform per block */
-    const int p1 = min(pos + 1, p0 + chunk);
+    if (c * chunk > pos) return;  /* uniform per block */
+    const int p1 = min(pos + 1, c * chunk + chunk);
+    /* a sliding layer: positions below pos - window + 1 are masked; a chunk left empty
+     * writes the neutral partial (max -inf, sum 0) that the combine weighs by 0 */
+    const int p0 = a.window > 0 ? max(c * chunk, pos + 1 - a.window) : c * chunk;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int q_ld = a.n_head * hd;
     for (int e = tid; e < hc * hd; e += ATT_THREADS)
@@ -578,7 +580,7 @@ void cu_attn_split(cu_ctx *S, const cu_attn_args *a, const float *q, float *out,
     dim3 grid(n_chunks, a->n_kv * nsub, a->n);
     const int do_q8 = q8 && a->hd % 32 == 0;
     cu_q8 qq = q8 ? *q8 : cu_q8{};
-    if (counter && cu_attn_dec_supported(a->hd)) {
+    if (counter && a->window == 0 && cu_attn_dec_supported(a->hd)) {
         /* heads per block: ATT_MAXG, or with a.fit the power of two >= G (<= ATT_MAXG;
          * same grid, since nsub is 1 for G <= 8 either way) */
         const int mg = !a->fit || G > 4 ? ATT_MAXG : G > 2 ? 4 : G > 1 ? 2 : 1;

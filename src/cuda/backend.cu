@@ -374,7 +374,8 @@ static void be_destroy(mf_backend *be) {
             for (int l = 0; l < m->hp.n_layer && m->layers; l++) {
                 mf_layer *L = &m->layers[l];
                 mf_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->bq, &L->bk,
-                                   &L->bv, &L->wo, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
+                                   &L->bv, &L->wo, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down,
+                                   &L->attn_q_norm, &L->attn_k_norm, &L->attn_post_norm, &L->ffn_post_norm};
                 for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++) ws[i]->dev = NULL;
             }
         }

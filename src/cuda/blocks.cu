@@ -215,6 +215,7 @@ static cu_attn_args attn_args(cu_state *S, int layer, const mf_batch *b) {
     a.rope_dim = hp->rope_dim;
     a.rope_mode = (int)hp->rope_mode;
     a.rope_base = hp->rope_base;
+    a.window = S->m ? model_layer_window(&S->m->desc, layer) : 0;
     return a;
 }
 
@@ -225,7 +226,8 @@ static void attn_run(cu_state *S, const cu_attn_args *ap, const float *q, float 
     const cu_attn_args &a = *ap;
     const int n = a.n, hd = a.hd;
     const int64_t qd = (int64_t)a.n_head * hd;
-    if (n > CU_MAX_GEMV_COLS && S->on[CU_PATH_FLASH] && cu_attn_flash_supported(hd) && !S->capturing) {
+    /* a sliding layer (a.window) runs split + combine for every token: the flash kernel has no window */
+    if (n > CU_MAX_GEMV_COLS && S->on[CU_PATH_FLASH] && cu_attn_flash_supported(hd) && !S->capturing && !a.window) {
         int nt = 0;
         for (int t = 0; t < n;) {
             const int seq = b->seq ? b->seq[t] : 0;
@@ -305,13 +307,31 @@ static void op_get_rows(mf_backend *be, float *dst, const float *src, const int3
     cu_get_rows(S, dst, src, S->d_idx, n_idx, width);
 }
 
+static void op_geglu(mf_backend *be, float *out, const float *gate, const float *up, int64_t n) {
+    cu_geglu(cu_st(be), out, gate, up, n);
+}
+
+static void op_scale(mf_backend *be, float *x, float s, int64_t n) { cu_scale(cu_st(be), x, s, n); }
+
+static void op_softcap(mf_backend *be, float *x, float c, int64_t n) { cu_softcap(cu_st(be), x, c, n); }
+
 const mf_ops cu_ops = {
     op_embed, op_rmsnorm, op_matmul, op_rope, op_attention, op_swiglu, op_add, op_get_rows,
+    op_geglu, op_scale, op_softcap,
 };
 
 /* ------------------------------------------------------------------------- */
 /* Blocks                                                                    */
 /* ------------------------------------------------------------------------- */
+/* 1 when the fused blocks below can run the model's descriptor: the llama / qwen2 layer
+ * (biases allowed). gemma3's pieces (q/k norms, post-norms, GeGLU, embedding scale,
+ * soft-cap) and sliding windows run as forward.c's composed blocks over the ops above,
+ * one kernel per op. */
+static int desc_fused(const mf_arch_desc *d) {
+    return !d->qk_norm && !d->post_norm && d->act == MF_ACT_SILU && (d->embd_scale == 0 || d->embd_scale == 1) &&
+           d->logit_softcap == 0 && d->q_scale == 0 && d->sliding_window == 0;
+}
+
 void cu_settle(cu_state *S) {
     if (!S->res_y) return;
     cu_add(S, S->res_x, S->res_y, S->res_n);
@@ -357,7 +377,7 @@ static void gemv_residual(cu_state *S, const mf_weight *w, float *x, float *tmp,
 
 static void blk_embed(mf_backend *be, mf_forward *fw, const mf_batch *b) {
     cu_state *S = cu_st(be);
-    if (!S->on[CU_PATH_FUSED]) return forward_composed.embed(be, fw, b);
+    if (!S->on[CU_PATH_FUSED] || !desc_fused(&fw->m->desc)) return forward_composed.embed(be, fw, b);
     cu_settle(S);
     op_embed(be, fw->x, &fw->m->tok_embd, b);
 }
@@ -385,7 +405,7 @@ static int gemv_qkv(cu_state *S, const mf_layer *L, mf_forward *fw, int n, int h
 
 static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     cu_state *S = cu_st(be);
-    if (!S->on[CU_PATH_FUSED]) return forward_composed.attn(be, fw, l, b);
+    if (!S->on[CU_PATH_FUSED] || !desc_fused(&fw->m->desc)) return forward_composed.attn(be, fw, l, b);
     const mf_layer *L = &fw->m->layers[l];
     const mf_hparams *hp = &S->hp;
     const int n = b->n, hd = hp->head_dim;
@@ -429,7 +449,7 @@ static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
 
 static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     cu_state *S = cu_st(be);
-    if (!S->on[CU_PATH_FUSED]) return forward_composed.ffn(be, fw, l, b);
+    if (!S->on[CU_PATH_FUSED] || !desc_fused(&fw->m->desc)) return forward_composed.ffn(be, fw, l, b);
     const mf_layer *L = &fw->m->layers[l];
     const mf_hparams *hp = &S->hp;
     const int n = b->n, ff = hp->n_ff;
@@ -485,7 +505,7 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
 
 static int blk_logits(mf_backend *be, mf_forward *fw, const mf_batch *b, float *logits) {
     cu_state *S = cu_st(be);
-    if (!S->on[CU_PATH_FUSED]) return forward_composed.logits(be, fw, b, logits);
+    if (!S->on[CU_PATH_FUSED] || !desc_fused(&fw->m->desc)) return forward_composed.logits(be, fw, b, logits);
     const mf_model *m = fw->m;
     const mf_hparams *hp = &S->hp;
     const int n = b->n, dim = hp->n_embd, nv = hp->n_vocab;

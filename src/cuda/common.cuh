@@ -462,6 +462,10 @@ void cu_add(cu_ctx *S, float *x, const float *y, int64_t n);
 void cu_store_host(cu_ctx *S, void *dst_dev, const void *src, size_t nbytes);
 /* out = silu(g) * u; also writes q8 of out when q != NULL (n % 32 == 0). */
 void cu_swiglu(cu_ctx *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q);
+/* gemma3 (elementwise.cu): out = gelu_tanh(g) * u; x *= s; x = c tanh(x / c) */
+void cu_geglu(cu_ctx *S, float *out, const float *g, const float *u, int64_t n);
+void cu_scale(cu_ctx *S, float *x, float s, int64_t n);
+void cu_softcap(cu_ctx *S, float *x, float c, int64_t n);
 void cu_quantize_q8(cu_ctx *S, const float *x, int64_t n, const cu_q8 *q);
 void cu_to_f16(cu_ctx *S, __half *dst, const float *x, int n, int K, int Kp);
 /* dst [rows][Kp] f16 = rows r0..r0+nr of w, zero-padded from K to Kp. */
@@ -559,6 +563,10 @@ struct cu_attn_args {
      * 0 at its start, 1 after its wait (default), 2 once q/k/v are in and stored, 3 after
      * its tile loop (the later, the less that GEMV's early requests meet its loads) */
     int trigger;
+    /* a sliding layer's window (model_layer_window): token t reads positions
+     * pos[t]-window+1 .. pos[t]; 0: all. Only kernel_attn_split (+ combine) takes it: the
+     * callers run no flash or fused decode kernel on a sliding layer (blocks.cu attn_run). */
+    int window;
 };
 /* Stores k, v rows into the cache; with rope jobs, rotates q and k first (k in place). */
 void cu_kv_store(cu_ctx *S, const cu_attn_args *a, float *q, float *k, const float *v, int rope, int rope_dim,

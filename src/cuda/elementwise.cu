@@ -126,6 +126,45 @@ void cu_swiglu(cu_ctx *S, float *out, const float *g, const float *u, int64_t n,
         cu_launch(S, "swiglu", kernel_swiglu, dim3(grid_for(n, 256)), dim3(256), 0, out, g, u, n);
 }
 
+/* ---- gemma3's element-wise ops (the composed blocks' geglu, scale, softcap; backend.h) ---- */
+/* out = gelu_tanh(g) * u, gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) */
+static __global__ void kernel_geglu(float *out, const float *g, const float *u, int64_t n) {
+    pdl_trigger();
+    pdl_wait();
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const float x = g[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * x * (1.0f + 0.044715f * x * x))) * u[i];
+    }
+}
+
+void cu_geglu(cu_ctx *S, float *out, const float *g, const float *u, int64_t n) {
+    cu_launch(S, "geglu", kernel_geglu, dim3(grid_for(n, 256)), dim3(256), 0, out, g, u, n);
+}
+
+static __global__ void kernel_scale(float *x, float s, int64_t n) {
+    pdl_trigger();
+    pdl_wait();
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] *= s;
+}
+
+void cu_scale(cu_ctx *S, float *x, float s, int64_t n) {
+    cu_launch(S, "scale", kernel_scale, dim3(grid_for(n, 256)), dim3(256), 0, x, s, n);
+}
+
+/* x = c tanh(x / c) (logit soft-capping) */
+static __global__ void kernel_softcap(float *x, float c, int64_t n) {
+    pdl_trigger();
+    pdl_wait();
+    const float inv = 1.0f / c;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] = c * tanhf(x[i] * inv);
+}
+
+void cu_softcap(cu_ctx *S, float *x, float c, int64_t n) {
+    cu_launch(S, "softcap", kernel_softcap, dim3(grid_for(n, 256)), dim3(256), 0, x, c, n);
+}
+
 /* ---- q8 quantization of activations (n % 32 == 0) ---- */
 static __global__ void kernel_quantize_q8(const float *x, int64_t n, cu_q8 q) {
     pdl_trigger();

@@ -47,7 +47,8 @@ static int collect_weights(mf_model *m, mf_weight **list, int cap) {
     for (int l = 0; l < m->hp.n_layer; l++) {
         mf_layer *L = &m->layers[l];
         mf_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->bq, &L->bk,
-                           &L->bv, &L->wo, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
+                           &L->bv, &L->wo, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down,
+                           &L->attn_q_norm, &L->attn_k_norm, &L->attn_post_norm, &L->ffn_post_norm};
         for (size_t i = 0; i < MF_ARRAY_LEN(ws) && n < cap; i++) list[n++] = ws[i];
     }
     return n;
@@ -70,7 +71,7 @@ int cu_count_xs_wide(const mf_model *m) {
 }
 
 int cu_upload_weights(cu_state *S, mf_model *m, mf_err *err) {
-    const int cap = 3 + 12 * m->hp.n_layer;
+    const int cap = 3 + 16 * m->hp.n_layer; /* collect_weights: 16 a layer */
     mf_weight **list = (mf_weight **)mf_xmalloc(sizeof(mf_weight *) * cap);
     size_t *off = (size_t *)mf_xcalloc(cap, sizeof(size_t));
     int *owner = (int *)mf_xmalloc(sizeof(int) * cap);
@@ -145,7 +146,8 @@ int cu_check_model(cu_state *S, const mf_model *m, mf_err *err) {
             return mf_fail(err, MF_ERR_INPUT, "cuda: %s must be f32 (is %s)", fl[i]->name, qtype_name(fl[i]->type));
     for (int l = 0; l < hp->n_layer; l++) {
         const mf_layer *L = &m->layers[l];
-        const mf_weight *vs[] = {&L->attn_norm, &L->ffn_norm, &L->bq, &L->bk, &L->bv};
+        const mf_weight *vs[] = {&L->attn_norm, &L->ffn_norm, &L->bq, &L->bk, &L->bv, &L->attn_q_norm,
+                                 &L->attn_k_norm, &L->attn_post_norm, &L->ffn_post_norm};
         for (size_t i = 0; i < MF_ARRAY_LEN(vs); i++)
             if (vs[i]->host && vs[i]->type != QTYPE_F32)
                 return mf_fail(err, MF_ERR_INPUT, "cuda: %s must be f32 (is %s)", vs[i]->name,
