@@ -23,6 +23,7 @@
 #include "model.h"
 #include "quant.h"
 #include "test.h"
+#include "arch_models.h"
 
 /* ------------------------------------------------------------------ kernels */
 
@@ -107,113 +108,7 @@ static void test_backend_ops(void) {
 
 /* ------------------------------------------------------------------ tiny models */
 
-enum { DIM = 32, FF = 48, NV = 300, NCTX = 64 };
-
-typedef struct spec {
-    const char *arch;
-    int n_layer, n_head, n_kv, head_dim;  /* head_dim != DIM / n_head for gemma3 (key_length) */
-    int window, pattern;                  /* attention.sliding_window, sliding_window_pattern (0: key absent) */
-    float base, base_swa;                 /* rope.freq_base, rope.freq_base_swa (0: absent) */
-    float softcap;                        /* final_logit_softcapping (0: absent) */
-    const char *skip_tensor;
-} spec;
-
-/* Norm weights are 1 + noise (as the gemma converter's 1 + w), the rest small noise. */
-typedef struct fill_ctx { int n; uint8_t is_norm[512]; } fill_ctx;
-
-static int fill(void *user, int i, void *dst, uint64_t nbytes) {
-    const fill_ctx *f = user;
-    mf_rng r;
-    mf_rng_seed(&r, 1234 + (uint64_t)i);
-    float *p = dst;
-    for (uint64_t k = 0; k < nbytes / 4; k++) {
-        const float v = mf_rng_uniform(&r) - 0.5f;
-        p[k] = f->is_norm[i] ? 1.0f + 0.5f * v : 0.5f * v;
-    }
-    return 0;
-}
-
-static int write_model(const char *path, const spec *s) {
-    gguf_writer *w = gguf_writer_new(GGUF_DEFAULT_ALIGNMENT);
-    fill_ctx fc = { 0 };
-    char key[128], name[96];
-    const char *a = s->arch;
-    gguf_w_str(w, "general.architecture", a);
-#define U32(k, v) do { snprintf(key, sizeof key, "%s." k, a); gguf_w_u32(w, key, (uint32_t)(v)); } while (0)
-#define F32(k, v) do { snprintf(key, sizeof key, "%s." k, a); gguf_w_f32(w, key, (v)); } while (0)
-    U32("embedding_length", DIM);
-    U32("block_count", s->n_layer);
-    U32("feed_forward_length", FF);
-    U32("attention.head_count", s->n_head);
-    U32("attention.head_count_kv", s->n_kv);
-    U32("attention.key_length", s->head_dim);
-    U32("attention.value_length", s->head_dim);
-    U32("context_length", 256);
-    F32("attention.layer_norm_rms_epsilon", 1e-6f);
-    if (s->base) F32("rope.freq_base", s->base);
-    if (s->window) U32("attention.sliding_window", s->window);
-    if (s->pattern) U32("attention.sliding_window_pattern", s->pattern);
-    if (s->base_swa) F32("rope.freq_base_swa", s->base_swa);
-    if (s->softcap) F32("final_logit_softcapping", s->softcap);
-#undef U32
-#undef F32
-    static char bufs[NV][16];
-    gguf_str toks[NV];
-    float scores[NV];
-    int32_t types[NV];
-    for (int i = 0; i < NV; i++) {
-        if (i < 3) snprintf(bufs[i], 16, "%s", (const char *[]){ "<unk>", "<s>", "</s>" }[i]);
-        else if (i < 259) snprintf(bufs[i], 16, "<0x%02X>", i - 3);
-        else snprintf(bufs[i], 16, "\xe2\x96\x81w%d", i);
-        toks[i] = (gguf_str){ bufs[i], strlen(bufs[i]) };
-        scores[i] = -(float)i;
-        types[i] = i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1;
-    }
-    gguf_w_str(w, "tokenizer.ggml.model", "llama");
-    gguf_w_arr(w, "tokenizer.ggml.tokens", GGUF_VTYPE_STRING, toks, NV);
-    gguf_w_arr(w, "tokenizer.ggml.scores", GGUF_VTYPE_F32, scores, NV);
-    gguf_w_arr(w, "tokenizer.ggml.token_type", GGUF_VTYPE_I32, types, NV);
-    gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 1);
-    gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2);
-    const int gemma = !strcmp(a, "gemma3"), qwen = !strcmp(a, "qwen2");
-    const int qd = s->n_head * s->head_dim, kvd = s->n_kv * s->head_dim;
-#define TENSOR(nm, c, r, norm) do { \
-        if (!s->skip_tensor || strcmp(s->skip_tensor, nm)) { \
-            uint64_t ne[2] = { (c), (r) }; \
-            fc.is_norm[fc.n++] = (norm); \
-            gguf_w_tensor(w, nm, QTYPE_F32, (r) == 1 ? 1 : 2, ne); } } while (0)
-    TENSOR("token_embd.weight", DIM, NV, 0);
-    TENSOR("output_norm.weight", DIM, 1, 1);
-    for (int l = 0; l < s->n_layer; l++) {
-#define T(sfx, c, r, norm) do { snprintf(name, sizeof name, "blk.%d." sfx, l); TENSOR(name, c, r, norm); } while (0)
-        T("attn_norm.weight", DIM, 1, 1);
-        T("attn_q.weight", DIM, qd, 0);
-        T("attn_k.weight", DIM, kvd, 0);
-        T("attn_v.weight", DIM, kvd, 0);
-        if (qwen) {
-            T("attn_q.bias", qd, 1, 0);
-            T("attn_k.bias", kvd, 1, 0);
-            T("attn_v.bias", kvd, 1, 0);
-        }
-        if (gemma) {
-            T("attn_q_norm.weight", s->head_dim, 1, 1);
-            T("attn_k_norm.weight", s->head_dim, 1, 1);
-            T("post_attention_norm.weight", DIM, 1, 1);
-            T("post_ffw_norm.weight", DIM, 1, 1);
-        }
-        T("attn_output.weight", qd, DIM, 0);
-        T("ffn_norm.weight", DIM, 1, 1);
-        T("ffn_gate.weight", DIM, FF, 0);
-        T("ffn_up.weight", DIM, FF, 0);
-        T("ffn_down.weight", FF, DIM, 0);
-#undef T
-    }
-#undef TENSOR
-    mf_err err;
-    int rc = gguf_writer_write(w, path, fill, &fc, &err);
-    gguf_writer_free(w);
-    return rc;
-}
+enum { DIM = 32, FF = 48, NV = ARCH_NV, NCTX = 64 };
 
 /* ------------------------------------------------------------------ the reference forward */
 
@@ -409,7 +304,7 @@ static void run_forward(const char *what, const spec *s, const char *disable) {
 /* The same model without the window: its logits must differ past the window (the window is
  * live in the test, not a no-op that both sides skip). */
 static void window_matters(void) {
-    spec a = { "gemma3", 3, 2, 1, 32, 4, 3, 1e6f, 1e4f, 0, NULL };
+    spec a = { "gemma3", 3, 2, 1, 32, 4, 3, 1e6f, 1e4f, 0, NULL, 0, 0 };
     spec b = a;
     b.window = 0;
     b.pattern = 0;
@@ -462,7 +357,7 @@ static void test_descriptor(void) {
     mf_model m;
     mf_err err = { { 0 } };
     /* gemma3 with every key */
-    spec g = { "gemma3", 7, 2, 1, 32, 8, 3, 1e6f, 5e3f, 30.0f, NULL };
+    spec g = { "gemma3", 7, 2, 1, 32, 8, 3, 1e6f, 5e3f, 30.0f, NULL, 0, 0 };
     CHECK(load_spec(&g, &m, &err) == MF_OK, "gemma3 load: %s", err.msg);
     if (!err.msg[0]) {
         const mf_arch_desc *d = &m.desc;
@@ -484,7 +379,7 @@ static void test_descriptor(void) {
         model_free(&m);
     }
     /* gemma3 with the optional keys absent: llama.cpp's defaults (pattern 6, base 10000, no cap) */
-    spec g2 = { "gemma3", 7, 2, 1, 32, 8, 0, 1e6f, 0, 0, NULL };
+    spec g2 = { "gemma3", 7, 2, 1, 32, 8, 0, 1e6f, 0, 0, NULL, 0, 0 };
     CHECK(load_spec(&g2, &m, &err) == MF_OK, "gemma3 (defaults) load: %s", err.msg);
     if (m.layers) {
         CHECK(m.desc.swa_every == 6 && m.desc.rope_base_swa == 1e4f && m.desc.logit_softcap == 0,
@@ -495,14 +390,14 @@ static void test_descriptor(void) {
         model_free(&m);
     }
     /* gemma3 without a window: every layer global, one base */
-    spec g3 = { "gemma3", 2, 2, 1, 32, 0, 0, 1e6f, 0, 0, NULL };
+    spec g3 = { "gemma3", 2, 2, 1, 32, 0, 0, 1e6f, 0, 0, NULL, 0, 0 };
     CHECK(load_spec(&g3, &m, &err) == MF_OK, "gemma3 (no window) load: %s", err.msg);
     if (m.layers) {
         CHECK(model_layer_window(&m.desc, 0) == 0 && model_layer_rope_base(&m, 0) == 1e6f, "no window");
         model_free(&m);
     }
     /* llama with a window (mistral): every layer slides, one base */
-    spec l = { "llama", 2, 4, 2, 8, 5, 0, 1e4f, 0, 0, NULL };
+    spec l = { "llama", 2, 4, 2, 8, 5, 0, 1e4f, 0, 0, NULL, 0, 0 };
     CHECK(load_spec(&l, &m, &err) == MF_OK, "llama+window load: %s", err.msg);
     if (m.layers) {
         CHECK(model_layer_window(&m.desc, 0) == 5 && model_layer_window(&m.desc, 1) == 5 &&
@@ -527,9 +422,9 @@ int main(void) {
     test_descriptor();
     /* gemma3: 3 layers, pattern 3 (layers 0, 1 slide with window 5 and base 10000; layer 2
      * global, base 1e6), head dim 32 with 2 q heads and 1 kv head (q dim 64 != DIM), cap 30 */
-    spec gemma = { "gemma3", 3, 2, 1, 32, 5, 3, 1e6f, 1e4f, 30.0f, NULL };
-    spec qwen = { "qwen2", 2, 4, 2, 8, 0, 0, 1e6f, 0, 0, NULL };
-    spec mistral = { "llama", 2, 4, 2, 8, 6, 0, 1e4f, 0, 0, NULL };
+    spec gemma = { "gemma3", 3, 2, 1, 32, 5, 3, 1e6f, 1e4f, 30.0f, NULL, 0, 0 };
+    spec qwen = { "qwen2", 2, 4, 2, 8, 0, 0, 1e6f, 0, 0, NULL, 0, 0 };
+    spec mistral = { "llama", 2, 4, 2, 8, 6, 0, 1e4f, 0, 0, NULL, 0, 0 };
     run_forward("gemma3", &gemma, NULL);
     run_forward("gemma3 scalar ops", &gemma, "avx2");
     run_forward("gemma3 rows", &gemma, "repack");
