@@ -18,10 +18,21 @@ else
 CUDA ?= 1
 endif
 
+# make test SAN=1: the whole suite (minfer, test tools, e2e scripts) against an
+# AddressSanitizer + UBSan build in $(BUILD)/san, LeakSanitizer at exit; CPU only (the
+# CUDA objects are not instrumented). SAN_TOP keeps the venv and deps of $(BUILD).
+ifeq ($(SAN),1)
+SAN_TOP := $(BUILD)
+override BUILD := $(BUILD)/san
+override CUDA := 0
+endif
 OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 CFLAGS   += -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -Isrc -Iinclude -pthread
 LDLIBS   += -lpcre2-8 -lm -pthread
+ifeq ($(SAN),1)
+CFLAGS   += $(SANFLAGS)
+endif
 # AVX2 kernels are compiled with these flags and chosen at run time (cpuid).
 AVX2FLAGS = -mavx2 -mfma -mf16c
 # AVX-512 kernels (files named *_avx512*), likewise chosen at run time; VNNI
@@ -111,8 +122,8 @@ $(BUILD)/tools/%: tests/tools/%.c $(LIB)
 tests-build: $(BIN) $(TEST_BIN) $(TOOL_BIN)
 
 test: tests-build
-	@bash tools/deps.sh --test
-	@BUILD=$(BUILD) PYTHON=$(PYTHON) bash tests/run.sh
+	@BUILD=$(or $(SAN_TOP),$(BUILD)) bash tools/deps.sh --test
+	@BUILD=$(BUILD) MINFER_VENV=$(or $(SAN_TOP),$(BUILD))/venv MINFER_SAN=$(SAN) PYTHON=$(PYTHON) bash tests/run.sh
 
 # The build is tools/run_default.sh's: without a usable GPU it compiles no CUDA code
 # (CUDA=0 into $(BUILD)/cpu) unless CUDA= is given here.
@@ -178,7 +189,47 @@ $(BUILD)/bench/cpu_bw: bench/cpu_bw.c
 bench-cpu-lab: $(BUILD)/bench/cpu_gemm $(BUILD)/bench/cpu_bw
 .PHONY: bench-cpu-lab
 
+# ---- fuzzing (fuzz/README.md): libFuzzer targets fuzz/fuzz_*.c, built with clang ----
+#   make fuzz                   build $(BUILD)/fuzz/fuzz_* (tools/deps.sh --fuzz installs clang)
+#   make fuzz-run FUZZ_TIME=600 run each in turn for FUZZ_TIME seconds (fuzz/run.sh)
+# `make test` replays fuzz/corpus/<t>/ and fuzz/regress/<t>/ through each target linked
+# with fuzz/replay.c and the ASan+UBSan library (gcc; no clang needed).
+FUZZ_CC     ?= clang
+FUZZ_TIME   ?= 60
+FUZZ_CFLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -Isrc -Iinclude -pthread -Wall -Wextra -Wno-unused-parameter \
+               -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_SRC    := $(wildcard fuzz/fuzz_*.c)
+FUZZ_BIN    := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
+FUZZ_LIBSRC := src/gguf.c src/quant.c src/util.c src/tokenizer.c src/unicode.c src/chat.c src/model.c
+FUZZ_OBJ    := $(FUZZ_LIBSRC:%.c=$(BUILD)/fuzz/obj/%.o)
+FUZZ_STAMP  := $(BUILD)/.deps-fuzz
+$(FUZZ_STAMP):
+	@bash tools/deps.sh --fuzz
+	@mkdir -p $(BUILD) && touch $@
+$(BUILD)/fuzz/obj/%.o: %.c | $(FUZZ_STAMP)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_OBJ)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) -lpcre2-8 -lm -pthread
+fuzz: $(FUZZ_BIN)
+fuzz-run: $(FUZZ_BIN)
+	@BUILD=$(BUILD) bash fuzz/run.sh $(FUZZ_TIME)
+REPLAY_BIN := $(FUZZ_SRC:fuzz/fuzz_%.c=$(ASAN_BUILD)/fuzz/replay_%)
+$(ASAN_BUILD)/fuzz/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(ASAN_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SANFLAGS) -UMINFER_CUDA -o $@ fuzz/replay.c $< $(ASAN_LIB) -lpcre2-8 -lm -pthread
+tests-build: $(REPLAY_BIN)
+# rewrites fuzz/corpus/gguf/'s seeds (fuzz/make_seeds.c)
+$(BUILD)/fuzz/make_seeds: fuzz/make_seeds.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+fuzz-seeds: $(BUILD)/fuzz/make_seeds
+	@mkdir -p fuzz/corpus/gguf && $(BUILD)/fuzz/make_seeds fuzz/corpus/gguf
+.PHONY: fuzz fuzz-run fuzz-seeds
+.SECONDARY: $(FUZZ_OBJ)
+
 clean:
 	rm -rf $(BUILD)
 
--include $(OBJ_CORE:.o=.d) $(OBJ_CLI:.o=.d) $(OBJ_CU:.o=.d) $(ASAN_OBJ:.o=.d)
+-include $(OBJ_CORE:.o=.d) $(OBJ_CLI:.o=.d) $(OBJ_CU:.o=.d) $(ASAN_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)
