@@ -11,6 +11,7 @@
 #       into the interpreter itself: Debian's python3 refuses that (PEP 668, "externally
 #       managed"), and a user's own python is not ours to change. tests/run.sh runs the
 #       python tests with $BUILD/venv/bin/python3 when it exists and $PYTHON lacks them.
+#   tools/deps.sh --fuzz    also clang and its libFuzzer runtime (make fuzz)
 #   With CI=true, test dependencies that cannot be installed are an error (exit 1), so a
 #   CI run never passes with its oracles skipped.
 set -euo pipefail
@@ -70,6 +71,13 @@ test_deps() {
 }
 
 case "${1:-}" in
+--fuzz)
+    cc=${FUZZ_CC:-clang}
+    if ! command -v "$cc" >/dev/null || \
+       [ ! -f "$("$cc" -print-resource-dir 2>/dev/null)/lib/linux/libclang_rt.fuzzer-x86_64.a" ]; then
+        apt_install clang libclang-rt-dev || { echo "minfer: error: no $cc with libFuzzer (apt-get install clang libclang-rt-dev)" >&2; exit 1; }
+    fi
+    ;;
 --pip)
     "$PY" -m pip --version >/dev/null 2>&1 || apt_install python3-pip || exit 1
     ;;
