@@ -386,7 +386,9 @@ size_t chat_default_system(const char *src, size_t len, char *out, size_t cap) {
         int ok = e > p;
         for (size_t k = p; ok && k < e; k++) {
             char ch = src[k];
-            if (ch == '\'' || ch == '"' || ch == '{' || ch == '}' || ch == '+') ok = 0;
+            /* a NUL byte (a GGUF string may hold one) would cut the C string the
+             * caller gets short of the length returned: no default then */
+            if (ch == '\'' || ch == '"' || ch == '{' || ch == '}' || ch == '+' || ch == 0) ok = 0;
             else if (ch == '\\' && k + 1 < e && src[k + 1] == 'n') { ch = '\n'; k++; }
             if (ok) {
                 if (o + 1 >= cap) ok = 0;

@@ -394,6 +394,11 @@ static void test_default_system(void) {
     /* too small a buffer: none, not a cut text */
     CHECK(chat_default_system(smol, strlen(smol), out, 10) == 0 && out[0] == 0, "cap 10: '%s'", out);
     CHECK(chat_default_system(NULL, 0, out, sizeof out) == 0, "NULL source");
+    /* a NUL inside the text (GGUF strings may hold one; found by fuzz/fuzz_gguf.c):
+     * none, rather than a C string shorter than the length returned */
+    static const char nul[] = "== 'system'<|im_start|>system\nYou are\0 cut<|im_end|>";
+    n = chat_default_system(nul, sizeof nul - 1, out, sizeof out);
+    CHECK(n == 0 && out[0] == 0, "NUL in the default: %zu '%s'", n, out);
 }
 
 int main(void) {
