@@ -201,6 +201,14 @@ int model_load(mf_model *m, const char *path, mf_err *err) {
         m->output = m->tok_embd;
         m->tied_output = 1;
     }
+    /* block_count comes from the file (up to 2^30): a layer binds at least 9 tensors, so
+     * more layers than n_tensors / 9 is an error before the per-layer array is allocated
+     * (a 10 KB file claimed 2^30 layers, a 75 GB calloc; found by fuzz/fuzz_gguf.c) */
+    if ((uint64_t)hp->n_layer > m->gguf.n_tensors / 9) {
+        rc = mf_fail(err, MF_ERR_INPUT, "model: block_count %d but the file has only %llu tensors", hp->n_layer,
+                     (unsigned long long)m->gguf.n_tensors);
+        goto fail;
+    }
     m->layers = mf_xcalloc((size_t)hp->n_layer, sizeof *m->layers);
     int with_bias = m->desc.qkv_bias;
     for (int i = 0; i < hp->n_layer; i++) {

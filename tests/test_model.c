@@ -24,6 +24,7 @@ typedef struct defect {
     int rope_dim;
     int q_rows;               /* rows of attn_q (shape defect) */
     int no_vocab;             /* leave out the tokenizer */
+    int block_count;          /* llama.block_count (0: NL) */
 } defect;
 
 static int fill_f32(void *user, int i, void *dst, uint64_t nbytes) {
@@ -40,7 +41,7 @@ static int write_model(const char *path, const defect *d) {
     if (!d->skip_key || strcmp(d->skip_key, "general.architecture")) gguf_w_str(w, "general.architecture", d->arch ? d->arch : "llama");
 #define U32(k, v) if (!d->skip_key || strcmp(d->skip_key, k)) gguf_w_u32(w, k, (uint32_t)(v))
     U32("llama.embedding_length", DIM);
-    U32("llama.block_count", NL);
+    U32("llama.block_count", d->block_count ? d->block_count : NL);
     U32("llama.feed_forward_length", FF);
     U32("llama.attention.head_count", d->head_count ? d->head_count : NH);
     U32("llama.attention.head_count_kv", NKV);
@@ -203,5 +204,8 @@ int main(void) {
     expect_error("missing tensor", &(defect){ .skip_tensor = "blk.1.ffn_up.weight" }, "blk.1.ffn_up.weight");
     expect_error("wrong shape", &(defect){ .q_rows = DIM + 8 }, "blk.0.attn_q.weight");
     expect_error("no tokenizer", &(defect){ .no_vocab = 1 }, "tokenizer");
+    /* 2^30 layers claimed by a small file: an error before the per-layer array (a 75 GB
+     * calloc; found by fuzz/fuzz_gguf.c) */
+    expect_error("block_count 2^30", &(defect){ .block_count = 1 << 30 }, "block_count");
     return test_summary("test_model");
 }
