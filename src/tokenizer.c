@@ -841,7 +841,10 @@ static int cached(enc *e, const uint8_t *w, size_t n, int (*fn)(enc *, const uin
     struct wc_entry *en = &e->wc[e->n_wc];
     *en = (struct wc_entry){ h, (uint32_t)n, (uint32_t)nids, e->n_wc_keys, e->n_wc_ids };
     memcpy(e->wc_keys + e->n_wc_keys, w, n);
-    memcpy(e->wc_ids + e->n_wc_ids, e->out + before, nids * sizeof(int32_t));
+    /* a word may encode to no ids (BPE bytes the vocab has no token for): then both
+     * arrays may still be NULL, and NULL + 0 / memcpy(NULL, ..) are undefined
+     * (found by fuzz/fuzz_gguf.c) */
+    if (nids) memcpy(e->wc_ids + e->n_wc_ids, e->out + before, nids * sizeof(int32_t));
     e->n_wc_keys += n;
     e->n_wc_ids += nids;
     size_t i = h & e->wc_mask;
