@@ -1,0 +1,855 @@
+/* http.c - see http.h. Handler threads parse and check a request, tokenize it
+ * (minfer_tokenize only reads the model), submit a job and then either wait for it
+ * (a JSON reply) or stream it (server-sent events from a content-reader callback
+ * that blocks on the job). While waiting they watch the socket: a client that hangs
+ * up cancels its job at once, which frees its slot before the next engine step. */
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "chat.h"
+#include "sampler.h"
+#include "server/request.h"
+#include "server/text.h"
+#include "util.h"
+
+enum { N_STATUS = 12 };
+static const int status_codes[N_STATUS] = { 200, 400, 401, 404, 405, 413, 500, 503, 0 };
+
+struct srv_http {
+    srv_config cfg;
+    struct MHD_Daemon *d;
+    minfer_model *m;
+    srv_engine *e;
+    int n_ctx, n_vocab, port;
+    chat_tmpl tmpl;
+    char default_system[1024]; /* the chatml template's own, when it has one */
+    int refusing;
+    pthread_mutex_t mu;        /* counters below */
+    uint64_t by_status[N_STATUS], other_status;
+    uint64_t next_id;
+    long started;
+};
+
+enum route {
+    R_NONE, R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE,
+};
+
+static const struct { const char *path; const char *method; enum route r; } routes[] = {
+    { "/health", "GET", R_HEALTH },
+    { "/v1/models", "GET", R_MODELS },
+    { "/models", "GET", R_MODELS },
+    { "/metrics", "GET", R_METRICS },
+    { "/v1/chat/completions", "POST", R_CHAT },
+    { "/chat/completions", "POST", R_CHAT },
+    { "/v1/completions", "POST", R_COMPLETIONS },
+    { "/completions", "POST", R_COMPLETIONS },
+    { "/tokenize", "POST", R_TOKENIZE },
+    { "/detokenize", "POST", R_DETOKENIZE },
+};
+
+typedef struct conn {
+    enum route route;
+    char *body;
+    size_t len, cap;
+    int too_big;
+    int answered;  /* a response was queued on the first call */
+} conn;
+
+/* ---------------------------------------------------------------- responses */
+
+static void count_status(srv_http *h, int status) {
+    pthread_mutex_lock(&h->mu);
+    int k = 0;
+    while (status_codes[k] && status_codes[k] != status) k++;
+    if (status_codes[k]) h->by_status[k]++;
+    else h->other_status++;
+    pthread_mutex_unlock(&h->mu);
+}
+
+static enum MHD_Result send_text(srv_http *h, struct MHD_Connection *con, int status, const char *type, char *text,
+                                 size_t len) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (!r) { free(text); return MHD_NO; }
+    MHD_add_response_header(r, "Content-Type", type);
+    if (status == 405) MHD_add_response_header(r, "Allow", "GET, POST");
+    if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    /* a long wait for the job left the connection's idle timer behind: restart it */
+    if (h->cfg.timeout_s > 0)
+        MHD_set_connection_option(con, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned int)h->cfg.timeout_s);
+    enum MHD_Result rc = MHD_queue_response(con, (unsigned int)status, r);
+    MHD_destroy_response(r);
+    count_status(h, status);
+    return rc;
+}
+
+static enum MHD_Result send_json(srv_http *h, struct MHD_Connection *con, int status, cJSON *j) {
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!s) return MHD_NO;
+    return send_text(h, con, status, "application/json", s, strlen(s));
+}
+
+static cJSON *error_obj(int status, const char *code, const char *msg) {
+    const char *type = status == 401 ? "authentication_error"
+                     : status >= 500 ? "server_error"
+                     : "invalid_request_error";
+    cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
+    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "type", type);
+    cJSON_AddNullToObject(e, "param");
+    if (code) cJSON_AddStringToObject(e, "code", code);
+    else cJSON_AddNullToObject(e, "code");
+    return root;
+}
+
+static enum MHD_Result send_error(srv_http *h, struct MHD_Connection *con, int status, const char *code, const char *fmt,
+                                  ...) __attribute__((format(printf, 5, 6)));
+static enum MHD_Result send_error(srv_http *h, struct MHD_Connection *con, int status, const char *code, const char *fmt,
+                                  ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    /* a message quoting the request may hold cut UTF-8 (vsnprintf's limit): keep it valid */
+    size_t n = strlen(msg);
+    while (n && !srv_utf8_valid(msg, n)) msg[--n] = 0;
+    return send_json(h, con, status, error_obj(status, code, msg));
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static int client_gone(int fd) {
+    if (fd < 0) return 0;
+    struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+    if (poll(&p, 1, 0) <= 0) return 0;
+    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+static int conn_fd(struct MHD_Connection *con) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? (int)ci->connect_fd : -1;
+}
+
+/* Constant-time comparison, so the key cannot be found a byte at a time by timing. */
+static int key_ok(const char *got, const char *want) {
+    size_t a = strlen(got), b = strlen(want);
+    unsigned diff = (unsigned)(a != b);
+    for (size_t i = 0; i < b; i++) diff |= (unsigned char)(i < a ? got[i] : 0) ^ (unsigned char)want[i];
+    return diff == 0;
+}
+
+/* Token text for logprobs: the piece's bytes as valid UTF-8 (a piece that is part of
+ * a character shows U+FFFD), and the raw bytes. */
+static void add_token_text(cJSON *o, const char *key, srv_http *h, int32_t id, int with_bytes) {
+    char piece[256], text[3 * (256 + 3) + 16];
+    int n = minfer_token_to_piece(h->m, id, piece, sizeof piece);
+    if (n > (int)sizeof piece) n = (int)sizeof piece;
+    srv_utf8_dec d = { { 0 }, 0 };
+    size_t t = srv_utf8_push(&d, piece, (size_t)n, text);
+    t += srv_utf8_flush(&d, text + t);
+    text[t] = 0;
+    cJSON_AddStringToObject(o, key, text);
+    if (with_bytes) {
+        cJSON *b = cJSON_AddArrayToObject(o, "bytes");
+        for (int i = 0; i < n; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)piece[i]));
+    }
+}
+
+static double lp_json(float lp) { return isfinite(lp) ? lp : -9999.0; } /* OpenAI's floor */
+
+/* logprobs for tokens [from, to) of job j (lock held). */
+static cJSON *logprobs_json(srv_http *h, const srv_job *j, int from, int to, int is_chat, size_t *text_off) {
+    cJSON *lp = cJSON_CreateObject();
+    if (is_chat) {
+        cJSON *content = cJSON_AddArrayToObject(lp, "content");
+        for (int i = from; i < to; i++) {
+            const srv_tok *t = &j->toks[i];
+            cJSON *e = cJSON_CreateObject();
+            add_token_text(e, "token", h, t->id, 1);
+            cJSON_AddNumberToObject(e, "logprob", lp_json(t->logprob));
+            cJSON *top = cJSON_AddArrayToObject(e, "top_logprobs");
+            for (int k = 0; k < t->n_top; k++) {
+                cJSON *a = cJSON_CreateObject();
+                add_token_text(a, "token", h, t->top[k].id, 1);
+                cJSON_AddNumberToObject(a, "logprob", lp_json(t->top[k].logprob));
+                cJSON_AddItemToArray(top, a);
+            }
+            cJSON_AddItemToArray(content, e);
+        }
+    } else {
+        cJSON *toks = cJSON_AddArrayToObject(lp, "tokens"), *lps = cJSON_AddArrayToObject(lp, "token_logprobs");
+        cJSON *tops = cJSON_AddArrayToObject(lp, "top_logprobs"), *offs = cJSON_AddArrayToObject(lp, "text_offset");
+        for (int i = from; i < to; i++) {
+            const srv_tok *t = &j->toks[i];
+            cJSON *tmp = cJSON_CreateObject();
+            add_token_text(tmp, "t", h, t->id, 0);
+            cJSON_AddItemToArray(toks, cJSON_CreateString(cJSON_GetObjectItem(tmp, "t")->valuestring));
+            cJSON_AddItemToArray(lps, cJSON_CreateNumber(lp_json(t->logprob)));
+            cJSON *top = cJSON_CreateObject();
+            for (int k = 0; k < t->n_top; k++) {
+                cJSON *a = cJSON_CreateObject();
+                add_token_text(a, "t", h, t->top[k].id, 0);
+                const char *name = cJSON_GetObjectItem(a, "t")->valuestring;
+                if (!cJSON_GetObjectItemCaseSensitive(top, name)) /* two ids can share a text */
+                    cJSON_AddNumberToObject(top, name, lp_json(t->top[k].logprob));
+                cJSON_Delete(a);
+            }
+            cJSON_AddItemToArray(tops, top);
+            cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)*text_off));
+            *text_off = t->text_end;
+            cJSON_Delete(tmp);
+        }
+    }
+    return lp;
+}
+
+static const char *finish_name(srv_finish f) {
+    return f == SRV_FINISH_STOP ? "stop" : f == SRV_FINISH_LENGTH ? "length" : NULL;
+}
+
+static cJSON *usage_json(const srv_job *j) {
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", j->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", j->n_gen);
+    cJSON_AddNumberToObject(u, "total_tokens", j->n_prompt + j->n_gen);
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", j->n_reused > 0 ? j->n_reused : 0);
+    return u;
+}
+
+/* llama.cpp's server's "timings" names, plus the time to the first token. */
+static cJSON *timings_json(const srv_job *j) {
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddNumberToObject(t, "cache_n", j->n_reused > 0 ? j->n_reused : 0);
+    cJSON_AddNumberToObject(t, "prompt_n", j->n_prefilled);
+    cJSON_AddNumberToObject(t, "predicted_n", j->n_gen);
+    cJSON_AddNumberToObject(t, "ttft_ms", j->t_first > 0 ? 1e3 * (j->t_first - j->t_submit) : 0.0);
+    cJSON_AddNumberToObject(t, "total_ms", 1e3 * (mf_time_s() - j->t_submit));
+    return t;
+}
+
+static cJSON *head_json(srv_http *h, const char *id, long created, const char *object) {
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "id", id);
+    cJSON_AddStringToObject(r, "object", object);
+    cJSON_AddNumberToObject(r, "created", (double)created);
+    cJSON_AddStringToObject(r, "model", h->cfg.model_name);
+    return r;
+}
+
+/* ---------------------------------------------------------------- prompts */
+
+/* Token ids of a generation request; 0, or an HTTP status with the message. */
+static int build_prompt(srv_http *h, const srv_request *rq, int32_t **ids, int *n, char *err, size_t cap) {
+    *ids = NULL;
+    *n = 0;
+    if (rq->prompt_ids) {
+        for (int i = 0; i < rq->n_prompt_ids; i++)
+            if (rq->prompt_ids[i] >= h->n_vocab) {
+                snprintf(err, cap, "'prompt' token id %d is outside the vocabulary [0, %d)", rq->prompt_ids[i],
+                         h->n_vocab);
+                return 400;
+            }
+        *ids = mf_xmalloc(sizeof(int32_t) * (size_t)rq->n_prompt_ids);
+        memcpy(*ids, rq->prompt_ids, sizeof(int32_t) * (size_t)rq->n_prompt_ids);
+        *n = rq->n_prompt_ids;
+        return 0;
+    }
+    char *text;
+    if (rq->is_chat) {
+        int has_system = 0;
+        for (int i = 0; i < rq->n_msgs; i++) has_system |= !strcmp(rq->msgs[i].role, "system");
+        int extra = !has_system && h->default_system[0];
+        chat_msg *msgs = mf_xmalloc(sizeof *msgs * (size_t)(rq->n_msgs + 1));
+        if (extra) msgs[0] = (chat_msg){ "system", h->default_system };
+        for (int i = 0; i < rq->n_msgs; i++) msgs[extra + i] = (chat_msg){ rq->msgs[i].role, rq->msgs[i].content };
+        text = chat_render(h->tmpl, msgs, rq->n_msgs + extra, 1);
+        free(msgs);
+        if (!text) { snprintf(err, cap, "cannot render the conversation"); return 500; }
+    } else {
+        text = mf_xstrdup(rq->prompt);
+    }
+    size_t len = strlen(text);
+    /* a token per byte, plus BOS/EOS, is the most a tokenizer makes */
+    int cap_ids = (int)MF_MIN(len + 8, (size_t)h->n_ctx + 8);
+    *ids = mf_xmalloc(sizeof(int32_t) * (size_t)cap_ids);
+    int got = minfer_tokenize(h->m, text, len, 1, 1, *ids, cap_ids);
+    if (got > cap_ids) { /* longer than the context anyway; the count is what matters */
+        *n = got;
+        free(text);
+        return 0;
+    }
+    free(text);
+    if (got < 0) { snprintf(err, cap, "the prompt could not be tokenized"); return 400; }
+    if (got == 0) { snprintf(err, cap, "the prompt is empty (and the vocabulary has no BOS token)"); return 400; }
+    *n = got;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- streaming */
+
+typedef struct stream {
+    srv_http *h;
+    srv_job *j;
+    struct MHD_Connection *con;
+    int fd, is_chat, include_usage, logprobs;
+    char id[64];
+    long created;
+    int started, done;
+    size_t sent;         /* text bytes sent */
+    int sent_toks;       /* logprob entries sent */
+    size_t text_off;     /* completions' text_offset */
+    char *buf;           /* the pending bytes of events not yet handed to MHD */
+    size_t len, off, cap;
+} stream;
+
+static void put_event(stream *s, cJSON *j) {
+    char *t = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!t) return;
+    size_t n = strlen(t);
+    if (s->len + n + 16 > s->cap) s->buf = mf_xrealloc(s->buf, s->cap = 2 * (s->len + n + 16));
+    memcpy(s->buf + s->len, "data: ", 6);
+    memcpy(s->buf + s->len + 6, t, n);
+    memcpy(s->buf + s->len + 6 + n, "\n\n", 2);
+    s->len += n + 8;
+    free(t);
+}
+
+static cJSON *chunk_json(stream *s, const char *text, size_t n, int role, cJSON *logprobs, const char *finish) {
+    cJSON *r = head_json(s->h, s->id, s->created, s->is_chat ? "chat.completion.chunk" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(r, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    char *piece = mf_xmalloc(n + 1);
+    memcpy(piece, text, n);
+    piece[n] = 0;
+    if (s->is_chat) {
+        cJSON *d = cJSON_AddObjectToObject(c, "delta");
+        if (role) cJSON_AddStringToObject(d, "role", "assistant");
+        if (n || role) cJSON_AddStringToObject(d, "content", piece);
+    } else {
+        cJSON_AddStringToObject(c, "text", piece);
+    }
+    free(piece);
+    if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
+    else cJSON_AddNullToObject(c, "logprobs");
+    if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
+    else cJSON_AddNullToObject(c, "finish_reason");
+    cJSON_AddItemToArray(choices, c);
+    return r;
+}
+
+/* lock held: turns what the job has produced since the last call into events. */
+static void stream_collect(stream *s) {
+    srv_job *j = s->j;
+    if (!s->started) {
+        s->started = 1;
+        if (s->is_chat) put_event(s, chunk_json(s, "", 0, 1, NULL, NULL));
+    }
+    int fin = j->finish != SRV_RUNNING;
+    int ntok = j->n_toks;
+    if (!fin) /* entries whose text is all sendable */
+        while (ntok > s->sent_toks && j->toks[ntok - 1].text_end > j->safe_len) ntok--;
+    if (j->finish == SRV_FINISH_ERROR || j->finish == SRV_FINISH_CANCELLED) {
+        cJSON *e = error_obj(j->finish == SRV_FINISH_ERROR ? 500 : 503, NULL,
+                             j->finish == SRV_FINISH_ERROR ? j->err : "the request was cancelled (server shutting down)");
+        put_event(s, e);
+    } else if (j->safe_len > s->sent || ntok > s->sent_toks || fin) {
+        cJSON *lp = s->logprobs && ntok > s->sent_toks ? logprobs_json(s->h, j, s->sent_toks, ntok, s->is_chat, &s->text_off)
+                                                       : NULL;
+        if (j->safe_len > s->sent || lp) put_event(s, chunk_json(s, j->text + s->sent, j->safe_len - s->sent, 0, lp, NULL));
+        s->sent = j->safe_len;
+        s->sent_toks = ntok;
+        if (fin) {
+            put_event(s, chunk_json(s, "", 0, 0, NULL, finish_name(j->finish)));
+            if (s->include_usage) {
+                cJSON *r = head_json(s->h, s->id, s->created, s->is_chat ? "chat.completion.chunk" : "text_completion");
+                cJSON_AddArrayToObject(r, "choices");
+                cJSON_AddItemToObject(r, "usage", usage_json(j));
+                cJSON_AddItemToObject(r, "timings", timings_json(j));
+                put_event(s, r);
+            }
+        }
+    }
+    if (fin) {
+        static const char done[] = "data: [DONE]\n\n";
+        if (s->len + sizeof done > s->cap) s->buf = mf_xrealloc(s->buf, s->cap = 2 * (s->len + sizeof done));
+        memcpy(s->buf + s->len, done, sizeof done - 1);
+        s->len += sizeof done - 1;
+        s->done = 1;
+    }
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
+    (void)pos;
+    stream *s = cls;
+    while (s->off == s->len) {
+        s->off = s->len = 0;
+        if (s->done) return MHD_CONTENT_READER_END_OF_STREAM;
+        srv_engine_lock(s->h->e);
+        while (s->started && s->j->finish == SRV_RUNNING && s->j->safe_len == s->sent) {
+            srv_engine_wait(s->h->e, s->j, 50);
+            if (s->j->finish != SRV_RUNNING || s->j->safe_len != s->sent) break;
+            srv_engine_unlock(s->h->e);
+            int gone = client_gone(s->fd);
+            srv_engine_lock(s->h->e);
+            if (gone) {
+                srv_engine_unlock(s->h->e);
+                srv_engine_cancel(s->h->e, s->j);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+        }
+        stream_collect(s);
+        srv_engine_unlock(s->h->e);
+    }
+    size_t n = s->len - s->off < max ? s->len - s->off : max;
+    memcpy(out, s->buf + s->off, n);
+    s->off += n;
+    if (s->h->cfg.timeout_s > 0) /* the time spent waiting was not idleness */
+        MHD_set_connection_option(s->con, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned int)s->h->cfg.timeout_s);
+    return (ssize_t)n;
+}
+
+static void stream_free(void *cls) {
+    stream *s = cls;
+    srv_engine_cancel(s->h->e, s->j); /* no-op when it finished */
+    srv_job_release(s->h->e, s->j);
+    free(s->buf);
+    free(s);
+}
+
+/* ---------------------------------------------------------------- endpoints */
+
+static enum MHD_Result do_generate(srv_http *h, struct MHD_Connection *con, conn *cs, int is_chat) {
+    char err[512];
+    srv_request rq;
+    int st = srv_request_parse(cs->body ? cs->body : "", cs->len, is_chat, &rq, err, sizeof err);
+    if (st) return send_error(h, con, st, NULL, "%s", err);
+    int32_t *ids = NULL;
+    int n = 0;
+    st = build_prompt(h, &rq, &ids, &n, err, sizeof err);
+    if (st) {
+        srv_request_free(&rq);
+        free(ids);
+        return send_error(h, con, st, NULL, "%s", err);
+    }
+    if (n >= h->n_ctx || (rq.max_tokens > 0 && n + rq.max_tokens > h->n_ctx)) {
+        srv_request_free(&rq);
+        free(ids);
+        if (n >= h->n_ctx)
+            return send_error(h, con, 400, "context_length_exceeded",
+                              "the prompt is %d tokens; this server's context is %d tokens per request (--ctx), "
+                              "with room for at least one generated token", n, h->n_ctx);
+        return send_error(h, con, 400, "context_length_exceeded",
+                          "the prompt (%d tokens) plus max_tokens (%d) is more than the context of %d tokens", n,
+                          rq.max_tokens, h->n_ctx);
+    }
+    srv_job *j = srv_job_new(ids, n);
+    free(ids);
+    j->max_tokens = rq.max_tokens > 0 ? rq.max_tokens : h->n_ctx - n;
+    sampler_params_default(&j->sp);
+    j->sp.temp = rq.temperature;
+    j->sp.top_k = rq.top_k;
+    j->sp.top_p = rq.top_p;
+    j->sp.min_p = rq.min_p;
+    j->sp.presence_penalty = rq.presence_penalty;
+    j->sp.frequency_penalty = rq.frequency_penalty;
+    j->sp.repeat_last_n = -1; /* the penalties see every generated token (the prompt's are not counted) */
+    j->sp.seed = rq.has_seed ? rq.seed : SAMPLER_SEED_RANDOM;
+    j->logprobs = rq.logprobs;
+    j->top_logprobs = rq.top_logprobs;
+    for (int i = 0; i < rq.n_stop; i++) j->stop[i] = mf_xstrdup(rq.stop[i]);
+    j->n_stop = rq.n_stop;
+    int want_stream = rq.stream, include_usage = rq.include_usage;
+    srv_request_free(&rq);
+    if (__atomic_load_n(&h->refusing, __ATOMIC_SEQ_CST) || srv_engine_submit(h->e, j)) {
+        int shutting = __atomic_load_n(&h->refusing, __ATOMIC_SEQ_CST) || !strcmp(j->err, "the server is shutting down");
+        enum MHD_Result r = shutting ? send_error(h, con, 503, "unavailable", "the server is shutting down")
+                                     : send_error(h, con, 400, NULL, "%s", j->err);
+        srv_job_release(h->e, j);
+        return r;
+    }
+    char id[64];
+    pthread_mutex_lock(&h->mu);
+    uint64_t seq = ++h->next_id;
+    pthread_mutex_unlock(&h->mu);
+    snprintf(id, sizeof id, "%s-%lx%06llx", is_chat ? "chatcmpl" : "cmpl", h->started, (unsigned long long)seq);
+    long created = (long)time(NULL);
+    int fd = conn_fd(con);
+
+    if (want_stream) {
+        stream *s = mf_xmalloc(sizeof *s);
+        memset(s, 0, sizeof *s);
+        s->h = h;
+        s->j = j;
+        s->con = con;
+        s->fd = fd;
+        s->is_chat = is_chat;
+        s->include_usage = include_usage;
+        s->logprobs = j->logprobs;
+        s->created = created;
+        snprintf(s->id, sizeof s->id, "%s", id);
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
+        if (!r) { stream_free(s); return MHD_NO; }
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        enum MHD_Result rc = MHD_queue_response(con, 200, r);
+        MHD_destroy_response(r);
+        count_status(h, 200);
+        return rc;
+    }
+
+    /* wait for the whole answer, watching the socket */
+    srv_engine_lock(h->e);
+    while (j->finish == SRV_RUNNING) {
+        srv_engine_wait(h->e, j, 50);
+        if (j->finish != SRV_RUNNING) break;
+        srv_engine_unlock(h->e);
+        int gone = client_gone(fd);
+        srv_engine_lock(h->e);
+        if (gone) {
+            srv_engine_unlock(h->e);
+            srv_engine_cancel(h->e, j);
+            srv_job_release(h->e, j);
+            return MHD_NO; /* nobody to answer: close */
+        }
+    }
+    if (j->finish == SRV_FINISH_ERROR || j->finish == SRV_FINISH_CANCELLED) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "%s", j->finish == SRV_FINISH_ERROR ? j->err : "the request was cancelled (server shutting down)");
+        int code = j->finish == SRV_FINISH_ERROR ? 500 : 503;
+        srv_engine_unlock(h->e);
+        srv_job_release(h->e, j);
+        return send_error(h, con, code, NULL, "%s", msg);
+    }
+    cJSON *r = head_json(h, id, created, is_chat ? "chat.completion" : "text_completion");
+    cJSON *choices = cJSON_AddArrayToObject(r, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (is_chat) {
+        cJSON *msg = cJSON_AddObjectToObject(c, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        cJSON_AddStringToObject(msg, "content", j->text);
+    } else {
+        cJSON_AddStringToObject(c, "text", j->text);
+    }
+    size_t off = 0;
+    if (j->logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs_json(h, j, 0, j->n_toks, is_chat, &off));
+    else cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddStringToObject(c, "finish_reason", finish_name(j->finish));
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddItemToObject(r, "usage", usage_json(j));
+    cJSON_AddItemToObject(r, "timings", timings_json(j));
+    srv_engine_unlock(h->e);
+    srv_job_release(h->e, j);
+    return send_json(h, con, 200, r);
+}
+
+static enum MHD_Result do_tokenize(srv_http *h, struct MHD_Connection *con, conn *cs) {
+    char err[512], *content;
+    int add_special, parse_special;
+    int st = srv_tokenize_parse(cs->body ? cs->body : "", cs->len, &content, &add_special, &parse_special, err, sizeof err);
+    if (st) return send_error(h, con, st, NULL, "%s", err);
+    size_t len = strlen(content);
+    int cap = (int)MF_MIN(len + 8, (size_t)1 << 24);
+    int32_t *ids = mf_xmalloc(sizeof(int32_t) * (size_t)cap);
+    int n = minfer_tokenize(h->m, content, len, add_special, parse_special, ids, cap);
+    free(content);
+    if (n < 0 || n > cap) {
+        free(ids);
+        return send_error(h, con, 400, NULL, "the content could not be tokenized");
+    }
+    cJSON *r = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(r, "tokens");
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
+    free(ids);
+    return send_json(h, con, 200, r);
+}
+
+static enum MHD_Result do_detokenize(srv_http *h, struct MHD_Connection *con, conn *cs) {
+    char err[512];
+    int32_t *ids;
+    int n;
+    int st = srv_detokenize_parse(cs->body ? cs->body : "", cs->len, &ids, &n, err, sizeof err);
+    if (st) return send_error(h, con, st, NULL, "%s", err);
+    size_t cap = 256, len = 0;
+    char *text = mf_xmalloc(cap);
+    srv_utf8_dec d = { { 0 }, 0 };
+    char piece[256];
+    for (int i = 0; i < n; i++) {
+        if (ids[i] >= h->n_vocab) {
+            free(ids);
+            free(text);
+            return send_error(h, con, 400, NULL, "token id %d is outside the vocabulary [0, %d)", ids[i] >= 0 ? ids[i] : 0,
+                              h->n_vocab);
+        }
+        int m = minfer_token_to_piece(h->m, ids[i], piece, sizeof piece);
+        if (m > (int)sizeof piece) m = (int)sizeof piece;
+        if (len + 3 * ((size_t)m + 3) + 16 > cap) text = mf_xrealloc(text, cap = 2 * (len + 3 * ((size_t)m + 3) + 16));
+        len += srv_utf8_push(&d, piece, (size_t)m, text + len);
+    }
+    if (len + 16 > cap) text = mf_xrealloc(text, cap = len + 16);
+    len += srv_utf8_flush(&d, text + len);
+    text[len] = 0;
+    free(ids);
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "content", text);
+    free(text);
+    return send_json(h, con, 200, r);
+}
+
+static void metric(char **buf, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void metric(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(*buf + *len, *cap - *len, fmt, ap);
+        va_end(ap);
+        if (n < 0) return;
+        if ((size_t)n < *cap - *len) { *len += (size_t)n; return; }
+        *buf = mf_xrealloc(*buf, *cap *= 2);
+    }
+}
+
+static enum MHD_Result do_metrics(srv_http *h, struct MHD_Connection *con) {
+    srv_metrics m;
+    srv_engine_metrics(h->e, &m);
+    size_t cap = 4096, len = 0;
+    char *b = mf_xmalloc(cap);
+    b[0] = 0;
+    metric(&b, &len, &cap, "# HELP minfer_requests_total HTTP requests answered, by status code.\n"
+                           "# TYPE minfer_requests_total counter\n");
+    pthread_mutex_lock(&h->mu);
+    for (int k = 0; status_codes[k]; k++)
+        metric(&b, &len, &cap, "minfer_requests_total{status=\"%d\"} %llu\n", status_codes[k],
+               (unsigned long long)h->by_status[k]);
+    metric(&b, &len, &cap, "minfer_requests_total{status=\"other\"} %llu\n", (unsigned long long)h->other_status);
+    pthread_mutex_unlock(&h->mu);
+#define COUNTER(name, help, v) \
+    metric(&b, &len, &cap, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %llu\n", (unsigned long long)(v))
+#define GAUGE(name, help, fmt, v) \
+    metric(&b, &len, &cap, "# HELP " name " " help "\n# TYPE " name " gauge\n" name " " fmt "\n", v)
+    COUNTER("minfer_prompt_tokens_total", "Prompt tokens of accepted generation requests.", m.prompt_tokens);
+    COUNTER("minfer_generated_tokens_total", "Tokens generated.", m.generated_tokens);
+    COUNTER("minfer_prefilled_tokens_total", "Prompt tokens run through the model (not taken from the cache).",
+            m.prefilled_tokens);
+    COUNTER("minfer_prompt_cache_hits_total", "Requests that reused a cached prompt prefix.", m.cache_hits);
+    COUNTER("minfer_prompt_cache_reused_tokens_total", "Prompt tokens taken from the cache.", m.reused_tokens);
+    COUNTER("minfer_requests_finished_total", "Generation requests finished (stop, length or error).", m.jobs_done);
+    COUNTER("minfer_requests_cancelled_total", "Generation requests cancelled (client gone, shutdown).",
+            m.jobs_cancelled);
+    COUNTER("minfer_decode_steps_total", "Decode steps (one token of every generating slot).", m.decode_steps);
+    GAUGE("minfer_prefill_seconds_total", "Seconds spent in prompt evaluation.", "%.6f", m.prefill_s);
+    GAUGE("minfer_decode_seconds_total", "Seconds spent in decode steps.", "%.6f", m.decode_s);
+    GAUGE("minfer_queue_depth", "Requests waiting for a slot.", "%d", m.queue_depth);
+    GAUGE("minfer_slots_busy", "Slots running a request.", "%d", m.busy_slots);
+    GAUGE("minfer_slots", "Slots (--parallel).", "%d", m.n_slots);
+    GAUGE("minfer_prefill_tokens_per_second", "Prompt tokens evaluated per second of prefill, since start.", "%.3f",
+          m.prefill_s > 0 ? (double)m.prefilled_tokens / m.prefill_s : 0.0);
+    GAUGE("minfer_decode_tokens_per_second", "Tokens decoded per second of decode steps (all slots), since start.",
+          "%.3f", m.decode_s > 0 ? (double)m.decode_rows / m.decode_s : 0.0);
+#undef COUNTER
+#undef GAUGE
+    return send_text(h, con, 200, "text/plain; version=0.0.4", b, len);
+}
+
+static enum MHD_Result do_models(srv_http *h, struct MHD_Connection *con) {
+    cJSON *r = cJSON_CreateObject(), *a;
+    cJSON_AddStringToObject(r, "object", "list");
+    a = cJSON_AddArrayToObject(r, "data");
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", h->cfg.model_name);
+    cJSON_AddStringToObject(o, "object", "model");
+    cJSON_AddNumberToObject(o, "created", (double)h->started);
+    cJSON_AddStringToObject(o, "owned_by", "minfer");
+    cJSON_AddItemToArray(a, o);
+    return send_json(h, con, 200, r);
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *con, const char *url, const char *method,
+                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    (void)version;
+    srv_http *h = cls;
+    conn *cs = *con_cls;
+    if (!cs) { /* headers only: everything that can be answered before the body */
+        cs = calloc(1, sizeof *cs);
+        if (!cs) return MHD_NO;
+        *con_cls = cs;
+        int path_known = 0;
+        for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+            if (strcmp(url, routes[i].path)) continue;
+            path_known = 1;
+            if (!strcmp(method, routes[i].method)) cs->route = routes[i].r;
+        }
+        cs->answered = 1;
+        if (!path_known) return send_error(h, con, 404, "not_found", "no endpoint %s %s", method, url);
+        if (cs->route == R_NONE) return send_error(h, con, 405, "method_not_allowed", "%s is not allowed on %s", method, url);
+        if (h->cfg.api_key && cs->route != R_HEALTH) {
+            const char *auth = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
+            if (!auth) return send_error(h, con, 401, "invalid_api_key", "missing API key: send 'Authorization: Bearer KEY'");
+            if (strncmp(auth, "Bearer ", 7) || !key_ok(auth + 7, h->cfg.api_key))
+                return send_error(h, con, 401, "invalid_api_key", "incorrect API key");
+        }
+        const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length");
+        if (cl) {
+            char *end;
+            unsigned long long v = strtoull(cl, &end, 10);
+            if (v > h->cfg.max_body)
+                return send_error(h, con, 413, "request_too_large", "the request body is %llu bytes; the limit is %zu (--max-body)",
+                                  v, h->cfg.max_body);
+        }
+        cs->answered = 0;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!cs->answered && !cs->too_big) {
+            if (cs->len + *upload_size > h->cfg.max_body) {
+                cs->too_big = 1; /* chunked upload past the limit: read and drop the rest */
+            } else {
+                if (cs->len + *upload_size + 1 > cs->cap)
+                    cs->body = mf_xrealloc(cs->body, cs->cap = MF_MIN(2 * (cs->len + *upload_size) + 1, h->cfg.max_body + 1));
+                memcpy(cs->body + cs->len, upload, *upload_size);
+                cs->len += *upload_size;
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (cs->answered) return MHD_YES;
+    cs->answered = 1;
+    if (cs->too_big)
+        return send_error(h, con, 413, "request_too_large", "the request body is over the limit of %zu bytes (--max-body)",
+                          h->cfg.max_body);
+    switch (cs->route) {
+    case R_HEALTH:
+        if (__atomic_load_n(&h->refusing, __ATOMIC_SEQ_CST)) {
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddStringToObject(r, "status", "shutting down");
+            return send_json(h, con, 503, r);
+        } else {
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddStringToObject(r, "status", "ok");
+            return send_json(h, con, 200, r);
+        }
+    case R_MODELS: return do_models(h, con);
+    case R_METRICS: return do_metrics(h, con);
+    case R_CHAT: return do_generate(h, con, cs, 1);
+    case R_COMPLETIONS: return do_generate(h, con, cs, 0);
+    case R_TOKENIZE: return do_tokenize(h, con, cs);
+    case R_DETOKENIZE: return do_detokenize(h, con, cs);
+    case R_NONE: break;
+    }
+    return MHD_NO;
+}
+
+static void completed(void *cls, struct MHD_Connection *con, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)cls; (void)con; (void)toe;
+    conn *cs = *con_cls;
+    if (!cs) return;
+    free(cs->body);
+    free(cs);
+    *con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+    mf_log("serve: http: %s", line);
+}
+
+/* ---------------------------------------------------------------- start / stop */
+
+srv_http *srv_http_start(const srv_config *cfg, minfer_model *m, srv_engine *e, int n_ctx, char *err, size_t cap) {
+    srv_http *h = calloc(1, sizeof *h);
+    if (!h) { snprintf(err, cap, "out of memory"); return NULL; }
+    h->cfg = *cfg;
+    h->m = m;
+    h->e = e;
+    h->n_ctx = n_ctx;
+    h->n_vocab = minfer_n_vocab(m);
+    h->started = (long)time(NULL);
+    pthread_mutex_init(&h->mu, NULL);
+
+    if (cfg->chat_template) {
+        if (chat_from_name(cfg->chat_template, &h->tmpl)) {
+            snprintf(err, cap, "unknown chat template '%s'", cfg->chat_template);
+            goto fail;
+        }
+    } else {
+        size_t len = 0;
+        const char *src = minfer_model_meta_str(m, "tokenizer.chat_template", &len);
+        char eos_text[64] = "";
+        int32_t eos = minfer_token_eos(m);
+        if (eos >= 0) {
+            int n = minfer_token_to_text(m, eos, eos_text, sizeof eos_text - 1);
+            eos_text[n < (int)sizeof eos_text ? n : (int)sizeof eos_text - 1] = 0;
+        }
+        if (chat_detect_len(src, src ? len : 0, eos >= 0 ? eos_text : NULL, &h->tmpl))
+            mf_log("serve: warning: %s chat template; using chatml (--chat-template NAME to choose)",
+                   src ? "unrecognised" : "no");
+        else if (src && h->tmpl == CHAT_TMPL_CHATML)
+            chat_default_system(src, len, h->default_system, sizeof h->default_system);
+    }
+
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", cfg->port);
+    int gai = getaddrinfo(cfg->host, port, &hints, &ai);
+    if (gai || !ai) {
+        snprintf(err, cap, "cannot resolve --host '%s': %s", cfg->host, gai ? gai_strerror(gai) : "no address");
+        goto fail;
+    }
+    memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+    int v6 = ai->ai_family == AF_INET6;
+    freeaddrinfo(ai);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
+                     (v6 ? MHD_USE_IPv6 : 0);
+    h->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, handler, h,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, /* first: it applies to the options after it */
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)cfg->timeout_s,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned int)cfg->max_connections,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, h,
+                            MHD_OPTION_END);
+    if (!h->d) {
+        snprintf(err, cap, "cannot listen on %s port %d (in use, or not an address of this machine?)", cfg->host, cfg->port);
+        goto fail;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = di ? di->port : cfg->port;
+    return h;
+fail:
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+    return NULL;
+}
+
+int srv_http_port(const srv_http *h) { return h->port; }
+const char *srv_http_template(const srv_http *h) { return chat_name(h->tmpl); }
+void srv_http_refuse(srv_http *h) { __atomic_store_n(&h->refusing, 1, __ATOMIC_SEQ_CST); }
+
+void srv_http_stop(srv_http *h) {
+    if (!h) return;
+    if (h->d) MHD_stop_daemon(h->d);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}

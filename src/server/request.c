@@ -1,0 +1,374 @@
+/* request.c - see request.h. Every field of a body is either known (checked for
+ * type and range, null meaning "not given" as in the OpenAI API) or an error: a
+ * misspelt "max_token" must not silently become "until the context is full". */
+#include "server/request.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/text.h"
+
+static int fail(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && cap) vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
+    return 400;
+}
+
+/* A \u0000 escape would end the C string cJSON hands back, cutting the text short
+ * without a word: refuse it. Backslashes only occur inside strings in valid JSON, so
+ * a plain scan sees every escape (a "\\" pair is skipped as one). */
+static int has_nul_escape(const char *s, size_t n) {
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (s[i] != '\\') continue;
+        if (s[i + 1] == 'u' && i + 5 < n && !memcmp(s + i + 2, "0000", 4)) return 1;
+        i++; /* the escaped character */
+    }
+    return 0;
+}
+
+/* The body as a JSON object: well-formed UTF-8, one value, nothing after it but
+ * whitespace. Returns 0 with *root (caller deletes) or 400. */
+static int parse_root(const char *body, size_t len, cJSON **root, char *err, size_t cap) {
+    *root = NULL;
+    if (len == 0) return fail(err, cap, "the request body is empty; a JSON object is expected");
+    if (!srv_utf8_valid(body, len)) return fail(err, cap, "the request body is not valid UTF-8");
+    if (memchr(body, 0, len)) return fail(err, cap, "the request body contains a NUL byte");
+    if (has_nul_escape(body, len)) return fail(err, cap, "strings must not contain U+0000 (\\u0000)");
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (!j) {
+        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        return fail(err, cap, "the request body is not valid JSON (error near byte %zu)", at);
+    }
+    for (const char *p = end; p && p < body + len; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+            cJSON_Delete(j);
+            return fail(err, cap, "the request body has text after the JSON value (byte %zu)", (size_t)(p - body));
+        }
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return fail(err, cap, "the request body must be a JSON object");
+    }
+    *root = j;
+    return 0;
+}
+
+/* Every member of obj is one of names[] and none appears twice. */
+static int check_fields(const cJSON *obj, const char *const *names, const char *where, char *err, size_t cap) {
+    for (const cJSON *c = obj->child; c; c = c->next) {
+        int known = 0;
+        for (int i = 0; names[i]; i++) known |= !strcmp(c->string, names[i]);
+        if (!known) return fail(err, cap, "unknown field '%s'%s%s", c->string, where ? " in " : "", where ? where : "");
+        for (const cJSON *d = obj->child; d != c; d = d->next)
+            if (!strcmp(d->string, c->string))
+                return fail(err, cap, "field '%s'%s%s given twice", c->string, where ? " in " : "", where ? where : "");
+    }
+    return 0;
+}
+
+static const cJSON *field(const cJSON *obj, const char *name) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(obj, name);
+    return c && !cJSON_IsNull(c) ? c : NULL; /* null: not given */
+}
+
+/* A number in [lo, hi]; integral when asked. 0 not given, 1 given, 400 bad. */
+static int get_num(const cJSON *obj, const char *name, double lo, double hi, int integral, double *v, char *err,
+                   size_t cap) {
+    const cJSON *c = field(obj, name);
+    if (!c) return 0;
+    if (!cJSON_IsNumber(c)) return fail(err, cap, "'%s' must be a number", name);
+    double x = c->valuedouble;
+    if (!isfinite(x)) return fail(err, cap, "'%s' is not a finite number", name);
+    if (integral && x != floor(x)) return fail(err, cap, "'%s' must be an integer, got %g", name, x);
+    if (x < lo || x > hi) return fail(err, cap, "'%s' is %g, outside [%g, %g]", name, x, lo, hi);
+    *v = x;
+    return 1;
+}
+
+static int get_bool(const cJSON *obj, const char *name, int *v, char *err, size_t cap) {
+    const cJSON *c = field(obj, name);
+    if (!c) return 0;
+    if (!cJSON_IsBool(c)) return fail(err, cap, "'%s' must be true or false", name);
+    *v = cJSON_IsTrue(c);
+    return 0;
+}
+
+/* Fields every generation request shares. */
+static int parse_common(const cJSON *root, srv_request *r, char *err, size_t cap) {
+    int rc;
+    double v;
+    const cJSON *c;
+    if ((c = field(root, "model"))) {
+        if (!cJSON_IsString(c)) return fail(err, cap, "'model' must be a string");
+        if (!(r->model = strdup(c->valuestring))) return fail(err, cap, "out of memory");
+    }
+    if ((c = field(root, "user")) && !cJSON_IsString(c)) return fail(err, cap, "'user' must be a string");
+    const char *mt = r->is_chat && field(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    if (r->is_chat && field(root, "max_completion_tokens") && field(root, "max_tokens"))
+        return fail(err, cap, "give 'max_tokens' or 'max_completion_tokens', not both");
+    if ((rc = get_num(root, mt, 1, SRV_MAX_TOKENS, 1, &v, err, cap)) > 1) return rc;
+    if (rc) r->max_tokens = (int)v;
+    if ((rc = get_num(root, "temperature", 0, 2, 0, &v, err, cap)) > 1) return rc;
+    if (rc) r->temperature = (float)v;
+    if ((rc = get_num(root, "top_p", 0, 1, 0, &v, err, cap)) > 1) return rc;
+    if (rc) r->top_p = (float)v;
+    if ((rc = get_num(root, "min_p", 0, 1, 0, &v, err, cap)) > 1) return rc;
+    if (rc) r->min_p = (float)v;
+    if ((rc = get_num(root, "top_k", 0, 1 << 30, 1, &v, err, cap)) > 1) return rc;
+    if (rc) r->top_k = (int)v;
+    if ((rc = get_num(root, "presence_penalty", -2, 2, 0, &v, err, cap)) > 1) return rc;
+    if (rc) r->presence_penalty = (float)v;
+    if ((rc = get_num(root, "frequency_penalty", -2, 2, 0, &v, err, cap)) > 1) return rc;
+    if (rc) r->frequency_penalty = (float)v;
+    /* a double holds integers exactly to 2^53; larger seeds are still repeatable */
+    if ((rc = get_num(root, "seed", -9223372036854775808.0, 18446744073709549568.0, 1, &v, err, cap)) > 1) return rc;
+    if (rc) {
+        r->has_seed = 1;
+        r->seed = v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v;
+    }
+    if ((rc = get_num(root, "n", 1, 1, 1, &v, err, cap)) > 1)
+        return fail(err, cap, "'n' must be 1 (one choice per request)");
+    if ((rc = get_bool(root, "stream", &r->stream, err, cap))) return rc;
+    if ((c = field(root, "stream_options"))) {
+        static const char *const so[] = { "include_usage", NULL };
+        if (!cJSON_IsObject(c)) return fail(err, cap, "'stream_options' must be an object");
+        if ((rc = check_fields(c, so, "'stream_options'", err, cap))) return rc;
+        if ((rc = get_bool(c, "include_usage", &r->include_usage, err, cap))) return rc;
+    }
+    if ((c = field(root, "logit_bias")) && (!cJSON_IsObject(c) || c->child))
+        return fail(err, cap, "'logit_bias' is not supported (only an empty object)");
+    if ((c = field(root, "stop"))) {
+        if (cJSON_IsString(c)) {
+            if (!(r->stop[0] = strdup(c->valuestring))) return fail(err, cap, "out of memory");
+            r->n_stop = 1;
+        } else if (cJSON_IsArray(c)) {
+            int n = cJSON_GetArraySize(c);
+            if (n > SRV_MAX_STOP) return fail(err, cap, "'stop' has %d strings; at most %d", n, SRV_MAX_STOP);
+            for (const cJSON *s = c->child; s; s = s->next) {
+                if (!cJSON_IsString(s)) return fail(err, cap, "'stop' must be a string or a list of strings");
+                if (!(r->stop[r->n_stop] = strdup(s->valuestring))) return fail(err, cap, "out of memory");
+                r->n_stop++;
+            }
+        } else {
+            return fail(err, cap, "'stop' must be a string or a list of strings");
+        }
+        for (int i = 0; i < r->n_stop; i++) {
+            size_t L = strlen(r->stop[i]);
+            if (L == 0) return fail(err, cap, "'stop' strings must not be empty");
+            if (L > SRV_MAX_STOP_LEN) return fail(err, cap, "a 'stop' string is %zu bytes; at most %d", L, SRV_MAX_STOP_LEN);
+        }
+    }
+    return 0;
+}
+
+/* Message content: a string, or a list of {"type": "text", "text": ...} parts
+ * (joined); images and other part types are not supported. */
+static int parse_content(const cJSON *c, int i, char **out, char *err, size_t cap) {
+    if (cJSON_IsString(c)) {
+        *out = strdup(c->valuestring);
+        return *out ? 0 : fail(err, cap, "out of memory");
+    }
+    if (!cJSON_IsArray(c)) return fail(err, cap, "messages[%d].content must be a string or a list of text parts", i);
+    size_t len = 0;
+    for (const cJSON *p = c->child; p; p = p->next) {
+        static const char *const pf[] = { "type", "text", NULL };
+        const cJSON *t = cJSON_IsObject(p) ? field(p, "type") : NULL;
+        if (!t || !cJSON_IsString(t) || strcmp(t->valuestring, "text"))
+            return fail(err, cap, "messages[%d].content: only parts of type 'text' are supported", i);
+        int rc = check_fields(p, pf, "a content part", err, cap);
+        if (rc) return rc;
+        const cJSON *x = field(p, "text");
+        if (!x || !cJSON_IsString(x)) return fail(err, cap, "messages[%d].content: a text part needs a string 'text'", i);
+        len += strlen(x->valuestring);
+    }
+    char *s = malloc(len + 1);
+    if (!s) return fail(err, cap, "out of memory");
+    size_t o = 0;
+    for (const cJSON *p = c->child; p; p = p->next) {
+        const char *x = field(p, "text")->valuestring;
+        size_t L = strlen(x);
+        memcpy(s + o, x, L);
+        o += L;
+    }
+    s[o] = 0;
+    *out = s;
+    return 0;
+}
+
+static int parse_messages(const cJSON *root, srv_request *r, char *err, size_t cap) {
+    const cJSON *m = field(root, "messages");
+    if (!m) return fail(err, cap, "'messages' is required");
+    if (!cJSON_IsArray(m)) return fail(err, cap, "'messages' must be a list of message objects");
+    int n = cJSON_GetArraySize(m);
+    if (n < 1) return fail(err, cap, "'messages' must not be empty");
+    if (!(r->msgs = calloc((size_t)n, sizeof *r->msgs))) return fail(err, cap, "out of memory");
+    int i = 0;
+    for (const cJSON *e = m->child; e; e = e->next, i++) {
+        static const char *const mf[] = { "role", "content", "name", NULL };
+        char where[48];
+        snprintf(where, sizeof where, "messages[%d]", i);
+        if (!cJSON_IsObject(e)) return fail(err, cap, "messages[%d] must be an object", i);
+        int rc = check_fields(e, mf, where, err, cap);
+        if (rc) return rc;
+        const cJSON *role = field(e, "role"), *content = field(e, "content"), *name = field(e, "name");
+        if (!role || !cJSON_IsString(role)) return fail(err, cap, "messages[%d].role must be a string", i);
+        const char *rs = role->valuestring;
+        if (!strcmp(rs, "developer")) rs = "system"; /* OpenAI's newer name for it */
+        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant"))
+            return fail(err, cap, "messages[%d].role '%s' is not supported (system, user, assistant)", i, rs);
+        if (name && !cJSON_IsString(name)) return fail(err, cap, "messages[%d].name must be a string", i);
+        if (!content) return fail(err, cap, "messages[%d].content is required", i);
+        if (!(r->msgs[i].role = strdup(rs))) return fail(err, cap, "out of memory");
+        r->n_msgs = i + 1;
+        if ((rc = parse_content(content, i, &r->msgs[i].content, err, cap))) return rc;
+    }
+    return 0;
+}
+
+/* A prompt: a string, a list of one string, a list of token ids, or a list of one
+ * list of token ids (one prompt per request: n = 1). */
+static int parse_prompt(const cJSON *root, srv_request *r, char *err, size_t cap) {
+    const cJSON *p = field(root, "prompt");
+    if (!p) return fail(err, cap, "'prompt' is required");
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && (cJSON_IsString(p->child) || cJSON_IsArray(p->child)))
+        p = p->child;
+    if (cJSON_IsString(p)) {
+        r->prompt = strdup(p->valuestring);
+        return r->prompt ? 0 : fail(err, cap, "out of memory");
+    }
+    if (!cJSON_IsArray(p)) return fail(err, cap, "'prompt' must be a string, or a list of token ids");
+    int n = cJSON_GetArraySize(p);
+    if (n < 1) return fail(err, cap, "'prompt' must not be an empty list");
+    if (!(r->prompt_ids = malloc(sizeof(int32_t) * (size_t)n))) return fail(err, cap, "out of memory");
+    for (const cJSON *e = p->child; e; e = e->next) {
+        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || e->valuedouble != floor(e->valuedouble) ||
+            e->valuedouble < 0 || e->valuedouble > 2147483647.0)
+            return fail(err, cap, "'prompt' as a list holds one string or non-negative integer token ids");
+        r->prompt_ids[r->n_prompt_ids++] = (int32_t)e->valuedouble;
+    }
+    return 0;
+}
+
+int srv_request_parse(const char *body, size_t len, int is_chat, srv_request *out, char *err, size_t cap) {
+    memset(out, 0, sizeof *out);
+    out->is_chat = is_chat;
+    out->max_tokens = -1;
+    /* llama.cpp's server's sampling defaults (src/sampler.c sampler_params_default) */
+    out->temperature = 0.8f;
+    out->top_k = 40;
+    out->top_p = 0.95f;
+    out->min_p = 0.05f;
+    cJSON *root;
+    int rc = parse_root(body, len, &root, err, cap);
+    if (rc) return rc;
+    static const char *const chat_fields[] = {
+        "messages", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
+        "seed", "stop", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "n", "stream",
+        "stream_options", "user", "logit_bias", NULL
+    };
+    static const char *const cmpl_fields[] = {
+        "prompt", "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop",
+        "presence_penalty", "frequency_penalty", "logprobs", "n", "stream", "stream_options", "user",
+        "logit_bias", "echo", "best_of", NULL
+    };
+    rc = check_fields(root, is_chat ? chat_fields : cmpl_fields, NULL, err, cap);
+    if (!rc) rc = parse_common(root, out, err, cap);
+    if (!rc && is_chat) {
+        rc = parse_messages(root, out, err, cap);
+        double v;
+        if (!rc && (rc = get_bool(root, "logprobs", &out->logprobs, err, cap)) == 0) {
+            int g = get_num(root, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, 1, &v, err, cap);
+            if (g > 1) rc = g;
+            else if (g) {
+                out->top_logprobs = (int)v;
+                if (!out->logprobs) rc = fail(err, cap, "'top_logprobs' needs 'logprobs': true");
+            }
+        }
+    } else if (!rc) {
+        rc = parse_prompt(root, out, err, cap);
+        double v;
+        int g = rc ? 0 : get_num(root, "logprobs", 0, 5, 1, &v, err, cap);
+        if (g > 1) rc = g;
+        else if (g) { out->logprobs = 1; out->top_logprobs = (int)v; }
+        const cJSON *c;
+        if (!rc && (c = field(root, "echo")) && !cJSON_IsFalse(c)) rc = fail(err, cap, "'echo' is not supported (false only)");
+        if (!rc && (g = get_num(root, "best_of", 1, 1, 1, &v, err, cap)) > 1)
+            rc = fail(err, cap, "'best_of' must be 1");
+    }
+    cJSON_Delete(root);
+    if (rc) srv_request_free(out);
+    return rc;
+}
+
+void srv_request_free(srv_request *r) {
+    if (!r) return;
+    free(r->model);
+    for (int i = 0; i < r->n_msgs; i++) {
+        free(r->msgs[i].role);
+        free(r->msgs[i].content);
+    }
+    free(r->msgs);
+    free(r->prompt);
+    free(r->prompt_ids);
+    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    int is_chat = r->is_chat;
+    memset(r, 0, sizeof *r);
+    r->is_chat = is_chat;
+}
+
+int srv_tokenize_parse(const char *body, size_t len, char **content, int *add_special, int *parse_special, char *err,
+                       size_t cap) {
+    *content = NULL;
+    *add_special = 1;
+    *parse_special = 1;
+    cJSON *root;
+    int rc = parse_root(body, len, &root, err, cap);
+    if (rc) return rc;
+    static const char *const f[] = { "content", "add_special", "parse_special", "with_pieces", NULL };
+    const cJSON *c;
+    int pieces = 0;
+    if (!(rc = check_fields(root, f, NULL, err, cap)) && !(rc = get_bool(root, "add_special", add_special, err, cap)) &&
+        !(rc = get_bool(root, "parse_special", parse_special, err, cap)) &&
+        !(rc = get_bool(root, "with_pieces", &pieces, err, cap))) {
+        if (pieces) rc = fail(err, cap, "'with_pieces' is not supported");
+        else if (!(c = field(root, "content")) || !cJSON_IsString(c)) rc = fail(err, cap, "'content' must be a string");
+        else if (!(*content = strdup(c->valuestring))) rc = fail(err, cap, "out of memory");
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+int srv_detokenize_parse(const char *body, size_t len, int32_t **ids, int *n, char *err, size_t cap) {
+    *ids = NULL;
+    *n = 0;
+    cJSON *root;
+    int rc = parse_root(body, len, &root, err, cap);
+    if (rc) return rc;
+    static const char *const f[] = { "tokens", NULL };
+    const cJSON *c = NULL;
+    if (!(rc = check_fields(root, f, NULL, err, cap))) {
+        if (!(c = field(root, "tokens")) || !cJSON_IsArray(c)) rc = fail(err, cap, "'tokens' must be a list of integers");
+    }
+    if (!rc) {
+        int m = cJSON_GetArraySize(c);
+        if (m > 0 && !(*ids = malloc(sizeof(int32_t) * (size_t)m))) rc = fail(err, cap, "out of memory");
+        for (const cJSON *e = rc ? NULL : c->child; e; e = e->next) {
+            if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
+                e->valuedouble > 2147483647.0) {
+                rc = fail(err, cap, "'tokens' must hold non-negative integers");
+                break;
+            }
+            (*ids)[(*n)++] = (int32_t)e->valuedouble;
+        }
+        if (rc) { free(*ids); *ids = NULL; *n = 0; }
+    }
+    cJSON_Delete(root);
+    return rc;
+}
