@@ -43,6 +43,9 @@ SIMDFLAGS = $(if $(findstring _avx2,$<),$(AVX2FLAGS))$(if $(findstring _avx512,$
 
 SRC_CORE := $(wildcard src/*.c) $(wildcard src/cpu/*.c) $(wildcard src/cuda/*.c)
 SRC_CLI  := $(wildcard src/cli/*.c)
+# the HTTP server (minfer serve): libmicrohttpd + cJSON, linked into the binary only
+SRC_SRV  := $(wildcard src/server/*.c)
+LDLIBS_SRV := -lmicrohttpd -lcjson
 SRC_CU   := $(wildcard src/cuda/*.cu)
 
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC_FOUND))
@@ -63,6 +66,7 @@ endif
 
 OBJ_CORE := $(SRC_CORE:%.c=$(BUILD)/%.o)
 OBJ_CLI  := $(SRC_CLI:%.c=$(BUILD)/%.o)
+OBJ_SRV  := $(SRC_SRV:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libminfer.a
 BIN      := $(BUILD)/minfer
 
@@ -96,8 +100,8 @@ $(LIB): $(OBJ_CORE) $(OBJ_CU)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BIN): $(OBJ_CLI) $(LIB)
-	$(CC) $(CFLAGS) -o $@ $(OBJ_CLI) $(LIB) $(LDLIBS)
+$(BIN): $(OBJ_CLI) $(OBJ_SRV) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $(OBJ_CLI) $(OBJ_SRV) $(LIB) $(LDLIBS) $(LDLIBS_SRV)
 
 # ---- sanitizer build for tests (CPU only: CUDA objects are not instrumented) ----
 $(ASAN_BUILD)/%.o: %.c
@@ -232,4 +236,4 @@ fuzz-seeds: $(BUILD)/fuzz/make_seeds
 clean:
 	rm -rf $(BUILD)
 
--include $(OBJ_CORE:.o=.d) $(OBJ_CLI:.o=.d) $(OBJ_CU:.o=.d) $(ASAN_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)
+-include $(OBJ_CORE:.o=.d) $(OBJ_CLI:.o=.d) $(OBJ_SRV:.o=.d) $(OBJ_CU:.o=.d) $(ASAN_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)

@@ -10,6 +10,7 @@ int cmd_info(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 
 /* Prints "minfer: error: <msg>" and returns code (for `return cli_error(2, ...)`). */

@@ -30,6 +30,7 @@ static const char usage[] =
     "  bench     prefill/decode throughput            minfer bench -m MODEL [-p 512] [-n 128] [-r 3]\n"
     "  synth     write a random-weight llama model    minfer synth --shape 1b --quant q4_k_m -o OUT.gguf\n"
     "  info      describe a GGUF model                minfer info -m MODEL\n"
+    "  serve     OpenAI-compatible HTTP server        minfer serve -m MODEL [--port 8080] [--parallel N]\n"
     "  perplexity  of a text, as llama-perplexity     minfer perplexity -m MODEL -f TEXT [--ctx 512]\n"
     "\n"
     "Run `minfer COMMAND --help` for the options of a command; `minfer --version` for the version.\n"
@@ -65,11 +66,11 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     static const struct { const char *name; int (*fn)(int, char **); } cmds[] = {
         { "run", cmd_run },     { "chat", cmd_chat },   { "tokenize", cmd_tokenize },
-        { "bench", cmd_bench }, { "synth", cmd_synth }, { "info", cmd_info },
+        { "bench", cmd_bench }, { "synth", cmd_synth }, { "info", cmd_info },   { "serve", cmd_serve },
         { "perplexity", cmd_perplexity },
     };
     for (size_t i = 0; i < MF_ARRAY_LEN(cmds); i++)
         if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
-    return cli_error(1, "unknown %s '%s' (commands: run, chat, tokenize, bench, synth, info, perplexity; see minfer --help)",
+    return cli_error(1, "unknown %s '%s' (commands: run, chat, tokenize, bench, synth, info, perplexity, serve; see minfer --help)",
                      cmd[0] == '-' ? "option" : "command", cmd);
 }
