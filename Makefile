@@ -77,6 +77,11 @@ TEST_SRC   := $(wildcard tests/test_*.c)
 TEST_BIN   := $(TEST_SRC:tests/%.c=$(ASAN_BUILD)/tests/%)
 ASAN_OBJ   := $(SRC_CORE:%.c=$(ASAN_BUILD)/%.o)
 ASAN_LIB   := $(ASAN_BUILD)/libminfer.a
+ifeq ($(SAN),1)
+# SAN=1: the sanitized library of the tests serves minfer and the tools too (the
+# AVX-512 kernels take minutes to compile under ASan; once is enough).
+LIB      := $(ASAN_LIB)
+endif
 
 .PHONY: all test run bench clean test-cuda bench-cuda tests-build deps
 all: $(BIN)
@@ -96,9 +101,11 @@ $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
+ifneq ($(SAN),1)
 $(LIB): $(OBJ_CORE) $(OBJ_CU)
 	@rm -f $@
 	ar rcs $@ $^
+endif
 
 $(BIN): $(OBJ_CLI) $(OBJ_SRV) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $(OBJ_CLI) $(OBJ_SRV) $(LIB) $(LDLIBS) $(LDLIBS_SRV)
