@@ -264,4 +264,16 @@ void model_describe(const mf_model *m, char *buf, size_t cap) {
              hp->arch_name, hp->n_layer, hp->n_embd, hp->n_ff, hp->n_head, hp->n_head_kv, hp->head_dim,
              hp->n_vocab, hp->n_ctx_train, hp->rope_mode == MF_ROPE_NEOX ? "neox" : "norm", hp->rope_base,
              m->tied_output ? "tied" : "separate", (double)m->weight_bytes / (1024.0 * 1024.0));
+    const mf_arch_desc *d = &m->desc;
+    size_t len = strlen(buf);
+    if (d->sliding_window && len < cap) {
+        if (d->swa_every > 0)
+            snprintf(buf + len, cap - len, ", window %d (layer l global where l %% %d = %d; sliding layers' rope base %g)",
+                     d->sliding_window, d->swa_every, d->swa_every - 1,
+                     d->rope_base_swa > 0 ? d->rope_base_swa : hp->rope_base);
+        else
+            snprintf(buf + len, cap - len, ", window %d (every layer)", d->sliding_window);
+    }
+    len = strlen(buf);
+    if (d->logit_softcap != 0 && len < cap) snprintf(buf + len, cap - len, ", logit soft-cap %g", d->logit_softcap);
 }
