@@ -212,6 +212,9 @@ FUZZ_CFLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -Isrc -Iinclude -pthread -Wall -Wex
 FUZZ_SRC    := $(wildcard fuzz/fuzz_*.c)
 FUZZ_BIN    := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_LIBSRC := src/gguf.c src/quant.c src/util.c src/tokenizer.c src/unicode.c src/chat.c src/model.c
+# the server's pure request parser (fuzz_request) and its UTF-8 helpers; cJSON
+FUZZ_LIBSRC += src/server/request.c src/server/text.c
+FUZZ_LIBS   := -lpcre2-8 -lcjson -lm -pthread
 FUZZ_OBJ    := $(FUZZ_LIBSRC:%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_STAMP  := $(BUILD)/.deps-fuzz
 $(FUZZ_STAMP):
@@ -222,14 +225,15 @@ $(BUILD)/fuzz/obj/%.o: %.c | $(FUZZ_STAMP)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_OBJ)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) -lpcre2-8 -lm -pthread
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(FUZZ_LIBS)
 fuzz: $(FUZZ_BIN)
 fuzz-run: $(FUZZ_BIN)
 	@BUILD=$(BUILD) bash fuzz/run.sh $(FUZZ_TIME)
 REPLAY_BIN := $(FUZZ_SRC:fuzz/fuzz_%.c=$(ASAN_BUILD)/fuzz/replay_%)
-$(ASAN_BUILD)/fuzz/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(ASAN_LIB)
+REPLAY_SRV := $(ASAN_BUILD)/src/server/request.o $(ASAN_BUILD)/src/server/text.o
+$(ASAN_BUILD)/fuzz/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(REPLAY_SRV) $(ASAN_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SANFLAGS) -UMINFER_CUDA -o $@ fuzz/replay.c $< $(ASAN_LIB) -lpcre2-8 -lm -pthread
+	$(CC) $(CFLAGS) $(SANFLAGS) -UMINFER_CUDA -o $@ fuzz/replay.c $< $(REPLAY_SRV) $(ASAN_LIB) $(FUZZ_LIBS)
 tests-build: $(REPLAY_BIN)
 # rewrites fuzz/corpus/gguf/'s seeds (fuzz/make_seeds.c)
 $(BUILD)/fuzz/make_seeds: fuzz/make_seeds.c $(LIB)
