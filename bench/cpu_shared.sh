@@ -13,6 +13,7 @@
 #   CPUS=0,1          pin every benchmark and busy process to these CPUs (taskset), to
 #                     make "2 cores" on a bigger machine
 #   BUSY_MAX_S=1800   the bound on each busy process (it outlives no killed script)
+#   LOADS="0 1 2"     the numbers of busy processes to run beside, in order
 # Prints one line per run (with the load average), then a table of the median over the
 # rounds of each run's mean tok/s.
 set -u
@@ -50,7 +51,7 @@ print(" ".join("%s %.1f+-%.1f" % ("pp%d" % x["n_prompt"] if x["n_prompt"] else "
                                   x["avg_ts"], x["stddev_ts"]) for x in d))' "$out"
 }
 echo "# $(date -u '+%F %H:%M') $NCPU cpus${CPUS:+ ($CPUS)}, model $MODEL, $PN, rounds $ROUNDS"
-for busy in 0 1 2; do
+for busy in ${LOADS:-0 1 2}; do
     stop_busy
     for _ in $(seq "$busy"); do "${PIN[@]}" timeout "$BUSY_MAX_S" yes >/dev/null & BUSY+=($!); done
     sleep 0.5
