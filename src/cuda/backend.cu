@@ -167,7 +167,7 @@ static int cu_code_arch(void) {
 }
 
 static void free_state(cu_state *S) {
-    if (S->verbose) cu_print_census(S);
+    if (S->verbose || S->census) cu_print_census(S);
     cu_trace_close(S->trace);
     for (int i = 0; i < CU_GRAPH_MAXN; i++) {
         if (S->graphs[i].valid) cudaGraphExecDestroy(S->graphs[i].exec);
@@ -231,6 +231,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     if (rc) return rc;
     S->sync = mf_env_int("MINFER_CUDA_SYNC", 0) == 1;
     S->verbose = mf_env_int("MINFER_CUDA_VERBOSE", 0) == 1;
+    S->census = mf_env_int("MINFER_CENSUS", 0) == 1;
     S->st.on = mf_env_int("MINFER_CUDA_STEPTIME", 0) == 1 && cudaEventCreate(&S->st.e0) == cudaSuccess &&
                cudaEventCreate(&S->st.e1) == cudaSuccess;
     {
@@ -339,6 +340,16 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         SCRATCH(S->w16, __half, S->w16_cap);
     } else {
         S->on[CU_PATH_MMA] = 0;
+    }
+    if (nb > CU_MAX_GEMV_COLS && S->on[CU_PATH_MMQ]) {
+        /* (sized for K rounded up to 256; cu_mmq_supported takes only K % 256 == 0) */
+        const int64_t np = cu_mmq_npad(nb), kq = (S->kmax + 255) & ~255;
+        SCRATCH(S->mq.q, int8_t, np * kq);
+        SCRATCH(S->mq.d, float, np * (kq / 32));
+        SCRATCH(S->mq.s, float, np * (kq / 32));
+        SCRATCH(S->mq.is, int, np * (kq / 16));
+    } else {
+        S->on[CU_PATH_MMQ] = 0;
     }
 #undef SCRATCH
     S->own_scratch = own;

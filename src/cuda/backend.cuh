@@ -63,6 +63,7 @@ struct cu_state : cu_ctx {
     mf_hparams hp;
     int n_ctx, n_seq, n_batch;
     int verbose;           /* MINFER_CUDA_VERBOSE=1: scratch breakdown and path census at exit */
+    int census;            /* MINFER_CENSUS=1: the launch census (fast paths and fallbacks) at exit */
     int any_quant;
     int kmax;              /* widest matmul input */
     /* paths decided from the model at init (the path table says which may run) */
@@ -102,6 +103,10 @@ struct cu_state : cu_ctx {
     /* prefill GEMM scratch */
     __half *x16, *w16;
     int64_t x16_cap, w16_cap;
+    /* int8 MMQ activations (mmq.cu), for n_batch tokens of kmax values */
+    cu_mmq_act mq;
+    unsigned mmq_said;     /* the weight types whose MMQ label was printed (bit = type) */
+    unsigned f16_said;     /* the same for the f16 fallback */
     /* graphs: graphs[n - 1] replays steps of n tokens; graph is the one being captured */
     cu_graph_rec graphs[CU_GRAPH_MAXN];
     cu_graph_rec *graph;

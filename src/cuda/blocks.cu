@@ -165,9 +165,44 @@ static void matmul_gemm(cu_state *S, float *out, const float *x, const mf_weight
     }
 }
 
+/* 1 when the GEMM of w over n > 8 columns runs on the int8 MMQ kernels. */
+static int mmq_takes(const cu_state *S, const mf_weight *w, int n) {
+    return S->on[CU_PATH_MMQ] && S->mq.q && n > CU_MAX_GEMV_COLS && cu_mmq_supported(w->type, w->cols);
+}
+
+/* The label of the GEMM path a weight type took, once per type (DESIGN.md item 5: a
+ * correct fallback is invisible to parity). */
+static void gemm_label(cu_state *S, const mf_weight *w, int mmq) {
+    unsigned *said = mmq ? &S->mmq_said : &S->f16_said;
+    const unsigned bit = 1u << (w->type & 31);
+    if (*said & bit) return;
+    *said |= bit;
+    if (mmq)
+        fprintf(stderr, "minfer/cuda: %s mmq: A=cp.async(prepass int8) DSC=in-kernel B=raw\n", qtype_name(w->type));
+    else if (w->type != QTYPE_F32)
+        fprintf(stderr, "minfer/cuda: %s gemm: f16 fallback (%s)\n", qtype_name(w->type),
+                !S->on[CU_PATH_MMQ] ? "path mmq off" : cu_mmq_supported(w->type, w->cols) ? "no MMQ scratch" : "no MMQ kernel for this type or K");
+}
+
+/* The MMQ GEMM: x quantized by the prepass unless have_mq says S->mq holds it already.
+ * Returns 1 (S->mq holds x). */
+static int matmul_mmq(cu_state *S, float *out, const float *x, const mf_weight *w, const float *bias, int n,
+                      int have_mq, int accum) {
+    const int K = (int)w->cols;
+    if (!have_mq) cu_mmq_quantize(S, x, n, K, &S->mq);
+    cu_mmq(S, out, (int)w->rows, (const uint8_t *)w->dev, cu_row_stride(w->type, K), w->type, (int)w->rows, K,
+           &S->mq, n, bias, accum);
+    const int f = w->type == QTYPE_Q4_K ? 0 : w->type == QTYPE_Q6_K ? 1 : 2;
+    S->n.mmq[f]++;
+    gemm_label(S, w, 1);
+    return 1;
+}
+
 /* out [n][w.rows] = x [n][w.cols] . W^T (+ bias) for any n: the GEMV up to 8 columns
- * (and for f32 weights, and with path mma off, 8 columns at a time), else the GEMM.
- * Returns 1 when x's q8 is in S->q8 afterwards (GEMV only). */
+ * (and for f32 weights, and with paths mma and mmq off, 8 columns at a time), else the
+ * int8 MMQ GEMM where it takes the type, else the f16 GEMM.
+ * have_q8: up to 8 columns, x's q8 is in S->q8; above, x's MMQ form is in S->mq.
+ * Returns the same for afterwards. */
 static int matmul(cu_state *S, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n,
                   int have_q8, int ring_pre) {
     const int K = (int)w->cols, R = (int)w->rows;
@@ -176,11 +211,15 @@ static int matmul(cu_state *S, float *out, const float *x, const mf_weight *w, c
         return 0;
     }
     if (n <= CU_MAX_GEMV_COLS) return gemv(S, &w, &out, &bias, 1, 0, x, n, have_q8, 0, ring_pre);
+    const float *bd = bias && bias->host ? (const float *)bias->dev : NULL;
+    if (mmq_takes(S, w, n)) return matmul_mmq(S, out, x, w, bd, n, have_q8, 0);
     /* f32 weights stay f32 in prefill too (the f16 GEMM would round them; f32 models
      * are the tiny ones) */
     if (S->on[CU_PATH_MMA] && w->type != QTYPE_F32 && S->x16) {
-        matmul_gemm(S, out, x, w, bias && bias->host ? (const float *)bias->dev : NULL, n);
-        return 0;
+        gemm_label(S, w, 0);
+        S->n.mm_f16++;
+        matmul_gemm(S, out, x, w, bd, n);
+        return have_q8;
     }
     /* no tensor-core path: f32 GEMVs over groups of 8 tokens */
     for (int t0 = 0; t0 < n; t0 += CU_MAX_GEMV_COLS) {
@@ -414,9 +453,10 @@ static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     if (decode) {
         gemv_qkv(S, L, fw, n, have_q8);
     } else {
-        matmul(S, fw->q, fw->xb, &L->wq, &L->bq, n, 0, 0);
-        matmul(S, fw->k, fw->xb, &L->wk, &L->bk, n, 0, 0);
-        matmul(S, fw->v, fw->xb, &L->wv, &L->bv, n, 0, 0);
+        /* (one MMQ prepass of xb serves all three) */
+        int mq = matmul(S, fw->q, fw->xb, &L->wq, &L->bq, n, 0, 0);
+        mq = matmul(S, fw->k, fw->xb, &L->wk, &L->bk, n, mq, 0);
+        matmul(S, fw->v, fw->xb, &L->wv, &L->bv, n, mq, 0);
     }
     /* RoPE and the KV store: inside the one-token attention kernel (q and k in memory stay
      * unrotated; nothing reads them after), else the store kernel rotates q and k first */
@@ -456,8 +496,8 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     const int decode = n <= CU_MAX_GEMV_COLS;
     int have_q8 = norm_in(S, fw->xb, fw->x, &L->ffn_norm, n, decode);
     if (!decode) {
-        matmul(S, fw->hb, fw->xb, &L->w_gate, NULL, n, 0, 0);
-        matmul(S, fw->hb2, fw->xb, &L->w_up, NULL, n, 0, 0);
+        const int mq = matmul(S, fw->hb, fw->xb, &L->w_gate, NULL, n, 0, 0);
+        matmul(S, fw->hb2, fw->xb, &L->w_up, NULL, n, mq, 0);
         cu_swiglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, NULL);
         matmul(S, fw->xb, fw->hb, &L->w_down, NULL, n, 0, 0);
         owe_add(S, fw->x, fw->xb, (int64_t)n * hp->n_embd);

@@ -154,6 +154,8 @@ struct cu_census {
     uint64_t copy_node;     /* graph downloads captured as a copy node */
     uint64_t fused_blocks;  /* blocks run as fused launch sequences (blocks.cu) */
     uint64_t op_blocks;     /* blocks run as one kernel per primitive op */
+    uint64_t mmq[3];        /* int8 MMQ GEMM launches: q4_K, q6_K, q8_0 */
+    uint64_t mm_f16;        /* prefill GEMMs on the f16 path (a type or shape MMQ does not take, or path mmq off) */
 };
 struct cu_ctx {
     cudaStream_t stream;
@@ -531,6 +533,28 @@ void cu_mmv_f(cu_ctx *S, uint32_t type, const cu_mmv_args *a);       /* mmv_floa
 /* mm.cu: prefill GEMM out[M][N] = A[M][Kp] . B[N][Kp]^T (+ bias), f16 in, f32 accumulate. */
 void cu_gemm_f16(cu_ctx *S, float *out, int ldo, const __half *A, const __half *B, const float *bias, int M,
                  int N, int Kp);
+
+/* mmq.cu: prefill GEMMs on int8 tensor cores for q4_K, q6_K, q8_0 (K % 256 == 0).
+ * The activations' int8 form, written by cu_mmq_quantize for n tokens of K values:
+ *   q  [n_pad][K]     int8 codes, round(x / d) per 32-block, token-major
+ *   d  [K/32][n_pad]  f32 amax / 127, block-major (pre-transposed)
+ *   s  [K/32][n_pad]  f32 d * sum of the block's 32 codes
+ *   is [K/16][n_pad]  int32 sum of each 16 codes
+ * n_pad = n rounded up to CU_MMQ_NPAD; the padding tokens are zeros. */
+#define CU_MMQ_NPAD 64
+struct cu_mmq_act {
+    int8_t *q;
+    float *d, *s;
+    int *is;
+    int n_pad;
+};
+int cu_mmq_supported(uint32_t type, int64_t K);
+int cu_mmq_npad(int n);
+void cu_mmq_quantize(cu_ctx *S, const float *x, int n, int K, cu_mmq_act *a);
+/* out[n][R] (row stride ldo) = x . W^T (+ bias[R]); accum: out += instead. W: R rows of
+ * the device layout, row stride `stride` bytes; a: x quantized by cu_mmq_quantize. */
+void cu_mmq(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, uint32_t type, int R, int K,
+            const cu_mmq_act *a, int n, const float *bias, int accum);
 
 /* attn.cu */
 struct cu_attn_args {

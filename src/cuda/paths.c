@@ -25,4 +25,5 @@ const mf_path cu_paths[CU_PATH_COUNT] = {
     [CU_PATH_NORM_WARPS] = { "norm-warps", "the one-token RMSNorm of 2048/4096-wide rows by one-warp blocks; off: 4 blocks a row", 1 },
     [CU_PATH_FLASH] = { "flash", "prefill attention by the flash kernel; off: the split kernel, 8 tokens at a time", 1 },
     [CU_PATH_MMA] = { "mma", "prefill GEMMs on f16 tensor cores; off: the GEMV, 8 tokens at a time", 1 },
+    [CU_PATH_MMQ] = { "mmq", "GEMMs of 9+ tokens of q4_K/q6_K/q8_0 on int8 tensor cores, activations quantized by a prepass; off: path mma", 1 },
 };

@@ -34,6 +34,7 @@ typedef enum cu_path_id {
     CU_PATH_NORM_WARPS,   /* the one-token RMSNorm by one-warp blocks */
     CU_PATH_FLASH,        /* prefill flash attention */
     CU_PATH_MMA,          /* prefill GEMM on f16 tensor cores */
+    CU_PATH_MMQ,          /* prefill GEMMs on int8 tensor cores (q4_K, q6_K, q8_0) */
     CU_PATH_COUNT
 } cu_path_id;
 

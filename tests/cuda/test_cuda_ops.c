@@ -22,6 +22,35 @@
 
 static mf_rng rng;
 static int dp4a_on;
+static int mmq_on; /* path mmq not disabled: GEMMs of q4_K, q6_K, q8_0 (K % 256 == 0) on int8 */
+
+/* The MMQ kernels' arithmetic, independently: x quantized per 32 values as the prepass
+ * does (d = amax / 127, codes rounded to nearest even) and dequantized again, dotted in
+ * double with the reference dequantization of the weight. The kernel sums the same
+ * products (integer per sub-block, then scaled in f32), so the two agree to f32
+ * accumulation error; a wrong layout, scale or offset gives an O(1) error. */
+static void mmq_mirror(const mf_weight *w, const float *x, int n, const mf_weight *bias, float *out) {
+    const int64_t K = w->cols, R = w->rows;
+    float *xh = malloc(sizeof(float) * (size_t)n * K), *wr = malloc(sizeof(float) * (size_t)K);
+    for (int64_t b = 0; b < (int64_t)n * K; b += 32) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[b + i]));
+        const float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        for (int i = 0; i < 32; i++) xh[b + i] = (float)(int)nearbyintf(x[b + i] * id) * d;
+    }
+    const uint64_t rb = qtype_row_size(w->type, (uint64_t)K);
+    for (int64_t r = 0; r < R; r++) {
+        quant_dequantize_row(w->type, (const uint8_t *)w->host + rb * r, wr, K);
+        for (int t = 0; t < n; t++) {
+            double acc = bias ? ((const float *)bias->host)[r] : 0.0;
+            const float *xt = xh + (int64_t)t * K;
+            for (int64_t k = 0; k < K; k++) acc += (double)wr[k] * xt[k];
+            out[(int64_t)t * R + r] = (float)acc;
+        }
+    }
+    free(xh);
+    free(wr);
+}
 
 static float *rand_vec(size_t n, float scale) {
     float *v = malloc(n * sizeof(float));
@@ -150,9 +179,19 @@ static void run_matmul(env *e, mf_weight *w, int nm, const mf_weight *bias, int 
         double er = nerr(got, ref[i], no);
         const int gemm = n > 8;
         const int q8 = !gemm && dp4a_on && t != QTYPE_F32 && t != QTYPE_F16 && t != QTYPE_BF16;
-        const double tol = gemm ? 4e-3 : q8 ? 2e-2 : 2e-5;
+        const int mmq = gemm && mmq_on && (t == QTYPE_Q4_K || t == QTYPE_Q6_K || t == QTYPE_Q8_0) && K % 256 == 0;
+        /* (int8 activations: the q8 GEMVs' tolerance) */
+        const double tol = mmq ? 2e-2 : gemm ? 4e-3 : q8 ? 2e-2 : 2e-5;
         CHECK(er < tol, "matmul %s rows %d K %d n %d bias %d group %d: err %.3g (tol %.1g)", qtype_name(w[i].type),
               (int)w[i].rows, K, n, bias != NULL, nm, er, tol);
+        if (mmq) {
+            float *mir = malloc(no * sizeof(float));
+            mmq_mirror(&w[i], x, n, bias, mir);
+            const double em = nerr(got, mir, no);
+            CHECK(em < 1e-5, "mmq %s rows %d K %d n %d bias %d: err against the int8 mirror %.3g (tol 1e-5)",
+                  qtype_name(w[i].type), (int)w[i].rows, K, n, bias != NULL, em);
+            free(mir);
+        }
         free(got);
         free(ref[i]);
         e->gpu->release(e->gpu, od[i]);
@@ -559,7 +598,7 @@ static void test_blocks(const char *name, int dim, int ff, int nh, int nkv, int 
         const double el = blk_run(&e, &fc, &fg, 2, &b);
         /* q8 activations (~0.5% a dot), the f16 GEMM operands, the f16 KV cache (f32 on the CPU) */
         const int gemm = n > 8;
-        const double tol = gemm ? 1e-2 : dp4a_on ? 2e-2 : 2e-3;
+        const double tol = gemm ? (mmq_on ? 2e-2 : 1e-2) : dp4a_on ? 2e-2 : 2e-3;
         CHECK(ea < tol && ef < tol && el < 3 * tol && ee < 1e-6,
               "blocks %s n %d at %d: err attention %.3g ffn %.3g logits %.3g embed %.3g (tol %.1g)", name, n, at, ea,
               ef, el, ee, tol);
@@ -588,6 +627,7 @@ int main(void) {
         /* path q8 off: f32 GEMVs, the tighter bound */
         const char *off = getenv("MINFER_CUDA_DISABLE");
         dp4a_on = !(off && (strstr(off, "q8") || strstr(off, "all")));
+        mmq_on = !(off && (strstr(off, "mmq") || strstr(off, "all")));
     }
     /* MINFER_TEST_OPS=matmul: the matmul checks only; =attention: the attention checks
      * only; =blocks: the block checks only (a quick run after a change to them) */
@@ -628,6 +668,18 @@ int main(void) {
          * every warp pair takes several */
         if (t == QTYPE_Q4_K || t == QTYPE_Q6_K) test_matmul(&e, t, 1600, 11008, n1, 1, 0);
     }
+    /* MMQ (q4_K, q6_K, q8_0, n > 8): rows that are not a multiple of the 128- or 32-row
+     * tile (odd, for paired staging), the small-batch tile (9..64) and the prompt tile
+     * (65+) with token tails, K spanning 1 and many stage rotations (256 .. 11008) */
+    for (int ti = 0; do_matmul && mmq_on && ti < 3; ti++) {
+        const uint32_t t = ti == 0 ? QTYPE_Q4_K : ti == 1 ? QTYPE_Q6_K : QTYPE_Q8_0;
+        const int ns[] = {9, 10, 11, 12, 13, 17, 31, 33, 63, 64, 65, 127, 129, 256};
+        test_matmul(&e, t, 1, 256, ns, 14, 0);
+        test_matmul(&e, t, 33, 512, ns, 14, 0);
+        test_matmul(&e, t, 131, 2816, ns, 14, 1);
+        const int nl[] = {100, 256};
+        test_matmul(&e, t, 259, 11008, nl, 2, 0);
+    }
     if (!only) { /* embedding, norms, rope, elementwise */
         const int n172[] = {1, 11}, n3[] = {3};
         test_matmul(&e, QTYPE_F32, 77, 172, n172, 2, 0); /* stories260K's ffn_down width */
@@ -660,6 +712,17 @@ int main(void) {
         test_get_rows(&e, 64, 64, 7);
     }
     env_free(&e);
+    /* MMQ at prompt lengths (511, 512, 3314 tokens: full and partial token tiles over
+     * several row tiles) */
+    if (do_matmul && mmq_on && !env_init(&e, 4096, 11008, 32, 8, 128, 4096, 1, 3314)) {
+        for (int ti = 0; ti < 3; ti++) {
+            const uint32_t t = ti == 0 ? QTYPE_Q4_K : ti == 1 ? QTYPE_Q6_K : QTYPE_Q8_0;
+            const int nl[] = {511, 512, 3314};
+            test_matmul(&e, t, 131, 512, nl, 3, 0);
+            test_matmul(&e, t, 300, 4096, nl + 1, 1, 0);
+        }
+        env_free(&e);
+    }
     if (do_blocks) {
         /* the 7B's layer (one query head per kv head at head dim 128: the one-token
          * attention's RoPE row and fast store; q/k q4_K with a q6_K v: xstm; gate+up 50 MB:

@@ -1,0 +1,362 @@
+/* mmq.cu - prefill GEMMs on int8 tensor cores (DESIGN.md "CUDA prefill: the seed
+ * design", items 1, 2 and 4): out[n][R] (+bias, or += with accum) = x[n][K] . W^T for
+ * W of q4_K, q6_K or q8_0, with x quantized to int8 by a prepass.
+ *
+ * Prepass (cu_mmq_quantize): x in blocks of 32 -> int8 codes q = round(x / d),
+ * d = amax / 127 (the decode GEMVs' q8 rounding), written token-major [n_pad][K]
+ * (a tile's 32-value run is two 16-byte copies), and beside them, pre-transposed
+ * (block-major, [K/32][n_pad], so a tile's scales are contiguous 16-byte copies):
+ * d, s = d * sum(q) (q4_K's min term) and, per 16 codes, the integer sum (q6_K's
+ * centring). Tokens n..n_pad are written as zeros.
+ *
+ * Kernel: a block takes BM = 32*WM weight rows x BN = 8*NT*WN tokens; each of its
+ * WM*WN warps 32 rows (two m16 tiles) x 8*NT tokens (NT n8 tiles). K advances one
+ * 256-value super-block per stage: the stage's weight bytes (raw q4_K blocks; the
+ * q6_K / q8_0 planes of the device layout, common.cuh) and activation codes and
+ * scales are copied to shared memory by cp.async (16-byte copies, zero-filled past R),
+ * two stages in flight. After each stage lands, the block decodes its rows' scales
+ * once into shared memory (the W_dsc plane would replace that step), then every
+ * 32-wide sub-block (q6_K: each 16-wide half) is one mma.sync s8 per (m16, n8) tile
+ * whose integer result is scaled in f32 and accumulated:
+ *   q4_K: acc += (c * d*sc) * xd - (dmin*m) * xs
+ *   q6_K: acc += (c0 * d*sc0 + c1 * d*sc1) * xd   (codes 0..63; the -32 centring enters
+ *         the mma's accumulator input as -32 * sum of the 16 x codes, an exact integer)
+ *   q8_0: acc += (c * d) * xd
+ * The int32 -> f32 conversion is free: the mma's accumulator input is 0x4B400000
+ * (1.5 * 2^23) plus any integer offset, so the int32 result read as a float is exactly
+ * 1.5 * 2^23 + c (|c| < 2^22: at most 32 * 127 * 127 here), one FADD from c. */
+#include "common.cuh"
+#include "ptx.cuh"
+
+#define MMQ_MAGIC 0x4B400000
+#define MMQ_MAGIC_F 12582912.0f
+#define MMQ_XSTRIDE 272 /* bytes of one token's 256 codes in shared memory: 17 16-byte slots,
+                           so the 8 rows of an ldmatrix fall in distinct bank groups */
+
+/* Per format: the shared-memory bytes of one weight row per stage (a multiple of 16
+ * with an odd number of 16-byte slots, for ldmatrix), its 16-byte copies, and the
+ * scales decoded per row per stage. */
+template <int T> struct mmq_fmt;
+template <> struct mmq_fmt<QTYPE_Q4_K> {
+    static constexpr int wstride = 144, nchunk = 9, nsc = 8, has_min = 1, has_isum = 0;
+};
+template <> struct mmq_fmt<QTYPE_Q6_K> {
+    /* ql 128 | qh 64 | sc 16 | the 16-byte chunk of the d plane that holds this super-block's d */
+    static constexpr int wstride = 240, nchunk = 14, nsc = 16, has_min = 0, has_isum = 1;
+};
+template <> struct mmq_fmt<QTYPE_Q8_0> {
+    /* qs 256 (8 blocks) | their 8 d */
+    static constexpr int wstride = 272, nchunk = 17, nsc = 8, has_min = 0, has_isum = 0;
+};
+
+/* Global address of 16-byte chunk c of super-block sb of a weight row (device layout). */
+template <int T>
+static __device__ __forceinline__ const uint8_t *mmq_wchunk(const uint8_t *row, int nb, int sb, int c) {
+    if (T == QTYPE_Q4_K) return row + (size_t)sb * 144 + c * 16;
+    if (T == QTYPE_Q6_K) {
+        if (c < 8) return row + (size_t)sb * 128 + c * 16;
+        if (c < 12) return row + (size_t)nb * 128 + (size_t)sb * 64 + (c - 8) * 16;
+        if (c == 12) return row + (size_t)nb * 192 + (size_t)sb * 16;
+        return row + (size_t)nb * 208 + (size_t)(sb >> 3) * 16;
+    }
+    /* q8_0: nb counts 32-blocks here */
+    if (c < 16) return row + (size_t)sb * 256 + c * 16;
+    return row + (size_t)nb * 32 + (size_t)sb * 16;
+}
+
+template <int T, int WM, int WN, int NT>
+struct mmq_cfg {
+    static constexpr int BM = 32 * WM, BN = 8 * NT * WN, THREADS = 32 * WM * WN;
+    static constexpr int w_bytes = BM * mmq_fmt<T>::wstride;
+    static constexpr int x_bytes = BN * MMQ_XSTRIDE;
+    static constexpr int xd_bytes = 8 * BN * 4;
+    static constexpr int xs_bytes = mmq_fmt<T>::has_min ? 8 * BN * 4 : 0;
+    static constexpr int xi_bytes = mmq_fmt<T>::has_isum ? 16 * BN * 4 : 0;
+    static constexpr int stage = w_bytes + x_bytes + xd_bytes + xs_bytes + xi_bytes;
+    static constexpr int dsc_bytes = (mmq_fmt<T>::has_min ? 2 : 1) * mmq_fmt<T>::nsc * BM * 4;
+    static constexpr int smem = 2 * stage + dsc_bytes;
+};
+
+template <int T, int WM, int WN, int NT>
+static __global__ void __launch_bounds__(32 * WM * WN)
+kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K, cu_mmq_act a, int n,
+           const float *bias, int accum) {
+    using F = mmq_fmt<T>;
+    using C = mmq_cfg<T, WM, WN, NT>;
+    extern __shared__ __align__(16) uint8_t mmq_sh[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int wm = warp % WM, wn = warp / WM;
+    const int row0 = blockIdx.x * C::BM, tok0 = blockIdx.y * C::BN;
+    const int nsb = K / 256;
+    const int nb = T == QTYPE_Q8_0 ? K / 32 : nsb;
+    const int npad = a.n_pad;
+    float *wsc = (float *)(mmq_sh + 2 * C::stage);
+    float *wmn = wsc + F::nsc * C::BM;
+
+    auto stage_w = [&](int sb) {
+        uint8_t *ws = mmq_sh + (sb & 1) * C::stage;
+        for (int i = tid; i < C::BM * F::nchunk; i += C::THREADS) {
+            const int r = i / F::nchunk, c = i % F::nchunk;
+            const int gr = row0 + r;
+            const uint8_t *src = gr < R ? mmq_wchunk<T>(W + (int64_t)gr * wstride, nb, sb, c) : W;
+            cp_async16(ws + r * F::wstride + c * 16, src, gr < R ? 16 : 0);
+        }
+    };
+    auto stage_x = [&](int sb) {
+        uint8_t *st = mmq_sh + (sb & 1) * C::stage + C::w_bytes;
+        for (int i = tid; i < C::BN * 16; i += C::THREADS) {
+            const int r = i >> 4, c = i & 15;
+            cp_async16(st + r * MMQ_XSTRIDE + c * 16, a.q + (int64_t)(tok0 + r) * K + sb * 256 + c * 16, 16);
+        }
+        st += C::x_bytes;
+        /* d (and s) of blocks 8sb..8sb+7: 8 runs of BN floats */
+        for (int i = tid; i < 8 * C::BN / 4; i += C::THREADS) {
+            const int b = i / (C::BN / 4), c = i % (C::BN / 4);
+            const int64_t off = (int64_t)(sb * 8 + b) * npad + tok0 + c * 4;
+            cp_async16(st + (b * C::BN + c * 4) * 4, a.d + off, 16);
+            if (F::has_min) cp_async16(st + C::xd_bytes + (b * C::BN + c * 4) * 4, a.s + off, 16);
+        }
+        if (F::has_isum) {
+            uint8_t *si = st + C::xd_bytes;
+            for (int i = tid; i < 16 * C::BN / 4; i += C::THREADS) {
+                const int b = i / (C::BN / 4), c = i % (C::BN / 4);
+                cp_async16(si + (b * C::BN + c * 4) * 4, a.is + (int64_t)(sb * 16 + b) * npad + tok0 + c * 4, 16);
+            }
+        }
+    };
+
+    pdl_trigger();
+    stage_w(0); /* weights are immutable: staged before the wait for the kernel ahead */
+    pdl_wait();
+    stage_x(0);
+    cp_async_commit();
+
+    float acc[2][NT][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
+
+    for (int sb = 0; sb < nsb; sb++) {
+        cp_async_wait<0>();
+        __syncthreads(); /* stage sb visible; every warp is done with stage sb-1 and the scales */
+        const uint8_t *ws = mmq_sh + (sb & 1) * C::stage;
+        const uint8_t *xq = ws + C::w_bytes;
+        const float *xd = (const float *)(xq + C::x_bytes);
+        const float *xs = xd + 8 * C::BN;
+        const int *xi = (const int *)(xd + 8 * C::BN);
+        /* the rows' scales of this stage, once */
+        for (int i = tid; i < C::BM * F::nsc; i += C::THREADS) {
+            const int r = i % C::BM, s = i / C::BM;
+            const uint8_t *blk = ws + r * F::wstride;
+            if (T == QTYPE_Q4_K) {
+                const float d = __half2float(*(const __half *)blk), dmin = __half2float(*(const __half *)(blk + 2));
+                const uint8_t *q = blk + 4;
+                int sc, m;
+                if (s < 4) {
+                    sc = q[s] & 63;
+                    m = q[s + 4] & 63;
+                } else {
+                    sc = (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
+                    m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
+                }
+                wsc[s * C::BM + r] = __fmul_rn(d, (float)sc);
+                wmn[s * C::BM + r] = __fmul_rn(dmin, (float)m);
+            } else if (T == QTYPE_Q6_K) {
+                const float d = __half2float(*(const __half *)(blk + 208 + 2 * (sb & 7)));
+                wsc[s * C::BM + r] = __fmul_rn(d, (float)(int8_t)blk[192 + s]);
+            } else {
+                wsc[s * C::BM + r] = __half2float(*(const __half *)(blk + 256 + 2 * s));
+            }
+        }
+        if (sb + 1 < nsb) {
+            stage_w(sb + 1);
+            stage_x(sb + 1);
+            cp_async_commit();
+        }
+        __syncthreads(); /* the scales visible */
+
+        const int rw = wm * 32;        /* this warp's first row in the block */
+        const int tw = wn * NT * 8;    /* and first token */
+#pragma unroll
+        for (int kb = 0; kb < 8; kb++) {
+            /* activation fragments: n8 tiles 2p, 2p+1 from one ldmatrix */
+            uint32_t bf[NT][2];
+#pragma unroll
+            for (int p = 0; p < NT / 2; p++) {
+                uint32_t r4[4];
+                ldsm_x4(r4, xq + (tw + p * 16 + (lane & 7) + ((lane >> 4) << 3)) * MMQ_XSTRIDE + kb * 32 +
+                                ((lane >> 3) & 1) * 16);
+                bf[2 * p][0] = r4[0];
+                bf[2 * p][1] = r4[1];
+                bf[2 * p + 1][0] = r4[2];
+                bf[2 * p + 1][1] = r4[3];
+            }
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                const int rr = rw + i * 16 + g; /* rows rr, rr + 8 */
+                const uint8_t *wrow = ws + (rw + i * 16 + (lane & 15)) * F::wstride + (lane >> 4) * 16;
+                uint32_t af[4];
+                if (T == QTYPE_Q4_K) {
+                    ldsm_x4(af, wrow + 16 + (kb >> 1) * 32);
+                    const int sh = (kb & 1) * 4;
+#pragma unroll
+                    for (int e = 0; e < 4; e++) af[e] = (af[e] >> sh) & 0x0F0F0F0Fu;
+                } else if (T == QTYPE_Q6_K) {
+                    const int h = kb >> 2, j = kb & 3;
+                    uint32_t ql[4], qh[4];
+                    ldsm_x4(ql, wrow + h * 64 + (j & 1) * 32);
+                    ldsm_x4(qh, wrow + 128 + h * 32);
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        af[e] = ((ql[e] >> ((j >> 1) * 4)) & 0x0F0F0F0Fu) | (((qh[e] >> (2 * j)) & 0x03030303u) << 4);
+                } else {
+                    ldsm_x4(af, wrow + kb * 32);
+                }
+                if (T == QTYPE_Q6_K) {
+                    const float s00 = wsc[(2 * kb) * C::BM + rr], s01 = wsc[(2 * kb) * C::BM + rr + 8];
+                    const float s10 = wsc[(2 * kb + 1) * C::BM + rr], s11 = wsc[(2 * kb + 1) * C::BM + rr + 8];
+#pragma unroll
+                    for (int j = 0; j < NT; j++) {
+                        const int c = tw + j * 8 + 2 * t;
+                        const int2 i0 = *(const int2 *)(xi + (2 * kb) * C::BN + c);
+                        const int2 i1 = *(const int2 *)(xi + (2 * kb + 1) * C::BN + c);
+                        const float2 dx = *(const float2 *)(xd + kb * C::BN + c);
+                        int d0[4], d1[4];
+                        /* half 0: k 0..15 = a0, a1 and b0; half 1: a2, a3 and b1 */
+                        mma_s8_16816c(d0, af[0], af[1], bf[j][0], MMQ_MAGIC - 32 * i0.x, MMQ_MAGIC - 32 * i0.y);
+                        mma_s8_16816c(d1, af[2], af[3], bf[j][1], MMQ_MAGIC - 32 * i1.x, MMQ_MAGIC - 32 * i1.y);
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            const float f0 = __int_as_float(d0[e]) - MMQ_MAGIC_F;
+                            const float f1 = __int_as_float(d1[e]) - MMQ_MAGIC_F;
+                            const float v = fmaf(f1, e < 2 ? s10 : s11, f0 * (e < 2 ? s00 : s01));
+                            acc[i][j][e] = fmaf(v, (e & 1) ? dx.y : dx.x, acc[i][j][e]);
+                        }
+                    }
+                } else {
+                    const float s0 = wsc[kb * C::BM + rr], s1 = wsc[kb * C::BM + rr + 8];
+                    float m0 = 0.0f, m1 = 0.0f;
+                    if (F::has_min) {
+                        m0 = wmn[kb * C::BM + rr];
+                        m1 = wmn[kb * C::BM + rr + 8];
+                    }
+#pragma unroll
+                    for (int j = 0; j < NT; j++) {
+                        const int c = tw + j * 8 + 2 * t;
+                        const float2 dx = *(const float2 *)(xd + kb * C::BN + c);
+                        int dd[4];
+                        mma_s8_16832c(dd, af, bf[j][0], bf[j][1], MMQ_MAGIC, MMQ_MAGIC);
+                        float2 sx = make_float2(0.0f, 0.0f);
+                        if (F::has_min) sx = *(const float2 *)(xs + kb * C::BN + c);
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            const float f = __int_as_float(dd[e]) - MMQ_MAGIC_F;
+                            float v = fmaf(f * (e < 2 ? s0 : s1), (e & 1) ? dx.y : dx.x, acc[i][j][e]);
+                            if (F::has_min) v = fmaf(-(e < 2 ? m0 : m1), (e & 1) ? sx.y : sx.x, v);
+                            acc[i][j][e] = v;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = row0 + wm * 32 + i * 16 + g + (e >> 1) * 8;
+                const int tk = tok0 + wn * NT * 8 + j * 8 + 2 * t + (e & 1);
+                if (r < R && tk < n) {
+                    float v = acc[i][j][e] + (bias ? bias[r] : 0.0f);
+                    float *o = out + (int64_t)tk * ldo + r;
+                    *o = accum ? *o + v : v;
+                }
+            }
+}
+
+/* ---- prepass: one warp per (token, 32-block), one value per lane ---- */
+static __global__ void kernel_mmq_quantize(const float *x, int n, int K, cu_mmq_act a) {
+    pdl_trigger();
+    pdl_wait();
+    const int tok = blockIdx.y;
+    const int blk = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (blk >= K / 32) return;
+    const int64_t k = (int64_t)blk * 32 + lane;
+    const float v = tok < n ? x[(int64_t)tok * K + k] : 0.0f;
+    const float amax = warp_max(fabsf(v));
+    const float d = amax / 127.0f;
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const int q = __float2int_rn(v * id);
+    int s16 = q;
+#pragma unroll
+    for (int o = 1; o < 16; o <<= 1) s16 += __shfl_xor_sync(0xffffffffu, s16, o);
+    const int s32 = s16 + __shfl_xor_sync(0xffffffffu, s16, 16);
+    a.q[(int64_t)tok * K + k] = (int8_t)q;
+    if (lane == 0) {
+        a.d[(int64_t)blk * a.n_pad + tok] = d;
+        a.s[(int64_t)blk * a.n_pad + tok] = d * (float)s32;
+    }
+    if ((lane & 15) == 0) a.is[(int64_t)(2 * blk + (lane >> 4)) * a.n_pad + tok] = s16;
+}
+
+int cu_mmq_supported(uint32_t type, int64_t K) {
+    return (type == QTYPE_Q4_K || type == QTYPE_Q6_K || type == QTYPE_Q8_0) && K > 0 && K % 256 == 0;
+}
+
+int cu_mmq_npad(int n) { return (n + CU_MMQ_NPAD - 1) / CU_MMQ_NPAD * CU_MMQ_NPAD; }
+
+void cu_mmq_quantize(cu_ctx *S, const float *x, int n, int K, cu_mmq_act *a) {
+    a->n_pad = cu_mmq_npad(n);
+    const int warps = 8;
+    dim3 grid((K / 32 + warps - 1) / warps, a->n_pad);
+    cu_launch(S, "mmq_quantize", kernel_mmq_quantize, grid, dim3(32 * warps), 0, x, n, K, *a);
+}
+
+template <int T, int WM, int WN, int NT>
+static void mmq_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, int R, int K,
+                       const cu_mmq_act *a, int n, const float *bias, int accum) {
+    using C = mmq_cfg<T, WM, WN, NT>;
+    static int attr_set = 0; /* one device per process (backend.cu) */
+    if (!attr_set) {
+        if (cudaFuncSetAttribute(kernel_mmq<T, WM, WN, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::smem) !=
+            cudaSuccess) {
+            cu_record(S, cudaGetLastError(), "mmq: shared memory attribute", __FILE__, __LINE__);
+            return;
+        }
+        attr_set = 1;
+    }
+    dim3 grid((R + C::BM - 1) / C::BM, (n + C::BN - 1) / C::BN);
+    cu_launch(S, "mmq", kernel_mmq<T, WM, WN, NT>, grid, dim3(C::THREADS), C::smem, out, ldo, W, stride, R, K, *a,
+              n, bias, accum);
+}
+
+/* Tiles: 128 rows x 64 tokens (8 warps) for prompts; 32 rows x 64 tokens (2 warps) for
+ * 9..64 columns, where a 128-row tile would leave most SMs idle (4096 rows: 32 blocks). */
+template <int T>
+static void mmq_pick(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, int R, int K,
+                     const cu_mmq_act *a, int n, const float *bias, int accum) {
+    if (n <= 64)
+        mmq_launch<T, 1, 2, 4>(S, out, ldo, W, stride, R, K, a, n, bias, accum);
+    else
+        mmq_launch<T, 4, 2, 4>(S, out, ldo, W, stride, R, K, a, n, bias, accum);
+}
+
+void cu_mmq(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, uint32_t type, int R, int K,
+            const cu_mmq_act *a, int n, const float *bias, int accum) {
+    if (!cu_mmq_supported(type, K) || a->n_pad < n || a->n_pad % CU_MMQ_NPAD) {
+        cu_record(S, cudaErrorInvalidValue, "mmq: unsupported type or K, or activations not quantized for n", __FILE__,
+                  __LINE__);
+        return;
+    }
+    switch (type) {
+    case QTYPE_Q4_K: mmq_pick<QTYPE_Q4_K>(S, out, ldo, W, stride, R, K, a, n, bias, accum); break;
+    case QTYPE_Q6_K: mmq_pick<QTYPE_Q6_K>(S, out, ldo, W, stride, R, K, a, n, bias, accum); break;
+    default: mmq_pick<QTYPE_Q8_0>(S, out, ldo, W, stride, R, K, a, n, bias, accum); break;
+    }
+}
