@@ -4,7 +4,8 @@
 # builds build/h200-stage for sm_90a only and without line info (21.9 MB of minfer
 # becomes 8.4 MB, bench/RESULTS.md; the tree that travels is limited to 64 MiB; STAGE_LINEINFO=1 keeps
 # it, for ncu source views), then puts stripped binaries in DIR/b (minfer,
-# bench/cuda_gemv, bench/sm_rates, bench/icache, tests/cuda/*), libpcre2-8 in DIR/lib and stories260K (+ its greedy
+# bench/cuda_gemv, bench/sm_rates, bench/icache, tests/cuda/*), libpcre2-8 (and the server's
+# libmicrohttpd, libcjson and their dependencies) in DIR/lib and stories260K (+ its greedy
 # text) in DIR/models. DIR (default .device) is git-ignored. On the GPU machine:
 #   bash tools/device_session.sh DIR
 # STAGE_TRACE=1 also builds DIR/b/minfer.trace (-DMINFER_CUDA_TRACE=1: the block
@@ -34,6 +35,15 @@ if [ "${STAGE_TRACE:-0}" = 1 ]; then
     strip "$DIR/b/minfer.trace"
 fi
 cp -L "$(ldconfig -p | sed -n 's/.*libpcre2-8.so.0 .*=> //p' | head -n 1)" "$DIR/lib/libpcre2-8.so.0"
+# minfer serve: libmicrohttpd and cJSON with everything they pull in (Debian's libmicrohttpd
+# links gnutls: nettle, gmp, p11-kit, ...), about 5 MB; glibc and the C++ runtime stay the
+# device's own
+ldd "$DIR/b/minfer" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r name path; do
+    case "$name" in
+    libc.so.*|libm.so.*|libdl.so.*|librt.so.*|libpthread.so.*|ld-linux*|libstdc++.so.*|libgcc_s.so.*|libpcre2-8.so.*) ;;
+    *) cp -L "$path" "$DIR/lib/$name" ;;
+    esac
+done
 SHARED=${MINFER_SHARED:-../shared}
 for f in stories260K.gguf stories260K.greedy200.txt; do
     if [ -f "$SHARED/models/$f" ]; then cp "$SHARED/models/$f" "$DIR/models/"; fi
