@@ -44,8 +44,9 @@ int forward_init(mf_forward *fw, mf_backend *be, const mf_model *m, int n_ctx, i
     const mf_hparams *hp = &m->hp;
     const char *missing = forward_desc_missing(be, &m->desc);
     if (missing)
-        return mf_fail(err, MF_ERR_INPUT, "forward: %s (architecture %s) is not implemented %s", missing,
-                       hp->arch_name, model_desc_unsupported(&m->desc) ? "yet" : be->name);
+        return mf_fail(err, MF_ERR_INPUT, "forward: %s (architecture %s) is not implemented %s%s", missing,
+                       hp->arch_name, model_desc_unsupported(&m->desc) ? "yet" : "on the backend ",
+                       model_desc_unsupported(&m->desc) ? "" : be->name);
     /* logits are computed FORWARD_LOGIT_ROWS rows at a time: a batch of 512 would
      * otherwise hold 512 x n_vocab floats (65 MB at 32k) for the rare caller that
      * wants every row's logits */
