@@ -97,6 +97,10 @@ static int load_hparams(mf_model *m, mf_err *err) {
         return mf_fail(err, MF_ERR_INPUT, "model: head_count %d not divisible by head_count_kv %d", hp->n_head, hp->n_head_kv);
     hp->head_dim = hp->n_embd / hp->n_head;
     if ((rc = get_hp(f, a, "attention.key_length", &hp->head_dim, 0, err))) return rc;
+    /* each factor is <= 2^30 (get_hp), their product must fit the ints the shapes are
+     * computed in (2^30 heads of dim 2 overflowed; found by fuzz/fuzz_gguf.c) */
+    if ((int64_t)hp->n_head * hp->head_dim > (1 << 30))
+        return mf_fail(err, MF_ERR_INPUT, "model: head_count %d x key_length %d out of range", hp->n_head, hp->head_dim);
     hp->rope_dim = hp->head_dim;
     if ((rc = get_hp(f, a, "rope.dimension_count", &hp->rope_dim, 0, err))) return rc;
     if (hp->rope_dim > hp->head_dim || hp->rope_dim % 2 || hp->head_dim % 2)

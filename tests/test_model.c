@@ -25,6 +25,7 @@ typedef struct defect {
     int q_rows;               /* rows of attn_q (shape defect) */
     int no_vocab;             /* leave out the tokenizer */
     int block_count;          /* llama.block_count (0: NL) */
+    int key_length;           /* llama.attention.key_length (0: not written) */
 } defect;
 
 static int fill_f32(void *user, int i, void *dst, uint64_t nbytes) {
@@ -46,6 +47,7 @@ static int write_model(const char *path, const defect *d) {
     U32("llama.attention.head_count", d->head_count ? d->head_count : NH);
     U32("llama.attention.head_count_kv", NKV);
     U32("llama.context_length", 128);
+    if (d->key_length) U32("llama.attention.key_length", d->key_length);
     U32("llama.rope.dimension_count", d->rope_dim ? d->rope_dim : HD);
 #undef U32
     gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
@@ -207,5 +209,8 @@ int main(void) {
     /* 2^30 layers claimed by a small file: an error before the per-layer array (a 75 GB
      * calloc; found by fuzz/fuzz_gguf.c) */
     expect_error("block_count 2^30", &(defect){ .block_count = 1 << 30 }, "block_count");
+    /* heads x head dim past an int (UBSan: signed overflow in the shapes; found by
+     * fuzz/fuzz_gguf.c) */
+    expect_error("head_count x key_length 2^31", &(defect){ .head_count = 2, .key_length = 1 << 30 }, "key_length");
     return test_summary("test_model");
 }
