@@ -179,83 +179,101 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
 
         const int rw = wm * 32;        /* this warp's first row in the block */
         const int tw = wn * NT * 8;    /* and first token */
+        /* The weight bytes of a group of sub-blocks, loaded once for both m16 tiles (q4_K:
+         * one 32-byte qs run holds sub-blocks 2u and 2u+1; q6_K: a 128-value half's two ql
+         * runs and its qh run hold 4 sub-blocks; q8_0: one sub-block). */
+        constexpr int KPG = T == QTYPE_Q4_K ? 2 : T == QTYPE_Q6_K ? 4 : 1;
+        constexpr int RAWN = T == QTYPE_Q6_K ? 12 : 4;
 #pragma unroll
-        for (int kb = 0; kb < 8; kb++) {
-            /* activation fragments: n8 tiles 2p, 2p+1 from one ldmatrix */
-            uint32_t bf[NT][2];
-#pragma unroll
-            for (int p = 0; p < NT / 2; p++) {
-                uint32_t r4[4];
-                ldsm_x4(r4, xq + (tw + p * 16 + (lane & 7) + ((lane >> 4) << 3)) * MMQ_XSTRIDE + kb * 32 +
-                                ((lane >> 3) & 1) * 16);
-                bf[2 * p][0] = r4[0];
-                bf[2 * p][1] = r4[1];
-                bf[2 * p + 1][0] = r4[2];
-                bf[2 * p + 1][1] = r4[3];
-            }
+        for (int grp = 0; grp < 8 / KPG; grp++) {
+            uint32_t raw[2][RAWN];
 #pragma unroll
             for (int i = 0; i < 2; i++) {
-                const int rr = rw + i * 16 + g; /* rows rr, rr + 8 */
                 const uint8_t *wrow = ws + (rw + i * 16 + (lane & 15)) * F::wstride + (lane >> 4) * 16;
-                uint32_t af[4];
                 if (T == QTYPE_Q4_K) {
-                    ldsm_x4(af, wrow + 16 + (kb >> 1) * 32);
-                    const int sh = (kb & 1) * 4;
-#pragma unroll
-                    for (int e = 0; e < 4; e++) af[e] = (af[e] >> sh) & 0x0F0F0F0Fu;
+                    ldsm_x4(raw[i], wrow + 16 + grp * 32);
                 } else if (T == QTYPE_Q6_K) {
-                    const int h = kb >> 2, j = kb & 3;
-                    uint32_t ql[4], qh[4];
-                    ldsm_x4(ql, wrow + h * 64 + (j & 1) * 32);
-                    ldsm_x4(qh, wrow + 128 + h * 32);
-#pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        af[e] = ((ql[e] >> ((j >> 1) * 4)) & 0x0F0F0F0Fu) | (((qh[e] >> (2 * j)) & 0x03030303u) << 4);
+                    ldsm_x4(raw[i], wrow + grp * 64);
+                    ldsm_x4(raw[i] + 4, wrow + grp * 64 + 32);
+                    ldsm_x4(raw[i] + 8, wrow + 128 + grp * 32);
                 } else {
-                    ldsm_x4(af, wrow + kb * 32);
+                    ldsm_x4(raw[i], wrow + grp * 32);
                 }
-                if (T == QTYPE_Q6_K) {
-                    const float s00 = wsc[(2 * kb) * C::BM + rr], s01 = wsc[(2 * kb) * C::BM + rr + 8];
-                    const float s10 = wsc[(2 * kb + 1) * C::BM + rr], s11 = wsc[(2 * kb + 1) * C::BM + rr + 8];
+            }
 #pragma unroll
-                    for (int j = 0; j < NT; j++) {
-                        const int c = tw + j * 8 + 2 * t;
-                        const int2 i0 = *(const int2 *)(xi + (2 * kb) * C::BN + c);
-                        const int2 i1 = *(const int2 *)(xi + (2 * kb + 1) * C::BN + c);
-                        const float2 dx = *(const float2 *)(xd + kb * C::BN + c);
-                        int d0[4], d1[4];
-                        /* half 0: k 0..15 = a0, a1 and b0; half 1: a2, a3 and b1 */
-                        mma_s8_16816c(d0, af[0], af[1], bf[j][0], MMQ_MAGIC - 32 * i0.x, MMQ_MAGIC - 32 * i0.y);
-                        mma_s8_16816c(d1, af[2], af[3], bf[j][1], MMQ_MAGIC - 32 * i1.x, MMQ_MAGIC - 32 * i1.y);
+            for (int u = 0; u < KPG; u++) {
+                const int kb = grp * KPG + u;
+                /* activation fragments: n8 tiles 2p, 2p+1 from one ldmatrix */
+                uint32_t bf[NT][2];
 #pragma unroll
-                        for (int e = 0; e < 4; e++) {
-                            const float f0 = __int_as_float(d0[e]) - MMQ_MAGIC_F;
-                            const float f1 = __int_as_float(d1[e]) - MMQ_MAGIC_F;
-                            const float v = fmaf(f1, e < 2 ? s10 : s11, f0 * (e < 2 ? s00 : s01));
-                            acc[i][j][e] = fmaf(v, (e & 1) ? dx.y : dx.x, acc[i][j][e]);
+                for (int p = 0; p < NT / 2; p++) {
+                    uint32_t r4[4];
+                    ldsm_x4(r4, xq + (tw + p * 16 + (lane & 7) + ((lane >> 4) << 3)) * MMQ_XSTRIDE + kb * 32 +
+                                    ((lane >> 3) & 1) * 16);
+                    bf[2 * p][0] = r4[0];
+                    bf[2 * p][1] = r4[1];
+                    bf[2 * p + 1][0] = r4[2];
+                    bf[2 * p + 1][1] = r4[3];
+                }
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    const int rr = rw + i * 16 + g; /* rows rr, rr + 8 */
+                    uint32_t af[4];
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        if (T == QTYPE_Q4_K) {
+                            af[e] = (raw[i][e] >> (4 * u)) & 0x0F0F0F0Fu;
+                        } else if (T == QTYPE_Q6_K) {
+                            /* sub-block u of the half: ql run u & 1, nibble u >> 1; qh bits 2u */
+                            af[e] = ((raw[i][4 * (u & 1) + e] >> ((u >> 1) * 4)) & 0x0F0F0F0Fu) |
+                                    (((raw[i][8 + e] >> (2 * u)) & 0x03030303u) << 4);
+                        } else {
+                            af[e] = raw[i][e];
                         }
                     }
-                } else {
-                    const float s0 = wsc[kb * C::BM + rr], s1 = wsc[kb * C::BM + rr + 8];
-                    float m0 = 0.0f, m1 = 0.0f;
-                    if (F::has_min) {
-                        m0 = wmn[kb * C::BM + rr];
-                        m1 = wmn[kb * C::BM + rr + 8];
-                    }
+                    if (T == QTYPE_Q6_K) {
+                        const float s00 = wsc[(2 * kb) * C::BM + rr], s01 = wsc[(2 * kb) * C::BM + rr + 8];
+                        const float s10 = wsc[(2 * kb + 1) * C::BM + rr], s11 = wsc[(2 * kb + 1) * C::BM + rr + 8];
 #pragma unroll
-                    for (int j = 0; j < NT; j++) {
-                        const int c = tw + j * 8 + 2 * t;
-                        const float2 dx = *(const float2 *)(xd + kb * C::BN + c);
-                        int dd[4];
-                        mma_s8_16832c(dd, af, bf[j][0], bf[j][1], MMQ_MAGIC, MMQ_MAGIC);
-                        float2 sx = make_float2(0.0f, 0.0f);
-                        if (F::has_min) sx = *(const float2 *)(xs + kb * C::BN + c);
+                        for (int j = 0; j < NT; j++) {
+                            const int c = tw + j * 8 + 2 * t;
+                            const int2 i0 = *(const int2 *)(xi + (2 * kb) * C::BN + c);
+                            const int2 i1 = *(const int2 *)(xi + (2 * kb + 1) * C::BN + c);
+                            const float2 dx = *(const float2 *)(xd + kb * C::BN + c);
+                            int d0[4], d1[4];
+                            /* half 0: k 0..15 = a0, a1 and b0; half 1: a2, a3 and b1 */
+                            mma_s8_16816c(d0, af[0], af[1], bf[j][0], MMQ_MAGIC - 32 * i0.x, MMQ_MAGIC - 32 * i0.y);
+                            mma_s8_16816c(d1, af[2], af[3], bf[j][1], MMQ_MAGIC - 32 * i1.x, MMQ_MAGIC - 32 * i1.y);
 #pragma unroll
-                        for (int e = 0; e < 4; e++) {
-                            const float f = __int_as_float(dd[e]) - MMQ_MAGIC_F;
-                            float v = fmaf(f * (e < 2 ? s0 : s1), (e & 1) ? dx.y : dx.x, acc[i][j][e]);
-                            if (F::has_min) v = fmaf(-(e < 2 ? m0 : m1), (e & 1) ? sx.y : sx.x, v);
-                            acc[i][j][e] = v;
+                            for (int e = 0; e < 4; e++) {
+                                const float f0 = __int_as_float(d0[e]) - MMQ_MAGIC_F;
+                                const float f1 = __int_as_float(d1[e]) - MMQ_MAGIC_F;
+                                const float v = fmaf(f1, e < 2 ? s10 : s11, f0 * (e < 2 ? s00 : s01));
+                                acc[i][j][e] = fmaf(v, (e & 1) ? dx.y : dx.x, acc[i][j][e]);
+                            }
+                        }
+                    } else {
+                        const float s0 = wsc[kb * C::BM + rr], s1 = wsc[kb * C::BM + rr + 8];
+                        float m0 = 0.0f, m1 = 0.0f;
+                        if (F::has_min) {
+                            m0 = wmn[kb * C::BM + rr];
+                            m1 = wmn[kb * C::BM + rr + 8];
+                        }
+#pragma unroll
+                        for (int j = 0; j < NT; j++) {
+                            const int c = tw + j * 8 + 2 * t;
+                            const float2 dx = *(const float2 *)(xd + kb * C::BN + c);
+                            int dd[4];
+                            mma_s8_16832c(dd, af, bf[j][0], bf[j][1], MMQ_MAGIC, MMQ_MAGIC);
+                            float2 sx = make_float2(0.0f, 0.0f);
+                            if (F::has_min) sx = *(const float2 *)(xs + kb * C::BN + c);
+#pragma unroll
+                            for (int e = 0; e < 4; e++) {
+                                const float f = __int_as_float(dd[e]) - MMQ_MAGIC_F;
+                                float v = fmaf(f * (e < 2 ? s0 : s1), (e & 1) ? dx.y : dx.x, acc[i][j][e]);
+                                if (F::has_min) v = fmaf(-(e < 2 ? m0 : m1), (e & 1) ? sx.y : sx.x, v);
+                                acc[i][j][e] = v;
+                            }
                         }
                     }
                 }
