@@ -102,7 +102,7 @@ if [ -n "$SHARED" ]; then
     EXP=$SHARED/models/stories260K.greedy200.txt
     echo "== e2e stories260K greedy 200 (cuda)"
     for v in "" $PATHS all; do
-        $TO env MINFER_CUDA_VERBOSE=1 ${v:+MINFER_CUDA_DISABLE=$v} "$BIN" run -m "$M" -p "" -n 200 --temp 0 \
+        $TO env MINFER_VERBOSE=1 ${v:+MINFER_CUDA_DISABLE=$v} "$BIN" run -m "$M" -p "" -n 200 --temp 0 \
             --device cuda >"$TMP/out.txt" 2>"$TMP/err.txt"
         rc=$?
         same "$TMP/out.txt" "$EXP" || rc=1
@@ -156,14 +156,14 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     NC=$(nproc 2>/dev/null || echo 4)
     TH=$(( NC / NR )); [ "$TH" -ge 2 ] || TH=2
     THA=$(( NC / 3 )); [ "$THA" -ge 2 ] || THA=2
-    bg_start cuda_ops env MINFER_TEST_THREADS=$THA MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
+    bg_start cuda_ops env MINFER_TEST_THREADS=$THA MINFER_VERBOSE=1 "$TESTS/test_cuda_ops"
     bg_start cuda_ops_paths_off env MINFER_TEST_THREADS=$THA $OFF "$TESTS/test_cuda_ops"
     if [ "$QUICK" = 0 ]; then
         # the GEMV schedules with their fast forms off (matmuls and blocks: MINFER_TEST_OPS)
         for off in tma-ring wide-ring qkv-mixed ring-pairs,xstm-staged,xsg-shared,norm-warps add-in-gemv swiglu-gemv gemv-cols q8; do
             for ops in matmul blocks; do
                 bg_start "cuda_ops_${ops}_${off//,/+}" env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=$ops \
-                    MINFER_CUDA_DISABLE=$off MINFER_CUDA_VERBOSE=1 "$TESTS/test_cuda_ops"
+                    MINFER_CUDA_DISABLE=$off MINFER_VERBOSE=1 "$TESTS/test_cuda_ops"
             done
         done
         # the decode attention's head-group arrays at their full size, reads after the wait

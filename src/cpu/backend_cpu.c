@@ -761,7 +761,7 @@ static void pack_model(cpu_state *s, const mf_model *m) {
     }
     const cpu_packed *p = pk_get(s, &m->output);
     if (p) bytes += (uint64_t)p->n_groups * p->group_bytes;
-    if (mf_env_int("MINFER_CPU_VERBOSE", 0))
+    if (mf_env_int("MINFER_VERBOSE", 0))
         fprintf(stderr, "minfer/cpu: repacked %.1f MB of weights in %.2f s\n", (double)bytes / 1e6, mf_time_s() - t0);
 }
 

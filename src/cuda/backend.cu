@@ -11,7 +11,7 @@
  * Optional paths: the table in paths.c, turned off by MINFER_CUDA_DISABLE=name,...
  * Tuning numbers: tune.c. Diagnostics (the only other variables read here):
  * MINFER_CUDA_SYNC=1 (synchronise and check after every eager launch),
- * MINFER_CUDA_VERBOSE=1 (scratch breakdown, launch census at exit),
+ * MINFER_VERBOSE=1 (scratch breakdown, launch census at exit; MINFER_CENSUS=1: the census only),
  * MINFER_CUDA_STEPTIME=1 (where a replayed decode step's wall time goes, at exit),
  * MINFER_CUDA_TRACE=FILE (a build with -DMINFER_CUDA_TRACE=1 only: the block timeline
  * of every kernel, for bench/trace_step.py; trace.cu). */
@@ -230,7 +230,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     int rc = resolve_paths(S, err);
     if (rc) return rc;
     S->sync = mf_env_int("MINFER_CUDA_SYNC", 0) == 1;
-    S->verbose = mf_env_int("MINFER_CUDA_VERBOSE", 0) == 1;
+    S->verbose = mf_env_int("MINFER_VERBOSE", 0) == 1;
     S->census = mf_env_int("MINFER_CENSUS", 0) == 1;
     S->st.on = mf_env_int("MINFER_CUDA_STEPTIME", 0) == 1 && cudaEventCreate(&S->st.e0) == cudaSuccess &&
                cudaEventCreate(&S->st.e1) == cudaSuccess;

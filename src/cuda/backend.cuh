@@ -62,7 +62,7 @@ struct cu_state : cu_ctx {
     mf_model *m;
     mf_hparams hp;
     int n_ctx, n_seq, n_batch;
-    int verbose;           /* MINFER_CUDA_VERBOSE=1: scratch breakdown and path census at exit */
+    int verbose;           /* MINFER_VERBOSE=1: scratch breakdown and path census at exit */
     int census;            /* MINFER_CENSUS=1: the launch census (fast paths and fallbacks) at exit */
     int any_quant;
     int kmax;              /* widest matmul input */

@@ -1,6 +1,6 @@
 /* notice.cu - the one line the backend prints at its first step (which device, which
  * optional paths are off, which GEMV schedules run, device memory), and the launch
- * census MINFER_CUDA_VERBOSE=1 prints at exit (tests/run_cuda.sh reads both: a path
+ * census MINFER_VERBOSE=1 (or MINFER_CENSUS=1) prints at exit (tests/run_cuda.sh reads both: a path
  * that is on but never ran is a fallback nobody would otherwise see). */
 #include "backend.cuh"
 
