@@ -176,7 +176,7 @@ bench/cuda-gemv: $(BUILD)/bench/cuda_gemv
 bench-cuda: $(BUILD)/bench/cuda_gemv
 .PHONY: bench/cuda-gemv
 # SM streaming-rate and GPC probe (bench/sm_rates.cu; needs sm_90 to run)
-$(BUILD)/bench/sm_rates: bench/sm_rates.cu bench/cuda_check.h $(wildcard src/cuda/mmv.cuh src/cuda/common.cuh)
+$(BUILD)/bench/sm_rates: bench/sm_rates.cu bench/cuda_check.h $(wildcard src/cuda/ptx.cuh)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -o $@ $<
 bench/sm-rates: $(BUILD)/bench/sm_rates
