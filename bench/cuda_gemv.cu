@@ -1,5 +1,5 @@
 /* bench/cuda_gemv.cu - kernel lab for the decode GEMV (one column, q8 activations):
- * the variants of src/cuda/mmv.cuh (v1: one row per warp; pp: persistent
+ * the variants of src/cuda/mmv*.cuh (mmv.cuh lists them; v1: one row per warp; pp: persistent
  * ping-pong; auto: the backend's dispatch, x-stationary persistent warps (xs) below
  * cu_tune's xst size per launch, xs fed by a TMA ring (xst) above; rows too wide for
  * xs on xst2, xs2 fed by a TMA ring, from the xst size, else on xs2; xst: xst wherever

@@ -19,7 +19,7 @@
  *    x-stationary GEMVs' activation loads after their wait), against the same loads
  *    spread over 2..2112 copies of the data (k_fanin below).
  * Needs sm_90 (bulk copies); build: make BUILD=... bench/sm-rates (CUDA=1). */
-#include "cuda/mmv.cuh" /* smem_u32, mbar_init_ring, mbar_wait: the engine's ring pieces */
+#include "cuda/ptx.cuh" /* smem_u32, mbar_init_ring, mbar_wait: the engine's ring pieces */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -53,7 +53,7 @@ static __global__ void k_cluster(unsigned *sm) {
     }
 }
 
-/* (sm_90) bytes from global into shared memory, completing on bar: tma_row of mmv.cuh
+/* (sm_90) bytes from global into shared memory, completing on bar: tma_row of mmv_ring.cuh
  * without its L2 evict-first hint, so the probe measures the plain copy */
 static __device__ __forceinline__ void bulk_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");

@@ -18,7 +18,7 @@
  *   - what an earlier kernel of the step wrote is read with plain loads, never through
  *     the read-only path (__ldg, ld.global.nc, const __restrict__): under PDL it is
  *     written while the reading grid is already resident, which that path does not
- *     allow, and it returned stale bytes (mmv.cuh, mmv_lane_loadx, 2026-11-30). */
+ *     allow, and it returned stale bytes (mmv_core.cuh, mmv_lane_loadx, 2026-11-30). */
 #ifndef MINFER_CUDA_COMMON_CUH
 #define MINFER_CUDA_COMMON_CUH
 
@@ -83,7 +83,7 @@ struct cu_q8 {
     uint8_t *xl4, *xl6; /* the same, lane-major (below); the backend always sets them */
 };
 
-/* Lane-major copies of q8 activations. The x-stationary GEMVs (mmv.cuh: xs, xs2, xst,
+/* Lane-major copies of q8 activations. The x-stationary GEMVs (mmv_xs*.cuh: xs, xs2, xst,
  * xstm, xst2) give lane l of a warp the 64-value units l, l + 32, ... of a row and load each
  * unit's activations (its U::X) once. From the layout above a warp's 16-byte load
  * spans 2 KB (each lane's unit 64 bytes from the next): 16 L1 wavefronts instead of 4,
@@ -517,10 +517,10 @@ void cu_mmv_q8(cu_ctx *S, uint32_t type, const cu_mmv_args *a);      /* mmv_kqua
 void cu_mmv_q8_mixed(cu_ctx *S, uint32_t t1, uint32_t t2, const cu_mmv_args *a);
 int cu_mmv_mixed_supported(uint32_t t1, uint32_t t2);
 /* h = silu(W0 x) * (W1 x) for the two matrices of a (gate, up) with its q8 written to hq
- * (not a->q, which the launch reads), in one launch (mmv.cuh: 2 xsgs, 1 xsg); 0 when
+ * (not a->q, which the launch reads), in one launch (mmv_xsg.cuh: 2 xsgs, 1 xsg); 0 when
  * neither takes the launch (then nothing ran). */
 int cu_mmv_q8_swiglu(cu_ctx *S, uint32_t type, const cu_mmv_args *a, float *h, const cu_q8 *hq);
-#define MMV_XSG_DEPTH 3 /* the most ring rows per warp xsgs is built for (cu_tune.xsg_depth; mmv.cuh says why) */
+#define MMV_XSG_DEPTH 3 /* the most ring rows per warp xsgs is built for (cu_tune.xsg_depth; mmv_xsg.cuh says why) */
 /* Host-side set-up of the GEMVs (occupancy lookups, shared-memory limits), at init,
  * before any capture. */
 void cu_mmv_prepare(void);

@@ -3,7 +3,7 @@
  * every other type (dequantize 8 values at a time; the fallback with path q8 off
  * and the reference the dp4a kernels are tested against). One warp per row. */
 #include "dequant.cuh"
-#include "mmv.cuh"
+#include "mmv_core.cuh"
 
 /* VEC: K % 4 == 0 (f32) or K % 8 == 0 (f16/bf16): one 16-byte load per unit. */
 template <int T, bool VEC, int NC>
@@ -26,7 +26,7 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_f(cu_mmv_arg
 #pragma unroll
             for (int c = 0; c < NC; c++)
                 if (c < a.ncols) {
-                    /* activations: plain loads (written while this grid is resident; mmv.cuh ld_g) */
+                    /* activations: plain loads (written while this grid is resident; mmv_unit.cuh ld_g) */
                     const float4 x = *((const float4 *)(a.x + (int64_t)c * K) + i);
                     acc[c] += w.x * x.x + w.y * x.y + w.z * x.z + w.w * x.w;
                 }

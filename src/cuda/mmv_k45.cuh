@@ -1,11 +1,16 @@
-/* mmv_k45.cuh - the q4_K / q5_K unit of the decode GEMVs (mmv.cuh's unit interface),
+/* mmv_k45.cuh - the q4_K / q5_K unit of the decode GEMVs (mmv_unit.cuh's unit interface),
  * in a header of its own because two kernel families use it: the GEMVs
  * (mmv_kquant.cu) and the coming MMQ kernels,
- * which dots a head's two units of each wo row with the same sums. */
+ * which dots a head's two units of each wo row with the same sums.
+ *
+ * One unit = one 64-value group g of a block: sub-blocks 2g (low nibbles) and 2g+1
+ * (high nibbles) of the same 32 bytes of qs, so one scale unpack serves 64 values. Per
+ * unit: the 16-byte block header (d, dmin, scales; L1 hit for the 3 sibling lanes) and
+ * 2x16 bytes of qs (+2x16 of qh for q5_K). */
 #ifndef MINFER_CUDA_MMV_K45_CUH
 #define MINFER_CUDA_MMV_K45_CUH
 
-#include "mmv.cuh"
+#include "mmv_unit.cuh"
 
 /* The 6-bit scales and mins of sub-blocks 2g and 2g+1 from a block header h (d|dmin,
  * then the 12 packed bytes s0|s1|s2 in h.y, h.z, h.w), as the bytes [sc0, sc1, m0, m1].
@@ -37,7 +42,7 @@ struct unit_k45 {
     };
     /* What unit u's loads and dot need besides the bytes: where its block starts in a row,
      * its group g and the scale selectors. The ring GEMVs work it out once per lane and
-     * keep it (mmv.cuh, ring_units): worked out again at every row, as the compiler chose
+     * keep it (mmv_ring.cuh, ring_units): worked out again at every row, as the compiler chose
      * to, it cost ~30 instructions a unit (SASS of xst q4_K, sm_90a). */
     struct P {
         int off, g;
@@ -86,7 +91,7 @@ struct unit_k45 {
         x.s1 = q.s[i16 + 2] + q.s[i16 + 3];
     }
     /* the lane-major copy (common.cuh, cu_q8.xl4): five 16-byte plain loads
-     * (mmv.cuh, mmv_lane_loadx, says why not the read-only path) */
+     * (mmv_core.cuh, mmv_lane_loadx, says why not the read-only path) */
     enum { XL = 4 };
     static __device__ __forceinline__ const uint8_t *xl(const cu_q8 &q) { return q.xl4; }
     static __device__ __forceinline__ void loadx_lane(const uint8_t *xl, int u, X &x) {

@@ -95,4 +95,57 @@ static __device__ __forceinline__ void mma_s8_16816c(int *d, uint32_t a0, uint32
 #endif
 }
 
+/* ---- TMA bulk copies and mbarriers (sm_90+) ----
+ * The ring GEMVs (mmv_ring.cuh) stream weight rows into shared memory with
+ * cp.async.bulk, each copy completing (counted in bytes) on the mbarrier of its slot; the
+ * probe bench/sm_rates.cu uses the same barriers. Each compiles to nothing below sm_90.
+ * The weight copy with the streamed-weight L2 policy (tma_copy, tma_row) is in
+ * mmv_ring.cuh: that policy is common.cuh's, which this header does not include. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define PTX_SM90 1
+#else
+#define PTX_SM90 0
+#endif
+
+static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+/* The barrier's arrival, telling it the bytes to expect (once per phase; a run of copies
+ * on one barrier tells it their total), and a bulk copy that completes on it
+ * (mmv_ring.cuh's tma_copy is the same copy with the streamed-weight L2 policy). */
+static __device__ __forceinline__ void tma_expect(uint64_t *bar, uint32_t bytes) {
+#if PTX_SM90
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
+                 : "memory");
+#endif
+}
+/* (the copy without the streamed-weight L2 policy: for activations, which every block reads) */
+static __device__ __forceinline__ void tma_copy_plain(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+#if PTX_SM90
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
+                 : "memory");
+#endif
+}
+static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t phase) {
+#if PTX_SM90
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done)
+                     : "r"(smem_u32(bar)), "r"(phase)
+                     : "memory");
+#endif
+}
+/* One thread initialises a warp's n ring barriers, before the ring's first request. */
+static __device__ __forceinline__ void mbar_init_ring(uint64_t *bar, int n) {
+#if PTX_SM90
+    for (int s = 0; s < n; s++)
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(bar + s)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+
 #endif

@@ -10,7 +10,7 @@
  * xst_pre_swiglu 16 (all): the gate+up launch's last third runs on ~80 SMs, so the next
  *   GEMV's rows can come in meanwhile: 698.6-701.0 vs 691.1-695.4 at 1 row.
  * xsg_pre 2: 734.5-741.7 vs 722.2-727.9 with 1 row and 726.3-730.2 with 3 (2026-12-02).
- * xsg_depth 3: 110 KB for a 4096-wide q4_K row, one block per SM (mmv.cuh).
+ * xsg_depth 3: 110 KB for a 4096-wide q4_K row, one block per SM (mmv_xsg.cuh).
  * norm 1024 threads, 4 blocks a row; SwiGLU 256 threads: the decode-kernel sweeps of
  *   2026-11-30/12-01 (NORM_SPLIT, NORM_THREADS, SWIGLU_THREADS rows of RESULTS.md).
  * attn_warps 8, attn_trigger 1: 8 warps read a whole 128-position chunk before the
