@@ -20,6 +20,7 @@
 
 #include <float.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "cpu/cpu.h"
@@ -193,12 +194,15 @@ typedef struct pool_ctx {
     int hits[16];
     int64_t sum[16];
     int after[16];
+    int runs_nth[17];   /* runs by the nth they were given (part 0 counts them) */
     int n;
+    int sleep_part;     /* > 0: this part sleeps 20 ms at its end (a late worker) */
 } pool_ctx;
 
 static void pool_task(void *ctx, int ith, int nth) {
     pool_ctx *c = ctx;
     c->hits[ith]++;
+    if (ith == 0) c->runs_nth[nth]++;
     int64_t b, e;
     cpu_split(c->n, 3, ith, nth, &b, &e);
     for (int64_t i = b; i < e; i++) c->sum[ith] += i;
@@ -207,28 +211,78 @@ static void pool_task(void *ctx, int ith, int nth) {
     int all = 1;
     for (int i = 0; i < nth; i++) all &= c->hits[i] == c->hits[ith];
     c->after[ith] += all;
+    /* after the barrier: a part late before it holds part 0 in the barrier, and the
+     * dispatcher's lateness bound counts from its own parts' end */
+    if (c->sleep_part > 0 && ith == c->sleep_part) usleep(20000);
+}
+
+/* reps runs of pool_task on a pool of nt; solo: whether solo mode is allowed. Every
+ * run is checked against the nth it was given: parts 0..nth-1 each ran once and met at
+ * the barrier, the split covered [0,n) once. With solo mode off every run must have had
+ * nth = nt, however loaded the machine is (the barrier makes the dispatcher wait for
+ * every part, late or not). With it on, runs in a solo period have nth = 1 by design
+ * (a worker was late: another process has its core), so part i ran in exactly the
+ * runs whose nth was above i. */
+static void pool_runs(int nt, int solo, int reps) {
+    pool_ctx c;
+    memset(&c, 0, sizeof c);
+    c.p = cpu_pool_new(nt);
+    cpu_pool_set_solo(c.p, solo);
+    c.n = 1000;
+    for (int r = 0; r < reps; r++) cpu_pool_run(c.p, pool_task, &c, 0);
+    const int multi = c.runs_nth[nt], single = nt > 1 ? c.runs_nth[1] : 0;
+    int64_t tot = 0;
+    int ok = multi + single == reps;
+    for (int i = 0; i < nt; i++) {
+        tot += c.sum[i];
+        const int want = i == 0 ? reps : multi;
+        ok &= c.hits[i] == want && c.after[i] == want;
+    }
+    const char *mode = solo ? "solo allowed" : "solo off";
+    CHECK(ok, "pool of %d, %s: every part ran once in each of the %d runs of its nth (%d of %d runs on %d parts, "
+          "%lld solo periods) and met at the barrier", nt, mode, reps, multi, reps, nt,
+          (long long)cpu_pool_solo_periods(c.p));
+    if (!solo) CHECK(multi == reps && cpu_pool_solo_periods(c.p) == 0, "pool of %d, solo off: all %d runs on %d parts "
+                     "(%d)", nt, reps, nt, multi);
+    CHECK(tot == (int64_t)reps * 999 * 1000 / 2, "pool of %d, %s: split covers [0,n) once (%lld)", nt, mode,
+          (long long)tot);
+    /* nth_max: a task on one thread only */
+    memset(c.hits, 0, sizeof c.hits);
+    cpu_pool_run(c.p, pool_task, &c, 1);
+    CHECK(c.hits[0] == 1 && (nt == 1 || c.hits[1] == 0), "pool of %d: nth_max=1 runs part 0 only", nt);
+    cpu_pool_free(c.p);
 }
 
 static void test_pool(void) {
     for (int nt = 1; nt <= 4; nt++) {
+        pool_runs(nt, 0, 2000);
+        pool_runs(nt, 1, 2000);
+    }
+    /* Solo mode begins when a worker is late: part 1 sleeps 20 ms, 40 times the 0.5 ms
+     * bound. The dispatcher can still miss it when it is preempted itself before it
+     * first reads the clock (the bound grows with that delay), so a few tries. */
+    {
         pool_ctx c;
         memset(&c, 0, sizeof c);
-        c.p = cpu_pool_new(nt);
-        c.n = 1000;
-        const int reps = 2000;
-        for (int r = 0; r < reps; r++) cpu_pool_run(c.p, pool_task, &c, 0);
-        int64_t tot = 0;
-        int ok = 1;
-        for (int i = 0; i < nt; i++) {
-            tot += c.sum[i];
-            ok &= c.hits[i] == reps && c.after[i] == reps;
+        c.p = cpu_pool_new(2);
+        c.n = 10;
+        c.sleep_part = 1;
+        int tries = 0;
+        while (cpu_pool_solo_periods(c.p) == 0 && tries < 10) {
+            cpu_pool_run(c.p, pool_task, &c, 0);
+            tries++;
         }
-        CHECK(ok, "pool of %d: every part ran every time and met at the barrier", nt);
-        CHECK(tot == (int64_t)reps * 999 * 1000 / 2, "pool of %d: split covers [0,n) once (%lld)", nt, (long long)tot);
-        /* nth_max: a task on one thread only */
-        memset(c.hits, 0, sizeof c.hits);
-        cpu_pool_run(c.p, pool_task, &c, 1);
-        CHECK(c.hits[0] == 1 && (nt == 1 || c.hits[1] == 0), "pool of %d: nth_max=1 runs part 0 only", nt);
+        CHECK(cpu_pool_solo_periods(c.p) >= 1, "pool of 2: a worker 20 ms late starts solo mode (%d tries)", tries);
+        CHECK(c.hits[1] == tries && c.after[0] == tries && c.after[1] == tries,
+              "pool of 2: the late part still ran and met at the barrier each time (%d/%d of %d)", c.hits[1],
+              c.after[1], tries);
+        /* the same pool with solo mode off is not switched, however late */
+        cpu_pool_set_solo(c.p, 0);
+        const int64_t periods = cpu_pool_solo_periods(c.p);
+        memset(c.runs_nth, 0, sizeof c.runs_nth);
+        for (int r = 0; r < 3; r++) cpu_pool_run(c.p, pool_task, &c, 0);
+        CHECK(c.runs_nth[2] == 3 && cpu_pool_solo_periods(c.p) == periods,
+              "pool of 2, solo off: 3 late runs on 2 parts, no solo period (%d)", c.runs_nth[2]);
         cpu_pool_free(c.p);
     }
     /* cpu_split: alignment and balance */

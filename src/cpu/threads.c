@@ -100,6 +100,7 @@ struct cpu_pool {
     double solo_end;             /* when the last solo period ended */
     double solo_len;             /* its length */
     int64_t n_solo_periods;      /* how often solo mode began (cpu_pool_solo_periods) */
+    int solo_off;                /* cpu_pool_set_solo(p, 0): never enter solo mode */
     _Atomic int bar_count;       /* in-task barrier */
     _Atomic uint32_t bar_phase;
     pthread_mutex_t mu;
@@ -267,7 +268,7 @@ void cpu_pool_run(cpu_pool *p, cpu_task_fn fn, void *ctx, int nth_max) {
             }
         }
     }
-    if (late) {
+    if (late && !p->solo_off) {
         const double t = mf_time_s();
         const int again = p->solo_end > 0.0 && t - p->solo_end < SOLO_REARM_S;
         p->solo_len = again ? MF_MIN(2.0 * p->solo_len, SOLO_MAX_S) : SOLO_MIN_S;
@@ -277,6 +278,12 @@ void cpu_pool_run(cpu_pool *p, cpu_task_fn fn, void *ctx, int nth_max) {
 }
 
 int64_t cpu_pool_solo_periods(const cpu_pool *p) { return p ? p->n_solo_periods : 0; }
+
+void cpu_pool_set_solo(cpu_pool *p, int allow) {
+    if (!p) return;
+    p->solo_off = !allow;
+    if (!allow) p->solo_until = 0.0;
+}
 
 void cpu_pool_barrier(cpu_pool *p, int nth) {
     if (!p || nth <= 1) return;

@@ -24,11 +24,18 @@ cpu_pool *cpu_pool_new(int n_threads);
 void cpu_pool_free(cpu_pool *p);
 int cpu_pool_size(const cpu_pool *p);
 /* Runs fn on all threads of the pool (or on nth_max of them when 0 < nth_max <
- * size, for tasks too small to feed every thread). Not reentrant. */
+ * size, for tasks too small to feed every thread), or as one part (nth = 1) on the
+ * caller while the pool is in solo mode (threads.c): a task must be correct for any
+ * nth it is given. Not reentrant. */
 void cpu_pool_run(cpu_pool *p, cpu_task_fn fn, void *ctx, int nth_max);
 /* How many times the pool switched to running tasks on the caller alone because a
  * worker was late (the cores are shared; see threads.c). */
 int64_t cpu_pool_solo_periods(const cpu_pool *p);
+/* allow = 0: the pool never enters solo mode, so every task runs on min(size,
+ * nth_max) parts however late the workers are (tests of the claim and barrier
+ * protocol; a benchmark of the threads alone). allow = 1 (the default) restores it.
+ * Not to be called while a task runs. */
+void cpu_pool_set_solo(cpu_pool *p, int allow);
 /* Inside a task: waits until all nth parts have reached the barrier. */
 void cpu_pool_barrier(cpu_pool *p, int nth);
 /* Online cores (at least 1). */
