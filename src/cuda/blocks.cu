@@ -511,7 +511,7 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     int down_pre = S->tune.xst_pre;
     int done = 0;
     if (S->on[CU_PATH_SWIGLU_GEMV] && n == 1 && same && h_q8 && S->q8h.qs && mmv_takes_q8(S, w[0], 1)) {
-        /* gate+up with the SwiGLU in its store (mmv.cuh xsg/xsgs; it refuses what it cannot
+        /* gate+up with the SwiGLU in its store (mmv_xsg.cuh xsg/xsgs; it refuses what it cannot
          * take: a bias, other shapes, launches below the ring's size): its q8 goes to q8h,
          * which then becomes the q8 buffer */
         if (!have_q8) cu_quantize_q8(S, fw->xb, hp->n_embd, &S->q8);

@@ -633,9 +633,10 @@ int main(void) {
      * only; =blocks: the block checks only (a quick run after a change to them) */
     const char *only = getenv("MINFER_TEST_OPS");
     const int do_matmul = !only || !strcmp(only, "matmul"), do_attn = !only || !strcmp(only, "attention");
+    const int do_mmq = do_matmul || (only && !strcmp(only, "mmq")); /* =mmq: the MMQ shapes alone */
     const int do_blocks = !only || !strcmp(only, "blocks");
-    if (only && !do_matmul && !do_attn && !do_blocks) {
-        CHECK(0, "MINFER_TEST_OPS=%s: expected matmul, attention or blocks", only);
+    if (only && !do_matmul && !do_mmq && !do_attn && !do_blocks) {
+        CHECK(0, "MINFER_TEST_OPS=%s: expected matmul, mmq, attention or blocks", only);
         return test_summary("cuda_ops");
     }
     if (!cuda_device_count()) {
@@ -671,7 +672,7 @@ int main(void) {
     /* MMQ (q4_K, q6_K, q8_0, n > 8): rows that are not a multiple of the 128- or 32-row
      * tile (odd, for paired staging), the small-batch tile (9..64) and the prompt tile
      * (65+) with token tails, K spanning 1 and many stage rotations (256 .. 11008) */
-    for (int ti = 0; do_matmul && mmq_on && ti < 3; ti++) {
+    for (int ti = 0; do_mmq && mmq_on && ti < 3; ti++) {
         const uint32_t t = ti == 0 ? QTYPE_Q4_K : ti == 1 ? QTYPE_Q6_K : QTYPE_Q8_0;
         const int ns[] = {9, 10, 11, 12, 13, 17, 31, 33, 63, 64, 65, 127, 129, 256};
         test_matmul(&e, t, 1, 256, ns, 14, 0);
@@ -714,7 +715,7 @@ int main(void) {
     env_free(&e);
     /* MMQ at prompt lengths (511, 512, 3314 tokens: full and partial token tiles over
      * several row tiles) */
-    if (do_matmul && mmq_on && !env_init(&e, 4096, 11008, 32, 8, 128, 4096, 1, 3314)) {
+    if (do_mmq && mmq_on && !env_init(&e, 4096, 11008, 32, 8, 128, 4096, 1, 3314)) {
         for (int ti = 0; ti < 3; ti++) {
             const uint32_t t = ti == 0 ? QTYPE_Q4_K : ti == 1 ? QTYPE_Q6_K : QTYPE_Q8_0;
             const int nl[] = {511, 512, 3314};
