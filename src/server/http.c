@@ -590,10 +590,10 @@ static enum MHD_Result do_detokenize(srv_http *h, struct MHD_Connection *con, co
     char piece[256];
     for (int i = 0; i < n; i++) {
         if (ids[i] >= h->n_vocab) {
+            const int32_t bad = ids[i]; /* read before the free (ASan under make test SAN=1) */
             free(ids);
             free(text);
-            return send_error(h, con, 400, NULL, "token id %d is outside the vocabulary [0, %d)", ids[i] >= 0 ? ids[i] : 0,
-                              h->n_vocab);
+            return send_error(h, con, 400, NULL, "token id %d is outside the vocabulary [0, %d)", bad, h->n_vocab);
         }
         int m = minfer_token_to_piece(h->m, ids[i], piece, sizeof piece);
         if (m > (int)sizeof piece) m = (int)sizeof piece;
