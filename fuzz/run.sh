@@ -37,7 +37,7 @@ for t in "${targets[@]}"; do
     echo "== fuzz_$t: ${SECS}s"
     MINFER_SHARED=$SHARED "$bin" -max_total_time="$SECS" -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 \
         -max_len=$maxlen -seed="${FUZZ_SEED:-0}" -print_final_stats=1 -artifact_prefix="$art/" "${dict[@]}" \
-        "$corpus" "fuzz/corpus/$t" >"$log" 2>&1
+        "$corpus" $([ -d "fuzz/corpus/$t" ] && echo "fuzz/corpus/$t") >"$log" 2>&1
     rc=$?
     # the last periodic stats line: "#N  REDUCE cov: C ft: F corp: K/.. exec/s: E rss: R"
     grep -E '^#[0-9]+' "$log" | tail -n 1
