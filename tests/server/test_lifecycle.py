@@ -73,7 +73,10 @@ def test_signal_drains_in_flight(binary, sig):
     results = {}
 
     def run(i, stream):
-        body = {"prompt": "1, 2, 3, 4, 5,", "max_tokens": 60, "temperature": 0, "stream": stream}
+        # (300 tokens: the drain must outlast the late request below; with 60 both answers
+        # could finish within its 0.2 s and the server exit first: connection refused, seen
+        # once in a fresh-clone CI run)
+        body = {"prompt": "1, 2, 3, 4, 5,", "max_tokens": 300, "temperature": 0, "stream": stream}
         r = requests.post(s.url + "/v1/completions", json=body, stream=stream, timeout=120)
         if stream:
             evs = [json.loads(l[6:]) for l in r.iter_lines(decode_unicode=True)
