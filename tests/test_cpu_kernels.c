@@ -748,8 +748,8 @@ static uint64_t fnv(const float *p, size_t n) {
 
 /* set: index into KSETS (simd) or -1 (scalar). */
 static void test_backend_matmul(int simd, int set) {
-    static uint64_t hash1[16][4][16];   /* [type][rows][n] with 1 thread */
-    static uint64_t hash_avx2[16][4][16];  /* the same with the avx2 set */
+    static uint64_t hash1[16][4][40];   /* [type][rows][n] with 1 thread */
+    static uint64_t hash_avx2[16][4][40];  /* the same with the avx2 set */
     int same_as_1 = 1, same_as_avx2 = 1;
     const char *kn = simd ? KSETS[set].k->name : "scalar";
     const uint32_t types[] = { QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_Q8_0, QTYPE_Q4_1, QTYPE_Q4_0, QTYPE_Q5_0, QTYPE_Q5_1,
@@ -786,7 +786,8 @@ static void test_backend_matmul(int simd, int set) {
                 fill_normal(bias, rows, 0.1f);
                 mf_weight w = { .type = type, .cols = cols, .rows = rows, .host = wd, .nbytes = rb * rows, .name = "w" };
                 mf_weight bw = { .type = QTYPE_F32, .cols = rows, .rows = 1, .host = bias, .nbytes = 4u * rows, .name = "b" };
-                for (int n = 1; n <= 13; n += (n < 5 ? 1 : 4)) {
+                /* 37: above every set's unpack_min (the expanded path of avx2 and avx512) */
+                for (int n = 1; n <= 37; n += (n < 5 ? 1 : n < 13 ? 4 : 24)) {
                     float *x = malloc(sizeof(float) * cols * n), *op = malloc(sizeof(float) * rows * n),
                           *orr = malloc(sizeof(float) * rows * n), *ref = malloc(sizeof(float) * rows * n),
                           *wrow = malloc(sizeof(float) * cols), *wb = malloc(sizeof(float) * cols);

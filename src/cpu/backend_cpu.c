@@ -41,9 +41,6 @@
 /* Element-wise work below this many values runs on the calling thread alone: a
  * dispatch costs about a microsecond, these ops cost less. */
 #define SMALL_OP 16384
-/* Token blocks at least this long expand each weight group once (K-quants): the
- * expansion costs about what 3-4 tokens of packed-kernel work cost. */
-#define UNPACK_MIN 8
 
 enum { PROF_MATMUL_1, PROF_MATMUL_N, PROF_ATTN, PROF_NORM, PROF_ROPE, PROF_SWIGLU, PROF_ADD, PROF_EMBED,
        PROF_COUNT };
@@ -204,14 +201,13 @@ typedef struct mm_task {
     int n;
     const cpu_packed *pk;        /* packed path */
     cpu_gemm_fn gemm;
-    cpu_gemm_fn gemm_unp;        /* pre-unpacked variant for blocks of >= UNPACK_MIN tokens */
+    cpu_gemm_fn gemm_unp;        /* pre-unpacked variant for blocks of >= ks->unpack_min tokens */
     const cpu_kernels *ks;       /* the set both belong to (its unpack_group) */
     int unp_nt;                  /* its tokens per call */
     int gemm_nt;                 /* tokens per call of the packed kernel */
     cpu_act act_kind;            /* activations to quantize (CPU_ACT_F32: none) */
     const uint8_t *act;
     size_t act_stride;
-    int quant_in_task;           /* 1: threads quantize their share of tokens first */
     int64_t chunk;               /* row groups per work item */
     _Atomic int64_t next;        /* next work item (dynamic schedule) */
 } mm_task;
@@ -226,12 +222,18 @@ static void quantize_rows(const mm_task *t, int t0, int t1) {
     }
 }
 
-static void mm_quant_phase(const mm_task *t, int ith, int nth) {
-    if (!t->quant_in_task) return;
+/* The activations of a large batch are quantized by the pool in a task of their own,
+ * before the matmul's task, not in the matmul task behind a barrier: a barrier makes
+ * part 0 wait for every other part to be running, so on a shared machine each matmul
+ * of a step waited for a preempted worker's next time slice (milliseconds), and the
+ * pool's late-worker check never fired, since the wait happened inside part 0
+ * (SmolLM2 Q4_1 pp16 beside 6 busy processes: 23.6 tok/s on 2 threads against 238 on
+ * one; bench/RESULTS.md, 'CPU prefill under load'). */
+static void mm_quant_task(void *ctx, int ith, int nth) {
+    const mm_task *t = ctx;
     int64_t t0, t1;
     cpu_split(t->n, 1, ith, nth, &t0, &t1);
     quantize_rows(t, (int)t0, (int)t1);
-    cpu_pool_barrier(t->s->pool, nth);
 }
 
 /* Work items are (token block, chunk of row groups), handed out by an atomic
@@ -239,7 +241,6 @@ static void mm_quant_phase(const mm_task *t, int ith, int nth) {
  * or its rows were cheaper) keeps streaming instead of waiting at the end. */
 static void mm_packed(void *ctx, int ith, int nth) {
     mm_task *t = ctx;
-    mm_quant_phase(t, ith, nth);
     const cpu_packed *pk = t->pk;
     const int64_t rows = pk->rows, n_chunks = (pk->n_groups + t->chunk - 1) / t->chunk;
     const int64_t n_items = n_chunks * ((t->n + GEMM_TOKEN_BLOCK - 1) / GEMM_TOKEN_BLOCK);
@@ -250,7 +251,7 @@ static void mm_packed(void *ctx, int ith, int nth) {
         const int tb = (int)(item / n_chunks) * GEMM_TOKEN_BLOCK;
         const int te = MF_MIN(t->n, tb + GEMM_TOKEN_BLOCK);
         const int64_t g0 = (item % n_chunks) * t->chunk, g1 = MF_MIN(pk->n_groups, g0 + t->chunk);
-        const int unpack = t->gemm_unp && te - tb >= UNPACK_MIN;
+        const int unpack = t->gemm_unp && te - tb >= t->ks->unpack_min;
         const int step = unpack ? t->unp_nt : t->gemm_nt;
         uint8_t *ub = unpack ? t->s->unp + (size_t)ith * t->s->unp_stride : NULL;
         for (int64_t g = g0; g < g1; g++) {
@@ -277,7 +278,6 @@ static void mm_packed(void *ctx, int ith, int nth) {
  * quantized ones through the row dot. */
 static void mm_rows(void *ctx, int ith, int nth) {
     const mm_task *t = ctx;
-    mm_quant_phase(t, ith, nth);
     const mf_weight *w = t->w;
     const int64_t rows = w->rows, cols = w->cols;
     const uint64_t row_bytes = qtype_row_size(w->type, (uint64_t)cols);
@@ -390,9 +390,9 @@ static void matmul_run(cpu_state *s, float *out, const float *x, const mf_weight
             return;
         }
         t.act = s->act;
-        /* Quantizing a few rows costs less than a barrier; large batches share it. */
-        t.quant_in_task = n >= 8 && cpu_pool_size(s->pool) > 1 && nth == 0;
-        if (!t.quant_in_task) quantize_rows(&t, 0, n);
+        /* Quantizing a few rows costs less than a dispatch; large batches share it. */
+        if (n >= 8 && cpu_pool_size(s->pool) > 1 && nth == 0) cpu_pool_run(s->pool, mm_quant_task, &t, 0);
+        else quantize_rows(&t, 0, n);
     }
     t.pk = pk_get(s, w);
     if (t.pk) {
@@ -400,7 +400,9 @@ static void matmul_run(cpu_state *s, float *out, const float *x, const mf_weight
         t.gemm = s->ks->gemm(w->type);
         t.gemm_nt = s->ks->gemm_nt(w->type);
         const size_t ub = s->ks->unpack_bytes(w->type, w->cols);
-        if (n >= UNPACK_MIN && ub && ensure_unp(s, ub) == 0) {
+        /* Token blocks this long expand each weight group once (K-quants), where the
+         * kernel set gains by it (cpu_kernels.unpack_min). */
+        if (s->ks->unpack_min > 0 && n >= s->ks->unpack_min && ub && ensure_unp(s, ub) == 0) {
             t.gemm_unp = s->ks->gemm_unpacked(w->type);
             t.unp_nt = s->ks->gemm_unpacked_nt(w->type);
         }
@@ -411,10 +413,10 @@ static void matmul_run(cpu_state *s, float *out, const float *x, const mf_weight
         t.chunk = MF_MAX(min_g, t.pk->n_groups / (16 * nthr));
         if (n >= 4) t.chunk = MF_MAX(1, t.pk->n_groups / (4 * nthr));
         s->census[t.gemm_unp ? MM_EXPANDED : MM_PACKED]++;
-        cpu_pool_run(s->pool, mm_packed, &t, t.quant_in_task ? 0 : nth);
+        cpu_pool_run(s->pool, mm_packed, &t, nth);
     } else if (t.act_kind == CPU_ACT_F32 || cpu_vdot_avx2(w->type)) {
         s->census[t.act_kind == CPU_ACT_F32 ? MM_ROWS_F : MM_ROWS_Q8]++;
-        cpu_pool_run(s->pool, mm_rows, &t, t.quant_in_task ? 0 : nth);
+        cpu_pool_run(s->pool, mm_rows, &t, nth);
     } else {
         s->census[MM_SCALAR]++;
         cpu_pool_run(s->pool, mm_scalar, &t, nth);
@@ -852,12 +854,15 @@ mf_backend *cpu_backend_new(int n_threads, mf_err *err) {
         char off[160] = "";
         if (ch.disabled[0]) snprintf(off, sizeof off, ", disabled: %s", ch.disabled);
         /* The row path runs no packed kernel: its dots are AVX2 whatever the CPU. */
+        char gemm[96] = "row dots, q8 activations";
+        if (s->repack && s->ks->unpack_min > 0)
+            snprintf(gemm, sizeof gemm, "x8-packed (8 rows x 1-4 tokens; K-quants expanded for >= %d tokens), q8 activations",
+                     s->ks->unpack_min);
+        else if (s->repack)
+            snprintf(gemm, sizeof gemm, "x8-packed (8 rows x 1-4 tokens), q8 activations");
         if (s->simd)
             fprintf(stderr, "minfer/cpu: %s kernels, %d thread%s, gemm=%s%s\n", s->repack ? s->ks->name : "avx2",
-                    s->n_threads, s->n_threads == 1 ? "" : "s",
-                    s->repack ? "x8-packed (8 rows x 1-4 tokens; K-quants expanded for >= 8 tokens), q8 activations"
-                              : "row dots, q8 activations",
-                    off);
+                    s->n_threads, s->n_threads == 1 ? "" : "s", gemm, off);
         else
             fprintf(stderr, "minfer/cpu: scalar reference kernels, %d thread%s (%s)%s\n", s->n_threads,
                     s->n_threads == 1 ? "" : "s", ch.on[CPU_PATH_AVX2] ? "no AVX2/FMA/F16C on this CPU" : "avx2 off", off);

@@ -504,4 +504,5 @@ const cpu_kernels cpu_kernels_avx2 = {
     .unpack_group = cpu_unpack_group_avx2,
     .gemm_unpacked = cpu_gemm_unpacked_avx2,
     .gemm_unpacked_nt = cpu_gemm_unpacked_nt,
+    .unpack_min = 8,   /* pp64 +10% over packed, pp8/16 even (kernels.h) */
 };

@@ -160,6 +160,13 @@ typedef struct cpu_kernels {
     void (*unpack_group)(uint32_t type, const uint8_t *group, int64_t cols, uint8_t *dst);
     cpu_gemm_fn (*gemm_unpacked)(uint32_t type);
     int (*gemm_unpacked_nt)(uint32_t type);
+    /* Token blocks of at least this many tokens take the expanded path; 0: never.
+     * Measured per set (bench/RESULTS.md, 'CPU prefill under load, and when to
+     * expand K-quants'): gemma-3-270m Q4_K_M, 1 thread, pp8/16/64 tok/s expanded vs
+     * packed: avx2 498/487-514/676-718 vs 514/499-511/605-618; avx512 520-537/696-722/
+     * 916-925 vs 621-645/725-746/819-868; avx512-vnni 531/791/964 (pp256 1004) vs
+     * 715/926/1088 (1100). */
+    int unpack_min;
 } cpu_kernels;
 
 extern const cpu_kernels cpu_kernels_avx2;        /* gemm_avx2.c */
