@@ -24,7 +24,10 @@
  * Barriers inside a task need all nth parts running at once; the dispatcher cannot
  * finish part 0 before every other part has reached the barrier, so by then every
  * part has been claimed by a distinct running thread and nothing is run serially.
- * A task that calls cpu_pool_barrier must call it from every part.
+ * A task that calls cpu_pool_barrier must call it from every part. Such a task also
+ * hides a late worker: part 0 waits for it inside the barrier, before the late check
+ * below starts its clock, so solo mode never begins (the backend's matmuls have no
+ * barrier for that reason: backend_cpu.c, mm_quant_task).
  *
  * Sleeping: a worker that saw no new generation for SPIN_S seconds increments
  * n_sleep under the mutex, re-checks the state, and waits on the condition
