@@ -12,7 +12,7 @@
  * returns a NUL-terminated string for valid arguments, both for the chosen family and
  * for every other family over the same messages, and every message's content, trimmed
  * of ASCII whitespace, appears in it (no family drops or cuts a message; gemma's
- * trailing system message is the documented exception). */
+ * system message with no later turn but the model's is the documented exception). */
 #include <ctype.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,11 +46,13 @@ static void render_check(chat_tmpl t, const chat_msg *msgs, int n, int add) {
     if (!out) { fprintf(stderr, "fuzz_chat: %s: render returned NULL\n", chat_name(t)); abort(); }
     for (int i = 0; i < n; i++) {
         /* gemma carries a system message into the next turn that is not the model's
-         * and drops one that has none after it (chat.c, as llama.cpp) */
+         * (role "assistant" or a literal "model") and drops one that has none after
+         * it (chat.c, as llama.cpp) */
         if (t == CHAT_TMPL_GEMMA && !strcmp(msgs[i].role, "system")) {
             int carried = 0;
             for (int j = i + 1; j < n && !carried; j++)
-                carried = strcmp(msgs[j].role, "system") && strcmp(msgs[j].role, "assistant");
+                carried = strcmp(msgs[j].role, "system") && strcmp(msgs[j].role, "assistant") &&
+                          strcmp(msgs[j].role, "model");
             if (!carried) continue;
         }
         if (!contains_trimmed(out, msgs[i].content)) {

@@ -6,7 +6,8 @@
 # its input is left in $BUILD/fuzz/artifacts/<target>/ and the script exits 1.
 # Each target's last stats line (execs/s, cov, ft, corpus) goes to
 # $BUILD/fuzz/<target>.log. `make fuzz` first; `make fuzz-run FUZZ_TIME=N` does both.
-# FUZZ_SEED=N fixes libFuzzer's random seed (CI's smoke run: the same inputs each run).
+# FUZZ_SEED=N fixes libFuzzer's random seed; FUZZ_RUNS=N stops each target after N
+# inputs (CI's smoke run sets both: the same inputs every run, SECONDS only a cap).
 set -u
 SECS=${1:?usage: fuzz/run.sh SECONDS [TARGET...]}
 shift
@@ -36,7 +37,7 @@ for t in "${targets[@]}"; do
     log=$BUILD/fuzz/$t.log
     echo "== fuzz_$t: ${SECS}s"
     MINFER_SHARED=$SHARED "$bin" -max_total_time="$SECS" -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 \
-        -max_len=$maxlen -seed="${FUZZ_SEED:-0}" -print_final_stats=1 -artifact_prefix="$art/" "${dict[@]}" \
+        -max_len=$maxlen -seed="${FUZZ_SEED:-0}" -runs="${FUZZ_RUNS:--1}" -print_final_stats=1 -artifact_prefix="$art/" "${dict[@]}" \
         "$corpus" $([ -d "fuzz/corpus/$t" ] && echo "fuzz/corpus/$t") >"$log" 2>&1
     rc=$?
     # the last periodic stats line: "#N  REDUCE cov: C ft: F corp: K/.. exec/s: E rss: R"
