@@ -8,7 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "args.h"
 #include "chat.h"
 #include "cli.h"
 #include "common.h"

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "args.h"
 #include "cli.h"
 #include "common.h"
 #include "opts.h"

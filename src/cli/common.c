@@ -6,7 +6,6 @@
 
 #include <string.h>
 
-#include "args.h"
 #include "cli.h"
 #include "opts.h"
 #include "tokenizer.h"
@@ -65,15 +64,6 @@ char *cli_read_file(const char *path, size_t *len) {
     buf[n] = 0;
     *len = n;
     return buf;
-}
-
-int cli_context_opt(int argc, char **argv, int *i, mf_context_params *cp, int *bad) {
-    const char *a = argv[*i];
-    if (!strcmp(a, "--ctx")) *bad = arg_int(argc, argv, i, 1, 1 << 24, &cp->n_ctx);
-    else if (!strcmp(a, "--device")) *bad = arg_value(argc, argv, i, &cp->device);
-    else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) *bad = arg_int(argc, argv, i, 1, 1024, &cp->n_threads);
-    else return 0;
-    return 1;
 }
 
 static void gen_keep(cli_gen *g, const char *s, int len) {

@@ -15,12 +15,6 @@
  * count (cli_context_check), and after loading warns when --ctx exceeds the
  * model's trained context. Returns an exit code (0 ok). */
 int cli_load(const char *path, const mf_context_params *cp, mf_model *m, mf_context *c, int verbose);
-/* Context options for bench's hand-written parser: returns 1 when argv[*i] is one
- * of --ctx N, --device D, -t/--threads N (consuming its value; *bad set to 1 on a
- * bad value), 0 otherwise. run and chat take the same options from the rows of
- * cli_opts_context (opts.h). */
-int cli_context_opt(int argc, char **argv, int *i, mf_context_params *cp, int *bad);
-
 /* Generation loop shared by run and chat: sample, stop at end-of-generation,
  * stream the text to stdout (partial UTF-8 held back), evaluate the token. */
 typedef struct cli_gen {
