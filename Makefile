@@ -175,6 +175,13 @@ $(BUILD)/bench/cuda_gemv: bench/cuda_gemv.cu bench/cuda_check.h $(wildcard src/c
 bench/cuda-gemv: $(BUILD)/bench/cuda_gemv
 bench-cuda: $(BUILD)/bench/cuda_gemv
 .PHONY: bench/cuda-gemv
+# GPU kernel lab: prefill MMQ tiles and pipeline depths (bench/cuda_mmq.cu includes mmq.cu)
+$(BUILD)/bench/cuda_mmq: bench/cuda_mmq.cu bench/cuda_check.h src/cuda/mmq.cu $(wildcard src/cuda/*.cuh) $(LIB)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) -lm -lpthread
+bench/cuda-mmq: $(BUILD)/bench/cuda_mmq
+bench-cuda: $(BUILD)/bench/cuda_mmq
+.PHONY: bench/cuda-mmq
 # SM streaming-rate and GPC probe (bench/sm_rates.cu; needs sm_90 to run)
 $(BUILD)/bench/sm_rates: bench/sm_rates.cu bench/cuda_check.h $(wildcard src/cuda/ptx.cuh)
 	@mkdir -p $(dir $@)

@@ -348,6 +348,9 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         SCRATCH(S->mq.d, float, np * (kq / 32));
         SCRATCH(S->mq.s, float, np * (kq / 32));
         SCRATCH(S->mq.is, int, np * (kq / 16));
+        /* split-K partial sums (mmq.cu): 16 MiB, four 4096-row splits of 256 tokens */
+        S->mq.part_cap = (int64_t)4 << 20;
+        SCRATCH(S->mq.part, float, S->mq.part_cap);
     } else {
         S->on[CU_PATH_MMQ] = 0;
     }

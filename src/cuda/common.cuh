@@ -547,6 +547,8 @@ struct cu_mmq_act {
     float *d, *s;
     int *is;
     int n_pad;
+    float *part;      /* split-K partial sums (NULL: no split), part_cap floats */
+    int64_t part_cap;
 };
 int cu_mmq_supported(uint32_t type, int64_t K);
 int cu_mmq_npad(int n);

@@ -64,7 +64,7 @@ static __device__ __forceinline__ const uint8_t *mmq_wchunk(const uint8_t *row, 
     return row + (size_t)nb * 32 + (size_t)sb * 16;
 }
 
-template <int T, int WM, int WN, int NT>
+template <int T, int WM, int WN, int NT, int ST>
 struct mmq_cfg {
     static constexpr int BM = 32 * WM, BN = 8 * NT * WN, THREADS = 32 * WM * WN;
     static constexpr int w_bytes = BM * mmq_fmt<T>::wstride;
@@ -73,16 +73,21 @@ struct mmq_cfg {
     static constexpr int xs_bytes = mmq_fmt<T>::has_min ? 8 * BN * 4 : 0;
     static constexpr int xi_bytes = mmq_fmt<T>::has_isum ? 16 * BN * 4 : 0;
     static constexpr int stage = w_bytes + x_bytes + xd_bytes + xs_bytes + xi_bytes;
-    static constexpr int dsc_bytes = (mmq_fmt<T>::has_min ? 2 : 1) * mmq_fmt<T>::nsc * BM * 4;
-    static constexpr int smem = 2 * stage + dsc_bytes;
+    static constexpr int dsc_bytes = ((mmq_fmt<T>::has_min ? 2 : 1) * mmq_fmt<T>::nsc + mmq_fmt<T>::has_min) * BM * 4;
+    static constexpr int smem = ST * stage + dsc_bytes;
 };
 
-template <int T, int WM, int WN, int NT>
-static __global__ void __launch_bounds__(32 * WM * WN)
+/* KO: a knockout for the kernel lab (bench/cuda_mmq.cu) only, 0 in the backend: 1 adds
+ * each integer result unscaled (no scale loads, one FADD), 2 skips the math (staging
+ * and the scale decode alone). Their times against KO = 0 place the kernel's time.
+ * 3 is q4_K's min term as one f32 FMA per sub-block instead of the tf32 product.
+ * LB: the resident blocks a SM must hold (__launch_bounds__: the register cap). */
+template <int T, int WM, int WN, int NT, int ST, int KO = 0, int LB = 1>
+static __global__ void __launch_bounds__(32 * WM * WN, LB)
 kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K, cu_mmq_act a, int n,
-           const float *bias, int accum) {
+           const float *bias, int accum, int sb_per, float *part) {
     using F = mmq_fmt<T>;
-    using C = mmq_cfg<T, WM, WN, NT>;
+    using C = mmq_cfg<T, WM, WN, NT, ST>;
     extern __shared__ __align__(16) uint8_t mmq_sh[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
@@ -91,11 +96,16 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
     const int nsb = K / 256;
     const int nb = T == QTYPE_Q8_0 ? K / 32 : nsb;
     const int npad = a.n_pad;
-    float *wsc = (float *)(mmq_sh + 2 * C::stage);
-    float *wmn = wsc + F::nsc * C::BM;
+    /* split-K: this block's super-blocks sb0 .. sb0+nsl-1 (all of them where gridDim.z is 1) */
+    const int sb0 = blockIdx.z * sb_per;
+    const int nsl = min(nsb - sb0, sb_per);
+    float *wsc = (float *)(mmq_sh + ST * C::stage);
+    float *wmn = wsc + F::nsc * C::BM; /* q4_K: the mins m as floats (exact in tf32), then dmin per row */
+    float *wdm = wmn + F::nsc * C::BM;
 
-    auto stage_w = [&](int sb) {
-        uint8_t *ws = mmq_sh + (sb & 1) * C::stage;
+    auto stage_w = [&](int ls) {
+        const int sb = sb0 + ls;
+        uint8_t *ws = mmq_sh + (ls % ST) * C::stage;
         for (int i = tid; i < C::BM * F::nchunk; i += C::THREADS) {
             const int r = i / F::nchunk, c = i % F::nchunk;
             const int gr = row0 + r;
@@ -103,8 +113,9 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
             cp_async16(ws + r * F::wstride + c * 16, src, gr < R ? 16 : 0);
         }
     };
-    auto stage_x = [&](int sb) {
-        uint8_t *st = mmq_sh + (sb & 1) * C::stage + C::w_bytes;
+    auto stage_x = [&](int ls) {
+        const int sb = sb0 + ls;
+        uint8_t *st = mmq_sh + (ls % ST) * C::stage + C::w_bytes;
         for (int i = tid; i < C::BN * 16; i += C::THREADS) {
             const int r = i >> 4, c = i & 15;
             cp_async16(st + r * MMQ_XSTRIDE + c * 16, a.q + (int64_t)(tok0 + r) * K + sb * 256 + c * 16, 16);
@@ -126,11 +137,17 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
         }
     };
 
+    /* Stages 0..ST-2 in flight before the loop, one commit group each (the first holds
+     * the weights of every one of them too: weights are immutable, so they are staged
+     * before the wait for the kernel ahead). */
     pdl_trigger();
-    stage_w(0); /* weights are immutable: staged before the wait for the kernel ahead */
+    for (int s = 0; s < ST - 1; s++)
+        if (s < nsl) stage_w(s);
     pdl_wait();
-    stage_x(0);
-    cp_async_commit();
+    for (int s = 0; s < ST - 1; s++) {
+        if (s < nsl) stage_x(s);
+        cp_async_commit();
+    }
 
     float acc[2][NT][4];
 #pragma unroll
@@ -138,10 +155,11 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
 #pragma unroll
         for (int j = 0; j < NT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
 
-    for (int sb = 0; sb < nsb; sb++) {
-        cp_async_wait<0>();
+    for (int ls = 0; ls < nsl; ls++) {
+        const int sb = sb0 + ls;
+        cp_async_wait<ST - 2>(); /* every group but the newest ST-2 landed: stage sb's */
         __syncthreads(); /* stage sb visible; every warp is done with stage sb-1 and the scales */
-        const uint8_t *ws = mmq_sh + (sb & 1) * C::stage;
+        const uint8_t *ws = mmq_sh + (ls % ST) * C::stage;
         const uint8_t *xq = ws + C::w_bytes;
         const float *xd = (const float *)(xq + C::x_bytes);
         const float *xs = xd + 8 * C::BN;
@@ -162,7 +180,8 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
                     m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
                 }
                 wsc[s * C::BM + r] = __fmul_rn(d, (float)sc);
-                wmn[s * C::BM + r] = __fmul_rn(dmin, (float)m);
+                wmn[s * C::BM + r] = (float)m;
+                if (s == 0) wdm[r] = dmin;
             } else if (T == QTYPE_Q6_K) {
                 const float d = __half2float(*(const __half *)(blk + 208 + 2 * (sb & 7)));
                 wsc[s * C::BM + r] = __fmul_rn(d, (float)(int8_t)blk[192 + s]);
@@ -170,13 +189,17 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
                 wsc[s * C::BM + r] = __half2float(*(const __half *)(blk + 256 + 2 * s));
             }
         }
-        if (sb + 1 < nsb) {
-            stage_w(sb + 1);
-            stage_x(sb + 1);
-            cp_async_commit();
+        /* stage sb+ST-1 into the buffer of stage sb-1, which every warp left before the
+         * barrier above; a commit group every iteration (empty past the end) keeps the
+         * wait count above exact */
+        if (ls + ST - 1 < nsl) {
+            stage_w(ls + ST - 1);
+            stage_x(ls + ST - 1);
         }
+        cp_async_commit();
         __syncthreads(); /* the scales visible */
 
+        if (KO == 2) continue;
         const int rw = wm * 32;        /* this warp's first row in the block */
         const int tw = wn * NT * 8;    /* and first token */
         /* The weight bytes of a group of sub-blocks, loaded once for both m16 tiles (q4_K:
@@ -190,9 +213,9 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
 #pragma unroll
             for (int i = 0; i < 2; i++) {
                 const uint8_t *wrow = ws + (rw + i * 16 + (lane & 15)) * F::wstride + (lane >> 4) * 16;
-                if (T == QTYPE_Q4_K) {
+                if constexpr (T == QTYPE_Q4_K) {
                     ldsm_x4(raw[i], wrow + 16 + grp * 32);
-                } else if (T == QTYPE_Q6_K) {
+                } else if constexpr (T == QTYPE_Q6_K) {
                     ldsm_x4(raw[i], wrow + grp * 64);
                     ldsm_x4(raw[i] + 4, wrow + grp * 64 + 32);
                     ldsm_x4(raw[i] + 8, wrow + 128 + grp * 32);
@@ -215,6 +238,18 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
                     bf[2 * p + 1][0] = r4[2];
                     bf[2 * p + 1][1] = r4[3];
                 }
+                /* the per-token scales of this sub-block, once for both m16 tiles */
+                float2 dxj[NT];
+                int2 i0j[NT], i1j[NT];
+#pragma unroll
+                for (int j = 0; j < NT; j++) {
+                    const int c = tw + j * 8 + 2 * t;
+                    dxj[j] = *(const float2 *)(xd + kb * C::BN + c);
+                    if (T == QTYPE_Q6_K) {
+                        i0j[j] = *(const int2 *)(xi + (2 * kb) * C::BN + c);
+                        i1j[j] = *(const int2 *)(xi + (2 * kb + 1) * C::BN + c);
+                    }
+                }
 #pragma unroll
                 for (int i = 0; i < 2; i++) {
                     const int rr = rw + i * 16 + g; /* rows rr, rr + 8 */
@@ -231,15 +266,27 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
                             af[e] = raw[i][e];
                         }
                     }
-                    if (T == QTYPE_Q6_K) {
+                    if (KO == 1) {
+#pragma unroll
+                        for (int j = 0; j < NT; j++) {
+                            int d0[4], d1[4];
+                            if (T == QTYPE_Q6_K) {
+                                mma_s8_16816c(d0, af[0], af[1], bf[j][0], MMQ_MAGIC, MMQ_MAGIC);
+                                mma_s8_16816c(d1, af[2], af[3], bf[j][1], MMQ_MAGIC, MMQ_MAGIC);
+                            } else {
+                                mma_s8_16832c(d0, af, bf[j][0], bf[j][1], MMQ_MAGIC, MMQ_MAGIC);
+                            }
+#pragma unroll
+                            for (int e = 0; e < 4; e++)
+                                acc[i][j][e] += __int_as_float(d0[e]) + (T == QTYPE_Q6_K ? __int_as_float(d1[e]) : 0.0f);
+                        }
+                    } else if (T == QTYPE_Q6_K) {
                         const float s00 = wsc[(2 * kb) * C::BM + rr], s01 = wsc[(2 * kb) * C::BM + rr + 8];
                         const float s10 = wsc[(2 * kb + 1) * C::BM + rr], s11 = wsc[(2 * kb + 1) * C::BM + rr + 8];
 #pragma unroll
                         for (int j = 0; j < NT; j++) {
-                            const int c = tw + j * 8 + 2 * t;
-                            const int2 i0 = *(const int2 *)(xi + (2 * kb) * C::BN + c);
-                            const int2 i1 = *(const int2 *)(xi + (2 * kb + 1) * C::BN + c);
-                            const float2 dx = *(const float2 *)(xd + kb * C::BN + c);
+                            const int2 i0 = i0j[j], i1 = i1j[j];
+                            const float2 dx = dxj[j];
                             int d0[4], d1[4];
                             /* half 0: k 0..15 = a0, a1 and b0; half 1: a2, a3 and b1 */
                             mma_s8_16816c(d0, af[0], af[1], bf[j][0], MMQ_MAGIC - 32 * i0.x, MMQ_MAGIC - 32 * i0.y);
@@ -255,27 +302,59 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
                     } else {
                         const float s0 = wsc[kb * C::BM + rr], s1 = wsc[kb * C::BM + rr + 8];
                         float m0 = 0.0f, m1 = 0.0f;
-                        if (F::has_min) {
-                            m0 = wmn[kb * C::BM + rr];
-                            m1 = wmn[kb * C::BM + rr + 8];
+                        if (F::has_min && KO == 3) {
+                            m0 = wdm[rr] * wmn[kb * C::BM + rr];
+                            m1 = wdm[rr + 8] * wmn[kb * C::BM + rr + 8];
                         }
 #pragma unroll
                         for (int j = 0; j < NT; j++) {
-                            const int c = tw + j * 8 + 2 * t;
-                            const float2 dx = *(const float2 *)(xd + kb * C::BN + c);
+                            const float2 dx = dxj[j];
                             int dd[4];
                             mma_s8_16832c(dd, af, bf[j][0], bf[j][1], MMQ_MAGIC, MMQ_MAGIC);
                             float2 sx = make_float2(0.0f, 0.0f);
-                            if (F::has_min) sx = *(const float2 *)(xs + kb * C::BN + c);
+                            if (F::has_min && KO == 3) sx = *(const float2 *)(xs + kb * C::BN + tw + j * 8 + 2 * t);
 #pragma unroll
                             for (int e = 0; e < 4; e++) {
                                 const float f = __int_as_float(dd[e]) - MMQ_MAGIC_F;
                                 float v = fmaf(f * (e < 2 ? s0 : s1), (e & 1) ? dx.y : dx.x, acc[i][j][e]);
-                                if (F::has_min) v = fmaf(-(e < 2 ? m0 : m1), (e & 1) ? sx.y : sx.x, v);
+                                if (F::has_min && KO == 3) v = fmaf(-(e < 2 ? m0 : m1), (e & 1) ? sx.y : sx.x, v);
                                 acc[i][j][e] = v;
                             }
                         }
                     }
+                }
+            }
+        }
+        if (F::has_min && KO == 0) {
+            /* q4_K's min term of the stage, sum over its 8 sub-blocks of m * (d_x * sum q),
+             * as one k8 product on tf32 tensor cores: A = m (integers < 64, exact in tf32),
+             * B = s split into a tf32 high part and the remainder (two products: the sum
+             * carries about 22 bits of s, as the f32 FMAs it replaces), then
+             * acc -= dmin * that (the mirror of test_cuda_ops agrees to 1e-5). */
+            const int rw = wm * 32, tw = wn * NT * 8;
+            uint32_t bh[NT][2], bl[NT][2];
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const float v = xs[(t + 4 * h) * C::BN + tw + j * 8 + g];
+                    bh[j][h] = f32_to_tf32(v);
+                    bl[j][h] = __float_as_uint(v - __uint_as_float(bh[j][h]));
+                }
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                const int rr = rw + i * 16 + g;
+                const uint32_t am[4] = {__float_as_uint(wmn[t * C::BM + rr]), __float_as_uint(wmn[t * C::BM + rr + 8]),
+                                        __float_as_uint(wmn[(t + 4) * C::BM + rr]),
+                                        __float_as_uint(wmn[(t + 4) * C::BM + rr + 8])};
+                const float dm0 = wdm[rr], dm1 = wdm[rr + 8];
+#pragma unroll
+                for (int j = 0; j < NT; j++) {
+                    float mr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    mma_tf32_1688(mr, am, bl[j][0], bl[j][1]);
+                    mma_tf32_1688(mr, am, bh[j][0], bh[j][1]);
+#pragma unroll
+                    for (int e = 0; e < 4; e++) acc[i][j][e] = fmaf(-(e < 2 ? dm0 : dm1), mr[e], acc[i][j][e]);
                 }
             }
         }
@@ -290,9 +369,13 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
                 const int r = row0 + wm * 32 + i * 16 + g + (e >> 1) * 8;
                 const int tk = tok0 + wn * NT * 8 + j * 8 + 2 * t + (e & 1);
                 if (r < R && tk < n) {
-                    float v = acc[i][j][e] + (bias ? bias[r] : 0.0f);
-                    float *o = out + (int64_t)tk * ldo + r;
-                    *o = accum ? *o + v : v;
+                    if (part) {
+                        part[((int64_t)blockIdx.z * n + tk) * R + r] = acc[i][j][e];
+                    } else {
+                        float v = acc[i][j][e] + (bias ? bias[r] : 0.0f);
+                        float *o = out + (int64_t)tk * ldo + r;
+                        *o = accum ? *o + v : v;
+                    }
                 }
             }
 }
@@ -323,6 +406,22 @@ static __global__ void kernel_mmq_quantize(const float *x, int n, int K, cu_mmq_
     if ((lane & 15) == 0) a.is[(int64_t)(2 * blk + (lane >> 4)) * a.n_pad + tok] = s16;
 }
 
+/* split-K: out = the KS partial sums in split order (+ bias, or += with accum); the
+ * order is fixed, so the result is the same every run. */
+static __global__ void kernel_mmq_reduce(float *out, int ldo, const float *part, int ks, int R, int n,
+                                         const float *bias, int accum) {
+    pdl_trigger();
+    pdl_wait();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)n * R) return;
+    const int r = (int)(i % R), tk = (int)(i / R);
+    float v = 0.0f;
+    for (int z = 0; z < ks; z++) v += part[(int64_t)z * n * R + i];
+    v += bias ? bias[r] : 0.0f;
+    float *o = out + (int64_t)tk * ldo + r;
+    *o = accum ? *o + v : v;
+}
+
 int cu_mmq_supported(uint32_t type, int64_t K) {
     return (type == QTYPE_Q4_K || type == QTYPE_Q6_K || type == QTYPE_Q8_0) && K > 0 && K % 256 == 0;
 }
@@ -336,22 +435,48 @@ void cu_mmq_quantize(cu_ctx *S, const float *x, int n, int K, cu_mmq_act *a) {
     cu_launch(S, "mmq_quantize", kernel_mmq_quantize, grid, dim3(32 * warps), 0, x, n, K, *a);
 }
 
-template <int T, int WM, int WN, int NT>
+template <int T, int WM, int WN, int NT, int ST, int KO = 0, int LB = 1>
 static void mmq_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, int R, int K,
-                       const cu_mmq_act *a, int n, const float *bias, int accum) {
-    using C = mmq_cfg<T, WM, WN, NT>;
+                       const cu_mmq_act *a, int n, const float *bias, int accum, int ks_max = 1) {
+    using C = mmq_cfg<T, WM, WN, NT, ST>;
     static int attr_set = 0; /* one device per process (backend.cu) */
     if (!attr_set) {
-        if (cudaFuncSetAttribute(kernel_mmq<T, WM, WN, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::smem) !=
+        if (cudaFuncSetAttribute(kernel_mmq<T, WM, WN, NT, ST, KO, LB>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::smem) !=
             cudaSuccess) {
             cu_record(S, cudaGetLastError(), "mmq: shared memory attribute", __FILE__, __LINE__);
             return;
         }
         attr_set = 1;
     }
-    dim3 grid((R + C::BM - 1) / C::BM, (n + C::BN - 1) / C::BN);
-    cu_launch(S, "mmq", kernel_mmq<T, WM, WN, NT>, grid, dim3(C::THREADS), C::smem, out, ldo, W, stride, R, K, *a,
-              n, bias, accum);
+    /* split-K where the tiles alone fill less than one wave of resident blocks: split to
+     * about one wave, each split at least 2 super-blocks, the partial sums within the
+     * scratch (cu_mmq_act.part). bench/cuda_mmq.cu measured 4096x4096 q4_K: n = 16
+     * 42.6 -> 15.7 us, n = 256 90.6 -> 60.1 us; at n = 512 (256 tiles of 128x64, two
+     * resident a SM) a split cost 99 -> 112 us, hence not past one wave. */
+    static int per_sm = 0;
+    if (!per_sm && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_mmq<T, WM, WN, NT, ST, KO, LB>,
+                                                                 C::THREADS, C::smem) != cudaSuccess)
+        per_sm = 1;
+    const int nsb = K / 256, tiles = ((R + C::BM - 1) / C::BM) * ((n + C::BN - 1) / C::BN);
+    const int wave = per_sm * S->num_sms;
+    int ks = 1;
+    if (a->part && ks_max > 1 && tiles < wave) {
+        ks = (wave + tiles - 1) / tiles;
+        if (ks > ks_max) ks = ks_max;
+        if (ks > nsb / 2) ks = nsb / 2;
+        while (ks > 1 && (int64_t)ks * n * R > a->part_cap) ks--;
+        if (ks < 1) ks = 1;
+    }
+    const int sb_per = (nsb + ks - 1) / ks;
+    ks = (nsb + sb_per - 1) / sb_per;
+    dim3 grid((R + C::BM - 1) / C::BM, (n + C::BN - 1) / C::BN, ks);
+    cu_launch(S, "mmq", kernel_mmq<T, WM, WN, NT, ST, KO, LB>, grid, dim3(C::THREADS), C::smem, out, ldo, W, stride, R, K, *a,
+              n, bias, accum, sb_per, ks > 1 ? a->part : (float *)NULL);
+    if (ks > 1) {
+        const int64_t tot = (int64_t)n * R;
+        cu_launch(S, "mmq_reduce", kernel_mmq_reduce, dim3((unsigned)((tot + 255) / 256)), dim3(256), 0, out, ldo,
+                  (const float *)a->part, ks, R, n, bias, accum);
+    }
 }
 
 /* Tiles: 128 rows x 64 tokens (8 warps) for prompts; 32 rows x 64 tokens (2 warps) for
@@ -359,10 +484,13 @@ static void mmq_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t
 template <int T>
 static void mmq_pick(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, int R, int K,
                      const cu_mmq_act *a, int n, const float *bias, int accum) {
-    if (n <= 64)
-        mmq_launch<T, 1, 2, 4>(S, out, ldo, W, stride, R, K, a, n, bias, accum);
+    /* two 128x64 blocks a SM where their shared memory allows (q6_K's stage is 240 B a
+     * row, q4_K's 144: two q6_K blocks need 233 KB) */
+    constexpr int LB = T == QTYPE_Q6_K ? 1 : 2;
+    if (n <= 32)
+        mmq_launch<T, 2, 1, 4, 2>(S, out, ldo, W, stride, R, K, a, n, bias, accum, 8);
     else
-        mmq_launch<T, 4, 2, 4>(S, out, ldo, W, stride, R, K, a, n, bias, accum);
+        mmq_launch<T, 4, 2, 4, 2, 0, LB>(S, out, ldo, W, stride, R, K, a, n, bias, accum, 8);
 }
 
 void cu_mmq(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, uint32_t type, int R, int K,

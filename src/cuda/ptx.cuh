@@ -95,6 +95,27 @@ static __device__ __forceinline__ void mma_s8_16816c(int *d, uint32_t a0, uint32
 #endif
 }
 
+/* d = a . b + d on tf32 (f32 accumulation), m16n8k8: a row-major 16x8 (a0 (g, t),
+ * a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4)), b col-major 8x8 (b0 (t, g), b1 (t+4, g)),
+ * d as the int8 shapes' (g, 2t..2t+1 | g+8, 2t..2t+1); g = lane / 4, t = lane % 4.
+ * Operands are f32 bit patterns whose low 13 mantissa bits the tensor core ignores. */
+static __device__ __forceinline__ void mma_tf32_1688(float *d, const uint32_t *a, uint32_t b0, uint32_t b1) {
+#if PTX_SM80
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+/* x as tf32 rounded to nearest (the high part of a two-term split). */
+static __device__ __forceinline__ uint32_t f32_to_tf32(float x) {
+    uint32_t r = 0;
+#if PTX_SM80
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+#endif
+    return r;
+}
+
 /* ---- TMA bulk copies and mbarriers (sm_90+) ----
  * The ring GEMVs (mmv_ring.cuh) stream weight rows into shared memory with
  * cp.async.bulk, each copy completing (counted in bytes) on the mbarrier of its slot; the
