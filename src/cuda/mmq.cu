@@ -448,11 +448,11 @@ static void mmq_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t
         }
         attr_set = 1;
     }
-    /* split-K where the tiles alone fill less than one wave of resident blocks: split to
-     * about one wave, each split at least 2 super-blocks, the partial sums within the
+    /* split-K where the tiles alone fill at most half a wave of resident blocks: split
+     * to about one wave, each split at least 2 super-blocks, the partial sums within the
      * scratch (cu_mmq_act.part). bench/cuda_mmq.cu measured 4096x4096 q4_K: n = 16
-     * 42.6 -> 15.7 us, n = 256 90.6 -> 60.1 us; at n = 512 (256 tiles of 128x64, two
-     * resident a SM) a split cost 99 -> 112 us, hence not past one wave. */
+     * 42.6 -> 15.7 us, n = 256 90.6 -> 60.1 us; at n = 512 (256 tiles of 128x64 against
+     * a wave of 132 or 264) a 2- or 3-way split cost 97-99 -> 104-112 us. */
     static int per_sm = 0;
     if (!per_sm && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_mmq<T, WM, WN, NT, ST, KO, LB>,
                                                                  C::THREADS, C::smem) != cudaSuccess)
@@ -460,7 +460,7 @@ static void mmq_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t
     const int nsb = K / 256, tiles = ((R + C::BM - 1) / C::BM) * ((n + C::BN - 1) / C::BN);
     const int wave = per_sm * S->num_sms;
     int ks = 1;
-    if (a->part && ks_max > 1 && tiles < wave) {
+    if (a->part && ks_max > 1 && 2 * tiles <= wave) {
         ks = (wave + tiles - 1) / tiles;
         if (ks > ks_max) ks = ks_max;
         if (ks > nsb / 2) ks = nsb / 2;
