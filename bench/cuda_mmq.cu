@@ -56,10 +56,12 @@ static void lab_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t
     }
 static const variant variants[] = {
     {"auto", {mmq_pick<QTYPE_Q4_K>, mmq_pick<QTYPE_Q6_K>, mmq_pick<QTYPE_Q8_0>}},
-    MMQ_VAR(4, 2, 4, 2, 0, 8, 1), MMQ_VAR(4, 2, 4, 2, 3, 8, 1), MMQ_VAR(4, 2, 4, 2, 0, 8, 2),
-    MMQ_VAR(4, 2, 4, 2, 3, 8, 2), MMQ_VAR(4, 2, 4, 3, 0, 8, 2), MMQ_VAR(2, 2, 4, 2, 0, 8, 4),
-    MMQ_VAR(2, 1, 4, 2, 0, 8, 1), MMQ_VAR(2, 1, 4, 2, 0, 8, 8), MMQ_VAR(2, 1, 4, 2, 3, 8, 8),
-    MMQ_VAR(4, 2, 4, 2, 1, 1, 2), MMQ_VAR(4, 2, 4, 2, 2, 1, 2),
+    MMQ_VAR(4, 2, 4, 2, 0, 8, 1), MMQ_VAR(4, 2, 4, 2, 0, 8, 2), MMQ_VAR(4, 4, 4, 2, 0, 8, 1),
+    MMQ_VAR(2, 4, 4, 2, 0, 8, 1), MMQ_VAR(2, 1, 4, 2, 0, 8, 1), MMQ_VAR(2, 1, 4, 2, 0, 8, 8),
+    MMQ_VAR(1, 2, 2, 2, 0, 8, 8), MMQ_VAR(1, 1, 2, 6, 0, 1, 1), MMQ_VAR(1, 1, 2, 8, 0, 1, 1),
+    MMQ_VAR(1, 1, 4, 6, 0, 1, 1), MMQ_VAR(2, 1, 4, 4, 0, 1, 1), MMQ_VAR(1, 2, 2, 6, 0, 1, 1),
+    MMQ_VAR(1, 1, 2, 4, 0, 8, 1), MMQ_VAR(2, 1, 4, 4, 0, 8, 1), MMQ_VAR(4, 2, 4, 2, 1, 1, 2),
+    MMQ_VAR(4, 2, 4, 2, 2, 1, 2),
 };
 static const int NVAR = sizeof variants / sizeof variants[0];
 

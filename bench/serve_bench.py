@@ -23,8 +23,11 @@ import time
 import requests
 
 
+DEVICE = []
+
+
 def start(binary, model, *args):
-    p = subprocess.Popen([binary, "serve", "-m", model, "--port", "0", "-q", *args], stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([binary, "serve", "-m", model, "--port", "0", "-q", *DEVICE, *args], stderr=subprocess.PIPE, text=True)
     for line in p.stderr:
         m = re.search(r"listening on http://[^ ]*:(\d+) ", line)
         if m:
@@ -153,7 +156,10 @@ def main():
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--part", default="1,2")
+    ap.add_argument("--device", default=None, help="passed to minfer serve (cpu, cuda, ...)")
     a = ap.parse_args()
+    if a.device:
+        DEVICE.extend(["--device", a.device])
     if "1" in a.part:
         part1(a)
     if "2" in a.part:

@@ -498,8 +498,15 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     if (!decode) {
         const int mq = matmul(S, fw->hb, fw->xb, &L->w_gate, NULL, n, 0, 0);
         matmul(S, fw->hb2, fw->xb, &L->w_up, NULL, n, mq, 0);
-        cu_swiglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, NULL);
-        matmul(S, fw->xb, fw->hb, &L->w_down, NULL, n, 0, 0);
+        /* MMQ down: SwiGLU and the prepass in one kernel (the f32 product unstored) */
+        int have = 0;
+        if (mmq_takes(S, &L->w_down, n)) {
+            cu_mmq_quantize_swiglu(S, fw->hb, fw->hb2, n, ff, &S->mq);
+            have = 1;
+        } else {
+            cu_swiglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, NULL);
+        }
+        matmul(S, fw->xb, fw->hb, &L->w_down, NULL, n, have, 0);
         owe_add(S, fw->x, fw->xb, (int64_t)n * hp->n_embd);
         S->n.fused_blocks++;
         return;

@@ -553,6 +553,8 @@ struct cu_mmq_act {
 int cu_mmq_supported(uint32_t type, int64_t K);
 int cu_mmq_npad(int n);
 void cu_mmq_quantize(cu_ctx *S, const float *x, int n, int K, cu_mmq_act *a);
+/* the same for silu(g) * u (the FFN's SwiGLU, cu_swiglu's arithmetic), unstored in f32 */
+void cu_mmq_quantize_swiglu(cu_ctx *S, const float *g, const float *u, int n, int K, cu_mmq_act *a);
 /* out[n][R] (row stride ldo) = x . W^T (+ bias[R]); accum: out += instead. W: R rows of
  * the device layout, row stride `stride` bytes; a: x quantized by cu_mmq_quantize. */
 void cu_mmq(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, uint32_t type, int R, int K,

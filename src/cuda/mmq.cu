@@ -41,8 +41,10 @@ template <> struct mmq_fmt<QTYPE_Q4_K> {
     static constexpr int wstride = 144, nchunk = 9, nsc = 8, has_min = 1, has_isum = 0;
 };
 template <> struct mmq_fmt<QTYPE_Q6_K> {
-    /* ql 128 | qh 64 | sc 16 | the 16-byte chunk of the d plane that holds this super-block's d */
-    static constexpr int wstride = 240, nchunk = 14, nsc = 16, has_min = 0, has_isum = 1;
+    /* ql 128 | qh 64 | sc 16; d beside, in a word per row (the stage's wd array): a
+     * 16-byte d chunk in the row (240 B) made two q6_K blocks need 233 KB, one SM's
+     * shared memory is 228 */
+    static constexpr int wstride = 208, nchunk = 13, nsc = 16, has_min = 0, has_isum = 1;
 };
 template <> struct mmq_fmt<QTYPE_Q8_0> {
     /* qs 256 (8 blocks) | their 8 d */
@@ -56,8 +58,7 @@ static __device__ __forceinline__ const uint8_t *mmq_wchunk(const uint8_t *row, 
     if (T == QTYPE_Q6_K) {
         if (c < 8) return row + (size_t)sb * 128 + c * 16;
         if (c < 12) return row + (size_t)nb * 128 + (size_t)sb * 64 + (c - 8) * 16;
-        if (c == 12) return row + (size_t)nb * 192 + (size_t)sb * 16;
-        return row + (size_t)nb * 208 + (size_t)(sb >> 3) * 16;
+        return row + (size_t)nb * 192 + (size_t)sb * 16;
     }
     /* q8_0: nb counts 32-blocks here */
     if (c < 16) return row + (size_t)sb * 256 + c * 16;
@@ -72,7 +73,8 @@ struct mmq_cfg {
     static constexpr int xd_bytes = 8 * BN * 4;
     static constexpr int xs_bytes = mmq_fmt<T>::has_min ? 8 * BN * 4 : 0;
     static constexpr int xi_bytes = mmq_fmt<T>::has_isum ? 16 * BN * 4 : 0;
-    static constexpr int stage = w_bytes + x_bytes + xd_bytes + xs_bytes + xi_bytes;
+    static constexpr int wd_bytes = T == QTYPE_Q6_K ? BM * 4 : 0; /* q6_K: the d word of each row */
+    static constexpr int stage = w_bytes + x_bytes + xd_bytes + xs_bytes + xi_bytes + wd_bytes;
     static constexpr int dsc_bytes = ((mmq_fmt<T>::has_min ? 2 : 1) * mmq_fmt<T>::nsc + mmq_fmt<T>::has_min) * BM * 4;
     static constexpr int smem = ST * stage + dsc_bytes;
 };
@@ -111,6 +113,16 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
             const int gr = row0 + r;
             const uint8_t *src = gr < R ? mmq_wchunk<T>(W + (int64_t)gr * wstride, nb, sb, c) : W;
             cp_async16(ws + r * F::wstride + c * 16, src, gr < R ? 16 : 0);
+        }
+        if (T == QTYPE_Q6_K) {
+            /* the aligned word of the d plane that holds super-block sb's f16 d (a row's
+             * padding covers the word's second half after an odd count of super-blocks) */
+            uint8_t *wd = ws + C::stage - C::wd_bytes;
+            for (int r = tid; r < C::BM; r += C::THREADS) {
+                const int gr = row0 + r;
+                const uint8_t *src = gr < R ? W + (int64_t)gr * wstride + (int64_t)nb * 208 + 2 * (sb & ~1) : W;
+                cp_async4(wd + 4 * r, src, gr < R ? 4 : 0);
+            }
         }
     };
     auto stage_x = [&](int ls) {
@@ -183,7 +195,7 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
                 wmn[s * C::BM + r] = (float)m;
                 if (s == 0) wdm[r] = dmin;
             } else if (T == QTYPE_Q6_K) {
-                const float d = __half2float(*(const __half *)(blk + 208 + 2 * (sb & 7)));
+                const float d = __half2float(*(const __half *)(ws + C::stage - C::wd_bytes + 4 * r + 2 * (sb & 1)));
                 wsc[s * C::BM + r] = __fmul_rn(d, (float)(int8_t)blk[192 + s]);
             } else {
                 wsc[s * C::BM + r] = __half2float(*(const __half *)(blk + 256 + 2 * s));
@@ -380,8 +392,10 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
             }
 }
 
-/* ---- prepass: one warp per (token, 32-block), one value per lane ---- */
-static __global__ void kernel_mmq_quantize(const float *x, int n, int K, cu_mmq_act a) {
+/* ---- prepass: one warp per (token, 32-block), one value per lane ----
+ * u != NULL: the values are SwiGLU(x, u) = silu(x) * u (the FFN's gate and up, the
+ * arithmetic of cu_swiglu), quantized without the f32 product ever being stored. */
+static __global__ void kernel_mmq_quantize(const float *x, const float *u, int n, int K, cu_mmq_act a) {
     pdl_trigger();
     pdl_wait();
     const int tok = blockIdx.y;
@@ -389,7 +403,8 @@ static __global__ void kernel_mmq_quantize(const float *x, int n, int K, cu_mmq_
     const int lane = threadIdx.x & 31;
     if (blk >= K / 32) return;
     const int64_t k = (int64_t)blk * 32 + lane;
-    const float v = tok < n ? x[(int64_t)tok * K + k] : 0.0f;
+    float v = 0.0f;
+    if (tok < n) v = u ? silu_mul(x[(int64_t)tok * K + k], u[(int64_t)tok * K + k]) : x[(int64_t)tok * K + k];
     const float amax = warp_max(fabsf(v));
     const float d = amax / 127.0f;
     const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
@@ -432,7 +447,14 @@ void cu_mmq_quantize(cu_ctx *S, const float *x, int n, int K, cu_mmq_act *a) {
     a->n_pad = cu_mmq_npad(n);
     const int warps = 8;
     dim3 grid((K / 32 + warps - 1) / warps, a->n_pad);
-    cu_launch(S, "mmq_quantize", kernel_mmq_quantize, grid, dim3(32 * warps), 0, x, n, K, *a);
+    cu_launch(S, "mmq_quantize", kernel_mmq_quantize, grid, dim3(32 * warps), 0, x, (const float *)NULL, n, K, *a);
+}
+
+void cu_mmq_quantize_swiglu(cu_ctx *S, const float *g, const float *u, int n, int K, cu_mmq_act *a) {
+    a->n_pad = cu_mmq_npad(n);
+    const int warps = 8;
+    dim3 grid((K / 32 + warps - 1) / warps, a->n_pad);
+    cu_launch(S, "mmq_quantize_swiglu", kernel_mmq_quantize, grid, dim3(32 * warps), 0, g, u, n, K, *a);
 }
 
 template <int T, int WM, int WN, int NT, int ST, int KO = 0, int LB = 1>
@@ -484,9 +506,8 @@ static void mmq_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t
 template <int T>
 static void mmq_pick(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, int R, int K,
                      const cu_mmq_act *a, int n, const float *bias, int accum) {
-    /* two 128x64 blocks a SM where their shared memory allows (q6_K's stage is 240 B a
-     * row, q4_K's 144: two q6_K blocks need 233 KB) */
-    constexpr int LB = T == QTYPE_Q6_K ? 1 : 2;
+    /* two 128x64 blocks a SM (the register cap of 128) */
+    constexpr int LB = 2;
     if (n <= 32)
         mmq_launch<T, 2, 1, 4, 2>(S, out, ldo, W, stride, R, K, a, n, bias, accum, 8);
     else

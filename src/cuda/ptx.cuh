@@ -26,6 +26,13 @@ static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, 
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes));
 #endif
 }
+/* 4-byte form (cp.async.ca: the .cg form takes only 16), zero-filled past `bytes`. */
+static __device__ __forceinline__ void cp_async4(void *smem, const void *gmem, int bytes) {
+#if PTX_SM80
+    const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes));
+#endif
+}
 static __device__ __forceinline__ void cp_async_commit() {
 #if PTX_SM80
     asm volatile("cp.async.commit_group;\n" ::);
