@@ -205,6 +205,11 @@ static int resolve_paths(cu_state *S, mf_err *err) {
     /* the TMA ring needs sm_90 code and room for its shared memory (not on 99 KB parts) */
     if (S->code_arch < 900 || S->prop.sharedMemPerBlockOptin < (size_t)cu_mmv_xst_smem_need()) S->tune.xst_bytes = -1;
     if (S->tune.xst_bytes < 0) S->on[CU_PATH_TMA_RING] = S->on[CU_PATH_WIDE_RING] = 0;
+    /* the MMQ tiles need ~110 KB a block: not on 99 KB parts (sm_120), labelled there */
+    if (S->prop.sharedMemPerBlockOptin < (size_t)cu_mmq_smem_need()) {
+        S->on[CU_PATH_MMQ] = 0;
+        S->mmq_no_smem = 1;
+    }
     if (!S->on[CU_PATH_TMA_RING]) S->on[CU_PATH_WIDE_RING] = 0;
     /* the fused launches (q8 stores, xstm, xsg, the folded add) exist only in the fused blocks */
     if (!S->on[CU_PATH_FUSED] || !S->on[CU_PATH_Q8])

@@ -106,6 +106,7 @@ struct cu_state : cu_ctx {
     /* int8 MMQ activations (mmq.cu), for n_batch tokens of kmax values */
     cu_mmq_act mq;
     unsigned mmq_said;     /* the weight types whose MMQ label was printed (bit = type) */
+    int mmq_no_smem;       /* path mmq off for want of shared memory a block (cu_mmq_smem_need) */
     unsigned f16_said;     /* the same for the f16 fallback */
     /* graphs: graphs[n - 1] replays steps of n tokens; graph is the one being captured */
     cu_graph_rec graphs[CU_GRAPH_MAXN];

@@ -181,7 +181,7 @@ static void gemm_label(cu_state *S, const mf_weight *w, int mmq) {
         fprintf(stderr, "minfer/cuda: %s mmq: A=cp.async(prepass int8) DSC=in-kernel B=raw\n", qtype_name(w->type));
     else if (w->type != QTYPE_F32)
         fprintf(stderr, "minfer/cuda: %s gemm: f16 fallback (%s)\n", qtype_name(w->type),
-                !S->on[CU_PATH_MMQ] ? "path mmq off" : cu_mmq_supported(w->type, w->cols) ? "no MMQ scratch" : "no MMQ kernel for this type or K");
+                S->mmq_no_smem ? "shared memory a block below the MMQ tiles'" : !S->on[CU_PATH_MMQ] ? "path mmq off" : cu_mmq_supported(w->type, w->cols) ? "no MMQ scratch" : "no MMQ kernel for this type or K");
 }
 
 /* The MMQ GEMM: x quantized by the prepass unless have_mq says S->mq holds it already.

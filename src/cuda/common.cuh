@@ -552,6 +552,7 @@ struct cu_mmq_act {
 };
 int cu_mmq_supported(uint32_t type, int64_t K);
 int cu_mmq_npad(int n);
+int cu_mmq_smem_need(void); /* bytes of shared memory a block of the MMQ tiles takes at most */
 void cu_mmq_quantize(cu_ctx *S, const float *x, int n, int K, cu_mmq_act *a);
 /* the same for silu(g) * u (the FFN's SwiGLU, cu_swiglu's arithmetic), unstored in f32 */
 void cu_mmq_quantize_swiglu(cu_ctx *S, const float *g, const float *u, int n, int K, cu_mmq_act *a);

@@ -441,6 +441,19 @@ int cu_mmq_supported(uint32_t type, int64_t K) {
     return (type == QTYPE_Q4_K || type == QTYPE_Q6_K || type == QTYPE_Q8_0) && K > 0 && K % 256 == 0;
 }
 
+/* the largest dynamic shared memory of the tiles mmq_pick launches (q8_0's 128x64: 110 KB) */
+int cu_mmq_smem_need(void) {
+    int m = 0;
+#define MMQ_NEED(T)                                                             \
+    if (mmq_cfg<T, 4, 2, 4, 2>::smem > m) m = mmq_cfg<T, 4, 2, 4, 2>::smem;     \
+    if (mmq_cfg<T, 2, 1, 4, 2>::smem > m) m = mmq_cfg<T, 2, 1, 4, 2>::smem;
+    MMQ_NEED(QTYPE_Q4_K)
+    MMQ_NEED(QTYPE_Q6_K)
+    MMQ_NEED(QTYPE_Q8_0)
+#undef MMQ_NEED
+    return m;
+}
+
 int cu_mmq_npad(int n) { return (n + CU_MMQ_NPAD - 1) / CU_MMQ_NPAD * CU_MMQ_NPAD; }
 
 void cu_mmq_quantize(cu_ctx *S, const float *x, int n, int K, cu_mmq_act *a) {
