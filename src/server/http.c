@@ -284,10 +284,16 @@ static int build_prompt(srv_http *h, const srv_request *rq, int32_t **ids, int *
         text = mf_xstrdup(rq->prompt);
     }
     size_t len = strlen(text);
-    /* a token per byte, plus BOS/EOS, is the most a tokenizer makes */
+    /* about a token per byte, plus BOS/EOS; more where SentencePiece's byte fallback
+     * spells an escaped space (3 bytes of U+2581) as 3 tokens: then again with the count */
     int cap_ids = (int)MF_MIN(len + 8, (size_t)h->n_ctx + 8);
     *ids = mf_xmalloc(sizeof(int32_t) * (size_t)cap_ids);
     int got = minfer_tokenize(h->m, text, len, 1, 1, *ids, cap_ids);
+    if (got > cap_ids && got <= h->n_ctx + 8) {
+        cap_ids = got;
+        *ids = mf_xrealloc(*ids, sizeof(int32_t) * (size_t)cap_ids);
+        got = minfer_tokenize(h->m, text, len, 1, 1, *ids, cap_ids);
+    }
     if (got > cap_ids) { /* longer than the context anyway; the count is what matters */
         *n = got;
         free(text);
@@ -567,6 +573,11 @@ static enum MHD_Result do_tokenize(srv_http *h, struct MHD_Connection *con, conn
     int cap = (int)MF_MIN(len + 8, (size_t)1 << 24);
     int32_t *ids = mf_xmalloc(sizeof(int32_t) * (size_t)cap);
     int n = minfer_tokenize(h->m, content, len, add_special, parse_special, ids, cap);
+    if (n > cap) { /* byte fallback: more tokens than bytes (see tokenize_prompt) */
+        cap = n;
+        ids = mf_xrealloc(ids, sizeof(int32_t) * (size_t)cap);
+        n = minfer_tokenize(h->m, content, len, add_special, parse_special, ids, cap);
+    }
     free(content);
     if (n < 0 || n > cap) {
         free(ids);

@@ -2,6 +2,7 @@
 completions, streaming, usage, finish reasons, stop strings, logprobs, penalties,
 and the side endpoints (/v1/models, /health, /tokenize, /detokenize, /metrics)."""
 import math
+import subprocess
 
 import openai
 import pytest
@@ -219,6 +220,32 @@ def test_prompt_as_token_ids(stories):
     a = c.completions.create(model="x", prompt=ids, max_tokens=16, temperature=0).choices[0].text
     b = c.completions.create(model="x", prompt="Once upon a time", max_tokens=16, temperature=0).choices[0].text
     assert a == b
+
+
+def test_tokenize_more_tokens_than_bytes(binary, tmp_path):
+    """A SentencePiece vocabulary without U+2581 spells each (escaped) space as its 3
+    UTF-8 bytes: more tokens than bytes (the synthetic vocabulary of `minfer synth`).
+    /tokenize and a prompt's count must not stop at a token per byte (they answered 400
+    'could not be tokenized' before, and a prompt's ids were cut)."""
+    from conftest import Server
+    m = str(tmp_path / "m1.gguf")
+    subprocess.run([binary, "synth", "--shape", "1b", "--layers", "1", "--quant", "q4_k_m", "--fast", "-o", m],
+                   check=True, capture_output=True, timeout=120)
+    text = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10,"
+    want = subprocess.run([binary, "tokenize", "-m", m], input=text, capture_output=True, text=True,
+                          check=True).stdout.split()
+    assert len(want) > len(text.encode()) + 8  # the case: 3 byte tokens per space
+    s = Server(m, "--parallel", "1", "--ctx", "256")
+    try:
+        r = requests.post(s.url + "/tokenize", json={"content": text}, timeout=30)
+        assert r.status_code == 200, r.text
+        assert r.json()["tokens"] == [int(t) for t in want]
+        r = requests.post(s.url + "/v1/completions", json={"prompt": text, "max_tokens": 1, "temperature": 0},
+                          timeout=60)
+        assert r.status_code == 200, r.text
+        assert r.json()["usage"]["prompt_tokens"] == len(want)
+    finally:
+        s.stop()
 
 
 def test_tokenize_detokenize(stories):
