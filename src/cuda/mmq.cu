@@ -449,6 +449,7 @@ int cu_mmq_smem_need(void) {
     if (mmq_cfg<T, 2, 1, 4, 2>::smem > m) m = mmq_cfg<T, 2, 1, 4, 2>::smem;
     MMQ_NEED(QTYPE_Q4_K)
     MMQ_NEED(QTYPE_Q6_K)
+    if (mmq_cfg<QTYPE_Q6_K, 4, 4, 4, 2>::smem > m) m = mmq_cfg<QTYPE_Q6_K, 4, 4, 4, 2>::smem;
     MMQ_NEED(QTYPE_Q8_0)
 #undef MMQ_NEED
     return m;
@@ -519,12 +520,16 @@ static void mmq_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t
 template <int T>
 static void mmq_pick(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, int R, int K,
                      const cu_mmq_act *a, int n, const float *bias, int accum) {
-    /* two 128x64 blocks a SM (the register cap of 128) */
-    constexpr int LB = 2;
+    /* 64x32 tiles up to 32 columns; then 128x64, two blocks a SM (the register cap of
+     * 128); q6_K from 384 columns 128x128 tiles of 16 warps, one a SM (bench/cuda_mmq.cu,
+     * n = 512: 4096x4096 169 -> 150 us, 4096x11008 447 -> 395; at n = 64 they lost,
+     * 28 -> 42 us) */
     if (n <= 32)
         mmq_launch<T, 2, 1, 4, 2>(S, out, ldo, W, stride, R, K, a, n, bias, accum, 8);
+    else if (T == QTYPE_Q6_K && n >= 384)
+        mmq_launch<T, 4, 4, 4, 2>(S, out, ldo, W, stride, R, K, a, n, bias, accum, 8);
     else
-        mmq_launch<T, 4, 2, 4, 2, 0, LB>(S, out, ldo, W, stride, R, K, a, n, bias, accum, 8);
+        mmq_launch<T, 4, 2, 4, 2, 0, 2>(S, out, ldo, W, stride, R, K, a, n, bias, accum, 8);
 }
 
 void cu_mmq(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, uint32_t type, int R, int K,
