@@ -61,7 +61,7 @@ static const variant variants[] = {
     MMQ_VAR(1, 2, 2, 2, 0, 8, 8), MMQ_VAR(1, 1, 2, 6, 0, 1, 1), MMQ_VAR(1, 1, 2, 8, 0, 1, 1),
     MMQ_VAR(1, 1, 4, 6, 0, 1, 1), MMQ_VAR(2, 1, 4, 4, 0, 1, 1), MMQ_VAR(1, 2, 2, 6, 0, 1, 1),
     MMQ_VAR(1, 1, 2, 4, 0, 8, 1), MMQ_VAR(2, 1, 4, 4, 0, 8, 1), MMQ_VAR(4, 2, 4, 2, 1, 1, 2),
-    MMQ_VAR(4, 2, 4, 2, 2, 1, 2),
+    MMQ_VAR(4, 2, 4, 2, 2, 1, 2), MMQ_VAR(4, 2, 4, 2, 4, 8, 2), MMQ_VAR(4, 2, 4, 2, 4, 8, 1),
 };
 static const int NVAR = sizeof variants / sizeof variants[0];
 

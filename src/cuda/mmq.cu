@@ -75,7 +75,7 @@ struct mmq_cfg {
     static constexpr int xi_bytes = mmq_fmt<T>::has_isum ? 16 * BN * 4 : 0;
     static constexpr int wd_bytes = T == QTYPE_Q6_K ? BM * 4 : 0; /* q6_K: the d word of each row */
     static constexpr int stage = w_bytes + x_bytes + xd_bytes + xs_bytes + xi_bytes + wd_bytes;
-    static constexpr int dsc_bytes = ((mmq_fmt<T>::has_min ? 2 : 1) * mmq_fmt<T>::nsc + mmq_fmt<T>::has_min) * BM * 4;
+    static constexpr int dsc_bytes = ((mmq_fmt<T>::has_min ? 2 : 1) * mmq_fmt<T>::nsc + 2 * mmq_fmt<T>::has_min) * BM * 4;
     static constexpr int smem = ST * stage + dsc_bytes;
 };
 
@@ -83,6 +83,11 @@ struct mmq_cfg {
  * each integer result unscaled (no scale loads, one FADD), 2 skips the math (staging
  * and the scale decode alone). Their times against KO = 0 place the kernel's time.
  * 3 is q4_K's min term as one f32 FMA per sub-block instead of the tf32 product.
+ * 4 is q4_K's main term in two instructions an element instead of three: the integer
+ * result times the integer sub-block scale plus the magic offset (IMAD, exact: |c sc|
+ * <= 60960 * 63 < 2^22) read as a float is 1.5 * 2^23 + c sc, multiplied by d_x into a
+ * per-stage sum (FFMA) whose offset, 1.5 * 2^23 * sum d_x, is taken off once a stage;
+ * the sum's rounding grows with the offset: ~1e-5 relative, not the exact path's 1e-7.
  * LB: the resident blocks a SM must hold (__launch_bounds__: the register cap). */
 template <int T, int WM, int WN, int NT, int ST, int KO = 0, int LB = 1>
 static __global__ void __launch_bounds__(32 * WM * WN, LB)
@@ -104,6 +109,7 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
     float *wsc = (float *)(mmq_sh + ST * C::stage);
     float *wmn = wsc + F::nsc * C::BM; /* q4_K: the mins m as floats (exact in tf32), then dmin per row */
     float *wdm = wmn + F::nsc * C::BM;
+    float *wd4 = wdm + C::BM; /* KO = 4: d per row */
 
     auto stage_w = [&](int ls) {
         const int sb = sb0 + ls;
@@ -191,9 +197,12 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
                     sc = (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
                     m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
                 }
-                wsc[s * C::BM + r] = __fmul_rn(d, (float)sc);
+                wsc[s * C::BM + r] = KO == 4 ? __int_as_float(sc) : __fmul_rn(d, (float)sc);
                 wmn[s * C::BM + r] = (float)m;
-                if (s == 0) wdm[r] = dmin;
+                if (s == 0) {
+                    wdm[r] = dmin;
+                    wd4[r] = d;
+                }
             } else if (T == QTYPE_Q6_K) {
                 const float d = __half2float(*(const __half *)(ws + C::stage - C::wd_bytes + 4 * r + 2 * (sb & 1)));
                 wsc[s * C::BM + r] = __fmul_rn(d, (float)(int8_t)blk[192 + s]);
@@ -219,6 +228,16 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
          * runs and its qh run hold 4 sub-blocks; q8_0: one sub-block). */
         constexpr int KPG = T == QTYPE_Q4_K ? 2 : T == QTYPE_Q6_K ? 4 : 1;
         constexpr int RAWN = T == QTYPE_Q6_K ? 12 : 4;
+        constexpr bool K4 = KO == 4 && T == QTYPE_Q4_K;
+        float tmp[2][NT][4], dsum[NT][2];
+        if (K4) {
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                dsum[j][0] = dsum[j][1] = 0.0f;
+#pragma unroll
+                for (int i = 0; i < 2; i++) tmp[i][j][0] = tmp[i][j][1] = tmp[i][j][2] = tmp[i][j][3] = 0.0f;
+            }
+        }
 #pragma unroll
         for (int grp = 0; grp < 8 / KPG; grp++) {
             uint32_t raw[2][RAWN];
@@ -260,6 +279,10 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
                     if (T == QTYPE_Q6_K) {
                         i0j[j] = *(const int2 *)(xi + (2 * kb) * C::BN + c);
                         i1j[j] = *(const int2 *)(xi + (2 * kb + 1) * C::BN + c);
+                    }
+                    if (K4) {
+                        dsum[j][0] += dxj[j].x;
+                        dsum[j][1] += dxj[j].y;
                     }
                 }
 #pragma unroll
@@ -311,6 +334,18 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
                                 acc[i][j][e] = fmaf(v, (e & 1) ? dx.y : dx.x, acc[i][j][e]);
                             }
                         }
+                    } else if (K4) {
+                        const int c0 = __float_as_int(wsc[kb * C::BM + rr]), c1 = __float_as_int(wsc[kb * C::BM + rr + 8]);
+#pragma unroll
+                        for (int j = 0; j < NT; j++) {
+                            const float2 dx = dxj[j];
+                            int dd[4];
+                            mma_s8_16832c(dd, af, bf[j][0], bf[j][1], 0, 0);
+#pragma unroll
+                            for (int e = 0; e < 4; e++)
+                                tmp[i][j][e] = fmaf(__int_as_float(dd[e] * (e < 2 ? c0 : c1) + MMQ_MAGIC),
+                                                    (e & 1) ? dx.y : dx.x, tmp[i][j][e]);
+                        }
                     } else {
                         const float s0 = wsc[kb * C::BM + rr], s1 = wsc[kb * C::BM + rr + 8];
                         float m0 = 0.0f, m1 = 0.0f;
@@ -337,7 +372,20 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
                 }
             }
         }
-        if (F::has_min && KO == 0) {
+        if (K4) {
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                const int rr = rw + i * 16 + g;
+                const float d0 = wd4[rr], d1 = wd4[rr + 8];
+#pragma unroll
+                for (int j = 0; j < NT; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        acc[i][j][e] = fmaf(fmaf(-MMQ_MAGIC_F, dsum[j][e & 1], tmp[i][j][e]), e < 2 ? d0 : d1,
+                                            acc[i][j][e]);
+            }
+        }
+        if (F::has_min && (KO == 0 || KO == 4)) {
             /* q4_K's min term of the stage, sum over its 8 sub-blocks of m * (d_x * sum q),
              * as one k8 product on tf32 tensor cores: A = m (integers < 64, exact in tf32),
              * B = s split into a tf32 high part and the remainder (two products: the sum
