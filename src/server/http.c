@@ -253,6 +253,24 @@ static cJSON *head_json(srv_http *h, const char *id, long created, const char *o
 
 /* ---------------------------------------------------------------- prompts */
 
+/* text's token ids into *ids (malloc'd, *cap of them): a first try with about a token
+ * per byte (plus BOS/EOS), then again with the count where more came out
+ * (SentencePiece's byte fallback spells an escaped space, 3 bytes of U+2581, as 3
+ * tokens); at most `limit` ids are stored. Returns the count, which exceeds *cap when
+ * the text has more than `limit` tokens (then only the count means anything), or < 0. */
+static int tokenize_text(const srv_http *h, const char *text, size_t len, int add_bos, int parse_special, int limit,
+                         int32_t **ids, int *cap) {
+    *cap = (int)MF_MIN(len + 8, (size_t)limit);
+    *ids = mf_xmalloc(sizeof(int32_t) * (size_t)*cap);
+    int got = minfer_tokenize(h->m, text, len, add_bos, parse_special, *ids, *cap);
+    if (got > *cap && got <= limit) {
+        *cap = got;
+        *ids = mf_xrealloc(*ids, sizeof(int32_t) * (size_t)*cap);
+        got = minfer_tokenize(h->m, text, len, add_bos, parse_special, *ids, *cap);
+    }
+    return got;
+}
+
 /* Token ids of a generation request; 0, or an HTTP status with the message. */
 static int build_prompt(srv_http *h, const srv_request *rq, int32_t **ids, int *n, char *err, size_t cap) {
     *ids = NULL;
@@ -283,17 +301,8 @@ static int build_prompt(srv_http *h, const srv_request *rq, int32_t **ids, int *
     } else {
         text = mf_xstrdup(rq->prompt);
     }
-    size_t len = strlen(text);
-    /* about a token per byte, plus BOS/EOS; more where SentencePiece's byte fallback
-     * spells an escaped space (3 bytes of U+2581) as 3 tokens: then again with the count */
-    int cap_ids = (int)MF_MIN(len + 8, (size_t)h->n_ctx + 8);
-    *ids = mf_xmalloc(sizeof(int32_t) * (size_t)cap_ids);
-    int got = minfer_tokenize(h->m, text, len, 1, 1, *ids, cap_ids);
-    if (got > cap_ids && got <= h->n_ctx + 8) {
-        cap_ids = got;
-        *ids = mf_xrealloc(*ids, sizeof(int32_t) * (size_t)cap_ids);
-        got = minfer_tokenize(h->m, text, len, 1, 1, *ids, cap_ids);
-    }
+    int cap_ids;
+    int got = tokenize_text(h, text, strlen(text), 1, 1, h->n_ctx + 8, ids, &cap_ids);
     if (got > cap_ids) { /* longer than the context anyway; the count is what matters */
         *n = got;
         free(text);
@@ -569,15 +578,9 @@ static enum MHD_Result do_tokenize(srv_http *h, struct MHD_Connection *con, conn
     int add_special, parse_special;
     int st = srv_tokenize_parse(cs->body ? cs->body : "", cs->len, &content, &add_special, &parse_special, err, sizeof err);
     if (st) return send_error(h, con, st, NULL, "%s", err);
-    size_t len = strlen(content);
-    int cap = (int)MF_MIN(len + 8, (size_t)1 << 24);
-    int32_t *ids = mf_xmalloc(sizeof(int32_t) * (size_t)cap);
-    int n = minfer_tokenize(h->m, content, len, add_special, parse_special, ids, cap);
-    if (n > cap) { /* byte fallback: more tokens than bytes (see tokenize_prompt) */
-        cap = n;
-        ids = mf_xrealloc(ids, sizeof(int32_t) * (size_t)cap);
-        n = minfer_tokenize(h->m, content, len, add_special, parse_special, ids, cap);
-    }
+    int32_t *ids;
+    int cap;
+    int n = tokenize_text(h, content, strlen(content), add_special, parse_special, 1 << 24, &ids, &cap);
     free(content);
     if (n < 0 || n > cap) {
         free(ids);
