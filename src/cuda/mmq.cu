@@ -489,34 +489,22 @@ int cu_mmq_supported(uint32_t type, int64_t K) {
     return (type == QTYPE_Q4_K || type == QTYPE_Q6_K || type == QTYPE_Q8_0) && K > 0 && K % 256 == 0;
 }
 
-/* the largest dynamic shared memory of the tiles mmq_pick launches (q8_0's 128x64: 110 KB) */
-int cu_mmq_smem_need(void) {
-    int m = 0;
-#define MMQ_NEED(T)                                                             \
-    if (mmq_cfg<T, 4, 2, 4, 2>::smem > m) m = mmq_cfg<T, 4, 2, 4, 2>::smem;     \
-    if (mmq_cfg<T, 2, 1, 4, 2>::smem > m) m = mmq_cfg<T, 2, 1, 4, 2>::smem;
-    MMQ_NEED(QTYPE_Q4_K)
-    MMQ_NEED(QTYPE_Q6_K)
-    if (mmq_cfg<QTYPE_Q6_K, 4, 4, 4, 2>::smem > m) m = mmq_cfg<QTYPE_Q6_K, 4, 4, 4, 2>::smem;
-    MMQ_NEED(QTYPE_Q8_0)
-#undef MMQ_NEED
-    return m;
-}
-
 int cu_mmq_npad(int n) { return (n + CU_MMQ_NPAD - 1) / CU_MMQ_NPAD * CU_MMQ_NPAD; }
 
-void cu_mmq_quantize(cu_ctx *S, const float *x, int n, int K, cu_mmq_act *a) {
+static void mmq_quantize_launch(cu_ctx *S, const char *what, const float *x, const float *u, int n, int K,
+                                cu_mmq_act *a) {
     a->n_pad = cu_mmq_npad(n);
     const int warps = 8;
     dim3 grid((K / 32 + warps - 1) / warps, a->n_pad);
-    cu_launch(S, "mmq_quantize", kernel_mmq_quantize, grid, dim3(32 * warps), 0, x, (const float *)NULL, n, K, *a);
+    cu_launch(S, what, kernel_mmq_quantize, grid, dim3(32 * warps), 0, x, u, n, K, *a);
+}
+
+void cu_mmq_quantize(cu_ctx *S, const float *x, int n, int K, cu_mmq_act *a) {
+    mmq_quantize_launch(S, "mmq_quantize", x, NULL, n, K, a);
 }
 
 void cu_mmq_quantize_swiglu(cu_ctx *S, const float *g, const float *u, int n, int K, cu_mmq_act *a) {
-    a->n_pad = cu_mmq_npad(n);
-    const int warps = 8;
-    dim3 grid((K / 32 + warps - 1) / warps, a->n_pad);
-    cu_launch(S, "mmq_quantize_swiglu", kernel_mmq_quantize, grid, dim3(32 * warps), 0, g, u, n, K, *a);
+    mmq_quantize_launch(S, "mmq_quantize_swiglu", g, u, n, K, a);
 }
 
 template <int T, int WM, int WN, int NT, int ST, int KO = 0, int LB = 1>
@@ -563,21 +551,48 @@ static void mmq_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t
     }
 }
 
-/* Tiles: 128 rows x 64 tokens (8 warps) for prompts; 32 rows x 64 tokens (2 warps) for
- * 9..64 columns, where a 128-row tile would leave most SMs idle (4096 rows: 32 blocks). */
+/* The tiles mmq_pick launches, one list that cu_mmq_smem_need reads too: WM x WN warps
+ * of 32 rows x 8*NT tokens, ST stages, LB blocks a SM (bench/cuda_mmq.cu measured each).
+ *   small: 64x32 up to 32 columns;
+ *   wide:  128x64, two blocks a SM (the register cap of 128);
+ *   q6_K from 384 columns: 128x128 of 16 warps, one a SM (n = 512: 4096x4096 169 -> 150
+ *          us, 4096x11008 447 -> 395; at n = 64 they lost, 28 -> 42 us). */
+template <int WM_, int WN_, int NT_, int ST_, int LB_>
+struct mmq_tile {
+    static constexpr int WM = WM_, WN = WN_, NT = NT_, ST = ST_, LB = LB_;
+};
+using mmq_tile_small = mmq_tile<2, 1, 4, 2, 1>;
+using mmq_tile_wide = mmq_tile<4, 2, 4, 2, 2>;
+using mmq_tile_q6_long = mmq_tile<4, 4, 4, 2, 1>;
+
+template <int T, class L>
+static void mmq_tile_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, int R, int K,
+                            const cu_mmq_act *a, int n, const float *bias, int accum) {
+    mmq_launch<T, L::WM, L::WN, L::NT, L::ST, 0, L::LB>(S, out, ldo, W, stride, R, K, a, n, bias, accum, 8);
+}
+template <int T, class L>
+static constexpr int mmq_tile_smem() { return mmq_cfg<T, L::WM, L::WN, L::NT, L::ST>::smem; }
+
 template <int T>
 static void mmq_pick(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, int R, int K,
                      const cu_mmq_act *a, int n, const float *bias, int accum) {
-    /* 64x32 tiles up to 32 columns; then 128x64, two blocks a SM (the register cap of
-     * 128); q6_K from 384 columns 128x128 tiles of 16 warps, one a SM (bench/cuda_mmq.cu,
-     * n = 512: 4096x4096 169 -> 150 us, 4096x11008 447 -> 395; at n = 64 they lost,
-     * 28 -> 42 us) */
     if (n <= 32)
-        mmq_launch<T, 2, 1, 4, 2>(S, out, ldo, W, stride, R, K, a, n, bias, accum, 8);
+        mmq_tile_launch<T, mmq_tile_small>(S, out, ldo, W, stride, R, K, a, n, bias, accum);
     else if (T == QTYPE_Q6_K && n >= 384)
-        mmq_launch<T, 4, 4, 4, 2>(S, out, ldo, W, stride, R, K, a, n, bias, accum, 8);
+        mmq_tile_launch<T, mmq_tile_q6_long>(S, out, ldo, W, stride, R, K, a, n, bias, accum);
     else
-        mmq_launch<T, 4, 2, 4, 2, 0, 2>(S, out, ldo, W, stride, R, K, a, n, bias, accum, 8);
+        mmq_tile_launch<T, mmq_tile_wide>(S, out, ldo, W, stride, R, K, a, n, bias, accum);
+}
+
+/* the largest dynamic shared memory of the tiles mmq_pick launches (q8_0's wide tile: 110 KB) */
+int cu_mmq_smem_need(void) {
+    const int need[] = {mmq_tile_smem<QTYPE_Q4_K, mmq_tile_small>(),   mmq_tile_smem<QTYPE_Q4_K, mmq_tile_wide>(),
+                        mmq_tile_smem<QTYPE_Q6_K, mmq_tile_small>(),   mmq_tile_smem<QTYPE_Q6_K, mmq_tile_wide>(),
+                        mmq_tile_smem<QTYPE_Q6_K, mmq_tile_q6_long>(), mmq_tile_smem<QTYPE_Q8_0, mmq_tile_small>(),
+                        mmq_tile_smem<QTYPE_Q8_0, mmq_tile_wide>()};
+    int m = 0;
+    for (int v : need) m = v > m ? v : m;
+    return m;
 }
 
 void cu_mmq(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, uint32_t type, int R, int K,
