@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "lab_util.h"
 
 /* The lab fills the launch context itself (common.cuh cu_ctx): the tuning row of the
  * device and every path on, as the backend's defaults; cu_launch_check and cu_record
@@ -111,16 +112,6 @@ static double graph_us(cudaStream_t st, int n, bool warm, F issue) {
     return 1000.0 * ms / n;
 }
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float frnd(void) { return (float)(rnd() & 0xffffff) / 16777216.0f; }  /* [0,1) */
-static uint16_t f16bits(float f) { return __half_as_ushort(__float2half(f)); }
-
 /* Random valid rows in the file layout (the CPU reference reads these). */
 static void fill_rows(uint32_t type, uint8_t *w, int64_t rows, int K) {
     const int nb = K / 256;
@@ -166,15 +157,6 @@ struct shape {
     uint32_t type;
     int nmat, rows, K;  /* nmat matrices of rows x K each (stacked launch) */
 };
-
-static double nerr(const float *a, const float *b, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 /* Random activations in [-2, 2), quantized to the q8 layout on the host (hq, hd:
  * the values and 32-block scales, for a CPU reference) and uploaded. */

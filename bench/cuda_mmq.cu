@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "cuda_check.h"
+#include "lab_util.h"
 
 void cu_launch_check(cu_ctx *S, const char *what, const char *file, int line) {}
 void cu_record(cu_ctx *S, cudaError_t e, const char *expr, const char *file, int line) {
@@ -83,16 +84,8 @@ static const shape shapes[] = {
     {"q8_0 4096x4096", QTYPE_Q8_0, 4096, 4096},
 };
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float frnd(void) { return (float)(rnd() & 0xffffff) / 16777216.0f; }
 static void put_f16(uint8_t *p, float f) {
-    const uint16_t h = __half_as_ushort(__float2half(f));
+    const uint16_t h = f16bits(f);
     memcpy(p, &h, 2);
 }
 
@@ -111,16 +104,6 @@ static void fill_rows(uint32_t type, uint8_t *w, int64_t rows, int K, int64_t st
         else
             for (int b = 0; b < K / 32; b++) put_f16(o + (int64_t)K / 32 * 32 + 2 * b, 0.001f + 0.004f * frnd());
     }
-}
-
-static double nerr(const float *a, const float *b, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (!(a[i] == a[i])) return 1e30;
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
 int main(int argc, char **argv) {
