@@ -6,7 +6,10 @@
  * WM x WN warps, each 32 rows x 8*NT tokens, ST shared-memory stages (ST-1 k-tiles in
  * flight), split over K in up to KS blocks (ks8: up to 8; mmq_launch chooses), LB blocks
  * a SM resident (the register cap of __launch_bounds__). "auto"
- * is the backend's choice (mmq_pick); ko1/ko2 are the kernel's knockouts (mmq.cu KO). Per shape, n and variant: the
+ * is the backend's choice (mmq_pick); ko1/ko2/ko5 are the kernel's knockouts (mmq.cu KO). A q4_K
+ * or q6_K shape runs every variant on the weights and again with their plane
+ * (cu_mmq_plane_build; "plane": its err against auto without is 0 when the outputs are
+ * bit-identical). Per shape, n and variant: the
  * output against "auto"'s (normalised error: the same arithmetic in the same order
  * per element, so 0 unless a tile drops or repeats work; split-K adds the partial sums
  * in another order, ~1e-7), then the time of one launch
@@ -38,31 +41,37 @@ void cu_record(cu_ctx *S, cudaError_t e, const char *expr, const char *file, int
     exit(1);
 }
 
-typedef void (*launch_fn)(cu_ctx *, float *, int, const uint8_t *, int64_t, int, int, const cu_mmq_act *, int,
-                          const float *, int);
+typedef void (*launch_fn)(cu_ctx *, float *, int, const uint8_t *, int64_t, const uint8_t *, int, int,
+                          const cu_mmq_act *, int, const float *, int);
 struct variant {
     const char *name;
-    launch_fn f[3]; /* q4_K, q6_K, q8_0 */
+    launch_fn f[5]; /* q4_K, q6_K, q8_0, q6_K on its plane (MMQ_Q6X), q4_K on its plane (MMQ_Q4X) */
+    int smem[5];    /* their dynamic shared memory (0: auto, mmq_pick's) */
 };
 template <int T, int WM, int WN, int NT, int ST, int KO, int KS, int LB>
-static void lab_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, int R, int K,
-                       const cu_mmq_act *a, int n, const float *bias, int accum) {
-    mmq_launch<T, WM, WN, NT, ST, KO, LB>(S, out, ldo, W, stride, R, K, a, n, bias, accum, KS);
+static void lab_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, const uint8_t *P, int R,
+                       int K, const cu_mmq_act *a, int n, const float *bias, int accum) {
+    mmq_launch<T, WM, WN, NT, ST, KO, LB>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, KS);
 }
 #define MMQ_VAR(wm, wn, nt, st, ko, ks, lb)                                                                     \
     {                                                                                                            \
         #wm "x" #wn "w nt" #nt " st" #st " ko" #ko " ks" #ks " lb" #lb,                                          \
         {lab_launch<QTYPE_Q4_K, wm, wn, nt, st, ko, ks, lb>, lab_launch<QTYPE_Q6_K, wm, wn, nt, st, ko, ks, lb>, \
-         lab_launch<QTYPE_Q8_0, wm, wn, nt, st, ko, ks, lb>}                                                     \
+         lab_launch<QTYPE_Q8_0, wm, wn, nt, st, ko, ks, lb>, lab_launch<MMQ_Q6X, wm, wn, nt, st, ko, ks, lb>,    \
+         lab_launch<MMQ_Q4X, wm, wn, nt, st, ko, ks, lb>},                                                       \
+        {mmq_cfg<QTYPE_Q4_K, wm, wn, nt, st>::smem, mmq_cfg<QTYPE_Q6_K, wm, wn, nt, st>::smem,                  \
+         mmq_cfg<QTYPE_Q8_0, wm, wn, nt, st>::smem, mmq_cfg<MMQ_Q6X, wm, wn, nt, st>::smem,                     \
+         mmq_cfg<MMQ_Q4X, wm, wn, nt, st>::smem}                                                                 \
     }
 static const variant variants[] = {
-    {"auto", {mmq_pick<QTYPE_Q4_K>, mmq_pick<QTYPE_Q6_K>, mmq_pick<QTYPE_Q8_0>}},
+    {"auto", {mmq_pick<QTYPE_Q4_K>, mmq_pick<QTYPE_Q6_K>, mmq_pick<QTYPE_Q8_0>, mmq_pick<MMQ_Q6X>, mmq_pick<MMQ_Q4X>},
+     {0, 0, 0, 0, 0}},
     MMQ_VAR(4, 2, 4, 2, 0, 8, 1), MMQ_VAR(4, 2, 4, 2, 0, 8, 2), MMQ_VAR(4, 4, 4, 2, 0, 8, 1),
     MMQ_VAR(2, 4, 4, 2, 0, 8, 1), MMQ_VAR(2, 1, 4, 2, 0, 8, 1), MMQ_VAR(2, 1, 4, 2, 0, 8, 8),
     MMQ_VAR(1, 2, 2, 2, 0, 8, 8), MMQ_VAR(1, 1, 2, 6, 0, 1, 1), MMQ_VAR(1, 1, 2, 8, 0, 1, 1),
     MMQ_VAR(1, 1, 4, 6, 0, 1, 1), MMQ_VAR(2, 1, 4, 4, 0, 1, 1), MMQ_VAR(1, 2, 2, 6, 0, 1, 1),
     MMQ_VAR(1, 1, 2, 4, 0, 8, 1), MMQ_VAR(2, 1, 4, 4, 0, 8, 1), MMQ_VAR(4, 2, 4, 2, 1, 1, 2),
-    MMQ_VAR(4, 2, 4, 2, 2, 1, 2), MMQ_VAR(4, 2, 4, 2, 4, 8, 2), MMQ_VAR(4, 2, 4, 2, 4, 8, 1),
+    MMQ_VAR(4, 2, 4, 2, 2, 1, 2), MMQ_VAR(4, 2, 4, 2, 5, 8, 2), MMQ_VAR(4, 4, 4, 2, 5, 8, 1),
 };
 static const int NVAR = sizeof variants / sizeof variants[0];
 
@@ -154,6 +163,15 @@ int main(int argc, char **argv) {
         for (int c = 0; c < copies; c++) /* equal copies: only their addresses matter to the L2 */
             CK(cudaMemcpy(w + c * mbytes, hw.data(), (size_t)mbytes, cudaMemcpyHostToDevice));
         const int fi = sh.type == QTYPE_Q4_K ? 0 : sh.type == QTYPE_Q6_K ? 1 : 2;
+        /* q4_K, q6_K: the plane too (as many copies), each variant run with and without */
+        const int64_t pbytes = (int64_t)cu_mmq_plane_bytes(sh.type, sh.rows, sh.K);
+        uint8_t *pl = NULL;
+        if (pbytes) {
+            CK(cudaMalloc(&pl, (size_t)(pbytes * copies)));
+            for (int c = 0; c < copies; c++)
+                cu_mmq_plane_build(S, sh.type, pl + c * pbytes, w + c * mbytes, stride, sh.rows, sh.K);
+            CK(cudaStreamSynchronize(S->stream));
+        }
         for (int n : ns_all) {
             if (one_n && n != one_n) continue;
             const int64_t no = (int64_t)n * sh.rows;
@@ -169,16 +187,19 @@ int main(int argc, char **argv) {
             std::sort(tq, tq + 7);
             printf("%-28s %5d %-16s %9.1f %8s %9s\n", sh.name, n, "prepass", 100.0 * tq[3], "", "");
             std::vector<float> href((size_t)no), hout((size_t)no);
-            for (int v = 0; v < NVAR; v++) {
+            for (int vp = 0; vp < (pbytes ? 2 : 1) * NVAR; vp++) {
+                const int v = vp % NVAR, on_plane = vp >= NVAR;
                 if (want_var && v && !strstr(variants[v].name, want_var)) continue;
-                const launch_fn f = variants[v].f[fi];
-                float *o = v ? out : ref;
+                const int ff = on_plane ? (sh.type == QTYPE_Q6_K ? 3 : 4) : fi;
+                if (variants[v].smem[ff] > (int)prop.sharedMemPerBlockOptin) continue;
+                const launch_fn f = variants[v].f[ff];
+                float *o = vp ? out : ref;
                 CK(cudaMemset(o, 0xff, sizeof(float) * (size_t)no));
-                f(S, o, sh.rows, w, stride, sh.rows, sh.K, &a, n, NULL, 0);
+                f(S, o, sh.rows, w, stride, on_plane ? pl : NULL, sh.rows, sh.K, &a, n, NULL, 0);
                 CK(cudaStreamSynchronize(S->stream));
                 CK(cudaGetLastError());
                 double err = 0;
-                if (v) {
+                if (vp) {
                     CK(cudaMemcpy(hout.data(), out, sizeof(float) * (size_t)no, cudaMemcpyDeviceToHost));
                     err = nerr(hout.data(), href.data(), no);
                 } else {
@@ -189,19 +210,21 @@ int main(int argc, char **argv) {
                 for (int rep = 0; rep < 7; rep++) {
                     CK(cudaEventRecord(e0, S->stream));
                     for (int it = 0; it < 10; it++, c = (c + 1) % copies)
-                        f(S, o, sh.rows, w + c * mbytes, stride, sh.rows, sh.K, &a, n, NULL, 0);
+                        f(S, o, sh.rows, w + c * mbytes, stride, on_plane ? pl + c * pbytes : NULL, sh.rows, sh.K, &a, n,
+                          NULL, 0);
                     CK(cudaEventRecord(e1, S->stream));
                     CK(cudaEventSynchronize(e1));
                     CK(cudaEventElapsedTime(&t[rep], e0, e1));
                 }
                 std::sort(t, t + 7);
                 const double us = 100.0 * t[3];
-                printf("%-28s %5d %-16s %9.1f %8.1f %9.2g\n", sh.name, n, variants[v].name, us,
+                printf("%-28s %5d %-16s%s %9.1f %8.1f %9.2g\n", sh.name, n, variants[v].name, on_plane ? " plane" : "", us,
                        2.0 * sh.rows * sh.K * n / us * 1e-6, err);
                 fflush(stdout);
             }
         }
         CK(cudaFree(w));
+        if (pl) CK(cudaFree(pl));
     }
     return 0;
 }

@@ -27,7 +27,7 @@ typedef struct minfer_ctx minfer_ctx;
 typedef struct minfer_ctx_params {
     int n_ctx;          /* positions per sequence; 0 = min(model's, 4096) */
     int n_seq;          /* sequence slots; 0 = 1 */
-    int n_batch;        /* max tokens per step; 0 = 512 */
+    int n_batch;        /* max tokens per step; 0 = 512 on the CPU, 2048 on CUDA */
     const char *device; /* "cpu", "cuda", NULL = auto */
     int n_threads;      /* CPU threads; 0 = all cores */
 } minfer_ctx_params;

@@ -58,6 +58,7 @@ typedef struct mf_weight {
     const void *host;    /* bytes in the mapping; NULL when the tensor is absent */
     uint64_t nbytes;
     void *dev;           /* backend-owned copy (CUDA device pointer), NULL on the CPU */
+    void *dev_plane;     /* backend-owned derived form (CUDA: the q6_K MMQ plane, mmq.cu), else NULL */
     const char *name;    /* tensor name, for messages */
 } mf_weight;
 

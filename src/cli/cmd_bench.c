@@ -141,7 +141,7 @@ static void fmt_params(double n, char *buf, size_t cap) {
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *fmt = "md";
     cli_int_list pp = { { 512 }, 1 }, tg = { { 128 }, 1 }, sqs = { { 0 }, 0 };
-    int reps = 3, n_batch = 512;
+    int reps = 3, n_batch = 0;
     mf_context_params cp;
     context_params_default(&cp);
     cli_opt opts[10 + CLI_OPTS_MAX_GROUP];
@@ -156,7 +156,7 @@ int cmd_bench(int argc, char **argv) {
                            .dflt = "none" };
     opts[n++] = (cli_opt){ "-r", "N", CLI_OPT_INT, &reps, 1, 1000, .help = "repetitions of each test" };
     opts[n++] = (cli_opt){ "-b", "N", CLI_OPT_INT, &n_batch, 1, 1 << 16,
-                           .help = "batch size for prefill (with -s at least S)" };
+                           .help = "batch size for prefill (with -s at least S)", .dflt = "512 on the CPU, 2048 on CUDA" };
     const int ctx_row = n;
     n += cli_opts_context(opts + n, &cp);
     /* bench's --ctx: no default size of its own (context_params_default's 0), each test
@@ -203,7 +203,7 @@ int cmd_bench(int argc, char **argv) {
 #define TEST_PARAMS(t) do { \
         want.n_ctx = fixed_ctx ? fixed_ctx : test_len(t); \
         want.n_seq = (t)->n_seq ? (t)->n_seq : 1; \
-        want.n_batch = MF_MAX(n_batch, want.n_seq); } while (0)
+        want.n_batch = n_batch ? MF_MAX(n_batch, want.n_seq) : 0; } while (0)
     TEST_PARAMS(&tests[0]);
 
     mf_model m;

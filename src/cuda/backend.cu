@@ -13,6 +13,8 @@
  * MINFER_CUDA_SYNC=1 (synchronise and check after every eager launch),
  * MINFER_VERBOSE=1 (scratch breakdown, launch census at exit; MINFER_CENSUS=1: the census only),
  * MINFER_CUDA_STEPTIME=1 (where a replayed decode step's wall time goes, at exit),
+ * MINFER_CUDA_PROFILE=1 (every eager launch's GPU time by kernel and tensor, at exit;
+ * launch-serialized; profile.cu),
  * MINFER_CUDA_TRACE=FILE (a build with -DMINFER_CUDA_TRACE=1 only: the block timeline
  * of every kernel, for bench/trace_step.py; trace.cu). */
 #include "backend.cuh"
@@ -32,6 +34,7 @@ void cu_record(cu_ctx *S, cudaError_t e, const char *expr, const char *file, int
 void cu_launch_check(cu_ctx *S, const char *what, const char *file, int line) {
     S->n.launches++;
     if (S->capturing) cu_trace_launch(S->trace, what);
+    else if (S->prof) cu_prof_end(S, what);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) cu_record(S, e, what, file, line);
     if (S->sync && !S->capturing) {
@@ -169,6 +172,7 @@ static int cu_code_arch(void) {
 static void free_state(cu_state *S) {
     if (S->verbose || S->census) cu_print_census(S);
     cu_trace_close(S->trace);
+    cu_prof_close(S);
     for (int i = 0; i < CU_GRAPH_MAXN; i++) {
         if (S->graphs[i].valid) cudaGraphExecDestroy(S->graphs[i].exec);
         if (S->graphs[i].pinned) cudaFreeHost(S->graphs[i].pinned);
@@ -177,7 +181,8 @@ static void free_state(cu_state *S) {
         if (S->host[i].p) host_buf_free(&S->host[i]);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s, S->q8.xl4, S->q8.xl6,
                    S->q8h.qs, S->q8h.d, S->q8h.s, S->q8h.xl4, S->q8h.xl6,
-                   S->att_part, S->x16, S->w16, S->rope_cs, S->cs_now, S->att_count};
+                   S->att_part, S->x16, S->w16, S->rope_cs, S->cs_now, S->att_count,
+                   S->mq.q, S->mq.d, S->mq.s, S->mq.is, S->mq.part, S->planebuf};
     for (size_t i = 0; i < MF_ARRAY_LEN(dev); i++)
         if (dev[i]) cudaFree(dev[i]);
     for (int i = 0; i < S->nallocs; i++) cudaFree(S->allocs[i].p);
@@ -360,6 +365,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         S->on[CU_PATH_MMQ] = 0;
     }
 #undef SCRATCH
+    if (S->on[CU_PATH_MMQ]) cu_build_planes(S, m);
     S->own_scratch = own;
     S->h_meta = (int32_t *)mf_xcalloc((size_t)3 * nb, sizeof(int32_t));
     S->h_tiles = (int4 *)mf_xcalloc((size_t)nb, sizeof(int4));
@@ -369,6 +375,8 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     if ((e = cudaDeviceSynchronize()) != cudaSuccess)
         return mf_fail(err, MF_ERR_DEVICE, "cuda: init: %s", cudaGetErrorString(e));
     if (S->err) return mf_fail(err, MF_ERR_DEVICE, "%s", S->errmsg);
+    /* (after the upload: the profile counts the steps' launches) */
+    if (mf_env_int("MINFER_CUDA_PROFILE", 0) == 1) cu_prof_start(S);
     return 0;
 }
 
@@ -390,12 +398,13 @@ static void be_destroy(mf_backend *be) {
         if (S->m) {
             mf_model *m = S->m;
             m->tok_embd.dev = m->output_norm.dev = m->output.dev = NULL;
+            m->tok_embd.dev_plane = m->output.dev_plane = NULL;
             for (int l = 0; l < m->hp.n_layer && m->layers; l++) {
                 mf_layer *L = &m->layers[l];
                 mf_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->bq, &L->bk,
                                    &L->bv, &L->wo, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down,
                                    &L->attn_q_norm, &L->attn_k_norm, &L->attn_post_norm, &L->ffn_post_norm};
-                for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++) ws[i]->dev = NULL;
+                for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++) ws[i]->dev = ws[i]->dev_plane = NULL;
             }
         }
         free_state(S);
@@ -490,6 +499,19 @@ extern "C" int cuda_backend_upload(mf_backend *be, mf_weight *w, mf_err *err) {
     cudaFree(tmp);
     if (rc) return mf_fail(err, MF_ERR_DEVICE, "cuda: upload: %s", S->errmsg);
     w->dev = d;
+    w->dev_plane = NULL;
+    /* the MMQ plane, as cu_build_planes makes it for a model's layer matrices */
+    if (cu_mmq_plane_on(S, w->type) && cu_mmq_supported(w->type, w->cols)) {
+        void *p = cu_dev_alloc(S, cu_mmq_plane_bytes(w->type, (int)w->rows, (int)w->cols), "cudaMalloc(test plane)");
+        if (!p) return mf_fail(err, MF_ERR_DEVICE, "%s", S->errmsg);
+        S->extra = (void **)mf_xrealloc(S->extra, sizeof(void *) * (S->nextra + 1));
+        S->extra[S->nextra++] = p;
+        cu_mmq_plane_build(S, w->type, (uint8_t *)p, (const uint8_t *)d, cu_row_stride(w->type, w->cols), (int)w->rows,
+                           (int)w->cols);
+        if (cudaStreamSynchronize(S->stream) != cudaSuccess || S->err)
+            return mf_fail(err, MF_ERR_DEVICE, "cuda: plane: %s", S->errmsg);
+        w->dev_plane = p;
+    }
     return 0;
 }
 

@@ -74,6 +74,9 @@ struct cu_state : cu_ctx {
     size_t wbytes;
     void *kvbuf;
     size_t kvbytes;
+    void *planebuf;        /* the MMQ planes (upload.cu cu_build_planes), NULL when none */
+    size_t planebytes;
+    int nplanes;
     size_t own_scratch, fw_scratch;
     __half **kc, **vc;
     /* batch metadata [tok n_batch][pos n_batch][seq n_batch] */
@@ -106,6 +109,7 @@ struct cu_state : cu_ctx {
     /* int8 MMQ activations (mmq.cu), for n_batch tokens of kmax values */
     cu_mmq_act mq;
     unsigned mmq_said;     /* the weight types whose MMQ label was printed (bit = type) */
+    unsigned mmq_plane_said; /* the same for MMQ on a plane */
     int mmq_no_smem;       /* path mmq off for want of shared memory a block (cu_mmq_smem_need) */
     unsigned f16_said;     /* the same for the f16 fallback */
     /* graphs: graphs[n - 1] replays steps of n tokens; graph is the one being captured */
@@ -148,6 +152,10 @@ const cu_host_buf *cu_host_pinned(const cu_state *S, const void *p, size_t n);
 /* upload.cu */
 int cu_check_model(cu_state *S, const mf_model *m, mf_err *err);
 int cu_upload_weights(cu_state *S, mf_model *m, mf_err *err);
+/* The layer matrices' MMQ planes (paths mmq-dsc for q4_K, mmq-exp for q6_K), in one
+ * allocation; when it fails, one message and the GEMMs decode in the kernel (no error). */
+void cu_build_planes(cu_state *S, mf_model *m);
+int cu_mmq_plane_on(const cu_state *S, uint32_t type); /* the type gets a plane (paths on) */
 int cu_upload_one(cu_state *S, const mf_weight *w, void *dst, void *tmp, size_t tmp_cap, mf_err *err);
 int cu_weight_dev_bytes(const mf_weight *w, size_t *out);
 int cu_count_xs_wide(const mf_model *m);

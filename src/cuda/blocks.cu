@@ -172,13 +172,19 @@ static int mmq_takes(const cu_state *S, const mf_weight *w, int n) {
 
 /* The label of the GEMM path a weight type took, once per type (DESIGN.md item 5: a
  * correct fallback is invisible to parity). */
-static void gemm_label(cu_state *S, const mf_weight *w, int mmq) {
-    unsigned *said = mmq ? &S->mmq_said : &S->f16_said;
+static void gemm_label(cu_state *S, const mf_weight *w, int mmq, int plane) {
+    unsigned *said = mmq ? plane ? &S->mmq_plane_said : &S->mmq_said : &S->f16_said;
     const unsigned bit = 1u << (w->type & 31);
     if (*said & bit) return;
     *said |= bit;
-    if (mmq)
-        fprintf(stderr, "minfer/cuda: %s mmq: A=cp.async(prepass int8) DSC=in-kernel B=raw\n", qtype_name(w->type));
+    if (mmq && plane)
+        fprintf(stderr, "minfer/cuda: %s mmq: A=cp.async(prepass int8) DSC=f32-plane B=%s\n", qtype_name(w->type),
+                w->type == QTYPE_Q6_K ? "W_exp" : "raw");
+    else if (mmq)
+        fprintf(stderr, "minfer/cuda: %s mmq: A=cp.async(prepass int8) DSC=in-kernel B=raw%s\n", qtype_name(w->type),
+                w->type != QTYPE_Q6_K && w->type != QTYPE_Q4_K ? ""
+                : !cu_mmq_plane_on(S, w->type)                ? (w->type == QTYPE_Q6_K ? " (path mmq-exp off)" : " (path mmq-dsc off)")
+                                                              : " (no plane)");
     else if (w->type != QTYPE_F32)
         fprintf(stderr, "minfer/cuda: %s gemm: f16 fallback (%s)\n", qtype_name(w->type),
                 S->mmq_no_smem ? "shared memory a block below the MMQ tiles'" : !S->on[CU_PATH_MMQ] ? "path mmq off" : cu_mmq_supported(w->type, w->cols) ? "no MMQ scratch" : "no MMQ kernel for this type or K");
@@ -190,11 +196,13 @@ static int matmul_mmq(cu_state *S, float *out, const float *x, const mf_weight *
                       int have_mq, int accum) {
     const int K = (int)w->cols;
     if (!have_mq) cu_mmq_quantize(S, x, n, K, &S->mq);
+    const uint8_t *plane = cu_mmq_plane_on(S, w->type) ? (const uint8_t *)w->dev_plane : NULL;
     cu_mmq(S, out, (int)w->rows, (const uint8_t *)w->dev, cu_row_stride(w->type, K), w->type, (int)w->rows, K,
-           &S->mq, n, bias, accum);
+           &S->mq, n, bias, accum, plane);
     const int f = w->type == QTYPE_Q4_K ? 0 : w->type == QTYPE_Q6_K ? 1 : 2;
     S->n.mmq[f]++;
-    gemm_label(S, w, 1);
+    S->n.mmq_plane += plane != NULL;
+    gemm_label(S, w, 1, plane != NULL);
     return 1;
 }
 
@@ -203,8 +211,8 @@ static int matmul_mmq(cu_state *S, float *out, const float *x, const mf_weight *
  * int8 MMQ GEMM where it takes the type, else the f16 GEMM.
  * have_q8: up to 8 columns, x's q8 is in S->q8; above, x's MMQ form is in S->mq.
  * Returns the same for afterwards. */
-static int matmul(cu_state *S, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n,
-                  int have_q8, int ring_pre) {
+static int matmul_run(cu_state *S, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n,
+                      int have_q8, int ring_pre) {
     const int K = (int)w->cols, R = (int)w->rows;
     if (n > S->n_batch || K > S->kmax || !w->dev) {
         cu_record(S, cudaErrorInvalidValue, "matmul: batch wider than n_batch, input wider than the model's, or weight not on the device", __FILE__, __LINE__);
@@ -216,7 +224,7 @@ static int matmul(cu_state *S, float *out, const float *x, const mf_weight *w, c
     /* f32 weights stay f32 in prefill too (the f16 GEMM would round them; f32 models
      * are the tiny ones) */
     if (S->on[CU_PATH_MMA] && w->type != QTYPE_F32 && S->x16) {
-        gemm_label(S, w, 0);
+        gemm_label(S, w, 0, 0);
         S->n.mm_f16++;
         matmul_gemm(S, out, x, w, bd, n);
         return have_q8;
@@ -229,6 +237,16 @@ static int matmul(cu_state *S, float *out, const float *x, const mf_weight *w, c
         cu_mmv_f(S, w->type, &a);
     }
     return 0;
+}
+
+/* (the launches of a matmul carry its tensor's name into the launch profile, profile.cu) */
+static int matmul(cu_state *S, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n,
+                  int have_q8, int ring_pre) {
+    S->prof_tag = w->name;
+    S->prof_type = w->type;
+    const int r = matmul_run(S, out, x, w, bias, n, have_q8, ring_pre);
+    S->prof_tag = NULL;
+    return r;
 }
 
 /* ------------------------------------------------------------------------- */

@@ -142,6 +142,7 @@ static __host__ __device__ __forceinline__ void cu_xl_block(uint8_t *xl4, uint8_
  * record errors. The backend's own state (backend.cuh) extends it; the kernel lab
  * (bench/cuda_gemv.cu) fills one directly. */
 struct cu_trace;
+struct cu_prof;
 struct cu_census {
     uint64_t launches;      /* kernels launched (eager or captured) */
     uint64_t xst2, xstm;    /* kernel_mmv_xst2 / kernel_mmv_xstm launches */
@@ -155,6 +156,7 @@ struct cu_census {
     uint64_t fused_blocks;  /* blocks run as fused launch sequences (blocks.cu) */
     uint64_t op_blocks;     /* blocks run as one kernel per primitive op */
     uint64_t mmq[3];        /* int8 MMQ GEMM launches: q4_K, q6_K, q8_0 */
+    uint64_t mmq_plane;     /* of the q4_K and q6_K ones, on the matrix's plane */
     uint64_t mm_f16;        /* prefill GEMMs on the f16 path (a type or shape MMQ does not take, or path mmq off) */
 };
 struct cu_ctx {
@@ -168,6 +170,11 @@ struct cu_ctx {
     cu_tune tune;           /* this device's tuning row */
     cu_census n;
     cu_trace *trace;        /* MINFER_CUDA_TRACE=FILE on a trace build (trace.cu), else NULL */
+    cu_prof *prof;          /* MINFER_CUDA_PROFILE=1: per-launch GPU time (profile.cu), else NULL */
+    cudaEvent_t *prof_next; /* the profile's event for the next launch's begin (cu_launch records it) */
+    int prof_began;         /* it was recorded for the launch in flight */
+    const char *prof_tag;   /* the weight tensor a GEMM launch is for (blocks.cu), else NULL */
+    uint32_t prof_type;     /* and its type */
     int err;                /* the first error, sticky until reported */
     char errmsg[MF_ERR_LEN];
 };
@@ -184,6 +191,11 @@ cu_trace *cu_trace_open(const char *path);
 void cu_trace_capture_begin(cu_trace *T);
 void cu_trace_launch(cu_trace *T, const char *what);
 void cu_trace_close(cu_trace *T);
+/* The launch profile (profile.cu): start (MINFER_CUDA_PROFILE=1), one launch's end
+ * (cu_launch_check), and the table at exit. */
+void cu_prof_start(cu_ctx *S);
+void cu_prof_end(cu_ctx *S, const char *what);
+void cu_prof_close(cu_ctx *S);
 
 /* Launch with the programmatic-stream-serialization attribute when enabled. */
 template <typename... KArgs, typename... Args>
@@ -196,6 +208,7 @@ static inline void cu_launch(cu_ctx *S, const char *what, void (*k)(KArgs...), d
         attr[na].val.programmaticStreamSerializationAllowed = 1;
         na++;
     }
+    if (S->prof_next && !S->capturing) S->prof_began = cudaEventRecord(*S->prof_next, S->stream) == cudaSuccess;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
@@ -557,9 +570,30 @@ void cu_mmq_quantize(cu_ctx *S, const float *x, int n, int K, cu_mmq_act *a);
 /* the same for silu(g) * u (the FFN's SwiGLU, cu_swiglu's arithmetic), unstored in f32 */
 void cu_mmq_quantize_swiglu(cu_ctx *S, const float *g, const float *u, int n, int K, cu_mmq_act *a);
 /* out[n][R] (row stride ldo) = x . W^T (+ bias[R]); accum: out += instead. W: R rows of
- * the device layout, row stride `stride` bytes; a: x quantized by cu_mmq_quantize. */
+ * the device layout, row stride `stride` bytes; a: x quantized by cu_mmq_quantize.
+ * plane: W's plane (cu_q4x_build, cu_q6x_build) or NULL; with it the kernel reads the
+ * scales (q6_K: the codes too) from the plane, with the same arithmetic (the outputs are
+ * bit-identical). */
 void cu_mmq(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, uint32_t type, int R, int K,
-            const cu_mmq_act *a, int n, const float *bias, int accum);
+            const cu_mmq_act *a, int n, const float *bias, int accum, const uint8_t *plane);
+/* The q6_K plane of the prefill design (W_exp and W_dsc, made once at registration), for
+ * R rows of K = 256 nb values, super-block-major so that a tile's share of one stage is
+ * contiguous:
+ *   exp [nb][R][256]  int8  the codes expanded and centred, q - 32, in value order
+ *   dsc [nb][16][Rp]  f32   d * sc of each 16 values (Rp = R rounded up to 4; rows R..Rp-1 zero)
+ * cu_q6x_bytes: its size; cu_q6x_build: from W (device layout, row stride `stride`). */
+size_t cu_q6x_bytes(int R, int K);
+void cu_q6x_build(cu_ctx *S, uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K);
+/* The q4_K plane (W_dsc): the scales the kernel decodes each stage, made once; the
+ * nibbles stay in W.
+ *   dsc  [nb][8][Rp] f32  d * sc of each 32 values
+ *   dmin [nb][Rp]    f32
+ *   m    [nb][Rp][8] u8   the 6-bit mins */
+size_t cu_q4x_bytes(int R, int K);
+void cu_q4x_build(cu_ctx *S, uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K);
+/* Either plane by weight type (0 bytes: the type has none). */
+size_t cu_mmq_plane_bytes(uint32_t type, int R, int K);
+void cu_mmq_plane_build(cu_ctx *S, uint32_t type, uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K);
 
 /* attn.cu */
 struct cu_attn_args {

@@ -38,17 +38,32 @@
  * scales decoded per row per stage. */
 template <int T> struct mmq_fmt;
 template <> struct mmq_fmt<QTYPE_Q4_K> {
-    static constexpr int wstride = 144, nchunk = 9, nsc = 8, has_min = 1, has_isum = 0;
+    static constexpr int wstride = 144, nchunk = 9, nsc = 8, has_min = 1, has_isum = 0, plane = 0, prow = 0;
 };
 template <> struct mmq_fmt<QTYPE_Q6_K> {
     /* ql 128 | qh 64 | sc 16; d beside, in a word per row (the stage's wd array): a
      * 16-byte d chunk in the row (240 B) made two q6_K blocks need 233 KB, one SM's
      * shared memory is 228 */
-    static constexpr int wstride = 208, nchunk = 13, nsc = 16, has_min = 0, has_isum = 1;
+    static constexpr int wstride = 208, nchunk = 13, nsc = 16, has_min = 0, has_isum = 1, plane = 0, prow = 0;
 };
 template <> struct mmq_fmt<QTYPE_Q8_0> {
     /* qs 256 (8 blocks) | their 8 d */
-    static constexpr int wstride = 272, nchunk = 17, nsc = 8, has_min = 0, has_isum = 0;
+    static constexpr int wstride = 272, nchunk = 17, nsc = 8, has_min = 0, has_isum = 0, plane = 0, prow = 0;
+};
+/* The formats on a registration-time plane (cu_q4x_build, cu_q6x_build): each stage
+ * carries the rows' scales as the decode step would write them (prow bytes a row), so
+ * the kernel has no decode step and one barrier a stage.
+ * q4_K: the raw nibbles (the row's 16-byte header slot left unstaged) + d*sc f32 [8],
+ *       dmin f32, m u8 [8];
+ * q6_K: the 256 centred codes of the plane (16 slots + one of padding) + d*sc f32 [16]:
+ *       no bit assembly and no centring term either. */
+#define MMQ_Q4X 0x1004
+#define MMQ_Q6X 0x1006
+template <> struct mmq_fmt<MMQ_Q4X> {
+    static constexpr int wstride = 144, nchunk = 8, nsc = 8, has_min = 1, has_isum = 0, plane = 1, prow = 44;
+};
+template <> struct mmq_fmt<MMQ_Q6X> {
+    static constexpr int wstride = 272, nchunk = 16, nsc = 16, has_min = 0, has_isum = 0, plane = 1, prow = 64;
 };
 
 /* Global address of 16-byte chunk c of super-block sb of a weight row (device layout). */
@@ -74,8 +89,10 @@ struct mmq_cfg {
     static constexpr int xs_bytes = mmq_fmt<T>::has_min ? 8 * BN * 4 : 0;
     static constexpr int xi_bytes = mmq_fmt<T>::has_isum ? 16 * BN * 4 : 0;
     static constexpr int wd_bytes = T == QTYPE_Q6_K ? BM * 4 : 0; /* q6_K: the d word of each row */
-    static constexpr int stage = w_bytes + x_bytes + xd_bytes + xs_bytes + xi_bytes + wd_bytes;
-    static constexpr int dsc_bytes = ((mmq_fmt<T>::has_min ? 2 : 1) * mmq_fmt<T>::nsc + 2 * mmq_fmt<T>::has_min) * BM * 4;
+    static constexpr int dsp_bytes = mmq_fmt<T>::prow * BM; /* plane: the stage's scales */
+    static constexpr int stage = w_bytes + x_bytes + xd_bytes + xs_bytes + xi_bytes + wd_bytes + dsp_bytes;
+    static constexpr int dsc_bytes =
+        mmq_fmt<T>::plane ? 0 : ((mmq_fmt<T>::has_min ? 2 : 1) * mmq_fmt<T>::nsc + 2 * mmq_fmt<T>::has_min) * BM * 4;
     static constexpr int smem = ST * stage + dsc_bytes;
 };
 
@@ -83,15 +100,12 @@ struct mmq_cfg {
  * each integer result unscaled (no scale loads, one FADD), 2 skips the math (staging
  * and the scale decode alone). Their times against KO = 0 place the kernel's time.
  * 3 is q4_K's min term as one f32 FMA per sub-block instead of the tf32 product.
- * 4 is q4_K's main term in two instructions an element instead of three: the integer
- * result times the integer sub-block scale plus the magic offset (IMAD, exact: |c sc|
- * <= 60960 * 63 < 2^22) read as a float is 1.5 * 2^23 + c sc, multiplied by d_x into a
- * per-stage sum (FFMA) whose offset, 1.5 * 2^23 * sum d_x, is taken off once a stage;
- * the sum's rounding grows with the offset: ~1e-5 relative, not the exact path's 1e-7.
+ * 5 skips the per-stage scale decode (the scales read are whatever shared memory
+ * holds): its time against KO = 0 is what a precomputed scale plane could save.
  * LB: the resident blocks a SM must hold (__launch_bounds__: the register cap). */
 template <int T, int WM, int WN, int NT, int ST, int KO = 0, int LB = 1>
 static __global__ void __launch_bounds__(32 * WM * WN, LB)
-kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K, cu_mmq_act a, int n,
+kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, const uint8_t *P, int R, int K, cu_mmq_act a, int n,
            const float *bias, int accum, int sb_per, float *part) {
     using F = mmq_fmt<T>;
     using C = mmq_cfg<T, WM, WN, NT, ST>;
@@ -103,22 +117,51 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
     const int nsb = K / 256;
     const int nb = T == QTYPE_Q8_0 ? K / 32 : nsb;
     const int npad = a.n_pad;
+    constexpr bool Q6 = T == QTYPE_Q6_K || T == MMQ_Q6X, Q4 = T == QTYPE_Q4_K || T == MMQ_Q4X;
+    const int Rp = (R + 3) & ~3; /* plane: the scale rows */
     /* split-K: this block's super-blocks sb0 .. sb0+nsl-1 (all of them where gridDim.z is 1) */
     const int sb0 = blockIdx.z * sb_per;
     const int nsl = min(nsb - sb0, sb_per);
     float *wsc = (float *)(mmq_sh + ST * C::stage);
     float *wmn = wsc + F::nsc * C::BM; /* q4_K: the mins m as floats (exact in tf32), then dmin per row */
     float *wdm = wmn + F::nsc * C::BM;
-    float *wd4 = wdm + C::BM; /* KO = 4: d per row */
 
     auto stage_w = [&](int ls) {
         const int sb = sb0 + ls;
         uint8_t *ws = mmq_sh + (ls % ST) * C::stage;
-        for (int i = tid; i < C::BM * F::nchunk; i += C::THREADS) {
-            const int r = i / F::nchunk, c = i % F::nchunk;
-            const int gr = row0 + r;
-            const uint8_t *src = gr < R ? mmq_wchunk<T>(W + (int64_t)gr * wstride, nb, sb, c) : W;
-            cp_async16(ws + r * F::wstride + c * 16, src, gr < R ? 16 : 0);
+        if constexpr (F::plane) {
+            /* the rows' codes: q4_K's nibbles from W (slots 1..8 of the raw block), q6_K's from the plane */
+            for (int i = tid; i < C::BM * F::nchunk; i += C::THREADS) {
+                const int r = i / F::nchunk, c = i % F::nchunk;
+                const int gr = row0 + r;
+                const uint8_t *src = T == MMQ_Q6X ? P + ((int64_t)sb * R + gr) * 256 + c * 16
+                                                  : W + (int64_t)gr * wstride + (int64_t)sb * 144 + (c + 1) * 16;
+                cp_async16(ws + r * F::wstride + (T == MMQ_Q6X ? c : c + 1) * 16, gr < R ? src : W, gr < R ? 16 : 0);
+            }
+            /* the scales: runs of rows of f32 per scale (and q4_K's dmin run, then its m bytes, 8 a row) */
+            const uint8_t *ps = T == MMQ_Q6X ? P + (int64_t)nsb * R * 256 : P;
+            uint8_t *sd = ws + C::stage - C::dsp_bytes;
+            constexpr int NRUN = T == MMQ_Q6X ? 16 : 9, PR = F::nsc; /* runs a stage; scale runs a super-block */
+            for (int i = tid; i < NRUN * C::BM / 4; i += C::THREADS) {
+                const int sc = i / (C::BM / 4), c = i % (C::BM / 4);
+                const int gr = row0 + 4 * c;
+                const int64_t run = sc < PR ? (int64_t)sb * PR + sc : (int64_t)nsb * 8 + sb;
+                cp_async16(sd + (sc * C::BM + 4 * c) * 4, gr < Rp ? ps + (run * Rp + gr) * 4 : ps, gr < Rp ? 16 : 0);
+            }
+            if (T == MMQ_Q4X) {
+                const uint8_t *pm = P + (int64_t)nsb * 9 * Rp * 4 + (int64_t)sb * Rp * 8;
+                for (int i = tid; i < C::BM / 2; i += C::THREADS) {
+                    const int gr = row0 + 2 * i;
+                    cp_async16(sd + 9 * C::BM * 4 + 16 * i, gr < Rp ? pm + (int64_t)gr * 8 : P, gr < Rp ? 16 : 0);
+                }
+            }
+        } else {
+            for (int i = tid; i < C::BM * F::nchunk; i += C::THREADS) {
+                const int r = i / F::nchunk, c = i % F::nchunk;
+                const int gr = row0 + r;
+                const uint8_t *src = gr < R ? mmq_wchunk<T>(W + (int64_t)gr * wstride, nb, sb, c) : W;
+                cp_async16(ws + r * F::wstride + c * 16, src, gr < R ? 16 : 0);
+            }
         }
         if (T == QTYPE_Q6_K) {
             /* the aligned word of the d plane that holds super-block sb's f16 d (a row's
@@ -183,7 +226,7 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
         const float *xs = xd + 8 * C::BN;
         const int *xi = (const int *)(xd + 8 * C::BN);
         /* the rows' scales of this stage, once */
-        for (int i = tid; i < C::BM * F::nsc; i += C::THREADS) {
+        for (int i = tid; !F::plane && KO != 5 && i < C::BM * F::nsc; i += C::THREADS) {
             const int r = i % C::BM, s = i / C::BM;
             const uint8_t *blk = ws + r * F::wstride;
             if (T == QTYPE_Q4_K) {
@@ -197,12 +240,9 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
                     sc = (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
                     m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
                 }
-                wsc[s * C::BM + r] = KO == 4 ? __int_as_float(sc) : __fmul_rn(d, (float)sc);
+                wsc[s * C::BM + r] = __fmul_rn(d, (float)sc);
                 wmn[s * C::BM + r] = (float)m;
-                if (s == 0) {
-                    wdm[r] = dmin;
-                    wd4[r] = d;
-                }
+                if (s == 0) wdm[r] = dmin;
             } else if (T == QTYPE_Q6_K) {
                 const float d = __half2float(*(const __half *)(ws + C::stage - C::wd_bytes + 4 * r + 2 * (sb & 1)));
                 wsc[s * C::BM + r] = __fmul_rn(d, (float)(int8_t)blk[192 + s]);
@@ -218,7 +258,8 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
             stage_x(ls + ST - 1);
         }
         cp_async_commit();
-        __syncthreads(); /* the scales visible */
+        if (!F::plane) __syncthreads(); /* the scales visible (a plane's came with the stage) */
+        const float *scl = F::plane ? (const float *)(ws + C::stage - C::dsp_bytes) : wsc;
 
         if (KO == 2) continue;
         const int rw = wm * 32;        /* this warp's first row in the block */
@@ -226,25 +267,15 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
         /* The weight bytes of a group of sub-blocks, loaded once for both m16 tiles (q4_K:
          * one 32-byte qs run holds sub-blocks 2u and 2u+1; q6_K: a 128-value half's two ql
          * runs and its qh run hold 4 sub-blocks; q8_0: one sub-block). */
-        constexpr int KPG = T == QTYPE_Q4_K ? 2 : T == QTYPE_Q6_K ? 4 : 1;
+        constexpr int KPG = Q4 ? 2 : T == QTYPE_Q6_K ? 4 : 1;
         constexpr int RAWN = T == QTYPE_Q6_K ? 12 : 4;
-        constexpr bool K4 = KO == 4 && T == QTYPE_Q4_K;
-        float tmp[2][NT][4], dsum[NT][2];
-        if (K4) {
-#pragma unroll
-            for (int j = 0; j < NT; j++) {
-                dsum[j][0] = dsum[j][1] = 0.0f;
-#pragma unroll
-                for (int i = 0; i < 2; i++) tmp[i][j][0] = tmp[i][j][1] = tmp[i][j][2] = tmp[i][j][3] = 0.0f;
-            }
-        }
 #pragma unroll
         for (int grp = 0; grp < 8 / KPG; grp++) {
             uint32_t raw[2][RAWN];
 #pragma unroll
             for (int i = 0; i < 2; i++) {
                 const uint8_t *wrow = ws + (rw + i * 16 + (lane & 15)) * F::wstride + (lane >> 4) * 16;
-                if constexpr (T == QTYPE_Q4_K) {
+                if constexpr (Q4) {
                     ldsm_x4(raw[i], wrow + 16 + grp * 32);
                 } else if constexpr (T == QTYPE_Q6_K) {
                     ldsm_x4(raw[i], wrow + grp * 64);
@@ -280,10 +311,6 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
                         i0j[j] = *(const int2 *)(xi + (2 * kb) * C::BN + c);
                         i1j[j] = *(const int2 *)(xi + (2 * kb + 1) * C::BN + c);
                     }
-                    if (K4) {
-                        dsum[j][0] += dxj[j].x;
-                        dsum[j][1] += dxj[j].y;
-                    }
                 }
 #pragma unroll
                 for (int i = 0; i < 2; i++) {
@@ -291,7 +318,7 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
                     uint32_t af[4];
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
-                        if (T == QTYPE_Q4_K) {
+                        if (Q4) {
                             af[e] = (raw[i][e] >> (4 * u)) & 0x0F0F0F0Fu;
                         } else if (T == QTYPE_Q6_K) {
                             /* sub-block u of the half: ql run u & 1, nibble u >> 1; qh bits 2u */
@@ -305,7 +332,7 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
 #pragma unroll
                         for (int j = 0; j < NT; j++) {
                             int d0[4], d1[4];
-                            if (T == QTYPE_Q6_K) {
+                            if (Q6) {
                                 mma_s8_16816c(d0, af[0], af[1], bf[j][0], MMQ_MAGIC, MMQ_MAGIC);
                                 mma_s8_16816c(d1, af[2], af[3], bf[j][1], MMQ_MAGIC, MMQ_MAGIC);
                             } else {
@@ -313,19 +340,24 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
                             }
 #pragma unroll
                             for (int e = 0; e < 4; e++)
-                                acc[i][j][e] += __int_as_float(d0[e]) + (T == QTYPE_Q6_K ? __int_as_float(d1[e]) : 0.0f);
+                                acc[i][j][e] += __int_as_float(d0[e]) + (Q6 ? __int_as_float(d1[e]) : 0.0f);
                         }
-                    } else if (T == QTYPE_Q6_K) {
-                        const float s00 = wsc[(2 * kb) * C::BM + rr], s01 = wsc[(2 * kb) * C::BM + rr + 8];
-                        const float s10 = wsc[(2 * kb + 1) * C::BM + rr], s11 = wsc[(2 * kb + 1) * C::BM + rr + 8];
+                    } else if (Q6) {
+                        const float s00 = scl[(2 * kb) * C::BM + rr], s01 = scl[(2 * kb) * C::BM + rr + 8];
+                        const float s10 = scl[(2 * kb + 1) * C::BM + rr], s11 = scl[(2 * kb + 1) * C::BM + rr + 8];
 #pragma unroll
                         for (int j = 0; j < NT; j++) {
                             const int2 i0 = i0j[j], i1 = i1j[j];
                             const float2 dx = dxj[j];
                             int d0[4], d1[4];
-                            /* half 0: k 0..15 = a0, a1 and b0; half 1: a2, a3 and b1 */
-                            mma_s8_16816c(d0, af[0], af[1], bf[j][0], MMQ_MAGIC - 32 * i0.x, MMQ_MAGIC - 32 * i0.y);
-                            mma_s8_16816c(d1, af[2], af[3], bf[j][1], MMQ_MAGIC - 32 * i1.x, MMQ_MAGIC - 32 * i1.y);
+                            /* half 0: k 0..15 = a0, a1 and b0; half 1: a2, a3 and b1 (codes 0..63:
+                             * the centring in the accumulator input; the plane's are centred) */
+                            const int c00 = T == QTYPE_Q6_K ? MMQ_MAGIC - 32 * i0.x : MMQ_MAGIC;
+                            const int c01 = T == QTYPE_Q6_K ? MMQ_MAGIC - 32 * i0.y : MMQ_MAGIC;
+                            const int c10 = T == QTYPE_Q6_K ? MMQ_MAGIC - 32 * i1.x : MMQ_MAGIC;
+                            const int c11 = T == QTYPE_Q6_K ? MMQ_MAGIC - 32 * i1.y : MMQ_MAGIC;
+                            mma_s8_16816c(d0, af[0], af[1], bf[j][0], c00, c01);
+                            mma_s8_16816c(d1, af[2], af[3], bf[j][1], c10, c11);
 #pragma unroll
                             for (int e = 0; e < 4; e++) {
                                 const float f0 = __int_as_float(d0[e]) - MMQ_MAGIC_F;
@@ -334,20 +366,8 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
                                 acc[i][j][e] = fmaf(v, (e & 1) ? dx.y : dx.x, acc[i][j][e]);
                             }
                         }
-                    } else if (K4) {
-                        const int c0 = __float_as_int(wsc[kb * C::BM + rr]), c1 = __float_as_int(wsc[kb * C::BM + rr + 8]);
-#pragma unroll
-                        for (int j = 0; j < NT; j++) {
-                            const float2 dx = dxj[j];
-                            int dd[4];
-                            mma_s8_16832c(dd, af, bf[j][0], bf[j][1], 0, 0);
-#pragma unroll
-                            for (int e = 0; e < 4; e++)
-                                tmp[i][j][e] = fmaf(__int_as_float(dd[e] * (e < 2 ? c0 : c1) + MMQ_MAGIC),
-                                                    (e & 1) ? dx.y : dx.x, tmp[i][j][e]);
-                        }
                     } else {
-                        const float s0 = wsc[kb * C::BM + rr], s1 = wsc[kb * C::BM + rr + 8];
+                        const float s0 = scl[kb * C::BM + rr], s1 = scl[kb * C::BM + rr + 8];
                         float m0 = 0.0f, m1 = 0.0f;
                         if (F::has_min && KO == 3) {
                             m0 = wdm[rr] * wmn[kb * C::BM + rr];
@@ -372,20 +392,7 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
                 }
             }
         }
-        if (K4) {
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                const int rr = rw + i * 16 + g;
-                const float d0 = wd4[rr], d1 = wd4[rr + 8];
-#pragma unroll
-                for (int j = 0; j < NT; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        acc[i][j][e] = fmaf(fmaf(-MMQ_MAGIC_F, dsum[j][e & 1], tmp[i][j][e]), e < 2 ? d0 : d1,
-                                            acc[i][j][e]);
-            }
-        }
-        if (F::has_min && (KO == 0 || KO == 4)) {
+        if (F::has_min && (KO == 0 || KO == 5)) {
             /* q4_K's min term of the stage, sum over its 8 sub-blocks of m * (d_x * sum q),
              * as one k8 product on tf32 tensor cores: A = m (integers < 64, exact in tf32),
              * B = s split into a tf32 high part and the remainder (two products: the sum
@@ -404,10 +411,25 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, int R, int K,
 #pragma unroll
             for (int i = 0; i < 2; i++) {
                 const int rr = rw + i * 16 + g;
-                const uint32_t am[4] = {__float_as_uint(wmn[t * C::BM + rr]), __float_as_uint(wmn[t * C::BM + rr + 8]),
-                                        __float_as_uint(wmn[(t + 4) * C::BM + rr]),
-                                        __float_as_uint(wmn[(t + 4) * C::BM + rr + 8])};
-                const float dm0 = wdm[rr], dm1 = wdm[rr + 8];
+                uint32_t am[4];
+                float dm0, dm1;
+                if constexpr (F::plane) {
+                    /* the stage's m bytes, 8 a row after the 9 runs of floats */
+                    const uint8_t *sm = (const uint8_t *)(scl + 9 * C::BM);
+                    am[0] = __float_as_uint((float)sm[rr * 8 + t]);
+                    am[1] = __float_as_uint((float)sm[(rr + 8) * 8 + t]);
+                    am[2] = __float_as_uint((float)sm[rr * 8 + t + 4]);
+                    am[3] = __float_as_uint((float)sm[(rr + 8) * 8 + t + 4]);
+                    dm0 = scl[8 * C::BM + rr];
+                    dm1 = scl[8 * C::BM + rr + 8];
+                } else {
+                    am[0] = __float_as_uint(wmn[t * C::BM + rr]);
+                    am[1] = __float_as_uint(wmn[t * C::BM + rr + 8]);
+                    am[2] = __float_as_uint(wmn[(t + 4) * C::BM + rr]);
+                    am[3] = __float_as_uint(wmn[(t + 4) * C::BM + rr + 8]);
+                    dm0 = wdm[rr];
+                    dm1 = wdm[rr + 8];
+                }
 #pragma unroll
                 for (int j = 0; j < NT; j++) {
                     float mr[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -485,6 +507,99 @@ static __global__ void kernel_mmq_reduce(float *out, int ldo, const float *part,
     *o = accum ? *o + v : v;
 }
 
+/* The q6_K plane (common.cuh), one thread per (row, super-block, 16-value group): the
+ * codes as kernel_mmq<QTYPE_Q6_K> assembles them from ql and qh (value h*128 + u*32 + l of
+ * a super-block: nibble u >> 1 of ql[h*64 + (u & 1)*32 + l], bits 2u of qh[h*32 + l]),
+ * less 32, and the scale as its decode step computes it (__fmul_rn(d, sc)), so the
+ * kernel on the plane sees the same integers and floats as the kernel on W. */
+static __global__ void kernel_q6x_build(uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K) {
+    const int nb = K / 256, Rp = (R + 3) & ~3;
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)Rp * nb * 16) return;
+    const int g = (int)(i % 16), sb = (int)(i / 16 % nb), r = (int)(i / 16 / nb);
+    float *dsc = (float *)(plane + (int64_t)nb * R * 256);
+    if (r >= R) {
+        dsc[((int64_t)sb * 16 + g) * Rp + r] = 0.0f;
+        return;
+    }
+    const uint8_t *row = W + (int64_t)r * stride;
+    const uint8_t *ql = row + (int64_t)sb * 128, *qh = row + (int64_t)nb * 128 + (int64_t)sb * 64;
+    const int8_t sc = (int8_t)row[(int64_t)nb * 192 + (int64_t)sb * 16 + g];
+    const float d = __half2float(*(const __half *)(row + (int64_t)nb * 208 + 2 * sb));
+    int8_t *e = (int8_t *)plane + ((int64_t)sb * R + r) * 256;
+    for (int v = g * 16; v < g * 16 + 16; v++) {
+        const int h = v >> 7, u = (v >> 5) & 3, l = v & 31;
+        const int lo = (ql[h * 64 + (u & 1) * 32 + l] >> ((u >> 1) * 4)) & 0xF;
+        const int hi = (qh[h * 32 + l] >> (2 * u)) & 3;
+        e[v] = (int8_t)((lo | (hi << 4)) - 32);
+    }
+    dsc[((int64_t)sb * 16 + g) * Rp + r] = __fmul_rn(d, (float)sc);
+}
+
+/* The q4_K plane (common.cuh), one thread per (row, super-block): the scales as the
+ * decode step of kernel_mmq<QTYPE_Q4_K> computes them from the 12 packed bytes. */
+static __global__ void kernel_q4x_build(uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K) {
+    const int nb = K / 256, Rp = (R + 3) & ~3;
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)Rp * nb) return;
+    const int sb = (int)(i % nb), r = (int)(i / nb);
+    float *dsc = (float *)plane, *dmn = dsc + (int64_t)nb * 8 * Rp;
+    uint8_t *mm = (uint8_t *)(dmn + (int64_t)nb * Rp) + ((int64_t)sb * Rp + r) * 8;
+    if (r >= R) {
+        for (int s = 0; s < 8; s++) {
+            dsc[((int64_t)sb * 8 + s) * Rp + r] = 0.0f;
+            mm[s] = 0;
+        }
+        dmn[(int64_t)sb * Rp + r] = 0.0f;
+        return;
+    }
+    const uint8_t *blk = W + (int64_t)r * stride + (int64_t)sb * 144;
+    const float d = __half2float(*(const __half *)blk), dmin = __half2float(*(const __half *)(blk + 2));
+    const uint8_t *q = blk + 4;
+    for (int s = 0; s < 8; s++) {
+        int sc, m;
+        if (s < 4) {
+            sc = q[s] & 63;
+            m = q[s + 4] & 63;
+        } else {
+            sc = (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
+            m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
+        }
+        dsc[((int64_t)sb * 8 + s) * Rp + r] = __fmul_rn(d, (float)sc);
+        mm[s] = (uint8_t)m;
+    }
+    dmn[(int64_t)sb * Rp + r] = dmin;
+}
+
+size_t cu_q4x_bytes(int R, int K) {
+    const size_t nb = (size_t)K / 256, Rp = ((size_t)R + 3) & ~(size_t)3;
+    return nb * Rp * (8 * sizeof(float) + sizeof(float) + 8);
+}
+
+void cu_q4x_build(cu_ctx *S, uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K) {
+    const int64_t n = (int64_t)((R + 3) & ~3) * (K / 256);
+    cu_launch(S, "q4x_build", kernel_q4x_build, dim3((unsigned)((n + 255) / 256)), dim3(256), 0, plane, W, stride, R, K);
+}
+
+size_t cu_q6x_bytes(int R, int K) {
+    const size_t nb = (size_t)K / 256, Rp = ((size_t)R + 3) & ~(size_t)3;
+    return nb * (size_t)R * 256 + nb * 16 * Rp * sizeof(float);
+}
+
+void cu_q6x_build(cu_ctx *S, uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K) {
+    const int64_t n = (int64_t)((R + 3) & ~3) * (K / 256) * 16;
+    cu_launch(S, "q6x_build", kernel_q6x_build, dim3((unsigned)((n + 255) / 256)), dim3(256), 0, plane, W, stride, R, K);
+}
+
+size_t cu_mmq_plane_bytes(uint32_t type, int R, int K) {
+    return type == QTYPE_Q4_K ? cu_q4x_bytes(R, K) : type == QTYPE_Q6_K ? cu_q6x_bytes(R, K) : 0;
+}
+
+void cu_mmq_plane_build(cu_ctx *S, uint32_t type, uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K) {
+    if (type == QTYPE_Q4_K) cu_q4x_build(S, plane, W, stride, R, K);
+    else if (type == QTYPE_Q6_K) cu_q6x_build(S, plane, W, stride, R, K);
+}
+
 int cu_mmq_supported(uint32_t type, int64_t K) {
     return (type == QTYPE_Q4_K || type == QTYPE_Q6_K || type == QTYPE_Q8_0) && K > 0 && K % 256 == 0;
 }
@@ -508,7 +623,7 @@ void cu_mmq_quantize_swiglu(cu_ctx *S, const float *g, const float *u, int n, in
 }
 
 template <int T, int WM, int WN, int NT, int ST, int KO = 0, int LB = 1>
-static void mmq_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, int R, int K,
+static void mmq_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, const uint8_t *P, int R, int K,
                        const cu_mmq_act *a, int n, const float *bias, int accum, int ks_max = 1) {
     using C = mmq_cfg<T, WM, WN, NT, ST>;
     static int attr_set = 0; /* one device per process (backend.cu) */
@@ -542,7 +657,7 @@ static void mmq_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t
     const int sb_per = (nsb + ks - 1) / ks;
     ks = (nsb + sb_per - 1) / sb_per;
     dim3 grid((R + C::BM - 1) / C::BM, (n + C::BN - 1) / C::BN, ks);
-    cu_launch(S, "mmq", kernel_mmq<T, WM, WN, NT, ST, KO, LB>, grid, dim3(C::THREADS), C::smem, out, ldo, W, stride, R, K, *a,
+    cu_launch(S, "mmq", kernel_mmq<T, WM, WN, NT, ST, KO, LB>, grid, dim3(C::THREADS), C::smem, out, ldo, W, stride, P, R, K, *a,
               n, bias, accum, sb_per, ks > 1 ? a->part : (float *)NULL);
     if (ks > 1) {
         const int64_t tot = (int64_t)n * R;
@@ -566,45 +681,71 @@ using mmq_tile_wide = mmq_tile<4, 2, 4, 2, 2>;
 using mmq_tile_q6_long = mmq_tile<4, 4, 4, 2, 1>;
 
 template <int T, class L>
-static void mmq_tile_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, int R, int K,
+static void mmq_tile_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, const uint8_t *P, int R, int K,
                             const cu_mmq_act *a, int n, const float *bias, int accum) {
-    mmq_launch<T, L::WM, L::WN, L::NT, L::ST, 0, L::LB>(S, out, ldo, W, stride, R, K, a, n, bias, accum, 8);
+    mmq_launch<T, L::WM, L::WN, L::NT, L::ST, 0, L::LB>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, 8);
 }
 template <int T, class L>
 static constexpr int mmq_tile_smem() { return mmq_cfg<T, L::WM, L::WN, L::NT, L::ST>::smem; }
 
 template <int T>
-static void mmq_pick(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, int R, int K,
+static void mmq_pick(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, const uint8_t *P, int R, int K,
                      const cu_mmq_act *a, int n, const float *bias, int accum) {
     if (n <= 32)
-        mmq_tile_launch<T, mmq_tile_small>(S, out, ldo, W, stride, R, K, a, n, bias, accum);
+        mmq_tile_launch<T, mmq_tile_small>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
     else if (T == QTYPE_Q6_K && n >= 384)
-        mmq_tile_launch<T, mmq_tile_q6_long>(S, out, ldo, W, stride, R, K, a, n, bias, accum);
+        mmq_tile_launch<T, mmq_tile_q6_long>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
     else
-        mmq_tile_launch<T, mmq_tile_wide>(S, out, ldo, W, stride, R, K, a, n, bias, accum);
+        mmq_tile_launch<T, mmq_tile_wide>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
 }
 
-/* the largest dynamic shared memory of the tiles mmq_pick launches (q8_0's wide tile: 110 KB) */
+/* The q6_K plane's kernels: with the scales in each stage a 128x64 block takes 125 KB,
+ * so one a SM (8 warps) up to 383 columns, then the 128x128 16-warp tile
+ * (bench/cuda_mmq.cu, 4096x11008: n = 64 68.9 us on 128x64 vs 109.9 on 128x128;
+ * n = 3314 2108.0 vs 1890.0) */
+using mmq_tile_q6x_mid = mmq_tile<4, 2, 4, 2, 1>;
+template <>
+void mmq_pick<MMQ_Q6X>(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, const uint8_t *P, int R, int K,
+                       const cu_mmq_act *a, int n, const float *bias, int accum) {
+    if (n <= 32)
+        mmq_tile_launch<MMQ_Q6X, mmq_tile_small>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
+    else if (n < 384)
+        mmq_tile_launch<MMQ_Q6X, mmq_tile_q6x_mid>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
+    else
+        mmq_tile_launch<MMQ_Q6X, mmq_tile_q6_long>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
+}
+
+/* the largest dynamic shared memory of the tiles mmq_pick launches (the q6_K plane's
+ * 128x128 tile: 163 KB) */
 int cu_mmq_smem_need(void) {
     const int need[] = {mmq_tile_smem<QTYPE_Q4_K, mmq_tile_small>(),   mmq_tile_smem<QTYPE_Q4_K, mmq_tile_wide>(),
                         mmq_tile_smem<QTYPE_Q6_K, mmq_tile_small>(),   mmq_tile_smem<QTYPE_Q6_K, mmq_tile_wide>(),
                         mmq_tile_smem<QTYPE_Q6_K, mmq_tile_q6_long>(), mmq_tile_smem<QTYPE_Q8_0, mmq_tile_small>(),
-                        mmq_tile_smem<QTYPE_Q8_0, mmq_tile_wide>()};
+                        mmq_tile_smem<QTYPE_Q8_0, mmq_tile_wide>(),    mmq_tile_smem<MMQ_Q6X, mmq_tile_small>(),
+                        mmq_tile_smem<MMQ_Q6X, mmq_tile_q6x_mid>(),    mmq_tile_smem<MMQ_Q6X, mmq_tile_q6_long>(),
+                        mmq_tile_smem<MMQ_Q4X, mmq_tile_small>(),      mmq_tile_smem<MMQ_Q4X, mmq_tile_wide>()};
     int m = 0;
     for (int v : need) m = v > m ? v : m;
     return m;
 }
 
 void cu_mmq(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, uint32_t type, int R, int K,
-            const cu_mmq_act *a, int n, const float *bias, int accum) {
+            const cu_mmq_act *a, int n, const float *bias, int accum, const uint8_t *plane) {
     if (!cu_mmq_supported(type, K) || a->n_pad < n || a->n_pad % CU_MMQ_NPAD) {
         cu_record(S, cudaErrorInvalidValue, "mmq: unsupported type or K, or activations not quantized for n", __FILE__,
                   __LINE__);
         return;
     }
+    const uint8_t *P = plane;
     switch (type) {
-    case QTYPE_Q4_K: mmq_pick<QTYPE_Q4_K>(S, out, ldo, W, stride, R, K, a, n, bias, accum); break;
-    case QTYPE_Q6_K: mmq_pick<QTYPE_Q6_K>(S, out, ldo, W, stride, R, K, a, n, bias, accum); break;
-    default: mmq_pick<QTYPE_Q8_0>(S, out, ldo, W, stride, R, K, a, n, bias, accum); break;
+    case QTYPE_Q4_K:
+        if (P) mmq_pick<MMQ_Q4X>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
+        else mmq_pick<QTYPE_Q4_K>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
+        break;
+    case QTYPE_Q6_K:
+        if (P) mmq_pick<MMQ_Q6X>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
+        else mmq_pick<QTYPE_Q6_K>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
+        break;
+    default: mmq_pick<QTYPE_Q8_0>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum); break;
     }
 }

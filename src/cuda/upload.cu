@@ -1,7 +1,7 @@
 /* upload.cu - the weights to the device: one allocation for every bound tensor, each
  * row 16-byte aligned and some formats repacked planar (common.cuh), tied tensors
- * uploaded once. The registration-time planes of the prefill design (W_exp, W_dsc)
- * will be made here, after the upload. Also the model checks the backend makes first. */
+ * uploaded once; then the registration-time planes of the prefill design (mmq.cu:
+ * q4_K's W_dsc, q6_K's W_exp with its W_dsc). Also the model checks the backend makes first. */
 #include "backend.cuh"
 
 #include <stdlib.h>
@@ -14,6 +14,52 @@ int cu_weight_dev_bytes(const mf_weight *w, size_t *out) {
     if (rs <= 0) return -1;
     *out = (size_t)rs * (size_t)w->rows;
     return 0;
+}
+
+int cu_mmq_plane_on(const cu_state *S, uint32_t type) {
+    return S->on[CU_PATH_MMQ] && ((type == QTYPE_Q4_K && S->on[CU_PATH_MMQ_DSC]) || (type == QTYPE_Q6_K && S->on[CU_PATH_MMQ_EXP]));
+}
+
+/* The planes are built for the layer matrices (what prefill GEMMs read; the output
+ * matrix serves one row a prompt, on the GEMV, except in perplexity runs), each once
+ * where matrices are tied. */
+void cu_build_planes(cu_state *S, mf_model *m) {
+    size_t total = 0;
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t off = 0;
+        for (int l = 0; l < m->hp.n_layer; l++) {
+            mf_layer *L = &m->layers[l];
+            mf_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++) {
+                mf_weight *w = ws[i];
+                if (!w->dev || !cu_mmq_plane_on(S, w->type) || !cu_mmq_supported(w->type, w->cols) || w->rows > INT32_MAX)
+                    continue;
+                const size_t nb = align256(cu_mmq_plane_bytes(w->type, (int)w->rows, (int)w->cols));
+                if (pass == 0) {
+                    total += nb;
+                    n++;
+                    continue;
+                }
+                w->dev_plane = (uint8_t *)S->planebuf + off;
+                cu_mmq_plane_build(S, w->type, (uint8_t *)w->dev_plane, (const uint8_t *)w->dev,
+                                   cu_row_stride(w->type, w->cols), (int)w->rows, (int)w->cols);
+                off += nb;
+            }
+        }
+        if (pass == 0) {
+            if (!n) return;
+            if (cudaMalloc(&S->planebuf, total) != cudaSuccess) {
+                (void)cudaGetLastError();
+                S->planebuf = NULL;
+                fprintf(stderr, "minfer/cuda: mmq planes: cannot allocate %.2f GiB for %d matrices: their GEMMs "
+                        "decode the weights' scales (and q6_K codes) in the kernel\n", total / 1073741824.0, n);
+                return;
+            }
+            S->planebytes = total;
+            S->nplanes = n;
+        }
+    }
 }
 
 /* Copies one tensor from the file mapping into its device slot (repacked). */

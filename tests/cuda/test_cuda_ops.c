@@ -52,6 +52,66 @@ static void mmq_mirror(const mf_weight *w, const float *x, int n, const mf_weigh
     free(wr);
 }
 
+/* The q6_K plane (mmq.cu cu_q6x_build), independently: from the file's block_q6_K
+ * bytes (ql[128] qh[64] scales[16] d, ggml's dequantize_row_q6_K order: value
+ * 128h + 32u + l is nibble u/2 of ql[64h + 32(u%2) + l] with bits 2u of qh[32h + l]),
+ * the codes less 32 at exp[sb][r][v] and d * scale at dsc[sb][g][r] (rows padded to 4
+ * with zeros). Returns the count of bytes that differ from `got`. */
+static long q6x_mirror_diff(const mf_weight *w, const uint8_t *got) {
+    const int64_t R = w->rows, nb = w->cols / 256, Rp = (R + 3) & ~3;
+    const uint64_t rb = qtype_row_size(w->type, (uint64_t)w->cols);
+    const size_t bytes = (size_t)(nb * R * 256 + nb * 16 * Rp * 4);
+    uint8_t *want = calloc(1, bytes);
+    float *dsc = (float *)(want + nb * R * 256);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t sb = 0; sb < nb; sb++) {
+            const uint8_t *blk = (const uint8_t *)w->host + rb * r + 210 * sb;
+            const uint8_t *ql = blk, *qh = blk + 128;
+            const int8_t *sc = (const int8_t *)(blk + 192);
+            const float d = mf_f16_to_f32((uint16_t)(blk[208] | blk[209] << 8));
+            int8_t *e = (int8_t *)want + (sb * R + r) * 256;
+            for (int v = 0; v < 256; v++) {
+                const int h = v / 128, u = v / 32 % 4, l = v % 32;
+                const int lo = (ql[64 * h + 32 * (u % 2) + l] >> (4 * (u / 2))) & 15;
+                const int hi = (qh[32 * h + l] >> (2 * u)) & 3;
+                e[v] = (int8_t)((lo | hi << 4) - 32);
+            }
+            for (int g = 0; g < 16; g++) dsc[(sb * 16 + g) * Rp + r] = d * (float)sc[g];
+        }
+    long diff = 0;
+    for (size_t i = 0; i < bytes; i++) diff += want[i] != got[i];
+    free(want);
+    return diff;
+}
+
+/* The q4_K plane (mmq.cu cu_q4x_build), independently: from the file's block_q4_K
+ * bytes (d, dmin, scales[12] in ggml's get_scale_min_k4 packing), d * sc at
+ * dsc[sb][s][r], dmin at dmin[sb][r], m at m[sb][r][s], rows padded to 4 with zeros. */
+static long q4x_mirror_diff(const mf_weight *w, const uint8_t *got) {
+    const int64_t R = w->rows, nb = w->cols / 256, Rp = (R + 3) & ~3;
+    const uint64_t rb = qtype_row_size(w->type, (uint64_t)w->cols);
+    const size_t bytes = (size_t)(nb * Rp * 44);
+    uint8_t *want = calloc(1, bytes);
+    float *dsc = (float *)want, *dmn = dsc + nb * 8 * Rp;
+    uint8_t *mm = (uint8_t *)(dmn + nb * Rp);
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t sb = 0; sb < nb; sb++) {
+            const uint8_t *blk = (const uint8_t *)w->host + rb * r + 144 * sb, *q = blk + 4;
+            const float d = mf_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+            dmn[sb * Rp + r] = mf_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8));
+            for (int j = 0; j < 8; j++) {
+                const int sc = j < 4 ? q[j] & 63 : (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+                const int m = j < 4 ? q[j + 4] & 63 : (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+                dsc[(sb * 8 + j) * Rp + r] = d * (float)sc;
+                mm[(sb * Rp + r) * 8 + j] = (uint8_t)m;
+            }
+        }
+    long diff = 0;
+    for (size_t i = 0; i < bytes; i++) diff += want[i] != got[i];
+    free(want);
+    return diff;
+}
+
 static float *rand_vec(size_t n, float scale) {
     float *v = malloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) v[i] = mf_rng_normal(&rng) * scale;
@@ -192,6 +252,20 @@ static void run_matmul(env *e, mf_weight *w, int nm, const mf_weight *bias, int 
                   qtype_name(w[i].type), (int)w[i].rows, K, n, bias != NULL, em);
             free(mir);
         }
+        if (mmq && w[i].dev_plane) {
+            /* the plane changes where the bytes come from, not the arithmetic: the
+             * kernel on the raw bytes gives the same bits */
+            void *pl = w[i].dev_plane;
+            w[i].dev_plane = NULL;
+            float *o2 = dev_poison(e, no);
+            e->gpu->ops->matmul(e->gpu, o2, xd, &w[i], bias, n);
+            w[i].dev_plane = pl;
+            float *raw = host_of(e, o2, no);
+            CHECK(memcmp(raw, got, no * sizeof(float)) == 0, "mmq %s rows %d K %d n %d: plane and raw bytes differ",
+                  qtype_name(w[i].type), (int)w[i].rows, K, n);
+            free(raw);
+            e->gpu->release(e->gpu, o2);
+        }
         free(got);
         free(ref[i]);
         e->gpu->release(e->gpu, od[i]);
@@ -210,6 +284,16 @@ static void test_matmul(env *e, uint32_t t, int rows, int K, const int *ns, int 
     for (int i = 0; i < nm; i++) {
         w[i] = make_weight(t, rows + i * 3, K, 0.05f);
         CHECK(cuda_backend_upload(e->gpu, &w[i], &err) == 0, "upload %s: %s", qtype_name(t), err.msg);
+        if (w[i].dev_plane) {
+            const int64_t Rp = (w[i].rows + 3) & ~3;
+            const int q6 = t == QTYPE_Q6_K;
+            const size_t pb = (size_t)(K / 256) * (size_t)(q6 ? w[i].rows * 256 + 16 * Rp * 4 : 44 * Rp);
+            uint8_t *h = malloc(pb);
+            e->gpu->download(e->gpu, h, w[i].dev_plane, pb);
+            const long d = q6 ? q6x_mirror_diff(&w[i], h) : q4x_mirror_diff(&w[i], h);
+            CHECK(d == 0, "%s plane rows %d K %d: %ld bytes differ from the mirror", qtype_name(t), (int)w[i].rows, K, d);
+            free(h);
+        }
     }
     for (int i = 0; i < nn; i++) run_matmul(e, w, nm, i % 3 == 0 ? &bias : NULL, ns[i]);
     for (int i = 0; i < nm; i++) free((void *)w[i].host);
