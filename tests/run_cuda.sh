@@ -91,10 +91,11 @@ PATHS=$("$BUILD/tools/cuda_paths" 2>/dev/null)
 [ -n "$PATHS" ] || { echo "FAIL: $BUILD/tools/cuda_paths not built"; F=$((F + 1)); }
 # paths whose off state sums in another order (f32 activations, the f16 GEMM, the split
 # prefill attention, the composed blocks' own q8 quantization, the one-token norm as
-# split blocks instead of one-warp blocks: add-in-gemv off sends the add to that norm):
+# split blocks instead of one-warp blocks: add-in-gemv off sends the add to that norm;
+# mmq off: the prefill GEMMs on f16 instead of int8 activations):
 # their tokens may part on a near-tie, so their logits are checked against the CPU
 # instead of their bytes against the default's
-INEXACT=" q8 mma flash fused add-in-gemv norm-warps "
+INEXACT=" q8 mma flash fused add-in-gemv norm-warps mmq "
 
 # ---- end to end: stories260K ----
 if [ -n "$SHARED" ]; then
@@ -216,12 +217,12 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
     run_one "forward tiny-mha q4_k_m (fast store)" "$TESTS/test_cuda_forward" "$TMP/mha.gguf" 70 100 0.06
     run_one "forward tiny-mha q4_k_m, RoPE row from the table" env MINFER_CUDA_DISABLE=rope-row \
         "$TESTS/test_cuda_forward" "$TMP/mha.gguf" 70 100 0.06
-    run_one "forward tiny q4_k_m, f32 activations both sides" env MINFER_CPU_DISABLE=all MINFER_CUDA_DISABLE=q8 \
+    run_one "forward tiny q4_k_m, f32 activations both sides" env MINFER_CPU_DISABLE=all MINFER_CUDA_DISABLE=q8,mmq \
         "$TESTS/test_cuda_forward" "$TMP/tiny-q4_k_m.gguf" 70 40 0.003
     if [ "${MINFER_CUDA_TEST_1B:-1}" = 1 ]; then
         "$BIN" synth --shape 1b --quant q4_k_m -o "$TMP/1b.gguf" >/dev/null 2>&1
         run_one "forward 1b q4_k_m (greedy 64)" "$TESTS/test_cuda_forward" "$TMP/1b.gguf" 13 64 0.15
-        run_one "forward 1b q4_k_m, f32 activations both sides" env MINFER_CPU_DISABLE=all MINFER_CUDA_DISABLE=q8 \
+        run_one "forward 1b q4_k_m, f32 activations both sides" env MINFER_CPU_DISABLE=all MINFER_CUDA_DISABLE=q8,mmq \
             "$TESTS/test_cuda_forward" "$TMP/1b.gguf" 13 8 0.01
         P1B="Once upon a time, in a land far away, there lived a small dragon who loved to read books"
         "$BIN" run -m "$TMP/1b.gguf" -p "$P1B" -n 64 --temp 0 --device cuda >"$TMP/g.txt" 2>"$TMP/g.err"

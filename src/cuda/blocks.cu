@@ -410,6 +410,35 @@ static int norm_in(cu_state *S, float *out, float *x, const mf_weight *w, int n,
     return q != NULL;
 }
 
+/* Prefill (n > 8): out = rmsnorm(x (+ the add owed)) * w for the GEMMs of ws[0..nw),
+ * writing the MMQ int8 form into S->mq where any of them runs on MMQ (path mmq-norm)
+ * and the f32 form where any does not. Returns 1 when S->mq holds it. */
+static int norm_in_mq(cu_state *S, float *out, float *x, const mf_weight *w, int n, const mf_weight *const *ws, int nw) {
+    int any_mq = 0, all_mq = 1;
+    for (int i = 0; i < nw; i++) {
+        const int t = mmq_takes(S, ws[i], n);
+        any_mq |= t;
+        all_mq &= t;
+    }
+    if (!any_mq || !S->on[CU_PATH_MMQ_NORM]) {
+        norm_in(S, out, x, w, n, 0);
+        return 0;
+    }
+    const int dim = S->hp.n_embd;
+    const int64_t total = (int64_t)n * dim;
+    const float *y = NULL;
+    if (S->res_y && S->res_x == x && S->res_n == total) y = S->res_y;
+    else cu_settle(S);
+    if (!cu_rmsnorm_mq(S, all_mq ? NULL : out, x, y, (const float *)w->dev, n, dim, S->hp.norm_eps, &S->mq)) {
+        /* (a width the fused kernel does not split: the two kernels) */
+        norm_in(S, out, x, w, n, 0);
+        return 0;
+    }
+    S->res_y = NULL;
+    S->n.mmq_norm++;
+    return 1;
+}
+
 /* x += y, owed: the next norm adds it (its add+norm kernel). */
 static void owe_add(cu_state *S, float *x, const float *y, int64_t n) {
     cu_settle(S);
@@ -467,12 +496,14 @@ static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     const mf_hparams *hp = &S->hp;
     const int n = b->n, hd = hp->head_dim;
     const int decode = n <= CU_MAX_GEMV_COLS;
-    int have_q8 = norm_in(S, fw->xb, fw->x, &L->attn_norm, n, decode);
+    const mf_weight *qkv[3] = {&L->wq, &L->wk, &L->wv};
+    int have_q8 = decode ? norm_in(S, fw->xb, fw->x, &L->attn_norm, n, 1)
+                         : norm_in_mq(S, fw->xb, fw->x, &L->attn_norm, n, qkv, 3);
     if (decode) {
         gemv_qkv(S, L, fw, n, have_q8);
     } else {
-        /* (one MMQ prepass of xb serves all three) */
-        int mq = matmul(S, fw->q, fw->xb, &L->wq, &L->bq, n, 0, 0);
+        /* (one MMQ form of xb serves all three) */
+        int mq = matmul(S, fw->q, fw->xb, &L->wq, &L->bq, n, have_q8, 0);
         mq = matmul(S, fw->k, fw->xb, &L->wk, &L->bk, n, mq, 0);
         matmul(S, fw->v, fw->xb, &L->wv, &L->bv, n, mq, 0);
     }
@@ -512,9 +543,11 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     const mf_hparams *hp = &S->hp;
     const int n = b->n, ff = hp->n_ff;
     const int decode = n <= CU_MAX_GEMV_COLS;
-    int have_q8 = norm_in(S, fw->xb, fw->x, &L->ffn_norm, n, decode);
+    const mf_weight *gu[2] = {&L->w_gate, &L->w_up};
+    int have_q8 = decode ? norm_in(S, fw->xb, fw->x, &L->ffn_norm, n, 1)
+                         : norm_in_mq(S, fw->xb, fw->x, &L->ffn_norm, n, gu, 2);
     if (!decode) {
-        const int mq = matmul(S, fw->hb, fw->xb, &L->w_gate, NULL, n, 0, 0);
+        const int mq = matmul(S, fw->hb, fw->xb, &L->w_gate, NULL, n, have_q8, 0);
         matmul(S, fw->hb2, fw->xb, &L->w_up, NULL, n, mq, 0);
         /* MMQ down: SwiGLU and the prepass in one kernel (the f32 product unstored) */
         int have = 0;

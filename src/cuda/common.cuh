@@ -157,6 +157,7 @@ struct cu_census {
     uint64_t op_blocks;     /* blocks run as one kernel per primitive op */
     uint64_t mmq[3];        /* int8 MMQ GEMM launches: q4_K, q6_K, q8_0 */
     uint64_t mmq_plane;     /* of the q4_K and q6_K ones, on the matrix's plane */
+    uint64_t mmq_norm;      /* prefill norms that wrote the MMQ int8 form (path mmq-norm) */
     uint64_t mm_f16;        /* prefill GEMMs on the f16 path (a type or shape MMQ does not take, or path mmq off) */
 };
 struct cu_ctx {
@@ -491,6 +492,12 @@ void cu_repack(cu_ctx *S, void *dst, const void *src, uint32_t type, int64_t col
 /* norm.cu: out = rmsnorm(x (+ y when y != NULL, written back to x)) * w; q8 of out when q. */
 void cu_rmsnorm(cu_ctx *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
                 const cu_q8 *q);
+struct cu_mmq_act;
+/* Prefill: the same (y: with the residual add) writing a's MMQ int8 form of its output
+ * (cu_mmq_quantize's codes) and, unless out is NULL, the f32 output. 0 (nothing
+ * launched) where dim does not split into whole 32-blocks over <= 1024 threads. */
+int cu_rmsnorm_mq(cu_ctx *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
+                  cu_mmq_act *a);
 
 /* rope.cu: up to two tensors rotated in one launch (q and k of one layer). */
 struct cu_rope_job {

@@ -161,6 +161,117 @@ static bool launch_warp(cu_ctx *S, float *out, const float *x, const float *w, i
     }
 }
 
+/* Prefill: the norm (after the residual add) writing the MMQ int8 form of its output
+ * (path mmq-norm), so the GEMMs after it need no prepass launch: the arithmetic of
+ * kernel_mmq_quantize (mmq.cu) on the values this kernel computes, so the codes are the
+ * ones the norm + prepass pair writes. NPT float4 a thread, T * NPT * 4 == dim, T % 8 == 0:
+ * each 32-block in 8 consecutive lanes. Rows n .. a.n_pad-1 (grid) get zero codes and
+ * scales only. out may be NULL (no consumer reads the f32 form). */
+template <bool ADD, int NPT>
+static __global__ void kernel_rmsnorm_mq(float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
+                                         cu_mmq_act a) {
+    __shared__ float red[32];
+    pdl_trigger();
+    const int tid = threadIdx.x, T = blockDim.x, lane = tid & 31, n4 = dim / 4;
+    float4 g[NPT];
+#pragma unroll
+    for (int k = 0; k < NPT; k++)
+        if (tid + k * T < n4) g[k] = ((const float4 *)w)[tid + k * T];
+    pdl_wait();
+    const int64_t row = blockIdx.x;
+    const bool live = row < n; /* block-uniform */
+    float4 v[NPT];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NPT; k++) {
+        const int i = tid + k * T;
+        v[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (live && i < n4) {
+            float4 *xr = (float4 *)(x + row * dim);
+            v[k] = xr[i];
+            if (ADD) {
+                const float4 b = ((const float4 *)(y + row * dim))[i];
+                v[k].x += b.x; v[k].y += b.y; v[k].z += b.z; v[k].w += b.w;
+                xr[i] = v[k];
+            }
+        }
+        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+    }
+    ss = block_sum(ss, red);
+    const float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+#pragma unroll
+    for (int k = 0; k < NPT; k++) {
+        const int i = tid + k * T;
+        float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (live && i < n4) {
+            r = make_float4(v[k].x * inv * g[k].x, v[k].y * inv * g[k].y, v[k].z * inv * g[k].z, v[k].w * inv * g[k].w);
+            if (out) ((float4 *)(out + row * dim))[i] = r;
+        }
+        if (i >= n4) continue; /* (whole 32-blocks: n4 % 8 == 0 and T % 32 == 0) */
+        /* the 32-block of lanes 8b..8b+7: amax, d, codes; integer sums of 16 and 32 */
+        float m = fmaxf(fmaxf(fabsf(r.x), fabsf(r.y)), fmaxf(fabsf(r.z), fabsf(r.w)));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
+        const float d = m / 127.0f;
+        const float id = m > 0.0f ? 127.0f / m : 0.0f;
+        const int q0 = __float2int_rn(r.x * id), q1 = __float2int_rn(r.y * id), q2 = __float2int_rn(r.z * id),
+                  q3 = __float2int_rn(r.w * id);
+        int s16 = q0 + q1 + q2 + q3;
+        s16 += __shfl_xor_sync(0xffffffffu, s16, 1);
+        s16 += __shfl_xor_sync(0xffffffffu, s16, 2);
+        const int s32 = s16 + __shfl_xor_sync(0xffffffffu, s16, 4);
+        ((uint32_t *)(a.q + row * dim))[i] =
+            (uint32_t)(q0 & 0xFF) | (uint32_t)(q1 & 0xFF) << 8 | (uint32_t)(q2 & 0xFF) << 16 | (uint32_t)(q3 & 0xFF) << 24;
+        const int blk = i >> 3;
+        if ((lane & 7) == 0) {
+            a.d[(int64_t)blk * a.n_pad + row] = d;
+            a.s[(int64_t)blk * a.n_pad + row] = d * (float)s32;
+        }
+        if ((lane & 3) == 0) a.is[(int64_t)(2 * blk + ((lane >> 2) & 1)) * a.n_pad + row] = s16;
+    }
+}
+
+/* The block shape of launch_reg's one-block-a-row kernels (threads T, NPT float4 each),
+ * which kernel_rmsnorm_mq takes too so that its sum of squares adds in the same order
+ * (the same bits as the norm + prepass pair). Split rows (no add) count as one block of
+ * n4 / split threads, which each split block is. 0 where dim does not fit. */
+static int norm_shape(const cu_ctx *S, bool add, int n4, int *T, int *npt, int *split_rows) {
+    const int split = S->tune.norm_split, maxt = S->tune.norm_threads;
+    *split_rows = !add && split > 1 && n4 % (split * 32) == 0 && n4 / split <= 1024;
+    if (*split_rows) {
+        /* (not with an add: a block would read x where another already added y) */
+        *T = n4 / split;
+        *npt = split;
+        return 1;
+    }
+    *npt = n4 <= maxt ? 1 : n4 <= 2 * maxt ? 2 : 4;
+    *T = ((n4 + *npt - 1) / *npt + 31) / 32 * 32;
+    return *T <= 1024;
+}
+
+int cu_rmsnorm_mq(cu_ctx *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
+                  cu_mmq_act *a) {
+    int T, npt, split_rows;
+    if (dim % 32 || dim > 16384 || !norm_shape(S, y != NULL, dim / 4, &T, &npt, &split_rows)) return 0;
+    a->n_pad = cu_mmq_npad(n);
+    const char *name = y ? "add_rmsnorm_mq" : "rmsnorm_mq";
+    const dim3 grid(a->n_pad), block(T);
+#define MQ_LAUNCH(ADD, NPT) cu_launch(S, name, kernel_rmsnorm_mq<ADD, NPT>, grid, block, 0, out, x, y, w, n, dim, eps, *a)
+    if (y) {
+        if (npt == 1) MQ_LAUNCH(true, 1);
+        else if (npt == 2) MQ_LAUNCH(true, 2);
+        else MQ_LAUNCH(true, 4);
+    } else {
+        if (npt == 1) MQ_LAUNCH(false, 1);
+        else if (npt == 2) MQ_LAUNCH(false, 2);
+        else if (npt == 4) MQ_LAUNCH(false, 4);
+        else MQ_LAUNCH(false, 8);
+    }
+#undef MQ_LAUNCH
+    return 1;
+}
+
 template <bool ADD, bool Q8>
 static void launch_reg(cu_ctx *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
                        const cu_q8 &q) {
@@ -170,7 +281,7 @@ static void launch_reg(cu_ctx *S, float *out, float *x, const float *y, const fl
      * 2 or 4 float4. (Fewer threads per block, so that it co-resides with the xst GEMV
      * blocks ahead of it under PDL, measured slower: 256 -6%, 512 -2% tg128 on the 7B,
      * bench/RESULTS.md; before the ring GEMVs asked for one row ahead of their wait.) */
-    const int n4 = dim / 4, maxt = S->tune.norm_threads;
+    const int n4 = dim / 4;
     const char *name = ADD ? (Q8 ? "add_rmsnorm_q8" : "add_rmsnorm") : (Q8 ? "rmsnorm_q8" : "rmsnorm");
     /* Split rows (cu_tune.norm_split, 4): the one block of 1024 threads
      * took ~1.4 us from its sum to its last store in the block timeline (trace build),
@@ -179,21 +290,18 @@ static void launch_reg(cu_ctx *S, float *out, float *x, const float *y, const fl
      * rounds, bench/RESULTS.md call 45): split 4 659.83 / 662.15 / 660.53, split 2
      * 657.21 / 655.20 / 655.15, split 8 644.66 / 645.26 / 644.42 (eight reads of the row),
      * one block 653.82 / 653.41 / 653.03. */
-    const int split = S->tune.norm_split;
-    if (!ADD && split > 1 && n4 % (split * 32) == 0 && n4 / split <= 1024) {
-        /* (not with ADD: a block would read x where another already added y) */
-        const dim3 grid(n, split), block(n4 / split);
-        if (split == 2) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 2>, grid, block, 0, out, x, y, w, dim, eps, q);
-        else if (split == 4) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 4>, grid, block, 0, out, x, y, w, dim, eps, q);
+    int T, npt, split_rows;
+    norm_shape(S, ADD, n4, &T, &npt, &split_rows); /* (dim <= 16384 here: it fits) */
+    if (split_rows) {
+        const dim3 grid(n, npt), block(T);
+        if (npt == 2) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 2>, grid, block, 0, out, x, y, w, dim, eps, q);
+        else if (npt == 4) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 4>, grid, block, 0, out, x, y, w, dim, eps, q);
         else cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 8>, grid, block, 0, out, x, y, w, dim, eps, q);
         return;
     }
-    const int npt = n4 <= maxt ? 1 : n4 <= 2 * maxt ? 2 : 4;
-    int threads = (n4 + npt - 1) / npt;
-    threads = (threads + 31) / 32 * 32;
-    if (npt == 1) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 1>, dim3(n), dim3(threads), 0, out, x, y, w, dim, eps, q);
-    else if (npt == 2) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 2>, dim3(n), dim3(threads), 0, out, x, y, w, dim, eps, q);
-    else cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 4>, dim3(n), dim3(threads), 0, out, x, y, w, dim, eps, q);
+    if (npt == 1) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 1>, dim3(n), dim3(T), 0, out, x, y, w, dim, eps, q);
+    else if (npt == 2) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 2>, dim3(n), dim3(T), 0, out, x, y, w, dim, eps, q);
+    else cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 4>, dim3(n), dim3(T), 0, out, x, y, w, dim, eps, q);
 }
 
 void cu_rmsnorm(cu_ctx *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,

@@ -35,6 +35,7 @@ typedef enum cu_path_id {
     CU_PATH_FLASH,        /* prefill flash attention */
     CU_PATH_MMA,          /* prefill GEMM on f16 tensor cores */
     CU_PATH_MMQ,          /* prefill GEMMs on int8 tensor cores (q4_K, q6_K, q8_0) */
+    CU_PATH_MMQ_NORM,     /* the prefill RMSNorm writes the MMQ int8 form of its output */
     CU_PATH_MMQ_DSC,      /* q4_K MMQ scales from a registration-time plane (W_dsc) */
     CU_PATH_MMQ_EXP,      /* q6_K MMQ codes and scales from a registration-time plane (W_exp + W_dsc) */
     CU_PATH_COUNT

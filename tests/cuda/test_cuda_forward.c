@@ -7,7 +7,11 @@
  * teacher-forced by the CPU's argmax, so both backends always see the same
  * tokens. Reports, per step, the normalised logit error; the first position where
  * the argmaxes differ and the CPU's top-2 margin there (a divergence on a margin
- * below the numeric noise is expected of two correct implementations). Checks:
+ * below the numeric noise is expected of two correct implementations).
+ * MINFER_TEST_ALL_LOGITS=1: the prefill asks logits at every prompt position and
+ * reports over them the argmax agreement and the largest logit difference (issue 29's
+ * accuracy of int8 prefill activations: compare a run with MINFER_CUDA_DISABLE=mmq).
+ * Checks:
  * every logit finite, max error <= MAX_ERR (default 2e-2). The GPU's logits go to the
  * backend's host_alloc memory as a context's do (MINFER_TEST_HOST_LOGITS, below). */
 #include <stdlib.h>
@@ -120,8 +124,49 @@ int main(int argc, char **argv) {
     float div_margin = 0, div_gmargin = 0;
     const double t0 = mf_time_s();
     double t_gpu = 0;
+    const int all = mf_env_int("MINFER_TEST_ALL_LOGITS", 0) == 1;
+    int8_t *want = NULL;
+    float *lc_all = NULL, *lg_all = NULL;
+    if (all) {
+        want = malloc((size_t)n_prompt);
+        memset(want, 1, (size_t)n_prompt);
+        lc_all = malloc(sizeof(float) * (size_t)n_prompt * nv);
+        lg_all = malloc(sizeof(float) * (size_t)n_prompt * nv);
+    }
     for (int step = 0; step <= n_gen; step++) {
         mf_batch b;
+        if (step == 0 && all) {
+            b = (mf_batch){n_prompt, tok, pos, seq, want};
+            const int r1 = forward_step(&cpu.fw, &b, lc_all, &err);
+            CHECK(r1 == n_prompt, "cpu prefill (all logits): %d rows: %s", r1, err.msg);
+            const int r2 = forward_step(&gpu.fw, &b, lg_all, &err);
+            CHECK(r2 == n_prompt, "gpu prefill (all logits): %d rows: %s", r2, err.msg);
+            if (r1 != n_prompt || r2 != n_prompt) break;
+            int ag_all = 0, fin = 1;
+            double dmax = 0, emax = 0, esum = 0;
+            for (int t = 0; t < n_prompt; t++) {
+                const float *c = lc_all + (size_t)t * nv, *g = lg_all + (size_t)t * nv;
+                int f1;
+                const double e = nerr(g, c, nv, &f1);
+                fin &= f1;
+                emax = e > emax ? e : emax;
+                esum += e;
+                for (int i = 0; i < nv; i++) {
+                    const double d = fabs((double)g[i] - c[i]);
+                    if (d > dmax) dmax = d;
+                }
+                ag_all += argmax(c, nv, NULL) == argmax(g, nv, NULL);
+            }
+            printf("prefill logits at all %d positions: argmax agree %d/%d, largest |logit diff| %.4g, err max %.3g "
+                   "mean %.3g\n", n_prompt, ag_all, n_prompt, dmax, emax, esum / n_prompt);
+            CHECK(fin, "non-finite prefill logits");
+            CHECK(emax <= max_err, "prefill logit error %.3g > %.3g", emax, max_err);
+            memcpy(lc, lc_all + (size_t)(n_prompt - 1) * nv, sizeof(float) * nv);
+            tok[n_prompt] = argmax(lc, nv, NULL);
+            steps++;
+            agree += argmax(lg_all + (size_t)(n_prompt - 1) * nv, nv, NULL) == tok[n_prompt];
+            continue;
+        }
         if (step == 0) {
             b = (mf_batch){n_prompt, tok, pos, seq, NULL};
         } else {
@@ -167,6 +212,9 @@ int main(int argc, char **argv) {
            (unsigned long long)replays, (unsigned long long)eager);
     CHECK(all_finite, "non-finite logits");
     CHECK(worst <= max_err, "logit error %.3g > %.3g", worst, max_err);
+    free(want);
+    free(lc_all);
+    free(lg_all);
     forward_free(&cpu.fw);
     forward_free(&gpu.fw);
     if (lg_host) gpu.be->host_free(gpu.be, lg_host);
