@@ -207,7 +207,9 @@ static __global__ void kernel_rmsnorm_mq(float *out, float *x, const float *y, c
             r = make_float4(v[k].x * inv * g[k].x, v[k].y * inv * g[k].y, v[k].z * inv * g[k].z, v[k].w * inv * g[k].w);
             if (out) ((float4 *)(out + row * dim))[i] = r;
         }
-        if (i >= n4) continue; /* (whole 32-blocks: n4 % 8 == 0 and T % 32 == 0) */
+        /* (lanes past n4 go on with zeros for the shuffles, storing nothing: n4 % 8 == 0,
+         * so a 32-block's 8 lanes are all in or all out, but a warp may straddle n4) */
+        const bool in = i < n4;
         /* the 32-block of lanes 8b..8b+7: amax, d, codes; integer sums of 16 and 32 */
         float m = fmaxf(fmaxf(fabsf(r.x), fabsf(r.y)), fmaxf(fabsf(r.z), fabsf(r.w)));
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
@@ -221,6 +223,7 @@ static __global__ void kernel_rmsnorm_mq(float *out, float *x, const float *y, c
         s16 += __shfl_xor_sync(0xffffffffu, s16, 1);
         s16 += __shfl_xor_sync(0xffffffffu, s16, 2);
         const int s32 = s16 + __shfl_xor_sync(0xffffffffu, s16, 4);
+        if (!in) continue; /* (after the last shuffle) */
         ((uint32_t *)(a.q + row * dim))[i] =
             (uint32_t)(q0 & 0xFF) | (uint32_t)(q1 & 0xFF) << 8 | (uint32_t)(q2 & 0xFF) << 16 | (uint32_t)(q3 & 0xFF) << 24;
         const int blk = i >> 3;
