@@ -244,6 +244,12 @@ static void pool_runs(int nt, int solo, int reps) {
           (long long)cpu_pool_solo_periods(c.p));
     if (!solo) CHECK(multi == reps && cpu_pool_solo_periods(c.p) == 0, "pool of %d, solo off: all %d runs on %d parts "
                      "(%d)", nt, reps, nt, multi);
+    const cpu_pool_stats st = cpu_pool_get_stats(c.p);
+    CHECK(st.parallel_tasks == (nt > 1 ? multi : 0) && st.solo_tasks == (nt > 1 ? single : 0) &&
+              st.solo_periods == cpu_pool_solo_periods(c.p) && st.late <= st.waits && st.waits <= st.parallel_tasks &&
+              st.wait_s >= 0.0,
+          "pool of %d, %s: the stats count the runs (%lld split, %lld alone, %lld waits, %lld late)", nt, mode,
+          (long long)st.parallel_tasks, (long long)st.solo_tasks, (long long)st.waits, (long long)st.late);
     CHECK(tot == (int64_t)reps * 999 * 1000 / 2, "pool of %d, %s: split covers [0,n) once (%lld)", nt, mode,
           (long long)tot);
     /* nth_max: a task on one thread only */
@@ -273,6 +279,11 @@ static void test_pool(void) {
             tries++;
         }
         CHECK(cpu_pool_solo_periods(c.p) >= 1, "pool of 2: a worker 20 ms late starts solo mode (%d tries)", tries);
+        {
+            const cpu_pool_stats st = cpu_pool_get_stats(c.p);
+            CHECK(st.late >= 1 && st.wait_s >= 0.015 * (double)st.late, "pool of 2: the late wait counted (%lld late, %.3f s)",
+                  (long long)st.late, st.wait_s);
+        }
         CHECK(c.hits[1] == tries && c.after[0] == tries && c.after[1] == tries,
               "pool of 2: the late part still ran and met at the barrier each time (%d/%d of %d)", c.hits[1],
               c.after[1], tries);

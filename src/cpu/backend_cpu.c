@@ -818,6 +818,12 @@ static void prof_print(const cpu_state *s) {
     const double mt = s->prof_s[PROF_MATMUL_1] + s->prof_s[PROF_MATMUL_N];
     if (mt > 0) fprintf(stderr, "minfer/cpu:   matmul weight bytes %.2f GB, %.2f GB/s\n", s->prof_bytes / 1e9,
                         s->prof_bytes / mt / 1e9);
+    const cpu_pool_stats ps = cpu_pool_get_stats(s->pool);
+    fprintf(stderr,
+            "minfer/cpu:   pool: %lld tasks split over the threads, %lld on the caller alone (%lld solo periods); "
+            "%lld waits for a worker's part, %.3f s in all, %lld late\n",
+            (long long)ps.parallel_tasks, (long long)ps.solo_tasks, (long long)ps.solo_periods, (long long)ps.waits,
+            ps.wait_s, (long long)ps.late);
 }
 
 static void cpu_destroy(mf_backend *be) {

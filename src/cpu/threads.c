@@ -103,6 +103,7 @@ struct cpu_pool {
     double solo_end;             /* when the last solo period ended */
     double solo_len;             /* its length */
     int64_t n_solo_periods;      /* how often solo mode began (cpu_pool_solo_periods) */
+    cpu_pool_stats st;           /* tasks and waits (cpu_pool_get_stats) */
     int solo_off;                /* cpu_pool_set_solo(p, 0): never enter solo mode */
     _Atomic int bar_count;       /* in-task barrier */
     _Atomic uint32_t bar_phase;
@@ -230,11 +231,13 @@ void cpu_pool_run(cpu_pool *p, cpu_task_fn fn, void *ctx, int nth_max) {
     }
     if (p->solo_until > 0.0) {
         if (mf_time_s() < p->solo_until) {
+            p->st.solo_tasks++;
             fn(ctx, 0, 1);
             return;
         }
         p->solo_until = 0.0;
     }
+    p->st.parallel_tasks++;
     p->fn = fn;
     p->ctx = ctx;
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
@@ -254,6 +257,8 @@ void cpu_pool_run(cpu_pool *p, cpu_task_fn fn, void *ctx, int nth_max) {
         mine++;
     }
     const int want = nth - mine;
+    const int waits = atomic_load_explicit(&p->done, memory_order_acquire) != want;
+    const double t_own = waits ? mf_time_s() : 0.0;
     /* Late: a wait longer than LATE_S beyond twice what our own parts took, so that a
      * long but running part (a big op split unevenly) is not taken for a missing core. */
     double t_wait = 0.0, bound = 0.0;
@@ -271,6 +276,11 @@ void cpu_pool_run(cpu_pool *p, cpu_task_fn fn, void *ctx, int nth_max) {
             }
         }
     }
+    if (waits) {
+        p->st.waits++;
+        p->st.wait_s += mf_time_s() - t_own;
+        p->st.late += late;
+    }
     if (late && !p->solo_off) {
         const double t = mf_time_s();
         const int again = p->solo_end > 0.0 && t - p->solo_end < SOLO_REARM_S;
@@ -281,6 +291,14 @@ void cpu_pool_run(cpu_pool *p, cpu_task_fn fn, void *ctx, int nth_max) {
 }
 
 int64_t cpu_pool_solo_periods(const cpu_pool *p) { return p ? p->n_solo_periods : 0; }
+
+cpu_pool_stats cpu_pool_get_stats(const cpu_pool *p) {
+    cpu_pool_stats z = {0};
+    if (!p) return z;
+    z = p->st;
+    z.solo_periods = p->n_solo_periods;
+    return z;
+}
 
 void cpu_pool_set_solo(cpu_pool *p, int allow) {
     if (!p) return;

@@ -31,6 +31,15 @@ void cpu_pool_run(cpu_pool *p, cpu_task_fn fn, void *ctx, int nth_max);
 /* How many times the pool switched to running tasks on the caller alone because a
  * worker was late (the cores are shared; see threads.c). */
 int64_t cpu_pool_solo_periods(const cpu_pool *p);
+/* What the pool did (MINFER_CPU_PROFILE prints it): tasks split over the threads and
+ * tasks run on the caller alone in solo mode; of the split ones, how many left the
+ * caller waiting for a worker's part after its own, for how long in all, and how many
+ * of those waits counted as late (a worker without a core). */
+typedef struct cpu_pool_stats {
+    int64_t parallel_tasks, solo_tasks, waits, late, solo_periods;
+    double wait_s;
+} cpu_pool_stats;
+cpu_pool_stats cpu_pool_get_stats(const cpu_pool *p);
 /* allow = 0: the pool never enters solo mode, so every task runs on min(size,
  * nth_max) parts however late the workers are (tests of the claim and barrier
  * protocol; a benchmark of the threads alone). allow = 1 (the default) restores it.
