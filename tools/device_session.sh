@@ -28,7 +28,9 @@ if [ "$PART" != bench ]; then
     MINFER_TEST_TIMEOUT=${MINFER_TEST_TIMEOUT:-400} timeout "${TEST_CAP:-540}" bash tests/run_cuda.sh "$BIN" \
         >"$OUT/tests.txt" 2>&1
     echo "run_cuda.sh exit $?"
-    grep -E '^(FAIL|RESULT|ok|info)|passed,' "$OUT/tests.txt" | tail -n 60
+    # every failure first (a long run's tail alone once hid three of seven), then the tail
+    grep -E '^FAIL|FAIL ' "$OUT/tests.txt" | head -n 40
+    grep -E '^(FAIL|RESULT|ok|info)|passed,' "$OUT/tests.txt" | tail -n 40
 fi
 [ -n "${SYNTH:-}" ] && wait "$SYNTH" && cat "$OUT/synth.txt"
 if [ "$PART" != tests ]; then
