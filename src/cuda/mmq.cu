@@ -36,8 +36,9 @@
                            so the 8 rows of an ldmatrix fall in distinct bank groups */
 
 /* Per format: the shared-memory bytes of one weight row per stage (a multiple of 16
- * with an odd number of 16-byte slots, for ldmatrix), its 16-byte copies, and the
- * scales decoded per row per stage. */
+ * with an odd number of 16-byte slots, for ldmatrix), its 16-byte copies, the scales
+ * per row per stage, whether the format has q4_K's min term or q6_K's centring sums,
+ * and, on a plane, the plane's bytes a row brings to each stage (prow). */
 template <int T> struct mmq_fmt;
 template <> struct mmq_fmt<QTYPE_Q4_K> {
     static constexpr int wstride = 144, nchunk = 9, nsc = 8, has_min = 1, has_isum = 0, plane = 0, prow = 0;
