@@ -398,14 +398,21 @@ void cu_settle(cu_state *S) {
 /* out = rmsnorm(x (+ the residual add still owed)) * w over n rows of dim, writing its
  * q8 into S->q8 where a GEMV reads it next (want_q8, n <= 8, room); returns whether
  * it did. */
-static int norm_in(cu_state *S, float *out, float *x, const mf_weight *w, int n, int want_q8) {
-    const int dim = S->hp.n_embd;
-    const int64_t total = (int64_t)n * dim;
-    const cu_q8 *q = want_q8 && n <= CU_MAX_GEMV_COLS && q8_fits(S, total) ? &S->q8 : NULL;
+/* The residual add owed to x (total values) for the norm about to read x to do (it is
+ * no longer owed), or NULL after settling whatever other add was owed. */
+static const float *take_owed_add(cu_state *S, const float *x, int64_t total) {
     const float *y = NULL;
     if (S->res_y && S->res_x == x && S->res_n == total) y = S->res_y;
     else cu_settle(S);
     S->res_y = NULL;
+    return y;
+}
+
+static int norm_in(cu_state *S, float *out, float *x, const mf_weight *w, int n, int want_q8) {
+    const int dim = S->hp.n_embd;
+    const int64_t total = (int64_t)n * dim;
+    const cu_q8 *q = want_q8 && n <= CU_MAX_GEMV_COLS && q8_fits(S, total) ? &S->q8 : NULL;
+    const float *y = take_owed_add(S, x, total);
     cu_rmsnorm(S, out, x, y, (const float *)w->dev, n, dim, S->hp.norm_eps, q);
     return q != NULL;
 }
@@ -425,16 +432,12 @@ static int norm_in_mq(cu_state *S, float *out, float *x, const mf_weight *w, int
         return 0;
     }
     const int dim = S->hp.n_embd;
-    const int64_t total = (int64_t)n * dim;
-    const float *y = NULL;
-    if (S->res_y && S->res_x == x && S->res_n == total) y = S->res_y;
-    else cu_settle(S);
+    const float *y = take_owed_add(S, x, (int64_t)n * dim);
     if (!cu_rmsnorm_mq(S, all_mq ? NULL : out, x, y, (const float *)w->dev, n, dim, S->hp.norm_eps, &S->mq)) {
-        /* (a width the fused kernel does not split: the two kernels) */
-        norm_in(S, out, x, w, n, 0);
+        /* (a width the fused kernel does not split: the norm alone, the GEMMs' prepass after) */
+        cu_rmsnorm(S, out, x, y, (const float *)w->dev, n, dim, S->hp.norm_eps, NULL);
         return 0;
     }
-    S->res_y = NULL;
     S->n.mmq_norm++;
     return 1;
 }

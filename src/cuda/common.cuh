@@ -374,27 +374,44 @@ static __device__ __forceinline__ float silu_mul(float g, float u) { return g / 
 static __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 static __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
+/* The int8 codes of 4 consecutive values one lane holds, 8 aligned consecutive lanes one
+ * 32-block (all 32 lanes of the warp call it: the shuffles span the warp): the block's
+ * scale *d = amax / 127, the codes q[0..3] = round(v / d), and *s16 the sum of the codes
+ * of the lane's 16-value half (4 lanes). The decode q8 writer below and the prefill
+ * RMSNorm's MMQ form (norm.cu) both quantize with it. */
+static __device__ __forceinline__ void q8_quant4(float4 v, int q[4], float *d, int *s16) {
+    float a = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
+    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
+    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 4));
+    *d = a / 127.0f;
+    const float id = a > 0.0f ? 127.0f / a : 0.0f;
+    q[0] = __float2int_rn(v.x * id);
+    q[1] = __float2int_rn(v.y * id);
+    q[2] = __float2int_rn(v.z * id);
+    q[3] = __float2int_rn(v.w * id);
+    int s = q[0] + q[1] + q[2] + q[3];
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    *s16 = s;
+}
+static __device__ __forceinline__ uint32_t q8_pack4(const int q[4]) {
+    return (uint32_t)(q[0] & 0xff) | ((uint32_t)(q[1] & 0xff) << 8) | ((uint32_t)(q[2] & 0xff) << 16) |
+           ((uint32_t)(q[3] & 0xff) << 24);
+}
+
 /* Quantizes 4 consecutive values held by one lane into the q8 layout; 8 lanes
  * (aligned, consecutive) form one 32-block. All 32 lanes of the warp must call it
  * (the shuffles span the warp); lanes with valid == 0 store nothing. idx4 = index
  * of the first of the 4 values in the flat activation. */
 static __device__ __forceinline__ void q8_store4(cu_q8 q, int64_t idx4, float4 v, int valid) {
-    float a = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
-    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
-    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 4));
-    const float d = a / 127.0f;
-    const float id = a > 0.0f ? 127.0f / a : 0.0f;
-    const int q0 = __float2int_rn(v.x * id), q1 = __float2int_rn(v.y * id);
-    const int q2 = __float2int_rn(v.z * id), q3 = __float2int_rn(v.w * id);
-    int s = q0 + q1 + q2 + q3;
-    s += __shfl_xor_sync(0xffffffffu, s, 1);
-    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    int c[4], s;
+    float d;
+    q8_quant4(v, c, &d, &s);
     const float ds = d * (float)s;
     const float ds_hi = q.xl4 ? __shfl_xor_sync(0xffffffffu, ds, 4) : 0.0f; /* the 32-block's second 16 */
     if (valid) {
-        const uint32_t packed = (uint32_t)(q0 & 0xff) | ((uint32_t)(q1 & 0xff) << 8) |
-                                ((uint32_t)(q2 & 0xff) << 16) | ((uint32_t)(q3 & 0xff) << 24);
+        const uint32_t packed = q8_pack4(c);
         *(uint32_t *)(q.qs + idx4) = packed;
         if ((idx4 & 31) == 0) q.d[idx4 >> 5] = d;
         if ((idx4 & 15) == 0) q.s[idx4 >> 4] = ds;

@@ -28,6 +28,7 @@
  * (1.5 * 2^23) plus any integer offset, so the int32 result read as a float is exactly
  * 1.5 * 2^23 + c (|c| < 2^22: at most 32 * 127 * 127 here), one FADD from c. */
 #include "common.cuh"
+#include "dequant.cuh"
 #include "ptx.cuh"
 
 #define MMQ_MAGIC 0x4B400000
@@ -234,17 +235,10 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, const uint8_t
             const uint8_t *blk = ws + r * F::wstride;
             if (T == QTYPE_Q4_K) {
                 const float d = __half2float(*(const __half *)blk), dmin = __half2float(*(const __half *)(blk + 2));
-                const uint8_t *q = blk + 4;
-                int sc, m;
-                if (s < 4) {
-                    sc = q[s] & 63;
-                    m = q[s + 4] & 63;
-                } else {
-                    sc = (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
-                    m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
-                }
-                wsc[s * C::BM + r] = __fmul_rn(d, (float)sc);
-                wmn[s * C::BM + r] = (float)m;
+                float sc, m;
+                k4_scale_min(blk + 4, s, &sc, &m);
+                wsc[s * C::BM + r] = __fmul_rn(d, sc);
+                wmn[s * C::BM + r] = m;
                 if (s == 0) wdm[r] = dmin;
             } else if (T == QTYPE_Q6_K) {
                 const float d = __half2float(*(const __half *)(ws + C::stage - C::wd_bytes + 4 * r + 2 * (sb & 1)));

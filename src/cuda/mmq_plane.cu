@@ -6,6 +6,7 @@
  * the GEMM's outputs are bit-identical with and without it (tests/cuda/test_cuda_ops:
  * memcmp of both, and the plane bytes against a host mirror built from the file's blocks). */
 #include "common.cuh"
+#include "dequant.cuh"
 
 /* The q6_K plane (common.cuh), one thread per (row, super-block, 16-value group): the
  * codes as kernel_mmq<QTYPE_Q6_K> assembles them from ql and qh (value h*128 + u*32 + l of
@@ -55,17 +56,10 @@ static __global__ void kernel_q4x_build(uint8_t *plane, const uint8_t *W, int64_
     }
     const uint8_t *blk = W + (int64_t)r * stride + (int64_t)sb * 144;
     const float d = __half2float(*(const __half *)blk), dmin = __half2float(*(const __half *)(blk + 2));
-    const uint8_t *q = blk + 4;
     for (int s = 0; s < 8; s++) {
-        int sc, m;
-        if (s < 4) {
-            sc = q[s] & 63;
-            m = q[s + 4] & 63;
-        } else {
-            sc = (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
-            m = (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
-        }
-        dsc[((int64_t)sb * 8 + s) * Rp + r] = __fmul_rn(d, (float)sc);
+        float sc, m;
+        k4_scale_min(blk + 4, s, &sc, &m);
+        dsc[((int64_t)sb * 8 + s) * Rp + r] = __fmul_rn(d, sc);
         mm[s] = (uint8_t)m;
     }
     dmn[(int64_t)sb * Rp + r] = dmin;

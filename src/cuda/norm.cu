@@ -43,6 +43,34 @@ static __global__ void kernel_rmsnorm(float *out, float *x, const float *y, cons
     for (int i = threadIdx.x; i < dim; i += blockDim.x) orow[i] = xr[i] * inv * w[i];
 }
 
+/* The row's float4s k*T + tid (k < NPT) into v (zeros past n4, and for the whole row
+ * where !live), with y added where ADD and the sum written back to x (split rows, split
+ * > 1: only float4 k == slice, the block's own); returns this thread's sum of squares. kernel_rmsnorm_reg and kernel_rmsnorm_mq both load with it, so that their
+ * sums, and the norms after them, have the same bits. */
+template <bool ADD, int NPT>
+static __device__ __forceinline__ float norm_row_load(float4 (&v)[NPT], float *x, const float *y, int64_t row,
+                                                      int dim, bool live, int split, int slice) {
+    const int n4 = dim / 4, tid = threadIdx.x, T = blockDim.x;
+    float4 *xr = (float4 *)(x + row * dim);
+    const float4 *yr = (const float4 *)(ADD ? y + row * dim : nullptr);
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NPT; k++) {
+        const int i = tid + k * T;
+        v[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (live && i < n4) {
+            v[k] = xr[i];
+            if (ADD) {
+                const float4 a = yr[i];
+                v[k].x += a.x; v[k].y += a.y; v[k].z += a.z; v[k].w += a.w;
+                if (split == 1 || k == slice) xr[i] = v[k];
+            }
+        }
+        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+    }
+    return ss;
+}
+
 /* dim % 4 == 0, dim <= 4 * NPT * blockDim: one pass, the row held in registers
  * (NPT float4 per thread, all loads in flight at once), up to 1024 threads so a
  * single decode row is one memory round trip. Q8 needs dim % 32 == 0.
@@ -64,24 +92,8 @@ static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, 
             g[k] = ((const float4 *)w)[tid + k * T];  /* weights: before the wait */
     pdl_wait();
     const int64_t row = blockIdx.x;
-    float4 *xr = (float4 *)(x + row * dim);
-    const float4 *yr = (const float4 *)(ADD ? y + row * dim : nullptr);
     float4 v[NPT];
-    float ss = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NPT; k++) {
-        const int i = tid + k * T;
-        v[k] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (i < n4) {
-            v[k] = xr[i];
-            if (ADD) {
-                const float4 a = yr[i];
-                v[k].x += a.x; v[k].y += a.y; v[k].z += a.z; v[k].w += a.w;
-                if (split == 1 || k == slice) xr[i] = v[k];
-            }
-        }
-        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
-    }
+    float ss = norm_row_load<ADD, NPT>(v, x, y, row, dim, true, split, slice);
     trace_mark(0);
     ss = block_sum(ss, red);
     trace_mark(1);
@@ -181,22 +193,7 @@ static __global__ void kernel_rmsnorm_mq(float *out, float *x, const float *y, c
     const int64_t row = blockIdx.x;
     const bool live = row < n; /* block-uniform */
     float4 v[NPT];
-    float ss = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NPT; k++) {
-        const int i = tid + k * T;
-        v[k] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (live && i < n4) {
-            float4 *xr = (float4 *)(x + row * dim);
-            v[k] = xr[i];
-            if (ADD) {
-                const float4 b = ((const float4 *)(y + row * dim))[i];
-                v[k].x += b.x; v[k].y += b.y; v[k].z += b.z; v[k].w += b.w;
-                xr[i] = v[k];
-            }
-        }
-        ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
-    }
+    float ss = norm_row_load<ADD, NPT>(v, x, y, row, dim, live, 1, 0);
     ss = block_sum(ss, red);
     const float inv = 1.0f / sqrtf(ss / (float)dim + eps);
 #pragma unroll
@@ -210,22 +207,13 @@ static __global__ void kernel_rmsnorm_mq(float *out, float *x, const float *y, c
         /* (lanes past n4 go on with zeros for the shuffles, storing nothing: n4 % 8 == 0,
          * so a 32-block's 8 lanes are all in or all out, but a warp may straddle n4) */
         const bool in = i < n4;
-        /* the 32-block of lanes 8b..8b+7: amax, d, codes; integer sums of 16 and 32 */
-        float m = fmaxf(fmaxf(fabsf(r.x), fabsf(r.y)), fmaxf(fabsf(r.z), fabsf(r.w)));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
-        const float d = m / 127.0f;
-        const float id = m > 0.0f ? 127.0f / m : 0.0f;
-        const int q0 = __float2int_rn(r.x * id), q1 = __float2int_rn(r.y * id), q2 = __float2int_rn(r.z * id),
-                  q3 = __float2int_rn(r.w * id);
-        int s16 = q0 + q1 + q2 + q3;
-        s16 += __shfl_xor_sync(0xffffffffu, s16, 1);
-        s16 += __shfl_xor_sync(0xffffffffu, s16, 2);
+        /* the 32-block of lanes 8b..8b+7: d, codes; integer sums of 16 and 32 */
+        int c[4], s16;
+        float d;
+        q8_quant4(r, c, &d, &s16);
         const int s32 = s16 + __shfl_xor_sync(0xffffffffu, s16, 4);
         if (!in) continue; /* (after the last shuffle) */
-        ((uint32_t *)(a.q + row * dim))[i] =
-            (uint32_t)(q0 & 0xFF) | (uint32_t)(q1 & 0xFF) << 8 | (uint32_t)(q2 & 0xFF) << 16 | (uint32_t)(q3 & 0xFF) << 24;
+        ((uint32_t *)(a.q + row * dim))[i] = q8_pack4(c);
         const int blk = i >> 3;
         if ((lane & 7) == 0) {
             a.d[(int64_t)blk * a.n_pad + row] = d;
