@@ -96,7 +96,7 @@ struct mmq_cfg {
     static constexpr int dsp_bytes = mmq_fmt<T>::prow * BM; /* plane: the stage's scales */
     static constexpr int stage = w_bytes + x_bytes + xd_bytes + xs_bytes + xi_bytes + wd_bytes + dsp_bytes;
     static constexpr int dsc_bytes =
-        mmq_fmt<T>::plane ? 0 : ((mmq_fmt<T>::has_min ? 2 : 1) * mmq_fmt<T>::nsc + 2 * mmq_fmt<T>::has_min) * BM * 4;
+        mmq_fmt<T>::plane ? 0 : ((mmq_fmt<T>::has_min ? 2 : 1) * mmq_fmt<T>::nsc + mmq_fmt<T>::has_min) * BM * 4;
     static constexpr int smem = ST * stage + dsc_bytes;
 };
 
