@@ -114,10 +114,10 @@ if [ -n "$SHARED" ]; then
         # default, a copy node with path host-store off; the notice names what is off
         case "$v" in
         "") check "stories260K: the graph's logits stored by a kernel" \
-                grep -qE 'host-store [1-9][0-9]*, copy-node 0$' "$TMP/err.txt"
+                grep -qE 'host-store [1-9][0-9]*, copy-node 0;' "$TMP/err.txt"
             check "stories260K: the notice says no path is off" grep -q 'paths off: none' "$TMP/err.txt" ;;
         host-store) check "stories260K: the graph's logits by a copy node with host-store off" \
-                grep -qE 'host-store 0, copy-node [1-9][0-9]*$' "$TMP/err.txt" ;;
+                grep -qE 'host-store 0, copy-node [1-9][0-9]*;' "$TMP/err.txt" ;;
         graph) check "stories260K: no graph replay with graph off" grep -qE 'graph replays 0,' "$TMP/err.txt" ;;
         all) ;;
         *) check "stories260K: the notice names $v as off" grep -qE "paths off: .*\\b$v\\b" "$TMP/err.txt" ;;
