@@ -129,6 +129,11 @@ static double nerr(const float *a, const float *ref, size_t n) {
 }
 
 /* ---- two backends over one fake model (hyperparameters only) ---- */
+/* the RoPE of the next env_init: NeoX halves and a partial rotation (qwen2's mode;
+ * rope_dim < head_dim as phi-style models have) when set */
+static mf_rope_mode blk_rope_mode = MF_ROPE_NORM;
+static int blk_rope_dim;
+
 typedef struct env {
     mf_model m;
     mf_backend *cpu, *gpu;
@@ -146,7 +151,8 @@ static int env_init(env *e, int n_embd, int n_ff, int n_head, int n_kv, int hd, 
     hp->n_head = n_head;
     hp->n_head_kv = n_kv;
     hp->head_dim = hd;
-    hp->rope_dim = hd;
+    hp->rope_dim = blk_rope_dim ? blk_rope_dim : hd;
+    hp->rope_mode = blk_rope_mode;
     hp->n_ctx_train = n_ctx;
     hp->norm_eps = 1e-5f;
     hp->rope_base = 10000.0f;
@@ -828,6 +834,12 @@ int main(void) {
         const int ng[] = {1, 5, 13};
         test_blocks("gqa-bias", 2048, 5632, 32, 8, 64, QTYPE_Q8_0, QTYPE_Q8_0, QTYPE_Q5_K, QTYPE_Q5_K, QTYPE_Q6_K, 1,
                     2, 40, 32, ng, 3);
+        /* the same with NeoX RoPE over half the head (the store kernel's partner chunks and
+         * the values it passes through unrotated) */
+        blk_rope_mode = MF_ROPE_NEOX, blk_rope_dim = 32;
+        test_blocks("gqa-neox-partial", 2048, 5632, 32, 8, 64, QTYPE_Q8_0, QTYPE_Q8_0, QTYPE_Q5_K, QTYPE_Q5_K,
+                    QTYPE_Q6_K, 1, 2, 40, 32, ng, 3);
+        blk_rope_mode = MF_ROPE_NORM, blk_rope_dim = 0;
         /* a small model below every ring size (xs, v1), f32 weights' f32 GEMV */
         test_blocks("small", 256, 512, 4, 2, 64, QTYPE_Q4_0, QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q8_0, QTYPE_Q4_K, 0, 1, 20,
                     16, ng, 3);
