@@ -53,6 +53,11 @@ static void lab_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t
                        int K, const cu_mmq_act *a, int n, const float *bias, int accum) {
     mmq_launch<T, WM, WN, NT, ST, KO, LB>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, KS);
 }
+template <int T>
+static void lab_pick(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, const uint8_t *P, int R, int K,
+                     const cu_mmq_act *a, int n, const float *bias, int accum) {
+    mmq_pick<T>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, nullptr, INT_MAX);
+}
 #define MMQ_VAR(wm, wn, nt, st, ko, ks, lb)                                                                     \
     {                                                                                                            \
         #wm "x" #wn "w nt" #nt " st" #st " ko" #ko " ks" #ks " lb" #lb,                                          \
@@ -64,7 +69,7 @@ static void lab_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t
          mmq_cfg<MMQ_Q4X, wm, wn, nt, st>::smem}                                                                 \
     }
 static const variant variants[] = {
-    {"auto", {mmq_pick<QTYPE_Q4_K>, mmq_pick<QTYPE_Q6_K>, mmq_pick<QTYPE_Q8_0>, mmq_pick<MMQ_Q6X>, mmq_pick<MMQ_Q4X>},
+    {"auto", {lab_pick<QTYPE_Q4_K>, lab_pick<QTYPE_Q6_K>, lab_pick<QTYPE_Q8_0>, lab_pick<MMQ_Q6X>, lab_pick<MMQ_Q4X>},
      {0, 0, 0, 0, 0}},
     MMQ_VAR(4, 2, 4, 2, 0, 8, 1), MMQ_VAR(4, 2, 4, 2, 0, 8, 2), MMQ_VAR(4, 4, 4, 2, 0, 8, 1),
     MMQ_VAR(2, 4, 4, 2, 0, 8, 1), MMQ_VAR(2, 1, 4, 2, 0, 8, 1), MMQ_VAR(2, 1, 4, 2, 0, 8, 8),
@@ -83,6 +88,7 @@ struct shape {
 static const shape shapes[] = {
     {"7b.q|k|o 4096x4096 q4_K", QTYPE_Q4_K, 4096, 4096},
     {"7b.v 4096x4096 q6_K", QTYPE_Q6_K, 4096, 4096},
+    {"7b.gate|up 11008x4096 q4_K", QTYPE_Q4_K, 11008, 4096},
     {"7b.gate+up 22016x4096 q4_K", QTYPE_Q4_K, 22016, 4096},
     {"7b.down 4096x11008 q6_K", QTYPE_Q6_K, 4096, 11008 / 256 * 256},
     {"7b.down 4096x11008 q4_K", QTYPE_Q4_K, 4096, 11008 / 256 * 256},

@@ -16,6 +16,7 @@
  *                     (mma.sync m16n8k16 f16 -> f32), causal mask from the
  *                     per-token positions, GQA by kv head = head / (n_head/n_kv). */
 #include "attn_dec.cuh"
+#include "ptx.cuh"
 
 /* ------------------------------------------------------------------------- */
 /* KV store (+ RoPE)                                                         */
@@ -24,9 +25,10 @@
  * are q heads (rotated in place), the others k heads (rotated, stored with the v head).
  * A thread owns its values (for mode 1, NeoX, also their partners half a rotation away),
  * so no barrier; the arithmetic is rope_pair's, pair by pair. The first version (a block
- * of hd/2 threads per row, scalar loads, a barrier before the store) ran 80 us a 7B layer
- * at 512 tokens (0.6 TB/s; MINFER_CUDA_PROFILE), most of it block launches. Needs
- * hd % 4 == 0 and, with RoPE, rope_dim % 8 == 0 (cu_kv_store checks). */
+ * of hd/2 threads per row, scalar loads, a barrier before the store) ran 40 us a 7B layer
+ * at 512 tokens, this one 31 us with 64-bit index arithmetic (MINFER_CUDA_PROFILE). Needs
+ * hd % 4 == 0 and, with RoPE, rope_dim % 8 == 0, and fewer than 2^31 items (cu_kv_store
+ * checks). */
 static __device__ __forceinline__ void rot4(float4 &x, float4 &y, const float2 *c, bool pairs_in_x) {
     /* pairs_in_x: (x.x, x.y), (x.z, x.w) are pairs with c[0], c[1]; else x and y are the
      * first and second of four pairs with c[0..3] */
@@ -54,12 +56,13 @@ kernel_kv_store(cu_attn_args a, float *q, float *k, const float *v, int nq, int 
     pdl_trigger();
     pdl_wait();
     const int hd = a.hd, per = hd / 4, rows = nq + a.n_kv;
-    const int64_t items = (int64_t)a.n * rows * per;
+    const int items = a.n * rows * per; /* < 2^31: cu_kv_store checks */
     const int half = rope_dim / 2;
-    for (int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; it < items; it += (int64_t)gridDim.x * blockDim.x) {
-        const int j = (int)(it % per);
-        const int64_t r = it / per;
-        const int t = (int)(r / rows), hs = (int)(r % rows);
+    /* (32-bit index arithmetic: a 64-bit division is a ~70-instruction call) */
+    for (int it = blockIdx.x * blockDim.x + threadIdx.x; it < items; it += gridDim.x * blockDim.x) {
+        const int j = it % per;
+        const int r = it / per;
+        const int t = r / rows, hs = r % rows;
         const int e = 4 * j;
         const bool isq = hs < nq, neox = mode != 0;
         /* NeoX: the thread of a first-half chunk does its partner chunk too */
@@ -70,9 +73,13 @@ kernel_kv_store(cu_attn_args a, float *q, float *k, const float *v, int nq, int 
         const bool two = rope && neox && e < half;
         if (two) x1 = *(const float4 *)(x + e + half);
         if (rope && e < rope_dim) {
+            /* (constant indices throughout: a loop to a variable count put c in local memory) */
             float2 c[4];
-            const int i0 = neox ? e : e / 2, nc = neox ? 4 : 2;
-            for (int u = 0; u < nc; u++) c[u] = rope_cs(cs, i0 + u, pos, rope_dim, base);
+            const int i0 = neox ? e : e / 2;
+            c[0] = rope_cs(cs, i0, pos, rope_dim, base);
+            c[1] = rope_cs(cs, i0 + 1, pos, rope_dim, base);
+            c[2] = c[3] = c[1];
+            if (neox) c[2] = rope_cs(cs, i0 + 2, pos, rope_dim, base), c[3] = rope_cs(cs, i0 + 3, pos, rope_dim, base);
             rot4(x0, x1, c, !neox);
             if (isq) {
                 *(float4 *)(x + e) = x0;
@@ -121,8 +128,8 @@ void cu_kv_store(cu_ctx *S, const cu_attn_args *a, float *q, float *k, const flo
                  float rope_base, int rope_mode, const float2 *cs) {
     /* without rope only the k/v rows have work (nq = 0: q is untouched) */
     const int nq = rope ? a->n_head : 0;
-    if (a->hd % 4 == 0 && (!rope || (rope_dim % 8 == 0 && rope_dim <= a->hd))) {
-        const int64_t items = (int64_t)a->n * (nq + a->n_kv) * (a->hd / 4);
+    const int64_t items = (int64_t)a->n * (nq + a->n_kv) * (a->hd / 4);
+    if (a->hd % 4 == 0 && (!rope || (rope_dim % 8 == 0 && rope_dim <= a->hd)) && items < INT32_MAX - 132 * 16 * 256) {
         const int64_t want = (items + 255) / 256;
         const int blocks = want < 132 * 16 ? (int)want : 132 * 16;
         cu_launch(S, rope ? "kv_store_rope" : "kv_store", kernel_kv_store, dim3(blocks), dim3(256), 0, *a, q, k, v, nq,
@@ -676,40 +683,36 @@ void cu_attn_split(cu_ctx *S, const cu_attn_args *a, const float *q, float *out,
 /* ------------------------------------------------------------------------- */
 #define FA_BQ 64
 #define FA_BK 64
-
-static __device__ __forceinline__ void mma_16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
+/* resident blocks a SM: 171 registers a thread left 2 blocks (8 warps) on a SM; the cap
+ * of 3 (168 registers) spills nothing at head dim 128, 4 spills 232 bytes */
+#define FA_MINB 3
 
 static __device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
     __half2 h = __floats2half2_rn(lo, hi);
     return *(uint32_t *)&h;
 }
 
-static __device__ __forceinline__ void ldsm_x2_trans(uint32_t &r0, uint32_t &r1, const __half *p) {
+/* Four 8x8 b16 matrices transposed: lane l gives the row address of matrix l / 8, row l % 8. */
+static __device__ __forceinline__ void ldsm_x4_trans(uint32_t *r, const __half *p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const uint32_t addr = (uint32_t)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
 #endif
 }
 
 template <int HD>
-static __global__ void __launch_bounds__(128) kernel_attn_flash(cu_attn_args a, const float *q, float *out,
+static __global__ void __launch_bounds__(128, FA_MINB) kernel_attn_flash(cu_attn_args a, const float *q, float *out,
                                                                 const int4 *tiles, float qscale) {
     constexpr int LD = HD + 8; /* halves; +16 bytes per row: conflict-free fragment reads */
     __shared__ __align__(16) __half Ks[FA_BK * LD];
     __shared__ __align__(16) __half Vs[FA_BK * LD];
     pdl_trigger();
     pdl_wait();
-    const int4 tile = tiles[blockIdx.x];
+    const int4 tile = tiles[blockIdx.y];
     const int t0 = tile.x, cnt = tile.y, seq = tile.z, kmax = tile.w;
-    const int h = blockIdx.y;
+    const int h = blockIdx.x;
     const int G = a.n_head / a.n_kv;
     const int kvh = h / G;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -763,21 +766,30 @@ static __global__ void __launch_bounds__(128) kernel_attn_flash(cu_attn_args a, 
 #pragma unroll
         for (int nt = 0; nt < FA_BK / 8; nt++) {
             s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+            /* K fragments of two k16 steps in one ldmatrix: matrix i = d 8i.. of the 32 */
 #pragma unroll
-            for (int kk = 0; kk < HD / 16; kk++) {
-                const __half *kr = Ks + (8 * nt + g) * LD + 16 * kk + 2 * c4;
-                mma_16816(s[nt], qa[kk], *(const uint32_t *)kr, *(const uint32_t *)(kr + 8));
+            for (int k2 = 0; k2 < HD / 32; k2++) {
+                uint32_t kf[4];
+                ldsm_x4(kf, Ks + (8 * nt + (lane & 7)) * LD + 32 * k2 + 8 * (lane >> 3));
+                mma_f16_16816(s[nt], qa[2 * k2], kf[0], kf[1]);
+                mma_f16_16816(s[nt], qa[2 * k2 + 1], kf[2], kf[3]);
             }
         }
-        /* causal mask from positions; row max */
+        /* causal mask from positions (only where a key past a row's position is in the
+         * tile: the diagonal tiles); row max */
+        if (kt * FA_BK + FA_BK - 1 > (qp0 < qp1 ? qp0 : qp1)) {
+#pragma unroll
+            for (int nt = 0; nt < FA_BK / 8; nt++) {
+                const int p = kt * FA_BK + 8 * nt + 2 * c4;
+                if (p > qp0) s[nt][0] = -INFINITY;
+                if (p + 1 > qp0) s[nt][1] = -INFINITY;
+                if (p > qp1) s[nt][2] = -INFINITY;
+                if (p + 1 > qp1) s[nt][3] = -INFINITY;
+            }
+        }
         float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < FA_BK / 8; nt++) {
-            const int p = kt * FA_BK + 8 * nt + 2 * c4;
-            if (p > qp0) s[nt][0] = -INFINITY;
-            if (p + 1 > qp0) s[nt][1] = -INFINITY;
-            if (p > qp1) s[nt][2] = -INFINITY;
-            if (p + 1 > qp1) s[nt][3] = -INFINITY;
             mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
             mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
         }
@@ -816,11 +828,13 @@ static __global__ void __launch_bounds__(128) kernel_attn_flash(cu_attn_args a, 
             pa[1] = pack_h2(s[2 * k2][2], s[2 * k2][3]);
             pa[2] = pack_h2(s[2 * k2 + 1][0], s[2 * k2 + 1][1]);
             pa[3] = pack_h2(s[2 * k2 + 1][2], s[2 * k2 + 1][3]);
+            /* V fragments of two n8 tiles in one ldmatrix (matrices 2, 3: d + 8) */
 #pragma unroll
-            for (int dn = 0; dn < HD / 8; dn++) {
-                uint32_t b0, b1;
-                ldsm_x2_trans(b0, b1, Vs + (16 * k2 + (lane & 15)) * LD + 8 * dn);
-                mma_16816(o[dn], pa, b0, b1);
+            for (int dn = 0; dn < HD / 8; dn += 2) {
+                uint32_t vf[4];
+                ldsm_x4_trans(vf, Vs + (16 * k2 + (lane & 15)) * LD + 8 * dn + 8 * (lane >> 4));
+                mma_f16_16816(o[dn], pa, vf[0], vf[1]);
+                mma_f16_16816(o[dn + 1], pa, vf[2], vf[3]);
             }
         }
         __syncthreads();
@@ -848,7 +862,7 @@ int cu_attn_flash_supported(int hd) { return hd == 64 || hd == 128; }
 void cu_attn_flash(cu_ctx *S, const cu_attn_args *a, const float *q, float *out, const int4 *d_tiles,
                    int n_tiles) {
     const float qscale = 1.4426950408889634f / sqrtf((float)a->hd);
-    dim3 grid(n_tiles, a->n_head);
+    dim3 grid(a->n_head, n_tiles); /* (heads first: blocks start in x order, tiles as listed) */
     if (a->hd == 64) cu_launch(S, "attn_flash64", kernel_attn_flash<64>, grid, dim3(128), 0, *a, q, out, d_tiles, qscale);
     else cu_launch(S, "attn_flash128", kernel_attn_flash<128>, grid, dim3(128), 0, *a, q, out, d_tiles, qscale);
 }

@@ -189,6 +189,7 @@ static void free_state(cu_state *S) {
     for (int i = 0; i < S->nextra; i++) cudaFree(S->extra[i]);
     free(S->allocs);
     free(S->extra);
+    free(S->gu);
     free(S->kc);
     free(S->vc);
     free(S->h_meta);

@@ -36,6 +36,14 @@ struct cu_host_buf {
     void *dev; /* its device address (mapped), NULL if the runtime gives none */
 };
 
+/* A layer's gate and up as one MMQ GEMM: where upload placed them one after the other
+ * (upload.cu gu_pairable), the prefill launches 2 x n_ff rows once, the rows past n_ff
+ * written to up's output (cu_mmq out2). plane: the pair's own MMQ plane or NULL. */
+struct cu_gu_pair {
+    int on;
+    const uint8_t *plane;
+};
+
 #define CU_GRAPH_MAXCOPY 8
 #define CU_GRAPH_PINNED (1u << 20)
 /* Decode graphs are kept per batch size: a step of n tokens (one token of each of n
@@ -75,6 +83,7 @@ struct cu_state : cu_ctx {
     void *kvbuf;
     size_t kvbytes;
     void *planebuf;        /* the MMQ planes (upload.cu cu_build_planes), NULL when none */
+    cu_gu_pair *gu;        /* per layer: gate+up as one MMQ GEMM (upload.cu gu_pairable); NULL: none */
     size_t planebytes;
     int nplanes;
     size_t own_scratch, fw_scratch;

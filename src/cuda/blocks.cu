@@ -198,12 +198,31 @@ static int matmul_mmq(cu_state *S, float *out, const float *x, const mf_weight *
     if (!have_mq) cu_mmq_quantize(S, x, n, K, &S->mq);
     const uint8_t *plane = cu_mmq_plane_on(S, w->type) ? (const uint8_t *)w->dev_plane : NULL;
     cu_mmq(S, out, (int)w->rows, (const uint8_t *)w->dev, cu_row_stride(w->type, K), w->type, (int)w->rows, K,
-           &S->mq, n, bias, accum, plane);
+           &S->mq, n, bias, accum, plane, NULL, 0);
     const int f = w->type == QTYPE_Q4_K ? 0 : w->type == QTYPE_Q6_K ? 1 : 2;
     S->n.mmq[f]++;
     S->n.mmq_plane += plane != NULL;
     gemm_label(S, w, 1, plane != NULL);
     return 1;
+}
+
+/* The MMQ GEMM over `rows` rows from w's first (w and the matrices stored after it,
+ * plane over all of them or NULL): rows past w's own go to out2, [n][w.rows] too. */
+static void matmul_mmq_rows(cu_state *S, float *out, const float *x, const mf_weight *w, int rows, const uint8_t *plane,
+                            int n, int have_mq, float *out2) {
+    const int K = (int)w->cols;
+    S->prof_tag = "ffn_gate+up (one GEMM)";
+    S->prof_type = w->type;
+    if (!have_mq) cu_mmq_quantize(S, x, n, K, &S->mq);
+    if (!cu_mmq_plane_on(S, w->type)) plane = NULL;
+    cu_mmq(S, out, (int)w->rows, (const uint8_t *)w->dev, cu_row_stride(w->type, K), w->type, rows, K, &S->mq, n, NULL,
+           0, plane, out2, (int)w->rows);
+    S->prof_tag = NULL;
+    const int f = w->type == QTYPE_Q4_K ? 0 : w->type == QTYPE_Q6_K ? 1 : 2;
+    S->n.mmq[f]++;
+    S->n.mmq_plane += plane != NULL;
+    S->n.mmq_gu++;
+    gemm_label(S, w, 1, plane != NULL);
 }
 
 /* out [n][w.rows] = x [n][w.cols] . W^T (+ bias) for any n: the GEMV up to 8 columns
@@ -296,6 +315,13 @@ static void attn_run(cu_state *S, const cu_attn_args *ap, const float *q, float 
             }
             S->h_tiles[nt++] = make_int4(t, cnt, seq, kmax);
             t += cnt;
+        }
+        /* the longest tiles (latest positions) first: the launch (cu_attn_flash) sends all
+         * heads of a tile before the next, so the last wave is the shortest work */
+        for (int i = 0, j = nt - 1; i < j; i++, j--) {
+            const int4 tmp = S->h_tiles[i];
+            S->h_tiles[i] = S->h_tiles[j];
+            S->h_tiles[j] = tmp;
         }
         upload_small(S, S->d_tiles, S->h_tiles, (size_t)nt * sizeof(int4));
         cu_attn_flash(S, &a, q, out, S->d_tiles, nt);
@@ -550,8 +576,14 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     int have_q8 = decode ? norm_in(S, fw->xb, fw->x, &L->ffn_norm, n, 1)
                          : norm_in_mq(S, fw->xb, fw->x, &L->ffn_norm, n, gu, 2);
     if (!decode) {
-        const int mq = matmul(S, fw->hb, fw->xb, &L->w_gate, NULL, n, have_q8, 0);
-        matmul(S, fw->hb2, fw->xb, &L->w_up, NULL, n, mq, 0);
+        if (S->gu && S->gu[l].on && mmq_takes(S, &L->w_gate, n)) {
+            /* gate and up in one launch over both (upload.cu gu_pairable): the same
+             * arithmetic per output, one tail wave instead of two */
+            matmul_mmq_rows(S, fw->hb, fw->xb, &L->w_gate, 2 * (int)L->w_gate.rows, S->gu[l].plane, n, have_q8, fw->hb2);
+        } else {
+            const int mq = matmul(S, fw->hb, fw->xb, &L->w_gate, NULL, n, have_q8, 0);
+            matmul(S, fw->hb2, fw->xb, &L->w_up, NULL, n, mq, 0);
+        }
         /* MMQ down: SwiGLU and the prepass in one kernel (the f32 product unstored) */
         int have = 0;
         if (mmq_takes(S, &L->w_down, n)) {

@@ -157,6 +157,7 @@ struct cu_census {
     uint64_t op_blocks;     /* blocks run as one kernel per primitive op */
     uint64_t mmq[3];        /* int8 MMQ GEMM launches: q4_K, q6_K, q8_0 */
     uint64_t mmq_plane;     /* of the q4_K and q6_K ones, on the matrix's plane */
+    uint64_t mmq_gu;        /* of them, gate+up pairs in one launch (path mmq-gu) */
     uint64_t mmq_norm;      /* prefill norms that wrote the MMQ int8 form (path mmq-norm) */
     uint64_t mm_f16;        /* prefill GEMMs on the f16 path (a type or shape MMQ does not take, or path mmq off) */
 };
@@ -597,9 +598,11 @@ void cu_mmq_quantize_swiglu(cu_ctx *S, const float *g, const float *u, int n, in
  * the device layout, row stride `stride` bytes; a: x quantized by cu_mmq_quantize.
  * plane: W's plane (cu_q4x_build, cu_q6x_build) or NULL; with it the kernel reads the
  * scales (q6_K: the codes too) from the plane, with the same arithmetic (the outputs are
- * bit-identical). */
+ * bit-identical). out2 (NULL: none): rows rsplit.. go to out2 [n][R - rsplit] instead
+ * (row stride ldo too): two matrices stored one after the other (gate and up) in one
+ * launch, split-K as each alone would be. */
 void cu_mmq(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, uint32_t type, int R, int K,
-            const cu_mmq_act *a, int n, const float *bias, int accum, const uint8_t *plane);
+            const cu_mmq_act *a, int n, const float *bias, int accum, const uint8_t *plane, float *out2, int rsplit);
 /* The q6_K plane of the prefill design (W_exp and W_dsc, made once at registration), for
  * R rows of K = 256 nb values, super-block-major so that a tile's share of one stage is
  * contiguous:

@@ -109,8 +109,8 @@ struct mmq_cfg {
  * LB: the resident blocks a SM must hold (__launch_bounds__: the register cap). */
 template <int T, int WM, int WN, int NT, int ST, int KO = 0, int LB = 1>
 static __global__ void __launch_bounds__(32 * WM * WN, LB)
-kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, const uint8_t *P, int R, int K, cu_mmq_act a, int n,
-           const float *bias, int accum, int sb_per, float *part) {
+kernel_mmq(float *out, float *out2, int rsplit, int ldo, const uint8_t *W, int64_t wstride, const uint8_t *P, int R, int K,
+           cu_mmq_act a, int n, const float *bias, int accum, int sb_per, float *part) {
     using F = mmq_fmt<T>;
     using C = mmq_cfg<T, WM, WN, NT, ST>;
     extern __shared__ __align__(16) uint8_t mmq_sh[];
@@ -452,7 +452,7 @@ kernel_mmq(float *out, int ldo, const uint8_t *W, int64_t wstride, const uint8_t
                         part[((int64_t)blockIdx.z * n + tk) * R + r] = acc[i][j][e];
                     } else {
                         float v = acc[i][j][e] + (bias ? bias[r] : 0.0f);
-                        float *o = out + (int64_t)tk * ldo + r;
+                        float *o = r < rsplit ? out + (int64_t)tk * ldo + r : out2 + (int64_t)tk * ldo + (r - rsplit);
                         *o = accum ? *o + v : v;
                     }
                 }
@@ -521,8 +521,8 @@ static __global__ void __launch_bounds__(256) kernel_mmq_quantize(const float *x
 
 /* split-K: out = the KS partial sums in split order (+ bias, or += with accum); the
  * order is fixed, so the result is the same every run. */
-static __global__ void kernel_mmq_reduce(float *out, int ldo, const float *part, int ks, int R, int n,
-                                         const float *bias, int accum) {
+static __global__ void kernel_mmq_reduce(float *out, float *out2, int rsplit, int ldo, const float *part, int ks, int R,
+                                         int n, const float *bias, int accum) {
     pdl_trigger();
     pdl_wait();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -531,7 +531,7 @@ static __global__ void kernel_mmq_reduce(float *out, int ldo, const float *part,
     float v = 0.0f;
     for (int z = 0; z < ks; z++) v += part[(int64_t)z * n * R + i];
     v += bias ? bias[r] : 0.0f;
-    float *o = out + (int64_t)tk * ldo + r;
+    float *o = r < rsplit ? out + (int64_t)tk * ldo + r : out2 + (int64_t)tk * ldo + (r - rsplit);
     *o = accum ? *o + v : v;
 }
 
@@ -558,7 +558,8 @@ void cu_mmq_quantize_swiglu(cu_ctx *S, const float *g, const float *u, int n, in
 
 template <int T, int WM, int WN, int NT, int ST, int KO = 0, int LB = 1>
 static void mmq_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, const uint8_t *P, int R, int K,
-                       const cu_mmq_act *a, int n, const float *bias, int accum, int ks_max = 1) {
+                       const cu_mmq_act *a, int n, const float *bias, int accum, int ks_max = 1, float *out2 = nullptr,
+                       int rsplit = INT_MAX) {
     using C = mmq_cfg<T, WM, WN, NT, ST>;
     static int attr_set = 0; /* one device per process (backend.cu) */
     if (!attr_set) {
@@ -578,7 +579,9 @@ static void mmq_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t
     if (!per_sm && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_mmq<T, WM, WN, NT, ST, KO, LB>,
                                                                  C::THREADS, C::smem) != cudaSuccess)
         per_sm = 1;
-    const int nsb = K / 256, tiles = ((R + C::BM - 1) / C::BM) * ((n + C::BN - 1) / C::BN);
+    /* (a pair of matrices split as each alone would be: the same sums, the same bits) */
+    const int Rs = R < rsplit ? R : rsplit;
+    const int nsb = K / 256, tiles = ((Rs + C::BM - 1) / C::BM) * ((n + C::BN - 1) / C::BN);
     const int wave = per_sm * S->num_sms;
     int ks = 1;
     if (a->part && ks_max > 1 && 2 * tiles <= wave) {
@@ -591,12 +594,12 @@ static void mmq_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t
     const int sb_per = (nsb + ks - 1) / ks;
     ks = (nsb + sb_per - 1) / sb_per;
     dim3 grid((R + C::BM - 1) / C::BM, (n + C::BN - 1) / C::BN, ks);
-    cu_launch(S, "mmq", kernel_mmq<T, WM, WN, NT, ST, KO, LB>, grid, dim3(C::THREADS), C::smem, out, ldo, W, stride, P, R, K, *a,
-              n, bias, accum, sb_per, ks > 1 ? a->part : (float *)NULL);
+    cu_launch(S, "mmq", kernel_mmq<T, WM, WN, NT, ST, KO, LB>, grid, dim3(C::THREADS), C::smem, out, out2, rsplit, ldo, W, stride, P,
+              R, K, *a, n, bias, accum, sb_per, ks > 1 ? a->part : (float *)NULL);
     if (ks > 1) {
         const int64_t tot = (int64_t)n * R;
-        cu_launch(S, "mmq_reduce", kernel_mmq_reduce, dim3((unsigned)((tot + 255) / 256)), dim3(256), 0, out, ldo,
-                  (const float *)a->part, ks, R, n, bias, accum);
+        cu_launch(S, "mmq_reduce", kernel_mmq_reduce, dim3((unsigned)((tot + 255) / 256)), dim3(256), 0, out, out2,
+                  rsplit, ldo, (const float *)a->part, ks, R, n, bias, accum);
     }
 }
 
@@ -616,21 +619,21 @@ using mmq_tile_q6_long = mmq_tile<4, 4, 4, 2, 1>;
 
 template <int T, class L>
 static void mmq_tile_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, const uint8_t *P, int R, int K,
-                            const cu_mmq_act *a, int n, const float *bias, int accum) {
-    mmq_launch<T, L::WM, L::WN, L::NT, L::ST, 0, L::LB>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, 8);
+                            const cu_mmq_act *a, int n, const float *bias, int accum, float *out2, int rsplit) {
+    mmq_launch<T, L::WM, L::WN, L::NT, L::ST, 0, L::LB>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, 8, out2, rsplit);
 }
 template <int T, class L>
 static constexpr int mmq_tile_smem() { return mmq_cfg<T, L::WM, L::WN, L::NT, L::ST>::smem; }
 
 template <int T>
 static void mmq_pick(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, const uint8_t *P, int R, int K,
-                     const cu_mmq_act *a, int n, const float *bias, int accum) {
+                     const cu_mmq_act *a, int n, const float *bias, int accum, float *out2, int rsplit) {
     if (n <= 32)
-        mmq_tile_launch<T, mmq_tile_small>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
+        mmq_tile_launch<T, mmq_tile_small>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, out2, rsplit);
     else if (T == QTYPE_Q6_K && n >= 384)
-        mmq_tile_launch<T, mmq_tile_q6_long>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
+        mmq_tile_launch<T, mmq_tile_q6_long>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, out2, rsplit);
     else
-        mmq_tile_launch<T, mmq_tile_wide>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
+        mmq_tile_launch<T, mmq_tile_wide>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, out2, rsplit);
 }
 
 /* The q6_K plane's kernels: with the scales in each stage a 128x64 block takes 125 KB,
@@ -640,13 +643,13 @@ static void mmq_pick(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t s
 using mmq_tile_q6x_mid = mmq_tile<4, 2, 4, 2, 1>;
 template <>
 void mmq_pick<MMQ_Q6X>(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, const uint8_t *P, int R, int K,
-                       const cu_mmq_act *a, int n, const float *bias, int accum) {
+                       const cu_mmq_act *a, int n, const float *bias, int accum, float *out2, int rsplit) {
     if (n <= 32)
-        mmq_tile_launch<MMQ_Q6X, mmq_tile_small>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
+        mmq_tile_launch<MMQ_Q6X, mmq_tile_small>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, out2, rsplit);
     else if (n < 384)
-        mmq_tile_launch<MMQ_Q6X, mmq_tile_q6x_mid>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
+        mmq_tile_launch<MMQ_Q6X, mmq_tile_q6x_mid>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, out2, rsplit);
     else
-        mmq_tile_launch<MMQ_Q6X, mmq_tile_q6_long>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
+        mmq_tile_launch<MMQ_Q6X, mmq_tile_q6_long>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, out2, rsplit);
 }
 
 /* the largest dynamic shared memory of the tiles mmq_pick launches (the q6_K plane's
@@ -664,7 +667,8 @@ int cu_mmq_smem_need(void) {
 }
 
 void cu_mmq(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, uint32_t type, int R, int K,
-            const cu_mmq_act *a, int n, const float *bias, int accum, const uint8_t *plane) {
+            const cu_mmq_act *a, int n, const float *bias, int accum, const uint8_t *plane, float *out2, int rsplit) {
+    if (!out2) rsplit = INT_MAX;
     if (!cu_mmq_supported(type, K) || a->n_pad < n || a->n_pad % CU_MMQ_NPAD) {
         cu_record(S, cudaErrorInvalidValue, "mmq: unsupported type or K, or activations not quantized for n", __FILE__,
                   __LINE__);
@@ -673,13 +677,13 @@ void cu_mmq(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, ui
     const uint8_t *P = plane;
     switch (type) {
     case QTYPE_Q4_K:
-        if (P) mmq_pick<MMQ_Q4X>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
-        else mmq_pick<QTYPE_Q4_K>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
+        if (P) mmq_pick<MMQ_Q4X>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, out2, rsplit);
+        else mmq_pick<QTYPE_Q4_K>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, out2, rsplit);
         break;
     case QTYPE_Q6_K:
-        if (P) mmq_pick<MMQ_Q6X>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
-        else mmq_pick<QTYPE_Q6_K>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum);
+        if (P) mmq_pick<MMQ_Q6X>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, out2, rsplit);
+        else mmq_pick<QTYPE_Q6_K>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, out2, rsplit);
         break;
-    default: mmq_pick<QTYPE_Q8_0>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum); break;
+    default: mmq_pick<QTYPE_Q8_0>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, out2, rsplit); break;
     }
 }

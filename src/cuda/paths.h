@@ -38,6 +38,7 @@ typedef enum cu_path_id {
     CU_PATH_MMQ_NORM,     /* the prefill RMSNorm writes the MMQ int8 form of its output */
     CU_PATH_MMQ_DSC,      /* q4_K MMQ scales from a registration-time plane (W_dsc) */
     CU_PATH_MMQ_EXP,      /* q6_K MMQ codes and scales from a registration-time plane (W_exp + W_dsc) */
+    CU_PATH_MMQ_GU,       /* a layer's gate and up as one MMQ GEMM */
     CU_PATH_COUNT
 } cu_path_id;
 

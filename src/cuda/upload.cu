@@ -20,10 +20,24 @@ int cu_mmq_plane_on(const cu_state *S, uint32_t type) {
     return S->on[CU_PATH_MMQ] && ((type == QTYPE_Q4_K && S->on[CU_PATH_MMQ_DSC]) || (type == QTYPE_Q6_K && S->on[CU_PATH_MMQ_EXP]));
 }
 
+/* 1 when layer L's gate and up lie one after the other in the weight allocation
+ * (cu_upload_weights lays tensors out in collect_weights order, gate then up, each
+ * 256-aligned), with one type and shape: the prefill runs them as one MMQ GEMM of 2 x
+ * n_ff rows (path mmq-gu; blocks.cu blk_ffn). */
+static int gu_pairable(const cu_state *S, const mf_layer *L) {
+    const mf_weight *g = &L->w_gate, *u = &L->w_up;
+    return S->on[CU_PATH_MMQ_GU] && g->dev && u->dev && g->dev != u->dev && g->type == u->type &&
+           g->rows == u->rows && g->cols == u->cols && cu_mmq_supported(g->type, g->cols) && 2 * g->rows <= INT32_MAX &&
+           (const uint8_t *)u->dev == (const uint8_t *)g->dev + cu_row_stride(g->type, g->cols) * g->rows;
+}
+
 /* The planes are built for the layer matrices (what prefill GEMMs read; the output
  * matrix serves one row a prompt, on the GEMV, except in perplexity runs), each once
- * where matrices are tied. */
+ * where matrices are tied; a gate+up pair (gu_pairable) gets one plane over its 2 x
+ * n_ff rows (S->gu[l].plane) and its two matrices none of their own. */
 void cu_build_planes(cu_state *S, mf_model *m) {
+    S->gu = (cu_gu_pair *)mf_xcalloc((size_t)m->hp.n_layer, sizeof(cu_gu_pair));
+    for (int l = 0; l < m->hp.n_layer; l++) S->gu[l].on = gu_pairable(S, &m->layers[l]);
     size_t total = 0;
     int n = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -33,17 +47,22 @@ void cu_build_planes(cu_state *S, mf_model *m) {
             mf_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
             for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++) {
                 mf_weight *w = ws[i];
+                const int pair = S->gu[l].on && (w == &L->w_gate || w == &L->w_up);
+                if (pair && w == &L->w_up) continue; /* (in the gate's plane) */
                 if (!w->dev || !cu_mmq_plane_on(S, w->type) || !cu_mmq_supported(w->type, w->cols) || w->rows > INT32_MAX)
                     continue;
-                const size_t nb = align256(cu_mmq_plane_bytes(w->type, (int)w->rows, (int)w->cols));
+                const int rows = (int)(pair ? 2 * w->rows : w->rows);
+                const size_t nb = align256(cu_mmq_plane_bytes(w->type, rows, (int)w->cols));
                 if (pass == 0) {
                     total += nb;
                     n++;
                     continue;
                 }
-                w->dev_plane = (uint8_t *)S->planebuf + off;
-                cu_mmq_plane_build(S, w->type, (uint8_t *)w->dev_plane, (const uint8_t *)w->dev,
-                                   cu_row_stride(w->type, w->cols), (int)w->rows, (int)w->cols);
+                uint8_t *plane = (uint8_t *)S->planebuf + off;
+                if (pair) S->gu[l].plane = plane;
+                else w->dev_plane = plane;
+                cu_mmq_plane_build(S, w->type, plane, (const uint8_t *)w->dev, cu_row_stride(w->type, w->cols), rows,
+                                   (int)w->cols);
                 off += nb;
             }
         }
