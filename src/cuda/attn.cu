@@ -26,9 +26,9 @@
  * A thread owns its values (for mode 1, NeoX, also their partners half a rotation away),
  * so no barrier; the arithmetic is rope_pair's, pair by pair. The first version (a block
  * of hd/2 threads per row, scalar loads, a barrier before the store) ran 40 us a 7B layer
- * at 512 tokens, this one 31 us with 64-bit index arithmetic (MINFER_CUDA_PROFILE). Needs
- * hd % 4 == 0 and, with RoPE, rope_dim % 8 == 0, and fewer than 2^31 items (cu_kv_store
- * checks). */
+ * at 512 tokens, this one 31 us (MINFER_CUDA_PROFILE; bench/RESULTS.md). Needs
+ * hd % 4 == 0 and, with RoPE, rope_dim % 8 == 0, and fewer than 2^30 items (cu_kv_store
+ * checks: the grid-stride index stays below 2^31). */
 static __device__ __forceinline__ void rot4(float4 &x, float4 &y, const float2 *c, bool pairs_in_x) {
     /* pairs_in_x: (x.x, x.y), (x.z, x.w) are pairs with c[0], c[1]; else x and y are the
      * first and second of four pairs with c[0..3] */
@@ -129,9 +129,10 @@ void cu_kv_store(cu_ctx *S, const cu_attn_args *a, float *q, float *k, const flo
     /* without rope only the k/v rows have work (nq = 0: q is untouched) */
     const int nq = rope ? a->n_head : 0;
     const int64_t items = (int64_t)a->n * (nq + a->n_kv) * (a->hd / 4);
-    if (a->hd % 4 == 0 && (!rope || (rope_dim % 8 == 0 && rope_dim <= a->hd)) && items < INT32_MAX - 132 * 16 * 256) {
+    if (a->hd % 4 == 0 && (!rope || (rope_dim % 8 == 0 && rope_dim <= a->hd)) && items < INT32_MAX / 2) {
         const int64_t want = (items + 255) / 256;
-        const int blocks = want < 132 * 16 ? (int)want : 132 * 16;
+        const int cap = 16 * cu_num_sms(S); /* (the grid-stride loop takes the rest) */
+        const int blocks = want < cap ? (int)want : cap;
         cu_launch(S, rope ? "kv_store_rope" : "kv_store", kernel_kv_store, dim3(blocks), dim3(256), 0, *a, q, k, v, nq,
                   rope, rope_dim, rope_base, rope_mode, cs);
         return;

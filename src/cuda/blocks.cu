@@ -191,38 +191,22 @@ static void gemm_label(cu_state *S, const mf_weight *w, int mmq, int plane) {
 }
 
 /* The MMQ GEMM: x quantized by the prepass unless have_mq says S->mq holds it already.
+ * rows from w's first: w.rows, or with out2 also the matrices stored after it (a gate+up
+ * pair, plane over all of them or NULL), their rows to out2, [n][w.rows] too.
  * Returns 1 (S->mq holds x). */
 static int matmul_mmq(cu_state *S, float *out, const float *x, const mf_weight *w, const float *bias, int n,
-                      int have_mq, int accum) {
+                      int have_mq, int accum, int rows, const uint8_t *plane, float *out2) {
     const int K = (int)w->cols;
-    if (!have_mq) cu_mmq_quantize(S, x, n, K, &S->mq);
-    const uint8_t *plane = cu_mmq_plane_on(S, w->type) ? (const uint8_t *)w->dev_plane : NULL;
-    cu_mmq(S, out, (int)w->rows, (const uint8_t *)w->dev, cu_row_stride(w->type, K), w->type, (int)w->rows, K,
-           &S->mq, n, bias, accum, plane, NULL, 0);
-    const int f = w->type == QTYPE_Q4_K ? 0 : w->type == QTYPE_Q6_K ? 1 : 2;
-    S->n.mmq[f]++;
-    S->n.mmq_plane += plane != NULL;
-    gemm_label(S, w, 1, plane != NULL);
-    return 1;
-}
-
-/* The MMQ GEMM over `rows` rows from w's first (w and the matrices stored after it,
- * plane over all of them or NULL): rows past w's own go to out2, [n][w.rows] too. */
-static void matmul_mmq_rows(cu_state *S, float *out, const float *x, const mf_weight *w, int rows, const uint8_t *plane,
-                            int n, int have_mq, float *out2) {
-    const int K = (int)w->cols;
-    S->prof_tag = "ffn_gate+up (one GEMM)";
-    S->prof_type = w->type;
     if (!have_mq) cu_mmq_quantize(S, x, n, K, &S->mq);
     if (!cu_mmq_plane_on(S, w->type)) plane = NULL;
-    cu_mmq(S, out, (int)w->rows, (const uint8_t *)w->dev, cu_row_stride(w->type, K), w->type, rows, K, &S->mq, n, NULL,
-           0, plane, out2, (int)w->rows);
-    S->prof_tag = NULL;
+    cu_mmq(S, out, (int)w->rows, (const uint8_t *)w->dev, cu_row_stride(w->type, K), w->type, rows, K, &S->mq, n, bias,
+           accum, plane, out2, (int)w->rows);
     const int f = w->type == QTYPE_Q4_K ? 0 : w->type == QTYPE_Q6_K ? 1 : 2;
     S->n.mmq[f]++;
     S->n.mmq_plane += plane != NULL;
-    S->n.mmq_gu++;
+    S->n.mmq_gu += out2 != NULL;
     gemm_label(S, w, 1, plane != NULL);
+    return 1;
 }
 
 /* out [n][w.rows] = x [n][w.cols] . W^T (+ bias) for any n: the GEMV up to 8 columns
@@ -239,7 +223,8 @@ static int matmul_run(cu_state *S, float *out, const float *x, const mf_weight *
     }
     if (n <= CU_MAX_GEMV_COLS) return gemv(S, &w, &out, &bias, 1, 0, x, n, have_q8, 0, ring_pre);
     const float *bd = bias && bias->host ? (const float *)bias->dev : NULL;
-    if (mmq_takes(S, w, n)) return matmul_mmq(S, out, x, w, bd, n, have_q8, 0);
+    if (mmq_takes(S, w, n))
+        return matmul_mmq(S, out, x, w, bd, n, have_q8, 0, R, (const uint8_t *)w->dev_plane, NULL);
     /* f32 weights stay f32 in prefill too (the f16 GEMM would round them; f32 models
      * are the tiny ones) */
     if (S->on[CU_PATH_MMA] && w->type != QTYPE_F32 && S->x16) {
@@ -579,7 +564,11 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
         if (S->gu && S->gu[l].on && mmq_takes(S, &L->w_gate, n)) {
             /* gate and up in one launch over both (upload.cu gu_pairable): the same
              * arithmetic per output, one tail wave instead of two */
-            matmul_mmq_rows(S, fw->hb, fw->xb, &L->w_gate, 2 * (int)L->w_gate.rows, S->gu[l].plane, n, have_q8, fw->hb2);
+            S->prof_tag = "ffn_gate+up (one GEMM)";
+            S->prof_type = L->w_gate.type;
+            matmul_mmq(S, fw->hb, fw->xb, &L->w_gate, NULL, n, have_q8, 0, 2 * (int)L->w_gate.rows, S->gu[l].plane,
+                       fw->hb2);
+            S->prof_tag = NULL;
         } else {
             const int mq = matmul(S, fw->hb, fw->xb, &L->w_gate, NULL, n, have_q8, 0);
             matmul(S, fw->hb2, fw->xb, &L->w_up, NULL, n, mq, 0);
