@@ -182,6 +182,13 @@ $(BUILD)/bench/cuda_mmq: bench/cuda_mmq.cu bench/cuda_check.h bench/lab_util.h s
 bench/cuda-mmq: $(BUILD)/bench/cuda_mmq
 bench-cuda: $(BUILD)/bench/cuda_mmq
 .PHONY: bench/cuda-mmq
+# GPU kernel lab: q4_K prefill on f16 tensor cores, weights dequantized in registers (bench/cuda_mmf.cu)
+$(BUILD)/bench/cuda_mmf: bench/cuda_mmf.cu bench/cuda_check.h bench/lab_util.h src/cuda/mmq.cu src/cuda/mmf.cu $(wildcard src/cuda/*.cuh) $(LIB)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) -lm -lpthread
+bench/cuda-mmf: $(BUILD)/bench/cuda_mmf
+bench-cuda: $(BUILD)/bench/cuda_mmf
+.PHONY: bench/cuda-mmf
 # SM streaming-rate and GPC probe (bench/sm_rates.cu; needs sm_90 to run)
 $(BUILD)/bench/sm_rates: bench/sm_rates.cu bench/cuda_check.h $(wildcard src/cuda/ptx.cuh)
 	@mkdir -p $(dir $@)

@@ -59,6 +59,7 @@ typedef struct mf_weight {
     uint64_t nbytes;
     void *dev;           /* backend-owned copy (CUDA device pointer), NULL on the CPU */
     void *dev_plane;     /* backend-owned derived form (CUDA: the q6_K MMQ plane, mmq.cu), else NULL */
+    void *dev_mmf;       /* backend-owned (CUDA: the q4_K f16-fragment plane, mmf.cu), else NULL */
     const char *name;    /* tensor name, for messages */
 } mf_weight;
 

@@ -95,7 +95,7 @@ PATHS=$("$BUILD/tools/cuda_paths" 2>/dev/null)
 # mmq off: the prefill GEMMs on f16 instead of int8 activations):
 # their tokens may part on a near-tie, so their logits are checked against the CPU
 # instead of their bytes against the default's
-INEXACT=" q8 mma flash fused add-in-gemv norm-warps mmq "
+INEXACT=" q8 mma flash fused add-in-gemv norm-warps mmq mmf "
 
 # ---- end to end: stories260K ----
 if [ -n "$SHARED" ]; then
@@ -222,6 +222,11 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
     if [ "${MINFER_CUDA_TEST_1B:-1}" = 1 ]; then
         "$BIN" synth --shape 1b --quant q4_k_m -o "$TMP/1b.gguf" >/dev/null 2>&1
         run_one "forward 1b q4_k_m (greedy 64)" "$TESTS/test_cuda_forward" "$TMP/1b.gguf" 13 64 0.15
+        # a 256-token prefill: q4_K GEMMs on path mmf (128+ tokens), and with it off on int8
+        run_one "forward 1b q4_k_m, 256-token prefill (mmf)" env MINFER_VERBOSE=1 "$TESTS/test_cuda_forward" \
+            "$TMP/1b.gguf" 256 8 0.15
+        run_one "forward 1b q4_k_m, 256-token prefill, mmf off" env MINFER_CUDA_DISABLE=mmf "$TESTS/test_cuda_forward" \
+            "$TMP/1b.gguf" 256 8 0.15
         run_one "forward 1b q4_k_m, f32 activations both sides" env MINFER_CPU_DISABLE=all MINFER_CUDA_DISABLE=q8,mmq \
             "$TESTS/test_cuda_forward" "$TMP/1b.gguf" 13 8 0.01
         P1B="Once upon a time, in a land far away, there lived a small dragon who loved to read books"
@@ -239,6 +244,13 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
                 check "1b q4_k_m prompted greedy 64: $v off gives the same bytes" cmp -s "$TMP/g.txt" "$TMP/g-$v.txt"
             fi
         done
+        # a prompt of 128+ tokens takes path mmf (the census counts its launches), none with it off
+        PL=$(for i in $(seq 1 24); do printf '%s ' "$P1B"; done)
+        MINFER_CENSUS=1 "$BIN" run -m "$TMP/1b.gguf" -p "$PL" -n 4 --temp 0 --device cuda >/dev/null 2>"$TMP/mmf.err"
+        check "1b q4_k_m, a long prompt: q4_K GEMMs on path mmf" grep -qE 'mmf q4_K [1-9]' "$TMP/mmf.err"
+        MINFER_CENSUS=1 MINFER_CUDA_DISABLE=mmf "$BIN" run -m "$TMP/1b.gguf" -p "$PL" -n 4 --temp 0 --device cuda \
+            >/dev/null 2>"$TMP/mmf.err"
+        check "1b q4_k_m, a long prompt, mmf off: no mmf launch" grep -qE 'mmf q4_K 0,' "$TMP/mmf.err"
     fi
 fi
 

@@ -182,7 +182,7 @@ static void free_state(cu_state *S) {
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s, S->q8.xl4, S->q8.xl6,
                    S->q8h.qs, S->q8h.d, S->q8h.s, S->q8h.xl4, S->q8h.xl6,
                    S->att_part, S->x16, S->w16, S->rope_cs, S->cs_now, S->att_count,
-                   S->mq.q, S->mq.d, S->mq.s, S->mq.is, S->mq.part, S->planebuf};
+                   S->mq.q, S->mq.d, S->mq.s, S->mq.is, S->mq.part, S->planebuf, S->mh, S->mmfbuf};
     for (size_t i = 0; i < MF_ARRAY_LEN(dev); i++)
         if (dev[i]) cudaFree(dev[i]);
     for (int i = 0; i < S->nallocs; i++) cudaFree(S->allocs[i].p);
@@ -362,11 +362,15 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         /* split-K partial sums (mmq.cu): 16 MiB, four 4096-row splits of 256 tokens */
         S->mq.part_cap = (int64_t)4 << 20;
         SCRATCH(S->mq.part, float, S->mq.part_cap);
+        /* path mmf's f16 activations (n_pad % CU_MMF_NPAD == 0) */
+        if (S->on[CU_PATH_MMF]) SCRATCH(S->mh, __half, (int64_t)cu_mmf_npad(nb) * kq);
     } else {
         S->on[CU_PATH_MMQ] = 0;
     }
+    if (!S->on[CU_PATH_MMQ]) S->on[CU_PATH_MMF] = 0; /* (it serves inside the MMQ route) */
 #undef SCRATCH
     if (S->on[CU_PATH_MMQ]) cu_build_planes(S, m);
+    cu_build_mmf_planes(S, m);
     S->own_scratch = own;
     S->h_meta = (int32_t *)mf_xcalloc((size_t)3 * nb, sizeof(int32_t));
     S->h_tiles = (int4 *)mf_xcalloc((size_t)nb, sizeof(int4));
@@ -512,6 +516,18 @@ extern "C" int cuda_backend_upload(mf_backend *be, mf_weight *w, mf_err *err) {
         if (cudaStreamSynchronize(S->stream) != cudaSuccess || S->err)
             return mf_fail(err, MF_ERR_DEVICE, "cuda: plane: %s", S->errmsg);
         w->dev_plane = p;
+    }
+    w->dev_mmf = NULL;
+    if (S->on[CU_PATH_MMF] && cu_mmf_supported(w->type, w->cols)) {
+        void *p = cu_dev_alloc(S, cu_mmf_plane_bytes((int)w->rows, (int)w->cols), "cudaMalloc(test mmf plane)");
+        if (!p) return mf_fail(err, MF_ERR_DEVICE, "%s", S->errmsg);
+        S->extra = (void **)mf_xrealloc(S->extra, sizeof(void *) * (S->nextra + 1));
+        S->extra[S->nextra++] = p;
+        cu_mmf_plane_build(S, (uint8_t *)p, (const uint8_t *)d, cu_row_stride(w->type, w->cols), (int)w->rows,
+                           (int)w->cols);
+        if (cudaStreamSynchronize(S->stream) != cudaSuccess || S->err)
+            return mf_fail(err, MF_ERR_DEVICE, "cuda: mmf plane: %s", S->errmsg);
+        w->dev_mmf = p;
     }
     return 0;
 }

@@ -42,6 +42,7 @@ struct cu_host_buf {
 struct cu_gu_pair {
     int on;
     const uint8_t *plane;
+    const uint8_t *mmf; /* the pair's f16-fragment plane (mmf.cu) or NULL */
 };
 
 #define CU_GRAPH_MAXCOPY 8
@@ -86,6 +87,10 @@ struct cu_state : cu_ctx {
     cu_gu_pair *gu;        /* per layer: gate+up as one MMQ GEMM (upload.cu gu_pairable); NULL: none */
     size_t planebytes;
     int nplanes;
+    void *mmfbuf;          /* the q4_K f16-fragment planes (mmf.cu), NULL when none */
+    size_t mmfbytes;
+    int nmmf;
+    __half *mh;            /* prefill activations in f16 for path mmf [n_pad][kmax], or NULL */
     size_t own_scratch, fw_scratch;
     __half **kc, **vc;
     /* batch metadata [tok n_batch][pos n_batch][seq n_batch] */
@@ -119,6 +124,7 @@ struct cu_state : cu_ctx {
     cu_mmq_act mq;
     unsigned mmq_said;     /* the weight types whose MMQ label was printed (bit = type) */
     unsigned mmq_plane_said; /* the same for MMQ on a plane */
+    int mmf_said;          /* the mmf label printed */
     int mmq_no_smem;       /* path mmq off for want of shared memory a block (cu_mmq_smem_need) */
     unsigned f16_said;     /* the same for the f16 fallback */
     /* graphs: graphs[n - 1] replays steps of n tokens; graph is the one being captured */
@@ -164,6 +170,7 @@ int cu_upload_weights(cu_state *S, mf_model *m, mf_err *err);
 /* The layer matrices' MMQ planes (paths mmq-dsc for q4_K, mmq-exp for q6_K), in one
  * allocation; when it fails, one message and the GEMMs decode in the kernel (no error). */
 void cu_build_planes(cu_state *S, mf_model *m);
+void cu_build_mmf_planes(cu_state *S, mf_model *m);
 int cu_mmq_plane_on(const cu_state *S, uint32_t type); /* the type gets a plane (paths on) */
 int cu_upload_one(cu_state *S, const mf_weight *w, void *dst, void *tmp, size_t tmp_cap, mf_err *err);
 int cu_weight_dev_bytes(const mf_weight *w, size_t *out);

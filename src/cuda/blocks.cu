@@ -170,6 +170,12 @@ static int mmq_takes(const cu_state *S, const mf_weight *w, int n) {
     return S->on[CU_PATH_MMQ] && S->mq.q && n > CU_MAX_GEMV_COLS && cu_mmq_supported(w->type, w->cols);
 }
 
+/* 1 when a q4_K GEMM of n columns that MMQ takes runs on path mmf instead (given its
+ * plane: every layer matrix has one when the path is on, cu_build_mmf_planes). */
+static int mmf_wants(const cu_state *S, const mf_weight *w, int n) {
+    return S->on[CU_PATH_MMF] && S->mh && n >= CU_MMF_MIN_N && cu_mmf_supported(w->type, w->cols);
+}
+
 /* The label of the GEMM path a weight type took, once per type (DESIGN.md item 5: a
  * correct fallback is invisible to parity). */
 static void gemm_label(cu_state *S, const mf_weight *w, int mmq, int plane) {
@@ -190,14 +196,32 @@ static void gemm_label(cu_state *S, const mf_weight *w, int mmq, int plane) {
                 S->mmq_no_smem ? "shared memory a block below the MMQ tiles'" : !S->on[CU_PATH_MMQ] ? "path mmq off" : cu_mmq_supported(w->type, w->cols) ? "no MMQ scratch" : "no MMQ kernel for this type or K");
 }
 
-/* The MMQ GEMM: x quantized by the prepass unless have_mq says S->mq holds it already.
- * rows from w's first: w.rows, or with out2 also the matrices stored after it (a gate+up
- * pair, plane over all of them or NULL), their rows to out2, [n][w.rows] too.
- * Returns 1 (S->mq holds x). */
+/* Which forms of a prefill GEMM's input are made (the "have" bits the block code passes
+ * from GEMM to GEMM): HAVE_MQ, S->mq holds its int8 MMQ form; HAVE_MH, S->mh its f16. */
+#define HAVE_MQ 1
+#define HAVE_MH 2
+
+/* The MMQ GEMM, or where fplane (the f16-fragment plane) is given and path mmf takes n
+ * columns, the f16 one (mmf.cu). x is converted to the form the kernel reads unless
+ * `have` says it is made already. rows from w's first: w.rows, or with out2 also the
+ * matrices stored after it (a gate+up pair, planes over all of them or NULL), their
+ * rows to out2, [n][w.rows] too. Returns have with the form this GEMM read. */
 static int matmul_mmq(cu_state *S, float *out, const float *x, const mf_weight *w, const float *bias, int n,
-                      int have_mq, int accum, int rows, const uint8_t *plane, float *out2) {
+                      int have, int accum, int rows, const uint8_t *plane, float *out2, const uint8_t *fplane) {
     const int K = (int)w->cols;
-    if (!have_mq) cu_mmq_quantize(S, x, n, K, &S->mq);
+    if (fplane && mmf_wants(S, w, n)) {
+        if (!(have & HAVE_MH)) cu_mmf_convert(S, S->mh, x, n, K);
+        cu_mmf(S, out, (int)w->rows, fplane, rows, K, S->mh, n, bias, accum, out2, (int)w->rows);
+        S->n.mmf++;
+        S->n.mmq_gu += out2 != NULL;
+        if (!S->mmf_said) {
+            S->mmf_said = 1;
+            fprintf(stderr, "minfer/cuda: q4_K mmf: A=cp.async(prepass f16) B=f16-fragment plane, dequantized in "
+                            "registers (%d+ tokens)\n", CU_MMF_MIN_N);
+        }
+        return have | HAVE_MH;
+    }
+    if (!(have & HAVE_MQ)) cu_mmq_quantize(S, x, n, K, &S->mq);
     if (!cu_mmq_plane_on(S, w->type)) plane = NULL;
     cu_mmq(S, out, (int)w->rows, (const uint8_t *)w->dev, cu_row_stride(w->type, K), w->type, rows, K, &S->mq, n, bias,
            accum, plane, out2, (int)w->rows);
@@ -206,7 +230,7 @@ static int matmul_mmq(cu_state *S, float *out, const float *x, const mf_weight *
     S->n.mmq_plane += plane != NULL;
     S->n.mmq_gu += out2 != NULL;
     gemm_label(S, w, 1, plane != NULL);
-    return 1;
+    return have | HAVE_MQ;
 }
 
 /* out [n][w.rows] = x [n][w.cols] . W^T (+ bias) for any n: the GEMV up to 8 columns
@@ -224,7 +248,8 @@ static int matmul_run(cu_state *S, float *out, const float *x, const mf_weight *
     if (n <= CU_MAX_GEMV_COLS) return gemv(S, &w, &out, &bias, 1, 0, x, n, have_q8, 0, ring_pre);
     const float *bd = bias && bias->host ? (const float *)bias->dev : NULL;
     if (mmq_takes(S, w, n))
-        return matmul_mmq(S, out, x, w, bd, n, have_q8, 0, R, (const uint8_t *)w->dev_plane, NULL);
+        return matmul_mmq(S, out, x, w, bd, n, have_q8, 0, R, (const uint8_t *)w->dev_plane, NULL,
+                          (const uint8_t *)w->dev_mmf);
     /* f32 weights stay f32 in prefill too (the f16 GEMM would round them; f32 models
      * are the tiny ones) */
     if (S->on[CU_PATH_MMA] && w->type != QTYPE_F32 && S->x16) {
@@ -429,12 +454,13 @@ static int norm_in(cu_state *S, float *out, float *x, const mf_weight *w, int n,
 }
 
 /* Prefill (n > 8): out = rmsnorm(x (+ the add owed)) * w for the GEMMs of ws[0..nw),
- * writing the MMQ int8 form into S->mq where any of them runs on MMQ (path mmq-norm)
- * and the f32 form where any does not. Returns 1 when S->mq holds it. */
+ * writing the MMQ int8 form into S->mq where any of them runs on the int8 MMQ kernel
+ * (path mmq-norm) and the f32 form where any does not (path mmf converts from it).
+ * Returns HAVE_MQ when S->mq holds it. */
 static int norm_in_mq(cu_state *S, float *out, float *x, const mf_weight *w, int n, const mf_weight *const *ws, int nw) {
     int any_mq = 0, all_mq = 1;
     for (int i = 0; i < nw; i++) {
-        const int t = mmq_takes(S, ws[i], n);
+        const int t = mmq_takes(S, ws[i], n) && !mmf_wants(S, ws[i], n);
         any_mq |= t;
         all_mq &= t;
     }
@@ -450,7 +476,7 @@ static int norm_in_mq(cu_state *S, float *out, float *x, const mf_weight *w, int
         return 0;
     }
     S->n.mmq_norm++;
-    return 1;
+    return HAVE_MQ;
 }
 
 /* x += y, owed: the next norm adds it (its add+norm kernel). */
@@ -567,17 +593,20 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
             S->prof_tag = "ffn_gate+up (one GEMM)";
             S->prof_type = L->w_gate.type;
             matmul_mmq(S, fw->hb, fw->xb, &L->w_gate, NULL, n, have_q8, 0, 2 * (int)L->w_gate.rows, S->gu[l].plane,
-                       fw->hb2);
+                       fw->hb2, S->gu[l].mmf);
             S->prof_tag = NULL;
         } else {
             const int mq = matmul(S, fw->hb, fw->xb, &L->w_gate, NULL, n, have_q8, 0);
             matmul(S, fw->hb2, fw->xb, &L->w_up, NULL, n, mq, 0);
         }
-        /* MMQ down: SwiGLU and the prepass in one kernel (the f32 product unstored) */
+        /* MMQ or mmf down: SwiGLU and the prepass in one kernel (the f32 product unstored) */
         int have = 0;
-        if (mmq_takes(S, &L->w_down, n)) {
+        if (mmq_takes(S, &L->w_down, n) && L->w_down.dev_mmf && mmf_wants(S, &L->w_down, n)) {
+            cu_mmf_swiglu(S, S->mh, fw->hb, fw->hb2, n, ff);
+            have = HAVE_MH;
+        } else if (mmq_takes(S, &L->w_down, n)) {
             cu_mmq_quantize_swiglu(S, fw->hb, fw->hb2, n, ff, &S->mq);
-            have = 1;
+            have = HAVE_MQ;
         } else {
             cu_swiglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, NULL);
         }

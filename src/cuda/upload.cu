@@ -81,6 +81,53 @@ void cu_build_planes(cu_state *S, mf_model *m) {
     }
 }
 
+/* The q4_K f16-fragment planes of path mmf (mmf.cu), for the same layer matrices as the
+ * MMQ planes (a gate+up pair: one over its 2 x n_ff rows, S->gu[l].mmf), in an
+ * allocation of their own; its failure turns the path off with one message. */
+void cu_build_mmf_planes(cu_state *S, mf_model *m) {
+    if (!S->on[CU_PATH_MMF]) return;
+    size_t total = 0;
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t off = 0;
+        for (int l = 0; l < m->hp.n_layer; l++) {
+            mf_layer *L = &m->layers[l];
+            mf_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++) {
+                mf_weight *w = ws[i];
+                const int pair = S->gu && S->gu[l].on && (w == &L->w_gate || w == &L->w_up);
+                if (pair && w == &L->w_up) continue;
+                if (!w->dev || !cu_mmf_supported(w->type, w->cols) || 2 * w->rows > INT32_MAX) continue;
+                const int rows = (int)(pair ? 2 * w->rows : w->rows);
+                const size_t nb = align256(cu_mmf_plane_bytes(rows, (int)w->cols));
+                if (pass == 0) {
+                    total += nb;
+                    n++;
+                    continue;
+                }
+                uint8_t *plane = (uint8_t *)S->mmfbuf + off;
+                if (pair) S->gu[l].mmf = plane;
+                else w->dev_mmf = plane;
+                cu_mmf_plane_build(S, plane, (const uint8_t *)w->dev, cu_row_stride(w->type, w->cols), rows, (int)w->cols);
+                off += nb;
+            }
+        }
+        if (pass == 0) {
+            if (!n) return;
+            if (cudaMalloc(&S->mmfbuf, total) != cudaSuccess) {
+                (void)cudaGetLastError();
+                S->mmfbuf = NULL;
+                S->on[CU_PATH_MMF] = 0;
+                fprintf(stderr, "minfer/cuda: mmf planes: cannot allocate %.2f GiB for %d matrices: q4_K prefill GEMMs "
+                        "stay on the int8 MMQ kernel (path mmf off)\n", total / 1073741824.0, n);
+                return;
+            }
+            S->mmfbytes = total;
+            S->nmmf = n;
+        }
+    }
+}
+
 /* Copies one tensor from the file mapping into its device slot (repacked). */
 int cu_upload_one(cu_state *S, const mf_weight *w, void *dst, void *tmp, size_t tmp_cap, mf_err *err) {
     const qtype_traits *tr = qtype_get(w->type);

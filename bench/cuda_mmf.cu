@@ -1,0 +1,204 @@
+/* bench/cuda_mmf.cu - kernel lab for path mmf (src/cuda/mmf.cu: q4_K prefill GEMMs on
+ * f16 tensor cores, the weights dequantized in registers from the fragment plane),
+ * beside the int8 MMQ kernel (mmq.cu, on its W_dsc plane, the backend's tile choice) on
+ * the same shapes and data, with both prepasses timed.
+ *
+ * The kernels are the main tree's (src/cuda/mmf.cu, #included, as cuda_mmq.cu does);
+ * the variants are tile shapes of the same kernel. Per shape, n and variant: the time of
+ * one launch (median of 7 x 10, cycling over > 400 MB of weight copies), TOP/s, and the
+ * normalised error against an f32 reference GEMM (K <= 4096 only; -1 otherwise).
+ *
+ *   build/bench/cuda_mmf [SHAPE [N]]      (on the GPU machine) */
+#include "../src/cuda/mmq.cu"
+#include "../src/cuda/mmf.cu"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "cuda_check.h"
+#include "lab_util.h"
+
+void cu_launch_check(cu_ctx *S, const char *what, const char *file, int line) {}
+void cu_record(cu_ctx *S, cudaError_t e, const char *expr, const char *file, int line) {
+    fprintf(stderr, "cuda_mmf: %s:%d: %s: %s\n", file, line, expr, cudaGetErrorString(e));
+    exit(1);
+}
+
+/* f32 reference: out[n][R] = x . dequant(W)^T, 16x16 tiles */
+static __global__ void kernel_ref_deq(float *wf, const uint8_t *W, int64_t stride, int R, int K) {
+    const int r = blockIdx.y, i = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (i >= K) return;
+    dq8<QTYPE_Q4_K>(W + (int64_t)r * stride, K / 256, i, wf + (int64_t)r * K + i);
+}
+static __global__ void kernel_ref_gemm(float *out, const float *x, const float *wf, int n, int R, int K) {
+    __shared__ float xs[16][17], ws[16][17];
+    const int tr = threadIdx.x, tt = threadIdx.y;
+    const int r = blockIdx.x * 16 + tr, tok = blockIdx.y * 16 + tt;
+    float acc = 0.f;
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        xs[tt][tr] = (blockIdx.y * 16 + tt < n) ? x[(int64_t)(blockIdx.y * 16 + tt) * K + k0 + tr] : 0.f;
+        ws[tt][tr] = (blockIdx.x * 16 + tt < R) ? wf[(int64_t)(blockIdx.x * 16 + tt) * K + k0 + tr] : 0.f;
+        __syncthreads();
+        for (int k = 0; k < 16; k++) acc += xs[tt][k] * ws[tr][k];
+        __syncthreads();
+    }
+    if (r < R && tok < n) out[(int64_t)tok * R + r] = acc;
+}
+
+typedef void (*mmf_fn)(cu_ctx *, float *, const uint8_t *, int, int, const __half *, int);
+template <int WM, int WN, int NT, int ST, int LB>
+static void lab_mmf(cu_ctx *S, float *out, const uint8_t *P, int R, int K, const __half *xh, int n) {
+    mmf_launch<WM, WN, NT, ST, LB>(S, out, NULL, INT_MAX, R, P, R, K, xh, n, NULL, 0);
+}
+struct mvar {
+    const char *name;
+    mmf_fn f;
+};
+#define MV(wm, wn, nt, st, lb) {#wm "x" #wn " nt" #nt " st" #st " lb" #lb, lab_mmf<wm, wn, nt, st, lb>}
+static const mvar mvars[] = {
+    MV(4, 2, 8, 4, 1), MV(4, 2, 8, 3, 2), MV(4, 2, 8, 4, 2), MV(4, 2, 4, 4, 2), MV(2, 4, 4, 4, 2),
+    MV(4, 1, 8, 4, 2), MV(2, 2, 8, 4, 2), MV(4, 4, 4, 3, 1),
+};
+
+struct shape {
+    const char *name;
+    int rows, K;
+};
+static const shape shapes[] = {
+    {"7b.q|k|o 4096x4096", 4096, 4096},       {"7b.gate+up 22016x4096", 22016, 4096},
+    {"7b.down 4096x11008", 4096, 11008 / 256 * 256}, {"8b.gate+up 28672x4096", 28672, 4096},
+    {"8b.down 4096x14336", 4096, 14336},       {"8b.k|v 1024x4096", 1024, 4096},
+};
+
+int main(int argc, char **argv) {
+    const char *want_shape = argc > 1 ? argv[1] : NULL;
+    const int one_n = argc > 2 ? atoi(argv[2]) : 0;
+    cu_ctx S_;
+    cu_ctx *S = &S_;
+    memset(S, 0, sizeof *S);
+    CK(cudaStreamCreateWithFlags(&S->stream, cudaStreamNonBlocking));
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    S->num_sms = prop.multiProcessorCount;
+    S->pdl = prop.major >= 9;
+    printf("cuda_mmf: %s, %d SMs\n", prop.name, S->num_sms);
+    const int ns_all[] = {512, 2048, 1266};
+    const int NMAX = 2048, KMAX = 14336, RMAX = 28672;
+    float *x, *out, *ref;
+    __half *xh;
+    CK(cudaMalloc(&x, sizeof(float) * (size_t)NMAX * KMAX));
+    CK(cudaMalloc(&xh, sizeof(__half) * (size_t)NMAX * KMAX));
+    CK(cudaMalloc(&out, sizeof(float) * (size_t)NMAX * RMAX));
+    CK(cudaMalloc(&ref, sizeof(float) * (size_t)NMAX * RMAX));
+    float *wf;
+    CK(cudaMalloc(&wf, sizeof(float) * (size_t)RMAX * 4096));
+    {
+        std::vector<float> hx((size_t)NMAX * KMAX);
+        for (auto &v : hx) v = (frnd() - 0.5f) * 4.0f;
+        CK(cudaMemcpy(x, hx.data(), hx.size() * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    cu_mmq_act a;
+    const int npad_max = cu_mmq_npad(NMAX);
+    CK(cudaMalloc(&a.q, (size_t)npad_max * KMAX));
+    CK(cudaMalloc(&a.d, sizeof(float) * (size_t)npad_max * (KMAX / 32)));
+    CK(cudaMalloc(&a.s, sizeof(float) * (size_t)npad_max * (KMAX / 32)));
+    CK(cudaMalloc(&a.is, sizeof(int) * (size_t)npad_max * (KMAX / 16)));
+    a.part_cap = (int64_t)4 << 20;
+    CK(cudaMalloc(&a.part, sizeof(float) * (size_t)a.part_cap));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    printf("%-24s %5s %-20s %9s %8s %9s\n", "shape", "n", "variant", "us", "TOP/s", "err/f32");
+    for (const shape &sh : shapes) {
+        if (want_shape && !strstr(sh.name, want_shape)) continue;
+        const int64_t stride = cu_row_stride(QTYPE_Q4_K, sh.K);
+        const int64_t mbytes = stride * sh.rows;
+        const int64_t pbytes = (int64_t)cu_mmf_plane_bytes(sh.rows, sh.K);
+        const int64_t qbytes = (int64_t)cu_mmq_plane_bytes(QTYPE_Q4_K, sh.rows, sh.K);
+        const int copies = (int)std::max<int64_t>(1, (400ll << 20) / (mbytes + pbytes + qbytes) + 1);
+        std::vector<uint8_t> hw((size_t)mbytes);
+        for (int64_t i = 0; i < mbytes; i++) hw[i] = (uint8_t)rnd();
+        for (int r = 0; r < sh.rows; r++)
+            for (int b = 0; b < sh.K / 256; b++) {
+                const uint16_t d = f16bits(0.0005f + 0.002f * frnd()), dm = f16bits(0.0005f + 0.002f * frnd());
+                memcpy(&hw[r * stride + b * 144], &d, 2);
+                memcpy(&hw[r * stride + b * 144 + 2], &dm, 2);
+            }
+        uint8_t *w, *pl, *ql;
+        CK(cudaMalloc(&w, (size_t)(mbytes * copies)));
+        CK(cudaMalloc(&pl, (size_t)(pbytes * copies)));
+        CK(cudaMalloc(&ql, (size_t)(qbytes * copies)));
+        for (int c = 0; c < copies; c++) {
+            CK(cudaMemcpy(w + c * mbytes, hw.data(), (size_t)mbytes, cudaMemcpyHostToDevice));
+            cu_mmf_plane_build(S, pl + c * pbytes, w + c * mbytes, stride, sh.rows, sh.K);
+            cu_mmq_plane_build(S, QTYPE_Q4_K, ql + c * qbytes, w + c * mbytes, stride, sh.rows, sh.K);
+        }
+        CK(cudaStreamSynchronize(S->stream));
+        CK(cudaGetLastError());
+        const int refK = sh.K <= 4096;
+        if (refK) kernel_ref_deq<<<dim3(sh.K / 8 / 128, sh.rows), 128, 0, S->stream>>>(wf, w, stride, sh.rows, sh.K);
+        for (int n : ns_all) {
+            if (one_n && n != one_n) continue;
+            const int64_t no = (int64_t)n * sh.rows;
+            std::vector<float> href((size_t)no), hout((size_t)no);
+            if (refK) {
+                kernel_ref_gemm<<<dim3((sh.rows + 15) / 16, (n + 15) / 16), dim3(16, 16), 0, S->stream>>>(ref, x, wf, n,
+                                                                                                       sh.rows, sh.K);
+                CK(cudaStreamSynchronize(S->stream));
+                CK(cudaMemcpy(href.data(), ref, sizeof(float) * (size_t)no, cudaMemcpyDeviceToHost));
+            }
+            /* prepasses */
+            float t[7];
+            auto time = [&](auto &&fn) {
+                int c = 0;
+                for (int rep = 0; rep < 7; rep++) {
+                    CK(cudaEventRecord(e0, S->stream));
+                    for (int it = 0; it < 10; it++, c = (c + 1) % copies) fn(c);
+                    CK(cudaEventRecord(e1, S->stream));
+                    CK(cudaEventSynchronize(e1));
+                    CK(cudaEventElapsedTime(&t[rep], e0, e1));
+                }
+                std::sort(t, t + 7);
+                return 100.0 * t[3];
+            };
+            auto check = [&]() {
+                if (!refK) return -1.0;
+                CK(cudaMemcpy(hout.data(), out, sizeof(float) * (size_t)no, cudaMemcpyDeviceToHost));
+                return nerr(hout.data(), href.data(), no);
+            };
+            const double ops = 2.0 * sh.rows * sh.K * n;
+            double us = time([&](int) { cu_mmf_convert(S, xh, x, n, sh.K); });
+            printf("%-24s %5d %-20s %9.1f\n", sh.name, n, "f16 prepass", us);
+            us = time([&](int) { cu_mmq_quantize(S, x, n, sh.K, &a); });
+            printf("%-24s %5d %-20s %9.1f\n", sh.name, n, "int8 prepass", us);
+            CK(cudaMemset(out, 0xff, sizeof(float) * (size_t)no));
+            mmq_pick<MMQ_Q4X>(S, out, sh.rows, w, stride, ql, sh.rows, sh.K, &a, n, NULL, 0, nullptr, INT_MAX);
+            CK(cudaStreamSynchronize(S->stream));
+            double err = check();
+            us = time([&](int c) {
+                mmq_pick<MMQ_Q4X>(S, out, sh.rows, w + c * mbytes, stride, ql + c * qbytes, sh.rows, sh.K, &a, n, NULL, 0,
+                                  nullptr, INT_MAX);
+            });
+            printf("%-24s %5d %-20s %9.1f %8.1f %9.2g\n", sh.name, n, "mmq int8 (auto)", us, ops / us * 1e-6, err);
+            cu_mmf_convert(S, xh, x, n, sh.K);
+            for (const mvar &v : mvars) {
+                CK(cudaMemset(out, 0xff, sizeof(float) * (size_t)no));
+                v.f(S, out, pl, sh.rows, sh.K, xh, n);
+                CK(cudaStreamSynchronize(S->stream));
+                CK(cudaGetLastError());
+                err = check();
+                us = time([&](int c) { v.f(S, out, pl + c * pbytes, sh.rows, sh.K, xh, n); });
+                printf("%-24s %5d %-20s %9.1f %8.1f %9.2g\n", sh.name, n, v.name, us, ops / us * 1e-6, err);
+                fflush(stdout);
+            }
+        }
+        CK(cudaFree(w));
+        CK(cudaFree(pl));
+        CK(cudaFree(ql));
+    }
+    return 0;
+}

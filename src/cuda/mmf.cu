@@ -1,0 +1,288 @@
+/* mmf.cu - q4_K prefill GEMMs on f16 tensor cores with the weights dequantized in
+ * registers (W4A16): out[n][R] (+bias, or += with accum) = x[n][K] . W^T, x rounded to
+ * f16, w = c * (d*sc) - dmin*m rounded to f16, f32 accumulation (path mmf).
+ *
+ * Why not the int8 MMQ kernel (mmq.cu) for q4_K: there every m16n8k32 result is scaled
+ * by the 32-wide sub-block scales of both sides, 3 FP ops per accumulator per 32 K, about
+ * 12 issue slots per tensor op, and the kernel runs at ~215 TOP/s (bench/cuda_mmf.cu).
+ * Here the sub-block scale and min go into the weights before the product, once per
+ * weight per block tile (shared by the warp's 64 tokens), and the sum over K stays in
+ * the tensor core's f32 accumulators: ~4 instructions a mma in all. The lab measured
+ * 1.5-1.75x the int8 kernel on the 7B/8B shapes at 512-2048 tokens, and 10x less error
+ * against an f32 reference (normalised 3.6e-4 vs 3.8e-3: no int8 rounding of x).
+ *
+ * Plane (registration-time, cu_mmf_plane_build): per 16-row tile and 32-wide K chunk one
+ * 320-byte record, tiles row-major over chunks ([R/16][K/32]): 32 lanes x 8 bytes of
+ * nibbles in the mma A-fragment order, then the tile's 16 rows x half2 (d*sc, -dmin*m).
+ * Lane (g, t) = (lane / 4, lane % 4) holds word w (k16 step w of the chunk) whose pair i
+ * sits at bits 4i (value k) and 16+4i (value k+1): i = 0 row g k = 16w+2t, i = 1 row g+8
+ * the same k, i = 2 row g k+8, i = 3 row g+8 k+8: the four A registers of m16n8k16.
+ * A pair becomes f16 by OR-ing the nibbles into the mantissa of 1024 (LOP3), then
+ * c = h - 1024 (or (h16 / 16) - 64 for the high nibble), exact, then one HFMA2 c*s - m.
+ * 0.625 bytes a weight (the q4_K bytes are 0.5625).
+ *
+ * Activations: f16, token-major [n_pad][K], n_pad = n rounded up to CU_MMF_NPAD with
+ * zeros (cu_mmf_convert, cu_mmf_swiglu); values beyond f16's range saturate at +-65504. */
+#include "common.cuh"
+#include "dequant.cuh"
+#include "ptx.cuh"
+
+#define MMF_REC 320
+
+size_t cu_mmf_plane_bytes(int R, int K) { return (size_t)((R + 15) / 16) * (size_t)(K / 32) * MMF_REC; }
+int cu_mmf_supported(uint32_t type, int64_t K) { return type == QTYPE_Q4_K && K > 0 && K % 256 == 0; }
+
+/* one warp per (16-row tile, 32-chunk): the lane's 16 nibbles, lanes 0..15 a row's scales */
+static __global__ void kernel_mmf_plane(uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K) {
+    const int rt = blockIdx.y, kc = blockIdx.x, lane = threadIdx.x;
+    uint8_t *rec = plane + ((int64_t)rt * (K / 32) + kc) * MMF_REC;
+    const int g = lane >> 2, t = lane & 3;
+    const int sb = kc >> 3, j = kc & 7;
+    const int r0 = rt * 16 + g, r1 = r0 + 8;
+    uint32_t w[2];
+    for (int s = 0; s < 2; s++) {
+        const int kb = 16 * s + 2 * t;
+        const int rr[4] = {r0, r1, r0, r1}, kk[4] = {kb, kb, kb + 8, kb + 8};
+        uint32_t v = 0;
+        for (int i = 0; i < 4; i++) {
+            if (rr[i] >= R) continue;
+            /* q4_K: values 64q..64q+63 of a block are bytes 32q.. of qs, low nibbles then high */
+            const uint8_t *qs = W + (int64_t)rr[i] * stride + (int64_t)sb * 144 + 16 + 32 * (j >> 1);
+            const int sh = (j & 1) * 4;
+            v |= (uint32_t)((qs[kk[i]] >> sh) & 15) << (4 * i) | (uint32_t)((qs[kk[i] + 1] >> sh) & 15) << (16 + 4 * i);
+        }
+        w[s] = v;
+    }
+    *(uint2 *)(rec + lane * 8) = make_uint2(w[0], w[1]);
+    if (lane < 16) {
+        const int r = rt * 16 + lane;
+        __half2 sm = __floats2half2_rn(0.f, 0.f);
+        if (r < R) {
+            const uint8_t *blk = W + (int64_t)r * stride + (int64_t)sb * 144;
+            float sc, m;
+            k4_scale_min(blk + 4, j, &sc, &m);
+            sm = __floats2half2_rn(h2f(ld_u16(blk)) * sc, -(h2f(ld_u16(blk + 2)) * m));
+        }
+        *(__half2 *)(rec + 256 + lane * 4) = sm;
+    }
+}
+
+void cu_mmf_plane_build(cu_ctx *S, uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K) {
+    cu_launch(S, "mmf_plane", kernel_mmf_plane, dim3(K / 32, (R + 15) / 16), dim3(32), 0, plane, W, stride, R, K);
+}
+
+static __device__ __forceinline__ __half2 f2h2_sat(float a, float b) {
+    return __floats2half2_rn(fminf(fmaxf(a, -65504.f), 65504.f), fminf(fmaxf(b, -65504.f), 65504.f));
+}
+/* 4 values a thread; u != NULL: silu(x) * u (cu_swiglu's arithmetic) */
+static __global__ void kernel_mmf_convert(__half *xh, const float *x, const float *u, int n, int n_pad, int K) {
+    pdl_trigger();
+    pdl_wait();
+    const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    if (i >= (int64_t)n_pad * K) return;
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (i / K < n) {
+        v = *(const float4 *)(x + i);
+        if (u) {
+            const float4 w = *(const float4 *)(u + i);
+            v = make_float4(silu_mul(v.x, w.x), silu_mul(v.y, w.y), silu_mul(v.z, w.z), silu_mul(v.w, w.w));
+        }
+    }
+    uint2 o;
+    __half2 a = f2h2_sat(v.x, v.y), b = f2h2_sat(v.z, v.w);
+    o.x = *(uint32_t *)&a;
+    o.y = *(uint32_t *)&b;
+    *(uint2 *)(xh + i) = o;
+}
+
+int cu_mmf_npad(int n) { return (n + CU_MMF_NPAD - 1) / CU_MMF_NPAD * CU_MMF_NPAD; }
+
+static void mmf_convert_launch(cu_ctx *S, const char *what, __half *xh, const float *x, const float *u, int n, int K) {
+    const int n_pad = cu_mmf_npad(n);
+    const int64_t quads = (int64_t)n_pad * K / 4;
+    cu_launch(S, what, kernel_mmf_convert, dim3((unsigned)((quads + 255) / 256)), dim3(256), 0, xh, x, u, n, n_pad, K);
+}
+void cu_mmf_convert(cu_ctx *S, __half *xh, const float *x, int n, int K) {
+    mmf_convert_launch(S, "mmf_convert", xh, x, NULL, n, K);
+}
+void cu_mmf_swiglu(cu_ctx *S, __half *xh, const float *g, const float *u, int n, int K) {
+    mmf_convert_launch(S, "mmf_swiglu", xh, g, u, n, K);
+}
+
+static __device__ __forceinline__ uint32_t lop3_and_or(uint32_t a, uint32_t mask, uint32_t magic) {
+    uint32_t r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;\n" : "=r"(r) : "r"(a), "r"(mask), "r"(magic)); /* (a & b) | c */
+    return r;
+}
+/* The four A registers of one word: pair i -> (c_lo, c_hi) * s - m of its row (s0/m0 row g,
+ * s1/m1 row g+8). */
+static __device__ __forceinline__ void mmf_dequant(uint32_t q, __half2 s0, __half2 m0, __half2 s1, __half2 m1,
+                                                   uint32_t *a) {
+    const uint32_t qh = q >> 8;
+    const uint32_t p0 = lop3_and_or(q, 0x000f000fu, 0x64006400u), p1 = lop3_and_or(q, 0x00f000f0u, 0x64006400u);
+    const uint32_t p2 = lop3_and_or(qh, 0x000f000fu, 0x64006400u), p3 = lop3_and_or(qh, 0x00f000f0u, 0x64006400u);
+    const __half2 k1024 = __halves2half2(__ushort_as_half(0x6400), __ushort_as_half(0x6400));
+    const __half2 k16th = __halves2half2(__ushort_as_half(0x2c00), __ushort_as_half(0x2c00)); /* 1/16 */
+    const __half2 km64 = __halves2half2(__ushort_as_half(0xd400), __ushort_as_half(0xd400));  /* -64 */
+    const __half2 c0 = __hsub2(*(const __half2 *)&p0, k1024), c1 = __hfma2(*(const __half2 *)&p1, k16th, km64);
+    const __half2 c2 = __hsub2(*(const __half2 *)&p2, k1024), c3 = __hfma2(*(const __half2 *)&p3, k16th, km64);
+    const __half2 w0 = __hfma2(c0, s0, m0), w1 = __hfma2(c1, s1, m1), w2 = __hfma2(c2, s0, m0), w3 = __hfma2(c3, s1, m1);
+    a[0] = *(const uint32_t *)&w0;
+    a[1] = *(const uint32_t *)&w1;
+    a[2] = *(const uint32_t *)&w2;
+    a[3] = *(const uint32_t *)&w3;
+}
+
+/* BM = 32*WM rows x BN = 8*NT*WN tokens; a stage is a 64-wide K tile (two chunks) of
+ * both; ST stages, ST-1 in flight (cp.async, one commit group a stage). */
+template <int WM, int WN, int NT, int ST>
+struct mmf_cfg {
+    static constexpr int BM = 32 * WM, BN = 8 * NT * WN, THREADS = 32 * WM * WN;
+    static constexpr int a_bytes = (BM / 16) * 2 * MMF_REC, b_bytes = BN * 128;
+    static constexpr int stage = a_bytes + b_bytes, smem = ST * stage;
+};
+
+template <int WM, int WN, int NT, int ST, int LB>
+static __global__ void __launch_bounds__(32 * WM * WN, LB)
+kernel_mmf(float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R, int K, const __half *xh, int n,
+           const float *bias, int accum) {
+    using C = mmf_cfg<WM, WN, NT, ST>;
+    extern __shared__ __align__(16) uint8_t mmf_sh[];
+    pdl_trigger();
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int wm = warp % WM, wn = warp / WM;
+    const int tok0 = blockIdx.x * C::BN, rt0 = blockIdx.y * (C::BM / 16);
+    const int KC = K / 32, nkt = K / 64;
+    const int n_rt = (R + 15) / 16;
+
+    /* each thread's copies of a stage, fixed over k: A is BM/16 runs of 640 bytes (a row
+     * tile's two records), zero-filled past the last row tile; B is BN rows of 128 bytes,
+     * 16-byte chunk c of row r stored at c ^ (r & 7) so the 8 rows of an ldmatrix fall
+     * in distinct bank groups */
+    constexpr int NA = C::a_bytes / 16, NB = C::BN * 8;
+    constexpr int IA = (NA + C::THREADS - 1) / C::THREADS, IB = NB / C::THREADS;
+    static_assert(NB % C::THREADS == 0 && (C::THREADS / 8) % 8 == 0, "B copies");
+    const uint8_t *asrc[IA];
+    int adst[IA], abytes[IA];
+#pragma unroll
+    for (int i = 0; i < IA; i++) {
+        const int c = tid + i * C::THREADS, tile = c / 40, off = (c % 40) * 16, rt = rt0 + tile;
+        const int ok = c < NA && rt < n_rt;
+        asrc[i] = P + ((int64_t)(ok ? rt : 0) * KC) * MMF_REC + (ok ? off : 0);
+        adst[i] = c < NA ? tile * 640 + off : -1;
+        abytes[i] = ok ? 16 : 0;
+    }
+    const __half *bsrc = xh + (int64_t)(tok0 + (tid >> 3)) * K + (tid & 7) * 8;
+    const int bdst = (tid >> 3) * 128 + (((tid & 7) ^ ((tid >> 3) & 7)) << 4);
+    auto load = [&](int kt, int slot) {
+        uint8_t *As = mmf_sh + slot * C::stage, *Bs = As + C::a_bytes;
+#pragma unroll
+        for (int i = 0; i < IA; i++)
+            if (adst[i] >= 0) cp_async16(As + adst[i], asrc[i] + (int64_t)kt * 2 * MMF_REC, abytes[i]);
+#pragma unroll
+        for (int i = 0; i < IB; i++)
+            cp_async16(Bs + bdst + i * (C::THREADS / 8) * 128, bsrc + (int64_t)i * (C::THREADS / 8) * K + kt * 64, 16);
+    };
+
+    float acc[2][NT][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+
+    pdl_wait(); /* (the activations are the kernel ahead's output) */
+#pragma unroll
+    for (int s = 0; s < ST - 1; s++) {
+        if (s < nkt) load(s, s);
+        cp_async_commit();
+    }
+    for (int kt = 0; kt < nkt; kt++) {
+        cp_async_wait<ST - 2>();
+        __syncthreads(); /* stage kt visible to all; slot (kt-1) % ST free for the next copy */
+        if (kt + ST - 1 < nkt) load(kt + ST - 1, (kt + ST - 1) % ST);
+        cp_async_commit();
+        const uint8_t *As = mmf_sh + (kt % ST) * C::stage, *Bs = As + C::a_bytes;
+#pragma unroll
+        for (int kk = 0; kk < 2; kk++) {
+            uint32_t af[2][2][4]; /* [m16 tile][k16 step][register] */
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++) {
+                const uint8_t *rec = As + (wm * 2 + mi) * 640 + kk * MMF_REC;
+                const uint2 q = *(const uint2 *)(rec + lane * 8);
+                const __half2 sg = *(const __half2 *)(rec + 256 + g * 4);
+                const __half2 sg8 = *(const __half2 *)(rec + 256 + (g + 8) * 4);
+                const __half2 s0 = __low2half2(sg), m0 = __high2half2(sg), s1 = __low2half2(sg8), m1 = __high2half2(sg8);
+                mmf_dequant(q.x, s0, m0, s1, m1, af[mi][0]);
+                mmf_dequant(q.y, s0, m0, s1, m1, af[mi][1]);
+            }
+#pragma unroll
+            for (int w = 0; w < 2; w++) {
+#pragma unroll
+                for (int nj = 0; nj < NT; nj += 2) {
+                    /* B fragments of two n8 tiles: matrix m = (tile nj + m/2, k half m%2) */
+                    const int m = lane >> 3;
+                    const int r = wn * 8 * NT + 8 * (nj + (m >> 1)) + (lane & 7);
+                    const int ch = kk * 4 + 2 * w + (m & 1);
+                    uint32_t b[4];
+                    ldsm_x4(b, Bs + r * 128 + ((ch ^ (r & 7)) << 4));
+#pragma unroll
+                    for (int mi = 0; mi < 2; mi++) {
+                        mma_f16_16816(acc[mi][nj], af[mi][w], b[0], b[1]);
+                        mma_f16_16816(acc[mi][nj + 1], af[mi][w], b[2], b[3]);
+                    }
+                }
+            }
+        }
+    }
+    cp_async_wait<0>();
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int nj = 0; nj < NT; nj++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = rt0 * 16 + wm * 32 + mi * 16 + g + (e >> 1) * 8;
+                const int tk = tok0 + wn * 8 * NT + nj * 8 + 2 * t + (e & 1);
+                if (r < R && tk < n) {
+                    const float v = acc[mi][nj][e] + (bias ? bias[r] : 0.0f);
+                    float *o = r < rsplit ? out + (int64_t)tk * ldo + r : out2 + (int64_t)tk * ldo + (r - rsplit);
+                    *o = accum ? *o + v : v;
+                }
+            }
+}
+
+template <int WM, int WN, int NT, int ST, int LB>
+static void mmf_launch(cu_ctx *S, float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R, int K,
+                       const __half *xh, int n, const float *bias, int accum) {
+    using C = mmf_cfg<WM, WN, NT, ST>;
+    static int attr_set = 0; /* one device per process (backend.cu) */
+    if (!attr_set) {
+        if (cudaFuncSetAttribute(kernel_mmf<WM, WN, NT, ST, LB>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::smem) !=
+            cudaSuccess) {
+            cu_record(S, cudaGetLastError(), "mmf: shared memory attribute", __FILE__, __LINE__);
+            return;
+        }
+        attr_set = 1;
+    }
+    /* token tiles fastest: a wave of blocks shares its weight rows through the L2 */
+    dim3 grid((n + C::BN - 1) / C::BN, (R + C::BM - 1) / C::BM);
+    cu_launch(S, "mmf", kernel_mmf<WM, WN, NT, ST, LB>, grid, dim3(C::THREADS), C::smem, out, out2, rsplit, ldo, P, R, K,
+              xh, n, bias, accum);
+}
+
+/* The tile: 128 rows x 64 tokens of 4 warps, 4 stages (53 KB), 3 blocks a SM by
+ * registers; bench/cuda_mmf.cu against 128x128 of 8 warps: 8b gate+up n = 2048 1261 vs
+ * 1322 us, n = 512 327 vs 332, 4096x4096 n = 1266 121 vs 146. */
+#define MMF_TILE 4, 1, 8, 4, 2
+static_assert(mmf_cfg<4, 1, 8, 4>::BN == CU_MMF_NPAD, "n_pad is one token tile");
+
+void cu_mmf(cu_ctx *S, float *out, int ldo, const uint8_t *plane, int R, int K, const __half *xh, int n,
+            const float *bias, int accum, float *out2, int rsplit) {
+    if (!out2) rsplit = INT_MAX;
+    if (K % 256 || !plane || !xh) {
+        cu_record(S, cudaErrorInvalidValue, "mmf: K not a multiple of 256, or no plane or activations", __FILE__, __LINE__);
+        return;
+    }
+    mmf_launch<MMF_TILE>(S, out, out2, rsplit, ldo, plane, R, K, xh, n, bias, accum);
+}
