@@ -52,7 +52,7 @@ static __global__ void kernel_ref_gemm(float *out, const float *x, const float *
 typedef void (*mmf_fn)(cu_ctx *, float *, const uint8_t *, int, int, const __half *, int);
 template <int WM, int WN, int NT, int ST, int LB>
 static void lab_mmf(cu_ctx *S, float *out, const uint8_t *P, int R, int K, const __half *xh, int n) {
-    mmf_launch<WM, WN, NT, ST, LB>(S, out, NULL, INT_MAX, R, P, R, K, xh, n, NULL, 0);
+    mmf_launch<QTYPE_Q4_K, WM, WN, NT, ST, LB>(S, out, NULL, INT_MAX, R, P, R, K, xh, n, NULL, 0);
 }
 struct mvar {
     const char *name;
@@ -117,7 +117,7 @@ int main(int argc, char **argv) {
         if (want_shape && !strstr(sh.name, want_shape)) continue;
         const int64_t stride = cu_row_stride(QTYPE_Q4_K, sh.K);
         const int64_t mbytes = stride * sh.rows;
-        const int64_t pbytes = (int64_t)cu_mmf_plane_bytes(sh.rows, sh.K);
+        const int64_t pbytes = (int64_t)cu_mmf_plane_bytes(QTYPE_Q4_K, sh.rows, sh.K);
         const int64_t qbytes = (int64_t)cu_mmq_plane_bytes(QTYPE_Q4_K, sh.rows, sh.K);
         const int copies = (int)std::max<int64_t>(1, (400ll << 20) / (mbytes + pbytes + qbytes) + 1);
         std::vector<uint8_t> hw((size_t)mbytes);
@@ -134,7 +134,7 @@ int main(int argc, char **argv) {
         CK(cudaMalloc(&ql, (size_t)(qbytes * copies)));
         for (int c = 0; c < copies; c++) {
             CK(cudaMemcpy(w + c * mbytes, hw.data(), (size_t)mbytes, cudaMemcpyHostToDevice));
-            cu_mmf_plane_build(S, pl + c * pbytes, w + c * mbytes, stride, sh.rows, sh.K);
+            cu_mmf_plane_build(S, QTYPE_Q4_K, pl + c * pbytes, w + c * mbytes, stride, sh.rows, sh.K);
             cu_mmq_plane_build(S, QTYPE_Q4_K, ql + c * qbytes, w + c * mbytes, stride, sh.rows, sh.K);
         }
         CK(cudaStreamSynchronize(S->stream));

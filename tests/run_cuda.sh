@@ -247,10 +247,10 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
         # a prompt of 128+ tokens takes path mmf (the census counts its launches), none with it off
         PL=$(for i in $(seq 1 24); do printf '%s ' "$P1B"; done)
         MINFER_CENSUS=1 "$BIN" run -m "$TMP/1b.gguf" -p "$PL" -n 4 --temp 0 --device cuda >/dev/null 2>"$TMP/mmf.err"
-        check "1b q4_k_m, a long prompt: q4_K GEMMs on path mmf" grep -qE 'mmf q4_K [1-9]' "$TMP/mmf.err"
+        check "1b q4_k_m, a long prompt: q4_K and q6_K GEMMs on path mmf" grep -qE 'mmf q4_K [1-9][0-9]*, q6_K [1-9]' "$TMP/mmf.err"
         MINFER_CENSUS=1 MINFER_CUDA_DISABLE=mmf "$BIN" run -m "$TMP/1b.gguf" -p "$PL" -n 4 --temp 0 --device cuda \
             >/dev/null 2>"$TMP/mmf.err"
-        check "1b q4_k_m, a long prompt, mmf off: no mmf launch" grep -qE 'mmf q4_K 0,' "$TMP/mmf.err"
+        check "1b q4_k_m, a long prompt, mmf off: no mmf launch" grep -qE 'mmf q4_K 0, q6_K 0,' "$TMP/mmf.err"
     fi
 fi
 

@@ -519,11 +519,11 @@ extern "C" int cuda_backend_upload(mf_backend *be, mf_weight *w, mf_err *err) {
     }
     w->dev_mmf = NULL;
     if (S->on[CU_PATH_MMF] && cu_mmf_supported(w->type, w->cols)) {
-        void *p = cu_dev_alloc(S, cu_mmf_plane_bytes((int)w->rows, (int)w->cols), "cudaMalloc(test mmf plane)");
+        void *p = cu_dev_alloc(S, cu_mmf_plane_bytes(w->type, (int)w->rows, (int)w->cols), "cudaMalloc(test mmf plane)");
         if (!p) return mf_fail(err, MF_ERR_DEVICE, "%s", S->errmsg);
         S->extra = (void **)mf_xrealloc(S->extra, sizeof(void *) * (S->nextra + 1));
         S->extra[S->nextra++] = p;
-        cu_mmf_plane_build(S, (uint8_t *)p, (const uint8_t *)d, cu_row_stride(w->type, w->cols), (int)w->rows,
+        cu_mmf_plane_build(S, w->type, (uint8_t *)p, (const uint8_t *)d, cu_row_stride(w->type, w->cols), (int)w->rows,
                            (int)w->cols);
         if (cudaStreamSynchronize(S->stream) != cudaSuccess || S->err)
             return mf_fail(err, MF_ERR_DEVICE, "cuda: mmf plane: %s", S->errmsg);

@@ -124,7 +124,7 @@ struct cu_state : cu_ctx {
     cu_mmq_act mq;
     unsigned mmq_said;     /* the weight types whose MMQ label was printed (bit = type) */
     unsigned mmq_plane_said; /* the same for MMQ on a plane */
-    int mmf_said;          /* the mmf label printed */
+    unsigned mmf_said;     /* the weight types whose mmf label was printed (bit = type) */
     int mmq_no_smem;       /* path mmq off for want of shared memory a block (cu_mmq_smem_need) */
     unsigned f16_said;     /* the same for the f16 fallback */
     /* graphs: graphs[n - 1] replays steps of n tokens; graph is the one being captured */

@@ -170,7 +170,7 @@ static int mmq_takes(const cu_state *S, const mf_weight *w, int n) {
     return S->on[CU_PATH_MMQ] && S->mq.q && n > CU_MAX_GEMV_COLS && cu_mmq_supported(w->type, w->cols);
 }
 
-/* 1 when a q4_K GEMM of n columns that MMQ takes runs on path mmf instead (given its
+/* 1 when a q4_K / q6_K GEMM of n columns that MMQ takes runs on path mmf instead (given its
  * plane: every layer matrix has one when the path is on, cu_build_mmf_planes). */
 static int mmf_wants(const cu_state *S, const mf_weight *w, int n) {
     return S->on[CU_PATH_MMF] && S->mh && n >= CU_MMF_MIN_N && cu_mmf_supported(w->type, w->cols);
@@ -211,13 +211,13 @@ static int matmul_mmq(cu_state *S, float *out, const float *x, const mf_weight *
     const int K = (int)w->cols;
     if (fplane && mmf_wants(S, w, n)) {
         if (!(have & HAVE_MH)) cu_mmf_convert(S, S->mh, x, n, K);
-        cu_mmf(S, out, (int)w->rows, fplane, rows, K, S->mh, n, bias, accum, out2, (int)w->rows);
-        S->n.mmf++;
+        cu_mmf(S, w->type, out, (int)w->rows, fplane, rows, K, S->mh, n, bias, accum, out2, (int)w->rows);
+        S->n.mmf[w->type == QTYPE_Q6_K]++;
         S->n.mmq_gu += out2 != NULL;
-        if (!S->mmf_said) {
-            S->mmf_said = 1;
-            fprintf(stderr, "minfer/cuda: q4_K mmf: A=cp.async(prepass f16) B=f16-fragment plane, dequantized in "
-                            "registers (%d+ tokens)\n", CU_MMF_MIN_N);
+        if (!(S->mmf_said & (1u << (w->type & 31)))) {
+            S->mmf_said |= 1u << (w->type & 31);
+            fprintf(stderr, "minfer/cuda: %s mmf: A=cp.async(prepass f16) B=f16-fragment plane, dequantized in "
+                            "registers (%d+ tokens)\n", qtype_name(w->type), CU_MMF_MIN_N);
         }
         return have | HAVE_MH;
     }

@@ -159,7 +159,7 @@ struct cu_census {
     uint64_t mmq_plane;     /* of the q4_K and q6_K ones, on the matrix's plane */
     uint64_t mmq_gu;        /* of them, gate+up pairs in one launch (path mmq-gu) */
     uint64_t mmq_norm;      /* prefill norms that wrote the MMQ int8 form (path mmq-norm) */
-    uint64_t mmf;           /* q4_K prefill GEMMs on f16 tensor cores from the fragment plane (path mmf) */
+    uint64_t mmf[2];        /* q4_K, q6_K prefill GEMMs on f16 tensor cores from the fragment plane (path mmf) */
     uint64_t mm_f16;        /* prefill GEMMs on the f16 path (a type or shape MMQ does not take, or path mmq off) */
 };
 struct cu_ctx {
@@ -604,9 +604,9 @@ void cu_mmq_quantize_swiglu(cu_ctx *S, const float *g, const float *u, int n, in
  * launch, split-K as each alone would be. */
 void cu_mmq(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, uint32_t type, int R, int K,
             const cu_mmq_act *a, int n, const float *bias, int accum, const uint8_t *plane, float *out2, int rsplit);
-/* mmf.cu: q4_K prefill GEMMs on f16 tensor cores, the weights dequantized in registers
- * from a plane in mma fragment order (cu_mmf_plane_build, cu_mmf_plane_bytes: 320 B per
- * 16 rows x 32 values). Activations f16 [n_pad][K], n_pad = n rounded up to CU_MMF_NPAD,
+/* mmf.cu: q4_K and q6_K prefill GEMMs on f16 tensor cores, the weights dequantized in
+ * registers from a plane in mma fragment order (cu_mmf_plane_build, cu_mmf_plane_bytes:
+ * 320 B (q4_K) or 576 B (q6_K) per 16 rows x 32 values). Activations f16 [n_pad][K], n_pad = n rounded up to CU_MMF_NPAD,
  * padding zeros: cu_mmf_convert (x), cu_mmf_swiglu (silu(g) * u). cu_mmf: out, ldo,
  * bias, accum, out2/rsplit as cu_mmq's. Used from CU_MMF_MIN_N tokens: below it the
  * int8 kernels' split-K keeps the SMs busy (the f16 tile splits nothing). */
@@ -614,11 +614,11 @@ void cu_mmq(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, ui
 #define CU_MMF_MIN_N 128
 int cu_mmf_supported(uint32_t type, int64_t K);
 int cu_mmf_npad(int n);
-size_t cu_mmf_plane_bytes(int R, int K);
-void cu_mmf_plane_build(cu_ctx *S, uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K);
+size_t cu_mmf_plane_bytes(uint32_t type, int R, int K);
+void cu_mmf_plane_build(cu_ctx *S, uint32_t type, uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K);
 void cu_mmf_convert(cu_ctx *S, __half *xh, const float *x, int n, int K);
 void cu_mmf_swiglu(cu_ctx *S, __half *xh, const float *g, const float *u, int n, int K);
-void cu_mmf(cu_ctx *S, float *out, int ldo, const uint8_t *plane, int R, int K, const __half *xh, int n,
+void cu_mmf(cu_ctx *S, uint32_t type, float *out, int ldo, const uint8_t *plane, int R, int K, const __half *xh, int n,
             const float *bias, int accum, float *out2, int rsplit);
 /* The q6_K plane of the prefill design (W_exp and W_dsc, made once at registration), for
  * R rows of K = 256 nb values, super-block-major so that a tile's share of one stage is

@@ -1,6 +1,7 @@
-/* mmf.cu - q4_K prefill GEMMs on f16 tensor cores with the weights dequantized in
- * registers (W4A16): out[n][R] (+bias, or += with accum) = x[n][K] . W^T, x rounded to
- * f16, w = c * (d*sc) - dmin*m rounded to f16, f32 accumulation (path mmf).
+/* mmf.cu - q4_K and q6_K prefill GEMMs on f16 tensor cores with the weights dequantized
+ * in registers: out[n][R] (+bias, or += with accum) = x[n][K] . W^T, x rounded to f16,
+ * w rounded to f16 (q4_K c * (d*sc) - dmin*m, q6_K (q - 32) * (d*sc)), f32 accumulation
+ * (path mmf).
  *
  * Why not the int8 MMQ kernel (mmq.cu) for q4_K: there every m16n8k32 result is scaled
  * by the 32-wide sub-block scales of both sides, 3 FP ops per accumulator per 32 K, about
@@ -20,6 +21,11 @@
  * A pair becomes f16 by OR-ing the nibbles into the mantissa of 1024 (LOP3), then
  * c = h - 1024 (or (h16 / 16) - 64 for the high nibble), exact, then one HFMA2 c*s - m.
  * 0.625 bytes a weight (the q4_K bytes are 0.5625).
+ * q6_K: the same tiles and order with a byte a code (q = 0..63; lane (g, t)'s 16 bytes:
+ * byte 8w + 2i + h is pair i's value k + h of step w), 512 bytes, then 16 rows x half2
+ * (d*sc of the chunk's first 16 values, of its second 16): 576 bytes a record, 1.125 a
+ * weight (q6_K: 0.8203). A pair becomes f16 by a byte permute into 1024's mantissa, then
+ * q - 32 = h - 1056 (exact) and one HMUL2 by its 16 values' scale.
  *
  * Activations: f16, token-major [n_pad][K], n_pad = n rounded up to CU_MMF_NPAD with
  * zeros (cu_mmf_convert, cu_mmf_swiglu); values beyond f16's range saturate at +-65504. */
@@ -27,10 +33,17 @@
 #include "dequant.cuh"
 #include "ptx.cuh"
 
-#define MMF_REC 320
+/* bytes of one (16-row tile, 32-chunk) record: q4_K 256 of nibbles + 64 of scales, q6_K
+ * 512 of codes + 64 of scales */
+template <int T> struct mmf_fmt { static constexpr int rec = T == QTYPE_Q6_K ? 576 : 320, codes = rec - 64; };
 
-size_t cu_mmf_plane_bytes(int R, int K) { return (size_t)((R + 15) / 16) * (size_t)(K / 32) * MMF_REC; }
-int cu_mmf_supported(uint32_t type, int64_t K) { return type == QTYPE_Q4_K && K > 0 && K % 256 == 0; }
+size_t cu_mmf_plane_bytes(uint32_t type, int R, int K) {
+    return (size_t)((R + 15) / 16) * (size_t)(K / 32) * (type == QTYPE_Q6_K ? 576 : 320);
+}
+int cu_mmf_supported(uint32_t type, int64_t K) {
+    return (type == QTYPE_Q4_K || type == QTYPE_Q6_K) && K > 0 && K % 256 == 0;
+}
+#define MMF_REC 320
 
 /* one warp per (16-row tile, 32-chunk): the lane's 16 nibbles, lanes 0..15 a row's scales */
 static __global__ void kernel_mmf_plane(uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K) {
@@ -67,8 +80,46 @@ static __global__ void kernel_mmf_plane(uint8_t *plane, const uint8_t *W, int64_
     }
 }
 
-void cu_mmf_plane_build(cu_ctx *S, uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K) {
-    cu_launch(S, "mmf_plane", kernel_mmf_plane, dim3(K / 32, (R + 15) / 16), dim3(32), 0, plane, W, stride, R, K);
+/* q6_K (device layout, common.cuh: ql [nb][128] | qh [nb][64] | scales [nb][16] | d [nb]):
+ * value l of chunk kc is code q of scale sc[8h + 2qq + l / 16], kc % 8 = 4h + qq */
+static __global__ void kernel_mmf_plane_q6(uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K) {
+    const int rt = blockIdx.y, kc = blockIdx.x, lane = threadIdx.x;
+    const int nb = K / 256;
+    uint8_t *rec = plane + ((int64_t)rt * (K / 32) + kc) * 576;
+    const int g = lane >> 2, t = lane & 3;
+    const int sb = kc >> 3, h = (kc & 7) >> 2, qq = kc & 3;
+    uint8_t b[16];
+    for (int w = 0; w < 2; w++)
+        for (int i = 0; i < 4; i++)
+            for (int e = 0; e < 2; e++) {
+                const int r = rt * 16 + g + 8 * (i & 1), l = 16 * w + 2 * t + 8 * (i >> 1) + e;
+                uint8_t q = 0;
+                if (r < R) {
+                    const uint8_t *row = W + (int64_t)r * stride;
+                    const uint8_t lb = row[(int64_t)sb * 128 + 64 * h + l + (qq & 1) * 32];
+                    const uint8_t hb = row[(int64_t)nb * 128 + (int64_t)sb * 64 + 32 * h + l];
+                    q = (uint8_t)((qq >= 2 ? lb >> 4 : lb & 15) | ((hb >> (2 * qq)) & 3) << 4);
+                }
+                b[8 * w + 2 * i + e] = q;
+            }
+    *(uint4 *)(rec + lane * 16) = *(const uint4 *)b;
+    if (lane < 16) {
+        const int r = rt * 16 + lane;
+        __half2 ss = __floats2half2_rn(0.f, 0.f);
+        if (r < R) {
+            const uint8_t *row = W + (int64_t)r * stride;
+            const int8_t *sc = (const int8_t *)(row + (int64_t)nb * 192 + (int64_t)sb * 16);
+            const float d = h2f(ld_u16(row + (int64_t)nb * 208 + (int64_t)sb * 2));
+            ss = __floats2half2_rn(d * (float)sc[8 * h + 2 * qq], d * (float)sc[8 * h + 2 * qq + 1]);
+        }
+        *(__half2 *)(rec + 512 + lane * 4) = ss;
+    }
+}
+
+void cu_mmf_plane_build(cu_ctx *S, uint32_t type, uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K) {
+    if (type == QTYPE_Q6_K)
+        cu_launch(S, "mmf_plane", kernel_mmf_plane_q6, dim3(K / 32, (R + 15) / 16), dim3(32), 0, plane, W, stride, R, K);
+    else cu_launch(S, "mmf_plane", kernel_mmf_plane, dim3(K / 32, (R + 15) / 16), dim3(32), 0, plane, W, stride, R, K);
 }
 
 static __device__ __forceinline__ __half2 f2h2_sat(float a, float b) {
@@ -133,20 +184,37 @@ static __device__ __forceinline__ void mmf_dequant(uint32_t q, __half2 s0, __hal
     a[3] = *(const uint32_t *)&w3;
 }
 
+/* q6_K: the four A registers of k16 step w from its two words (pairs 0, 1 in word 0,
+ * pairs 2, 3 in word 1): (q - 32) * s of its row and 16 values */
+static __device__ __forceinline__ void mmf_dequant_q6(uint32_t q0, uint32_t q1, __half2 s0, __half2 s1, uint32_t *a) {
+    const __half2 k1056 = __halves2half2(__ushort_as_half(0x6420), __ushort_as_half(0x6420));
+    uint32_t p[4];
+    p[0] = __byte_perm(q0, 0x64646464u, 0x4140);
+    p[1] = __byte_perm(q0, 0x64646464u, 0x4342);
+    p[2] = __byte_perm(q1, 0x64646464u, 0x4140);
+    p[3] = __byte_perm(q1, 0x64646464u, 0x4342);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const __half2 w = __hmul2(__hsub2(*(const __half2 *)&p[i], k1056), (i & 1) ? s1 : s0);
+        a[i] = *(const uint32_t *)&w;
+    }
+}
+
 /* BM = 32*WM rows x BN = 8*NT*WN tokens; a stage is a 64-wide K tile (two chunks) of
  * both; ST stages, ST-1 in flight (cp.async, one commit group a stage). */
-template <int WM, int WN, int NT, int ST>
+template <int T, int WM, int WN, int NT, int ST>
 struct mmf_cfg {
     static constexpr int BM = 32 * WM, BN = 8 * NT * WN, THREADS = 32 * WM * WN;
-    static constexpr int a_bytes = (BM / 16) * 2 * MMF_REC, b_bytes = BN * 128;
+    static constexpr int a_bytes = (BM / 16) * 2 * mmf_fmt<T>::rec, b_bytes = BN * 128;
     static constexpr int stage = a_bytes + b_bytes, smem = ST * stage;
 };
 
-template <int WM, int WN, int NT, int ST, int LB>
+template <int T, int WM, int WN, int NT, int ST, int LB>
 static __global__ void __launch_bounds__(32 * WM * WN, LB)
 kernel_mmf(float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R, int K, const __half *xh, int n,
            const float *bias, int accum) {
-    using C = mmf_cfg<WM, WN, NT, ST>;
+    using C = mmf_cfg<T, WM, WN, NT, ST>;
+    constexpr int REC = mmf_fmt<T>::rec, CPT = 2 * REC / 16; /* 16-byte copies of a row tile's stage */
     extern __shared__ __align__(16) uint8_t mmf_sh[];
     pdl_trigger();
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -157,7 +225,7 @@ kernel_mmf(float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R
     const int n_rt = (R + 15) / 16;
 
     /* each thread's copies of a stage, fixed over k: A is BM/16 runs of 640 bytes (a row
-     * tile's two records), zero-filled past the last row tile; B is BN rows of 128 bytes,
+     * tile's two records; q6_K 1152), zero-filled past the last row tile; B is BN rows of 128 bytes,
      * 16-byte chunk c of row r stored at c ^ (r & 7) so the 8 rows of an ldmatrix fall
      * in distinct bank groups */
     constexpr int NA = C::a_bytes / 16, NB = C::BN * 8;
@@ -167,10 +235,10 @@ kernel_mmf(float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R
     int adst[IA], abytes[IA];
 #pragma unroll
     for (int i = 0; i < IA; i++) {
-        const int c = tid + i * C::THREADS, tile = c / 40, off = (c % 40) * 16, rt = rt0 + tile;
+        const int c = tid + i * C::THREADS, tile = c / CPT, off = (c % CPT) * 16, rt = rt0 + tile;
         const int ok = c < NA && rt < n_rt;
-        asrc[i] = P + ((int64_t)(ok ? rt : 0) * KC) * MMF_REC + (ok ? off : 0);
-        adst[i] = c < NA ? tile * 640 + off : -1;
+        asrc[i] = P + ((int64_t)(ok ? rt : 0) * KC) * REC + (ok ? off : 0);
+        adst[i] = c < NA ? tile * 2 * REC + off : -1;
         abytes[i] = ok ? 16 : 0;
     }
     const __half *bsrc = xh + (int64_t)(tok0 + (tid >> 3)) * K + (tid & 7) * 8;
@@ -179,7 +247,7 @@ kernel_mmf(float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R
         uint8_t *As = mmf_sh + slot * C::stage, *Bs = As + C::a_bytes;
 #pragma unroll
         for (int i = 0; i < IA; i++)
-            if (adst[i] >= 0) cp_async16(As + adst[i], asrc[i] + (int64_t)kt * 2 * MMF_REC, abytes[i]);
+            if (adst[i] >= 0) cp_async16(As + adst[i], asrc[i] + (int64_t)kt * 2 * REC, abytes[i]);
 #pragma unroll
         for (int i = 0; i < IB; i++)
             cp_async16(Bs + bdst + i * (C::THREADS / 8) * 128, bsrc + (int64_t)i * (C::THREADS / 8) * K + kt * 64, 16);
@@ -208,13 +276,20 @@ kernel_mmf(float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R
             uint32_t af[2][2][4]; /* [m16 tile][k16 step][register] */
 #pragma unroll
             for (int mi = 0; mi < 2; mi++) {
-                const uint8_t *rec = As + (wm * 2 + mi) * 640 + kk * MMF_REC;
-                const uint2 q = *(const uint2 *)(rec + lane * 8);
-                const __half2 sg = *(const __half2 *)(rec + 256 + g * 4);
-                const __half2 sg8 = *(const __half2 *)(rec + 256 + (g + 8) * 4);
-                const __half2 s0 = __low2half2(sg), m0 = __high2half2(sg), s1 = __low2half2(sg8), m1 = __high2half2(sg8);
-                mmf_dequant(q.x, s0, m0, s1, m1, af[mi][0]);
-                mmf_dequant(q.y, s0, m0, s1, m1, af[mi][1]);
+                const uint8_t *rec = As + (wm * 2 + mi) * 2 * REC + kk * REC;
+                constexpr int SC = mmf_fmt<T>::codes;
+                const __half2 sg = *(const __half2 *)(rec + SC + g * 4);
+                const __half2 sg8 = *(const __half2 *)(rec + SC + (g + 8) * 4);
+                if (T == QTYPE_Q6_K) {
+                    const uint4 q = *(const uint4 *)(rec + lane * 16);
+                    mmf_dequant_q6(q.x, q.y, __low2half2(sg), __low2half2(sg8), af[mi][0]);
+                    mmf_dequant_q6(q.z, q.w, __high2half2(sg), __high2half2(sg8), af[mi][1]);
+                } else {
+                    const uint2 q = *(const uint2 *)(rec + lane * 8);
+                    const __half2 s0 = __low2half2(sg), m0 = __high2half2(sg), s1 = __low2half2(sg8), m1 = __high2half2(sg8);
+                    mmf_dequant(q.x, s0, m0, s1, m1, af[mi][0]);
+                    mmf_dequant(q.y, s0, m0, s1, m1, af[mi][1]);
+                }
             }
 #pragma unroll
             for (int w = 0; w < 2; w++) {
@@ -252,13 +327,13 @@ kernel_mmf(float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R
             }
 }
 
-template <int WM, int WN, int NT, int ST, int LB>
+template <int T, int WM, int WN, int NT, int ST, int LB>
 static void mmf_launch(cu_ctx *S, float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R, int K,
                        const __half *xh, int n, const float *bias, int accum) {
-    using C = mmf_cfg<WM, WN, NT, ST>;
+    using C = mmf_cfg<T, WM, WN, NT, ST>;
     static int attr_set = 0; /* one device per process (backend.cu) */
     if (!attr_set) {
-        if (cudaFuncSetAttribute(kernel_mmf<WM, WN, NT, ST, LB>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::smem) !=
+        if (cudaFuncSetAttribute(kernel_mmf<T, WM, WN, NT, ST, LB>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::smem) !=
             cudaSuccess) {
             cu_record(S, cudaGetLastError(), "mmf: shared memory attribute", __FILE__, __LINE__);
             return;
@@ -267,22 +342,24 @@ static void mmf_launch(cu_ctx *S, float *out, float *out2, int rsplit, int ldo, 
     }
     /* token tiles fastest: a wave of blocks shares its weight rows through the L2 */
     dim3 grid((n + C::BN - 1) / C::BN, (R + C::BM - 1) / C::BM);
-    cu_launch(S, "mmf", kernel_mmf<WM, WN, NT, ST, LB>, grid, dim3(C::THREADS), C::smem, out, out2, rsplit, ldo, P, R, K,
+    cu_launch(S, "mmf", kernel_mmf<T, WM, WN, NT, ST, LB>, grid, dim3(C::THREADS), C::smem, out, out2, rsplit, ldo, P, R, K,
               xh, n, bias, accum);
 }
 
-/* The tile: 128 rows x 64 tokens of 4 warps, 4 stages (53 KB), 3 blocks a SM by
- * registers; bench/cuda_mmf.cu against 128x128 of 8 warps: 8b gate+up n = 2048 1261 vs
- * 1322 us, n = 512 327 vs 332, 4096x4096 n = 1266 121 vs 146. */
+/* The tile: 128 rows x 64 tokens of 4 warps, 4 stages (q4_K 53 KB, q6_K 70 KB), 3
+ * blocks a SM by registers; bench/cuda_mmf.cu against 128x128 of 8 warps (q4_K): 8b
+ * gate+up n = 2048 1261 vs 1322 us, n = 512 327 vs 332, 4096x4096 n = 1266 121 vs 146. */
 #define MMF_TILE 4, 1, 8, 4, 2
-static_assert(mmf_cfg<4, 1, 8, 4>::BN == CU_MMF_NPAD, "n_pad is one token tile");
+static_assert(mmf_cfg<QTYPE_Q4_K, 4, 1, 8, 4>::BN == CU_MMF_NPAD, "n_pad is one token tile");
 
-void cu_mmf(cu_ctx *S, float *out, int ldo, const uint8_t *plane, int R, int K, const __half *xh, int n,
+void cu_mmf(cu_ctx *S, uint32_t type, float *out, int ldo, const uint8_t *plane, int R, int K, const __half *xh, int n,
             const float *bias, int accum, float *out2, int rsplit) {
     if (!out2) rsplit = INT_MAX;
-    if (K % 256 || !plane || !xh) {
-        cu_record(S, cudaErrorInvalidValue, "mmf: K not a multiple of 256, or no plane or activations", __FILE__, __LINE__);
+    if (!cu_mmf_supported(type, K) || !plane || !xh) {
+        cu_record(S, cudaErrorInvalidValue, "mmf: type not q4_K/q6_K, K not a multiple of 256, or no plane or activations",
+                  __FILE__, __LINE__);
         return;
     }
-    mmf_launch<MMF_TILE>(S, out, out2, rsplit, ldo, plane, R, K, xh, n, bias, accum);
+    if (type == QTYPE_Q6_K) mmf_launch<QTYPE_Q6_K, MMF_TILE>(S, out, out2, rsplit, ldo, plane, R, K, xh, n, bias, accum);
+    else mmf_launch<QTYPE_Q4_K, MMF_TILE>(S, out, out2, rsplit, ldo, plane, R, K, xh, n, bias, accum);
 }

@@ -31,7 +31,7 @@ void cu_print_notice(cu_state *S) {
             "minfer/cuda: %s (sm_%d%d, %.0f GiB, tune %s): gemv=%s prefill=%s attn=%s%s; paths off: %s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB mmq-planes=%.2f GiB (%d planes) mmf-planes=%.2f GiB (%d planes)\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib, S->tune.name, gemv,
-            S->on[CU_PATH_MMQ] ? S->on[CU_PATH_MMF] ? S->on[CU_PATH_MMA] ? "mmf-f16 (q4_K, 128+ tokens) mmq-int8 (q4_K q6_K q8_0; others mma-f16)" : "mmf-f16 (q4_K, 128+ tokens) mmq-int8 (q4_K q6_K q8_0; others gemv)" : S->on[CU_PATH_MMA] ? "mmq-int8 (q4_K q6_K q8_0; others mma-f16)" : "mmq-int8 (q4_K q6_K q8_0; others gemv)"
+            S->on[CU_PATH_MMQ] ? S->on[CU_PATH_MMF] ? S->on[CU_PATH_MMA] ? "mmf-f16 (q4_K q6_K, 128+ tokens) mmq-int8 (q4_K q6_K q8_0; others mma-f16)" : "mmf-f16 (q4_K q6_K, 128+ tokens) mmq-int8 (q4_K q6_K q8_0; others gemv)" : S->on[CU_PATH_MMA] ? "mmq-int8 (q4_K q6_K q8_0; others mma-f16)" : "mmq-int8 (q4_K q6_K q8_0; others gemv)"
                                : S->on[CU_PATH_MMA] ? "mma-f16" : "gemv",
             S->on[CU_PATH_FLASH] && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split",
             S->rope_row ? "+rope-row" : "", n_off ? off : "none", S->wbytes / gib, S->kvbytes / gib, scratch / gib,
@@ -48,12 +48,12 @@ void cu_print_census(const cu_state *S) {
             "minfer/cuda: census: launches %llu, graph replays %llu, eager steps %llu, fused blocks %llu; xst2 launches "
             "%llu, add-in-gemv launches %llu, xstm launches %llu, swiglu-gemv launches %llu (shared ring %llu), "
             "ring-pairs launches %llu, cols launches %llu, graph downloads: host-store %llu, copy-node %llu; "
-            "GEMMs: mmf q4_K %llu, mmq q4_K %llu, q6_K %llu (of them on a plane %llu), q8_0 %llu (gate+up pairs %llu), f16 fallback %llu; "
+            "GEMMs: mmf q4_K %llu, q6_K %llu, mmq q4_K %llu, q6_K %llu (of them on a plane %llu), q8_0 %llu (gate+up pairs %llu), f16 fallback %llu; "
             "norms writing int8 %llu\n",
             (unsigned long long)c->launches, (unsigned long long)S->replays, (unsigned long long)S->eager,
             (unsigned long long)c->fused_blocks, (unsigned long long)c->xst2, (unsigned long long)c->add_gemv,
             (unsigned long long)c->xstm, (unsigned long long)c->swiglu_gemv, (unsigned long long)c->xsg_shared,
             (unsigned long long)c->pairs, (unsigned long long)c->cols, (unsigned long long)c->host_store, (unsigned long long)c->copy_node,
-            (unsigned long long)c->mmf, (unsigned long long)c->mmq[0], (unsigned long long)c->mmq[1], (unsigned long long)c->mmq_plane, (unsigned long long)c->mmq[2],
+            (unsigned long long)c->mmf[0], (unsigned long long)c->mmf[1], (unsigned long long)c->mmq[0], (unsigned long long)c->mmq[1], (unsigned long long)c->mmq_plane, (unsigned long long)c->mmq[2],
             (unsigned long long)c->mmq_gu, (unsigned long long)c->mm_f16, (unsigned long long)c->mmq_norm);
 }

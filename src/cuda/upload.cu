@@ -81,7 +81,7 @@ void cu_build_planes(cu_state *S, mf_model *m) {
     }
 }
 
-/* The q4_K f16-fragment planes of path mmf (mmf.cu), for the same layer matrices as the
+/* The q4_K / q6_K f16-fragment planes of path mmf (mmf.cu), for the same layer matrices as the
  * MMQ planes (a gate+up pair: one over its 2 x n_ff rows, S->gu[l].mmf), in an
  * allocation of their own; its failure turns the path off with one message. */
 void cu_build_mmf_planes(cu_state *S, mf_model *m) {
@@ -99,7 +99,7 @@ void cu_build_mmf_planes(cu_state *S, mf_model *m) {
                 if (pair && w == &L->w_up) continue;
                 if (!w->dev || !cu_mmf_supported(w->type, w->cols) || 2 * w->rows > INT32_MAX) continue;
                 const int rows = (int)(pair ? 2 * w->rows : w->rows);
-                const size_t nb = align256(cu_mmf_plane_bytes(rows, (int)w->cols));
+                const size_t nb = align256(cu_mmf_plane_bytes(w->type, rows, (int)w->cols));
                 if (pass == 0) {
                     total += nb;
                     n++;
@@ -108,7 +108,7 @@ void cu_build_mmf_planes(cu_state *S, mf_model *m) {
                 uint8_t *plane = (uint8_t *)S->mmfbuf + off;
                 if (pair) S->gu[l].mmf = plane;
                 else w->dev_mmf = plane;
-                cu_mmf_plane_build(S, plane, (const uint8_t *)w->dev, cu_row_stride(w->type, w->cols), rows, (int)w->cols);
+                cu_mmf_plane_build(S, w->type, plane, (const uint8_t *)w->dev, cu_row_stride(w->type, w->cols), rows, (int)w->cols);
                 off += nb;
             }
         }
@@ -118,8 +118,8 @@ void cu_build_mmf_planes(cu_state *S, mf_model *m) {
                 (void)cudaGetLastError();
                 S->mmfbuf = NULL;
                 S->on[CU_PATH_MMF] = 0;
-                fprintf(stderr, "minfer/cuda: mmf planes: cannot allocate %.2f GiB for %d matrices: q4_K prefill GEMMs "
-                        "stay on the int8 MMQ kernel (path mmf off)\n", total / 1073741824.0, n);
+                fprintf(stderr, "minfer/cuda: mmf planes: cannot allocate %.2f GiB for %d matrices: q4_K/q6_K prefill "
+                        "GEMMs stay on the int8 MMQ kernel (path mmf off)\n", total / 1073741824.0, n);
                 return;
             }
             S->mmfbytes = total;

@@ -58,9 +58,18 @@ static void q4k_scale_min(const uint8_t *q, int j, int *sc, int *m) {
     *m = j < 4 ? q[j + 4] & 63 : (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
 }
 static float f16r(float v) { return mf_f16_to_f32(mf_f32_to_f16(v)); }
+/* q6_K block bytes (ggml: ql[128] qh[64] scales[16] d): value v's code (0..63) and the
+ * index of its 16 values' scale */
+static int q6k_code(const uint8_t *blk, int v, int *si) {
+    const int h = v / 128, r = v % 128, qq = r / 32, l = r % 32;
+    const uint8_t lb = blk[64 * h + l + (qq & 1) * 32], hb = blk[128 + 32 * h + l];
+    *si = 8 * h + 2 * qq + l / 16;
+    return (qq >= 2 ? lb >> 4 : lb & 15) | ((hb >> (2 * qq)) & 3) << 4;
+}
 
 /* Path mmf's arithmetic (mmf.cu), independently: x rounded to f16 (saturating), each
- * weight c * f16(d*sc) - f16(dmin*m) rounded once to f16 (the HFMA2), dotted in double.
+ * weight rounded once to f16 from c * f16(d*sc) - f16(dmin*m) (q4_K, the HFMA2) or
+ * (q - 32) * f16(d*sc) (q6_K, the HMUL2), dotted in double.
  * The kernel sums the same f16 products in f32, so the two agree to f32 accumulation
  * error. */
 static void mmf_mirror(const mf_weight *w, const float *x, int n, const mf_weight *bias, float *out) {
@@ -69,7 +78,16 @@ static void mmf_mirror(const mf_weight *w, const float *x, int n, const mf_weigh
     for (int64_t i = 0; i < (int64_t)n * K; i++) xh[i] = f16r(fminf(fmaxf(x[i], -65504.f), 65504.f));
     const uint64_t rb = qtype_row_size(w->type, (uint64_t)K);
     for (int64_t r = 0; r < R; r++) {
-        for (int64_t sb = 0; sb < K / 256; sb++) {
+        for (int64_t sb = 0; sb < K / 256 && w->type == QTYPE_Q6_K; sb++) {
+            const uint8_t *blk = (const uint8_t *)w->host + rb * r + 210 * sb;
+            const float d = mf_f16_to_f32((uint16_t)(blk[208] | blk[209] << 8));
+            for (int v = 0; v < 256; v++) {
+                int si;
+                const int q = q6k_code(blk, v, &si);
+                wr[sb * 256 + v] = f16r((float)((q - 32) * (double)f16r(d * (float)(int8_t)blk[192 + si])));
+            }
+        }
+        for (int64_t sb = 0; sb < K / 256 && w->type == QTYPE_Q4_K; sb++) {
             const uint8_t *blk = (const uint8_t *)w->host + rb * r + 144 * sb;
             const float d = mf_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
             const float dmin = mf_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8));
@@ -98,7 +116,46 @@ static void mmf_mirror(const mf_weight *w, const float *x, int n, const mf_weigh
 /* The mmf plane (mmf.cu cu_mmf_plane_build), independently: per 16-row tile and
  * 32-chunk, lane (g, t)'s two words (k16 step w; pair i = (row g + 8 (i & 1), k = 16w +
  * 2t + 8 (i >> 1)) at bits 4i / 16 + 4i for k / k+1), then 16 x (f16 d*sc, f16 -dmin*m). */
+static long mmf_mirror_diff_q6(const mf_weight *w, const uint8_t *got) {
+    const int64_t R = w->rows, K = w->cols, KC = K / 32, RT = (R + 15) / 16;
+    const uint64_t rb = qtype_row_size(w->type, (uint64_t)K);
+    const size_t bytes = (size_t)(RT * KC * 576);
+    uint8_t *want = calloc(1, bytes);
+    for (int64_t rt = 0; rt < RT; rt++)
+        for (int64_t kc = 0; kc < KC; kc++) {
+            uint8_t *rec = want + (rt * KC + kc) * 576;
+            const int64_t sb = kc / 8;
+            int si = 0;
+            for (int lane = 0; lane < 32; lane++)
+                for (int ww = 0; ww < 2; ww++)
+                    for (int i = 0; i < 4; i++)
+                        for (int h = 0; h < 2; h++) {
+                            const int64_t r = rt * 16 + lane / 4 + 8 * (i & 1);
+                            if (r >= R) continue;
+                            const int k = 16 * ww + 2 * (lane % 4) + 8 * (i >> 1) + h;
+                            const uint8_t *blk = (const uint8_t *)w->host + rb * r + 210 * sb;
+                            rec[lane * 16 + 8 * ww + 2 * i + h] = (uint8_t)q6k_code(blk, (int)(kc % 8) * 32 + k, &si);
+                        }
+            for (int l = 0; l < 16; l++) {
+                const int64_t r = rt * 16 + l;
+                if (r >= R) continue;
+                const uint8_t *blk = (const uint8_t *)w->host + rb * r + 210 * sb;
+                const float d = mf_f16_to_f32((uint16_t)(blk[208] | blk[209] << 8));
+                for (int half = 0; half < 2; half++) {
+                    q6k_code(blk, (int)(kc % 8) * 32 + 16 * half, &si);
+                    const uint16_t hs = mf_f32_to_f16(d * (float)(int8_t)blk[192 + si]);
+                    memcpy(rec + 512 + 4 * l + 2 * half, &hs, 2);
+                }
+            }
+        }
+    long diff = 0;
+    for (size_t i = 0; i < bytes; i++) diff += want[i] != got[i];
+    free(want);
+    return diff;
+}
+
 static long mmf_mirror_diff(const mf_weight *w, const uint8_t *got) {
+    if (w->type == QTYPE_Q6_K) return mmf_mirror_diff_q6(w, got);
     const int64_t R = w->rows, K = w->cols, KC = K / 32, RT = (R + 15) / 16;
     const uint64_t rb = qtype_row_size(w->type, (uint64_t)K);
     const size_t bytes = (size_t)(RT * KC * 320);
@@ -338,7 +395,7 @@ static void run_matmul(env *e, mf_weight *w, int nm, const mf_weight *bias, int 
         CHECK(er < tol, "matmul %s rows %d K %d n %d bias %d group %d: err %.3g (tol %.1g)", qtype_name(w[i].type),
               (int)w[i].rows, K, n, bias != NULL, nm, er, tol);
         /* (path mmf: q4_K from 128 tokens where the matrix has its plane) */
-        const int mmf = mmq && t == QTYPE_Q4_K && w[i].dev_mmf && n >= 128;
+        const int mmf = mmq && (t == QTYPE_Q4_K || t == QTYPE_Q6_K) && w[i].dev_mmf && n >= 128;
         if (mmq) {
             float *mir = malloc(no * sizeof(float));
             if (mmf) mmf_mirror(&w[i], x, n, bias, mir);
@@ -395,7 +452,7 @@ static void test_matmul(env *e, uint32_t t, int rows, int K, const int *ns, int 
             free(h);
         }
         if (w[i].dev_mmf) {
-            const size_t pb = (size_t)((w[i].rows + 15) / 16) * (size_t)(K / 32) * 320;
+            const size_t pb = (size_t)((w[i].rows + 15) / 16) * (size_t)(K / 32) * (t == QTYPE_Q6_K ? 576 : 320);
             uint8_t *h = malloc(pb);
             e->gpu->download(e->gpu, h, w[i].dev_mmf, pb);
             const long d = mmf_mirror_diff(&w[i], h);
