@@ -107,7 +107,7 @@ if [ -n "$SHARED" ]; then
             --device cuda >"$TMP/out.txt" 2>"$TMP/err.txt"
         rc=$?
         same "$TMP/out.txt" "$EXP" || rc=1
-        check "stories260K greedy200 [${v:+$v off}${v:-all paths on}]" test $rc -eq 0
+        check "stories260K greedy200 [$([ -n "$v" ] && echo "$v off" || echo "all paths on")]" test $rc -eq 0
         [ $rc -eq 0 ] || tail -n 3 "$TMP/err.txt"
         same "$TMP/out.txt" "$EXP" || diff "$TMP/out.txt" "$EXP" | head -n 6
         # the decode graph's logits download: a kernel into the context's pinned logits by
