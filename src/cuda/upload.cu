@@ -114,6 +114,19 @@ void cu_build_mmf_planes(cu_state *S, mf_model *m) {
         }
         if (pass == 0) {
             if (!n) return;
+            /* (built after the weights, KV cache and scratch: keep 1 GiB or 5% of the
+             * device free for the forward's own buffers and other processes) */
+            size_t fr = 0, tot = 0;
+            if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) {
+                const size_t keep = tot / 20 > ((size_t)1 << 30) ? tot / 20 : (size_t)1 << 30;
+                if (total + keep > fr) {
+                    S->on[CU_PATH_MMF] = 0;
+                    fprintf(stderr, "minfer/cuda: mmf planes: %.2f GiB for %d matrices would leave less than %.2f GiB of "
+                            "the %.2f GiB free: q4_K/q6_K prefill GEMMs stay on the int8 MMQ kernel (path mmf off)\n",
+                            total / 1073741824.0, n, keep / 1073741824.0, fr / 1073741824.0);
+                    return;
+                }
+            }
             if (cudaMalloc(&S->mmfbuf, total) != cudaSuccess) {
                 (void)cudaGetLastError();
                 S->mmfbuf = NULL;
