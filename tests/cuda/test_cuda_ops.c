@@ -625,10 +625,11 @@ static double attn_batch(struct attn_io *io, int n, int with_rope) {
  * before reading them: a token at p reads positions <= p only), so the CPU reference
  * fills a 3000-position prefix once, not once per batch. Several sequences: one batch
  * of cnt[s] tokens per sequence (sequence 0's first); nvar must be 1. */
+static int att_n_ctx = 4096, att_n_batch = 512; /* (the prompt-length cases set 8192, 2048) */
 static void test_attention(int n_head, int n_kv, int hd, int n_seq, const int *start, const int *cnt, int nvar,
                            int with_rope) {
     env e;
-    const int n_ctx = 4096, n_batch = 512;
+    const int n_ctx = att_n_ctx, n_batch = att_n_batch;
     if (env_init(&e, 256, 256, n_head, n_kv, hd, n_ctx, n_seq, n_batch)) {
         CHECK(0, "attention env");
         env_free(&e);
@@ -1036,5 +1037,24 @@ int main(void) {
             test_attention(nh, nkv, hd, 2, s3, n3, 1, 1);
         }
     }
+    /* prompt lengths in the CUDA batch of 2048 and a context of 8192, GQA ratios 1, 2, 4,
+     * 8 at head dims 128 and 64: prompts of 511 and 512 tokens (with RoPE), a 3314-token
+     * prompt as its 2048 + 1266 chunks (the prefix, each chunk checked) then 1 and 13
+     * tokens after it; for ratios 4 and 8 (the llama-3 shapes) 1, 13 and 192 tokens after
+     * an 8000-token prefix */
+    att_n_ctx = 8192, att_n_batch = 2048;
+    struct { int nh, nkv, hd; } lcfg[] = {{32, 32, 128}, {32, 16, 64}, {32, 8, 128}, {32, 4, 64}};
+    for (size_t ci = 0; ci < MF_ARRAY_LEN(lcfg); ci++) {
+        const int nh = lcfg[ci].nh, nkv = lcfg[ci].nkv, hd = lcfg[ci].hd;
+        const int s0[] = {0}, c_p[] = {511, 512};
+        test_attention(nh, nkv, hd, 1, s0, c_p, 2, 1);
+        const int s3314[] = {3314}, c_after[] = {1, 13};
+        test_attention(nh, nkv, hd, 1, s3314, c_after, 2, 0);
+        if (nh / nkv >= 4) {
+            const int s8000[] = {8000}, c_long[] = {1, 13, 192};
+            test_attention(nh, nkv, hd, 1, s8000, c_long, 3, 0);
+        }
+    }
+    att_n_ctx = 4096, att_n_batch = 512;
     return test_summary("cuda_ops");
 }
