@@ -132,13 +132,16 @@ int cmd_serve(int argc, char **argv) {
     srv_engine_drain(e);
     double deadline = mf_time_s() + drain;
     int again = 0;
-    while (srv_engine_active(e) > 0 && mf_time_s() < deadline)
-        if (wait_signal(&sigs, 100)) { again = 1; break; }
+    /* (until the answers are sent, not only generated: a stream's last events may still
+     * be queued when its generation ends; stopping the daemon then cut it, seen as a
+     * ChunkedEncodingError in a loaded CI run of tests/server/test_lifecycle.py) */
+    while ((srv_engine_active(e) > 0 || srv_http_in_flight(h) > 0) && mf_time_s() < deadline)
+        if (wait_signal(&sigs, 20)) { again = 1; break; }
     int left = srv_engine_active(e);
     if (left) {
         mf_log("serve: cancelling %d request(s)%s", left, again ? " (second signal)" : " (--drain time is up)");
         srv_engine_cancel_all(e);
-        for (int i = 0; i < 100 && srv_engine_active(e) > 0; i++) wait_signal(&sigs, 50);
+        for (int i = 0; i < 100 && (srv_engine_active(e) > 0 || srv_http_in_flight(h) > 0); i++) wait_signal(&sigs, 50);
     }
     srv_http_stop(h);
     srv_engine_free(e);

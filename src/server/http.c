@@ -37,6 +37,8 @@ struct srv_http {
     chat_tmpl tmpl;
     char default_system[1024]; /* the chatml template's own, when it has one */
     int refusing;
+    int in_flight;             /* requests begun and not yet completed (atomic): a stream
+                                  whose generation ended may still be sending */
     pthread_mutex_t mu;        /* counters below */
     uint64_t by_status[N_STATUS], other_status;
     uint64_t next_id;
@@ -703,6 +705,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con, const char
         cs = calloc(1, sizeof *cs);
         if (!cs) return MHD_NO;
         *con_cls = cs;
+        __atomic_add_fetch(&h->in_flight, 1, __ATOMIC_SEQ_CST);
         int path_known = 0;
         for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
             if (strcmp(url, routes[i].path)) continue;
@@ -771,9 +774,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con, const char
 }
 
 static void completed(void *cls, struct MHD_Connection *con, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)cls; (void)con; (void)toe;
+    (void)con; (void)toe;
+    srv_http *h = cls;
     conn *cs = *con_cls;
     if (!cs) return;
+    __atomic_sub_fetch(&h->in_flight, 1, __ATOMIC_SEQ_CST);
     free(cs->body);
     free(cs);
     *con_cls = NULL;
@@ -860,6 +865,7 @@ fail:
 int srv_http_port(const srv_http *h) { return h->port; }
 const char *srv_http_template(const srv_http *h) { return chat_name(h->tmpl); }
 void srv_http_refuse(srv_http *h) { __atomic_store_n(&h->refusing, 1, __ATOMIC_SEQ_CST); }
+int srv_http_in_flight(srv_http *h) { return __atomic_load_n(&h->in_flight, __ATOMIC_SEQ_CST); }
 
 void srv_http_stop(srv_http *h) {
     if (!h) return;

@@ -34,6 +34,9 @@ int srv_http_port(const srv_http *h);
 const char *srv_http_template(const srv_http *h);
 /* From now on generation requests get 503 (shutting down); others are answered. */
 void srv_http_refuse(srv_http *h);
+/* Requests begun and not yet completed: a response, a stream's last events included,
+ * is done only when libmicrohttpd has sent it (the drain waits for this too). */
+int srv_http_in_flight(srv_http *h);
 /* Closes the listening socket and every connection, then frees. */
 void srv_http_stop(srv_http *h);
 
