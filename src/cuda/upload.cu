@@ -31,61 +31,57 @@ static int gu_pairable(const cu_state *S, const mf_layer *L) {
            (const uint8_t *)u->dev == (const uint8_t *)g->dev + cu_row_stride(g->type, g->cols) * g->rows;
 }
 
-/* The planes are built for the layer matrices (what prefill GEMMs read; the output
- * matrix serves one row a prompt, on the GEMV, except in perplexity runs), each once
- * where matrices are tied; a gate+up pair (gu_pairable) gets one plane over its 2 x
- * n_ff rows (S->gu[l].plane) and its two matrices none of their own. */
-void cu_build_planes(cu_state *S, mf_model *m) {
-    S->gu = (cu_gu_pair *)mf_xcalloc((size_t)m->hp.n_layer, sizeof(cu_gu_pair));
-    for (int l = 0; l < m->hp.n_layer; l++) S->gu[l].on = gu_pairable(S, &m->layers[l]);
-    size_t total = 0;
-    int n = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        size_t off = 0;
-        for (int l = 0; l < m->hp.n_layer; l++) {
-            mf_layer *L = &m->layers[l];
-            mf_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-            for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++) {
-                mf_weight *w = ws[i];
-                const int pair = S->gu[l].on && (w == &L->w_gate || w == &L->w_up);
-                if (pair && w == &L->w_up) continue; /* (in the gate's plane) */
-                if (!w->dev || !cu_mmq_plane_on(S, w->type) || !cu_mmq_supported(w->type, w->cols) || w->rows > INT32_MAX)
-                    continue;
-                const int rows = (int)(pair ? 2 * w->rows : w->rows);
-                const size_t nb = align256(cu_mmq_plane_bytes(w->type, rows, (int)w->cols));
-                if (pass == 0) {
-                    total += nb;
-                    n++;
-                    continue;
-                }
-                uint8_t *plane = (uint8_t *)S->planebuf + off;
-                if (pair) S->gu[l].plane = plane;
-                else w->dev_plane = plane;
-                cu_mmq_plane_build(S, w->type, plane, (const uint8_t *)w->dev, cu_row_stride(w->type, w->cols), rows,
-                                   (int)w->cols);
-                off += nb;
-            }
-        }
-        if (pass == 0) {
-            if (!n) return;
-            if (cudaMalloc(&S->planebuf, total) != cudaSuccess) {
-                (void)cudaGetLastError();
-                S->planebuf = NULL;
-                fprintf(stderr, "minfer/cuda: mmq planes: cannot allocate %.2f GiB for %d matrices: their GEMMs "
-                        "decode the weights' scales (and q6_K codes) in the kernel\n", total / 1073741824.0, n);
-                return;
-            }
-            S->planebytes = total;
-            S->nplanes = n;
-        }
-    }
+/* The two sets of registration-time planes: the int8 MMQ kernels' (mmq_plane.cu: q4_K's
+ * W_dsc, q6_K's W_exp + W_dsc) and path mmf's f16-fragment planes (mmf.cu: q4_K, q6_K). */
+enum plane_set { PLANES_MMQ, PLANES_MMF };
+
+static int plane_takes(const cu_state *S, int set, const mf_weight *w) {
+    if (set == PLANES_MMQ)
+        return cu_mmq_plane_on(S, w->type) && cu_mmq_supported(w->type, w->cols) && w->rows <= INT32_MAX;
+    return cu_mmf_supported(w->type, w->cols) && 2 * w->rows <= INT32_MAX;
 }
 
-/* The q4_K / q6_K f16-fragment planes of path mmf (mmf.cu), for the same layer matrices as the
- * MMQ planes (a gate+up pair: one over its 2 x n_ff rows, S->gu[l].mmf), in an
- * allocation of their own; its failure turns the path off with one message. */
-void cu_build_mmf_planes(cu_state *S, mf_model *m) {
-    if (!S->on[CU_PATH_MMF]) return;
+/* One allocation for a set's n planes; 0, with one message, where it fails, or for the
+ * mmf planes where they would leave less than 1 GiB or 5% of the device free (they are
+ * built after the weights, KV cache and scratch: the forward's own buffers and other
+ * processes need the rest). The MMQ kernels then decode their scales (and q6_K codes) in
+ * the kernel; without its planes path mmf is off. */
+static int plane_set_alloc(cu_state *S, int set, void **buf, size_t total, int n) {
+    const double gib = total / 1073741824.0;
+    if (set == PLANES_MMF) {
+        size_t fr = 0, tot = 0;
+        if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) {
+            const size_t keep = tot / 20 > ((size_t)1 << 30) ? tot / 20 : (size_t)1 << 30;
+            if (total + keep > fr) {
+                S->on[CU_PATH_MMF] = 0;
+                fprintf(stderr, "minfer/cuda: mmf planes: %.2f GiB for %d matrices would leave less than %.2f GiB of "
+                        "the %.2f GiB free: q4_K/q6_K prefill GEMMs stay on the int8 MMQ kernel (path mmf off)\n",
+                        gib, n, keep / 1073741824.0, fr / 1073741824.0);
+                return 0;
+            }
+        }
+    }
+    if (cudaMalloc(buf, total) == cudaSuccess) return 1;
+    (void)cudaGetLastError();
+    *buf = NULL;
+    if (set == PLANES_MMQ) {
+        fprintf(stderr, "minfer/cuda: mmq planes: cannot allocate %.2f GiB for %d matrices: their GEMMs "
+                "decode the weights' scales (and q6_K codes) in the kernel\n", gib, n);
+    } else {
+        S->on[CU_PATH_MMF] = 0;
+        fprintf(stderr, "minfer/cuda: mmf planes: cannot allocate %.2f GiB for %d matrices: q4_K/q6_K prefill "
+                "GEMMs stay on the int8 MMQ kernel (path mmf off)\n", gib, n);
+    }
+    return 0;
+}
+
+/* A set's planes are built for the layer matrices (what prefill GEMMs read; the output
+ * matrix serves one row a prompt, on the GEMV, except in perplexity runs), each once
+ * where matrices are tied; a gate+up pair (gu_pairable) gets one plane over its 2 x
+ * n_ff rows (S->gu[l].plane, .mmf) and its two matrices none of their own. Two passes:
+ * the sizes, then one allocation and each plane built into it. */
+static void build_plane_set(cu_state *S, mf_model *m, int set) {
+    void **buf = set == PLANES_MMQ ? &S->planebuf : &S->mmfbuf;
     size_t total = 0;
     int n = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -96,49 +92,49 @@ void cu_build_mmf_planes(cu_state *S, mf_model *m) {
             for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++) {
                 mf_weight *w = ws[i];
                 const int pair = S->gu && S->gu[l].on && (w == &L->w_gate || w == &L->w_up);
-                if (pair && w == &L->w_up) continue;
-                if (!w->dev || !cu_mmf_supported(w->type, w->cols) || 2 * w->rows > INT32_MAX) continue;
-                const int rows = (int)(pair ? 2 * w->rows : w->rows);
-                const size_t nb = align256(cu_mmf_plane_bytes(w->type, rows, (int)w->cols));
+                if (pair && w == &L->w_up) continue; /* (in the gate's plane) */
+                if (!w->dev || !plane_takes(S, set, w)) continue;
+                const int rows = (int)(pair ? 2 * w->rows : w->rows), K = (int)w->cols;
+                const size_t nb = align256(set == PLANES_MMQ ? cu_mmq_plane_bytes(w->type, rows, K)
+                                                             : cu_mmf_plane_bytes(w->type, rows, K));
                 if (pass == 0) {
                     total += nb;
                     n++;
                     continue;
                 }
-                uint8_t *plane = (uint8_t *)S->mmfbuf + off;
-                if (pair) S->gu[l].mmf = plane;
-                else w->dev_mmf = plane;
-                cu_mmf_plane_build(S, w->type, plane, (const uint8_t *)w->dev, cu_row_stride(w->type, w->cols), rows, (int)w->cols);
+                uint8_t *plane = (uint8_t *)*buf + off;
+                const uint8_t *W = (const uint8_t *)w->dev;
+                const int64_t stride = cu_row_stride(w->type, w->cols);
+                if (set == PLANES_MMQ) {
+                    if (pair) S->gu[l].plane = plane;
+                    else w->dev_plane = plane;
+                    cu_mmq_plane_build(S, w->type, plane, W, stride, rows, K);
+                } else {
+                    if (pair) S->gu[l].mmf = plane;
+                    else w->dev_mmf = plane;
+                    cu_mmf_plane_build(S, w->type, plane, W, stride, rows, K);
+                }
                 off += nb;
             }
         }
         if (pass == 0) {
-            if (!n) return;
-            /* (built after the weights, KV cache and scratch: keep 1 GiB or 5% of the
-             * device free for the forward's own buffers and other processes) */
-            size_t fr = 0, tot = 0;
-            if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) {
-                const size_t keep = tot / 20 > ((size_t)1 << 30) ? tot / 20 : (size_t)1 << 30;
-                if (total + keep > fr) {
-                    S->on[CU_PATH_MMF] = 0;
-                    fprintf(stderr, "minfer/cuda: mmf planes: %.2f GiB for %d matrices would leave less than %.2f GiB of "
-                            "the %.2f GiB free: q4_K/q6_K prefill GEMMs stay on the int8 MMQ kernel (path mmf off)\n",
-                            total / 1073741824.0, n, keep / 1073741824.0, fr / 1073741824.0);
-                    return;
-                }
-            }
-            if (cudaMalloc(&S->mmfbuf, total) != cudaSuccess) {
-                (void)cudaGetLastError();
-                S->mmfbuf = NULL;
-                S->on[CU_PATH_MMF] = 0;
-                fprintf(stderr, "minfer/cuda: mmf planes: cannot allocate %.2f GiB for %d matrices: q4_K/q6_K prefill "
-                        "GEMMs stay on the int8 MMQ kernel (path mmf off)\n", total / 1073741824.0, n);
-                return;
-            }
-            S->mmfbytes = total;
-            S->nmmf = n;
+            if (!n || !plane_set_alloc(S, set, buf, total, n)) return;
+            if (set == PLANES_MMQ) S->planebytes = total, S->nplanes = n;
+            else S->mmfbytes = total, S->nmmf = n;
         }
     }
+}
+
+/* The MMQ planes, after deciding which layers' gate and up run as one GEMM. */
+void cu_build_planes(cu_state *S, mf_model *m) {
+    S->gu = (cu_gu_pair *)mf_xcalloc((size_t)m->hp.n_layer, sizeof(cu_gu_pair));
+    for (int l = 0; l < m->hp.n_layer; l++) S->gu[l].on = gu_pairable(S, &m->layers[l]);
+    build_plane_set(S, m, PLANES_MMQ);
+}
+
+/* Path mmf's planes (after the MMQ planes: a gate+up pair's is over both, as theirs). */
+void cu_build_mmf_planes(cu_state *S, mf_model *m) {
+    if (S->on[CU_PATH_MMF]) build_plane_set(S, m, PLANES_MMF);
 }
 
 /* Copies one tensor from the file mapping into its device slot (repacked). */
