@@ -485,6 +485,15 @@ extern "C" int cuda_backend_status(mf_backend *be, mf_err *err) {
     return mf_fail(err, MF_ERR_DEVICE, "%s", S->errmsg);
 }
 
+/* Device memory for a test-uploaded tensor or its plane, freed with the backend (S->extra). */
+static void *test_alloc(cu_state *S, size_t nb, const char *what) {
+    void *p = cu_dev_alloc(S, nb, what);
+    if (!p) return NULL;
+    S->extra = (void **)mf_xrealloc(S->extra, sizeof(void *) * (S->nextra + 1));
+    S->extra[S->nextra++] = p;
+    return p;
+}
+
 extern "C" int cuda_backend_upload(mf_backend *be, mf_weight *w, mf_err *err) {
     cu_state *S = cu_st(be);
     size_t nb;
@@ -492,10 +501,8 @@ extern "C" int cuda_backend_upload(mf_backend *be, mf_weight *w, mf_err *err) {
         return mf_fail(err, MF_ERR_INPUT, "cuda: type %s with %lld columns unsupported", qtype_name(w->type),
                        (long long)w->cols);
     if (cu_type_is_quant(w->type)) S->any_quant = 1; /* as a model with it would be */
-    void *d = cu_dev_alloc(S, nb, "cudaMalloc(test weight)");
+    void *d = test_alloc(S, nb, "cudaMalloc(test weight)");
     if (!d) return mf_fail(err, MF_ERR_DEVICE, "%s", S->errmsg);
-    S->extra = (void **)mf_xrealloc(S->extra, sizeof(void *) * (S->nextra + 1));
-    S->extra[S->nextra++] = d;
     const qtype_traits *tr = qtype_get(w->type);
     const size_t file_row = (size_t)(w->cols / tr->blck) * tr->type_size;
     void *tmp = cu_dev_alloc(S, file_row * w->rows, "cudaMalloc(test upload)");
@@ -507,10 +514,8 @@ extern "C" int cuda_backend_upload(mf_backend *be, mf_weight *w, mf_err *err) {
     w->dev_plane = NULL;
     /* the MMQ plane, as cu_build_planes makes it for a model's layer matrices */
     if (cu_mmq_plane_on(S, w->type) && cu_mmq_supported(w->type, w->cols)) {
-        void *p = cu_dev_alloc(S, cu_mmq_plane_bytes(w->type, (int)w->rows, (int)w->cols), "cudaMalloc(test plane)");
+        void *p = test_alloc(S, cu_mmq_plane_bytes(w->type, (int)w->rows, (int)w->cols), "cudaMalloc(test plane)");
         if (!p) return mf_fail(err, MF_ERR_DEVICE, "%s", S->errmsg);
-        S->extra = (void **)mf_xrealloc(S->extra, sizeof(void *) * (S->nextra + 1));
-        S->extra[S->nextra++] = p;
         cu_mmq_plane_build(S, w->type, (uint8_t *)p, (const uint8_t *)d, cu_row_stride(w->type, w->cols), (int)w->rows,
                            (int)w->cols);
         if (cudaStreamSynchronize(S->stream) != cudaSuccess || S->err)
@@ -519,10 +524,8 @@ extern "C" int cuda_backend_upload(mf_backend *be, mf_weight *w, mf_err *err) {
     }
     w->dev_mmf = NULL;
     if (S->on[CU_PATH_MMF] && cu_mmf_supported(w->type, w->cols)) {
-        void *p = cu_dev_alloc(S, cu_mmf_plane_bytes(w->type, (int)w->rows, (int)w->cols), "cudaMalloc(test mmf plane)");
+        void *p = test_alloc(S, cu_mmf_plane_bytes(w->type, (int)w->rows, (int)w->cols), "cudaMalloc(test mmf plane)");
         if (!p) return mf_fail(err, MF_ERR_DEVICE, "%s", S->errmsg);
-        S->extra = (void **)mf_xrealloc(S->extra, sizeof(void *) * (S->nextra + 1));
-        S->extra[S->nextra++] = p;
         cu_mmf_plane_build(S, w->type, (uint8_t *)p, (const uint8_t *)d, cu_row_stride(w->type, w->cols), (int)w->rows,
                            (int)w->cols);
         if (cudaStreamSynchronize(S->stream) != cudaSuccess || S->err)
