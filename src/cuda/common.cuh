@@ -373,6 +373,15 @@ static __device__ __forceinline__ float warp_max(float v) {
 }
 
 static __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+/* A prefill GEMM's store of output (row r, token tk), out [n][ldo]: v + bias[r], or added
+ * to what is there with accum; rows from rsplit go to out2 instead (two matrices stored
+ * one after the other in one launch: gate and up; mmq.cu, mmf.cu). */
+static __device__ __forceinline__ void gemm_store(float *out, float *out2, int rsplit, int ldo, int r, int tk, float v,
+                                                  const float *bias, int accum) {
+    v += bias ? bias[r] : 0.0f;
+    float *o = r < rsplit ? out + (int64_t)tk * ldo + r : out2 + (int64_t)tk * ldo + (r - rsplit);
+    *o = accum ? *o + v : v;
+}
 static __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 static __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 

@@ -38,17 +38,17 @@
 template <int T> struct mmf_fmt { static constexpr int rec = T == QTYPE_Q6_K ? 576 : 320, codes = rec - 64; };
 
 size_t cu_mmf_plane_bytes(uint32_t type, int R, int K) {
-    return (size_t)((R + 15) / 16) * (size_t)(K / 32) * (type == QTYPE_Q6_K ? 576 : 320);
+    return (size_t)((R + 15) / 16) * (size_t)(K / 32) *
+           (size_t)(type == QTYPE_Q6_K ? mmf_fmt<QTYPE_Q6_K>::rec : mmf_fmt<QTYPE_Q4_K>::rec);
 }
 int cu_mmf_supported(uint32_t type, int64_t K) {
     return (type == QTYPE_Q4_K || type == QTYPE_Q6_K) && K > 0 && K % 256 == 0;
 }
-#define MMF_REC 320
 
 /* one warp per (16-row tile, 32-chunk): the lane's 16 nibbles, lanes 0..15 a row's scales */
 static __global__ void kernel_mmf_plane(uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K) {
     const int rt = blockIdx.y, kc = blockIdx.x, lane = threadIdx.x;
-    uint8_t *rec = plane + ((int64_t)rt * (K / 32) + kc) * MMF_REC;
+    uint8_t *rec = plane + ((int64_t)rt * (K / 32) + kc) * mmf_fmt<QTYPE_Q4_K>::rec;
     const int g = lane >> 2, t = lane & 3;
     const int sb = kc >> 3, j = kc & 7;
     const int r0 = rt * 16 + g, r1 = r0 + 8;
@@ -76,7 +76,7 @@ static __global__ void kernel_mmf_plane(uint8_t *plane, const uint8_t *W, int64_
             k4_scale_min(blk + 4, j, &sc, &m);
             sm = __floats2half2_rn(h2f(ld_u16(blk)) * sc, -(h2f(ld_u16(blk + 2)) * m));
         }
-        *(__half2 *)(rec + 256 + lane * 4) = sm;
+        *(__half2 *)(rec + mmf_fmt<QTYPE_Q4_K>::codes + lane * 4) = sm;
     }
 }
 
@@ -85,7 +85,7 @@ static __global__ void kernel_mmf_plane(uint8_t *plane, const uint8_t *W, int64_
 static __global__ void kernel_mmf_plane_q6(uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K) {
     const int rt = blockIdx.y, kc = blockIdx.x, lane = threadIdx.x;
     const int nb = K / 256;
-    uint8_t *rec = plane + ((int64_t)rt * (K / 32) + kc) * 576;
+    uint8_t *rec = plane + ((int64_t)rt * (K / 32) + kc) * mmf_fmt<QTYPE_Q6_K>::rec;
     const int g = lane >> 2, t = lane & 3;
     const int sb = kc >> 3, h = (kc & 7) >> 2, qq = kc & 3;
     uint8_t b[16];
@@ -112,7 +112,7 @@ static __global__ void kernel_mmf_plane_q6(uint8_t *plane, const uint8_t *W, int
             const float d = h2f(ld_u16(row + (int64_t)nb * 208 + (int64_t)sb * 2));
             ss = __floats2half2_rn(d * (float)sc[8 * h + 2 * qq], d * (float)sc[8 * h + 2 * qq + 1]);
         }
-        *(__half2 *)(rec + 512 + lane * 4) = ss;
+        *(__half2 *)(rec + mmf_fmt<QTYPE_Q6_K>::codes + lane * 4) = ss;
     }
 }
 
@@ -319,11 +319,7 @@ kernel_mmf(float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R
             for (int e = 0; e < 4; e++) {
                 const int r = rt0 * 16 + wm * 32 + mi * 16 + g + (e >> 1) * 8;
                 const int tk = tok0 + wn * 8 * NT + nj * 8 + 2 * t + (e & 1);
-                if (r < R && tk < n) {
-                    const float v = acc[mi][nj][e] + (bias ? bias[r] : 0.0f);
-                    float *o = r < rsplit ? out + (int64_t)tk * ldo + r : out2 + (int64_t)tk * ldo + (r - rsplit);
-                    *o = accum ? *o + v : v;
-                }
+                if (r < R && tk < n) gemm_store(out, out2, rsplit, ldo, r, tk, acc[mi][nj][e], bias, accum);
             }
 }
 

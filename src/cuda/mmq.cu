@@ -451,9 +451,7 @@ kernel_mmq(float *out, float *out2, int rsplit, int ldo, const uint8_t *W, int64
                     if (part) {
                         part[((int64_t)blockIdx.z * n + tk) * R + r] = acc[i][j][e];
                     } else {
-                        float v = acc[i][j][e] + (bias ? bias[r] : 0.0f);
-                        float *o = r < rsplit ? out + (int64_t)tk * ldo + r : out2 + (int64_t)tk * ldo + (r - rsplit);
-                        *o = accum ? *o + v : v;
+                        gemm_store(out, out2, rsplit, ldo, r, tk, acc[i][j][e], bias, accum);
                     }
                 }
             }
@@ -530,9 +528,7 @@ static __global__ void kernel_mmq_reduce(float *out, float *out2, int rsplit, in
     const int r = (int)(i % R), tk = (int)(i / R);
     float v = 0.0f;
     for (int z = 0; z < ks; z++) v += part[(int64_t)z * n * R + i];
-    v += bias ? bias[r] : 0.0f;
-    float *o = r < rsplit ? out + (int64_t)tk * ldo + r : out2 + (int64_t)tk * ldo + (r - rsplit);
-    *o = accum ? *o + v : v;
+    gemm_store(out, out2, rsplit, ldo, r, tk, v, bias, accum);
 }
 
 int cu_mmq_supported(uint32_t type, int64_t K) {
