@@ -24,6 +24,18 @@ static mf_rng rng;
 static int dp4a_on;
 static int mmq_on; /* path mmq not disabled: GEMMs of q4_K, q6_K, q8_0 (K % 256 == 0) on int8 */
 
+/* The mirrors' dot products: out[t][r] = bias[r] + wr . xh[t] in double, for the n tokens
+ * of xh [n][K] and weight row r (dequantized as the kernel under test sees it, wr). */
+static void mirror_row(const float *wr, const float *xh, int n, int64_t K, int64_t R, int64_t r, const mf_weight *bias,
+                       float *out) {
+    for (int t = 0; t < n; t++) {
+        double acc = bias ? ((const float *)bias->host)[r] : 0.0;
+        const float *xt = xh + (int64_t)t * K;
+        for (int64_t k = 0; k < K; k++) acc += (double)wr[k] * xt[k];
+        out[(int64_t)t * R + r] = (float)acc;
+    }
+}
+
 /* The MMQ kernels' arithmetic, independently: x quantized per 32 values as the prepass
  * does (d = amax / 127, codes rounded to nearest even) and dequantized again, dotted in
  * double with the reference dequantization of the weight. The kernel sums the same
@@ -41,12 +53,7 @@ static void mmq_mirror(const mf_weight *w, const float *x, int n, const mf_weigh
     const uint64_t rb = qtype_row_size(w->type, (uint64_t)K);
     for (int64_t r = 0; r < R; r++) {
         quant_dequantize_row(w->type, (const uint8_t *)w->host + rb * r, wr, K);
-        for (int t = 0; t < n; t++) {
-            double acc = bias ? ((const float *)bias->host)[r] : 0.0;
-            const float *xt = xh + (int64_t)t * K;
-            for (int64_t k = 0; k < K; k++) acc += (double)wr[k] * xt[k];
-            out[(int64_t)t * R + r] = (float)acc;
-        }
+        mirror_row(wr, xh, n, K, R, r, bias, out);
     }
     free(xh);
     free(wr);
@@ -102,12 +109,7 @@ static void mmf_mirror(const mf_weight *w, const float *x, int n, const mf_weigh
                 }
             }
         }
-        for (int t = 0; t < n; t++) {
-            double acc = bias ? ((const float *)bias->host)[r] : 0.0;
-            const float *xt = xh + (int64_t)t * K;
-            for (int64_t k = 0; k < K; k++) acc += (double)wr[k] * xt[k];
-            out[(int64_t)t * R + r] = (float)acc;
-        }
+        mirror_row(wr, xh, n, K, R, r, bias, out);
     }
     free(xh);
     free(wr);
@@ -244,8 +246,8 @@ static long q4x_mirror_diff(const mf_weight *w, const uint8_t *got) {
             const float d = mf_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
             dmn[sb * Rp + r] = mf_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8));
             for (int j = 0; j < 8; j++) {
-                const int sc = j < 4 ? q[j] & 63 : (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-                const int m = j < 4 ? q[j + 4] & 63 : (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+                int sc, m;
+                q4k_scale_min(q, j, &sc, &m);
                 dsc[(sb * 8 + j) * Rp + r] = d * (float)sc;
                 mm[(sb * Rp + r) * 8 + j] = (uint8_t)m;
             }
