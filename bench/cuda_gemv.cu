@@ -32,27 +32,19 @@
 #include <string.h>
 #include <vector>
 
+#define LAB_NAME "cuda_gemv"
 #include "cuda_check.h"
+#include "lab_ctx.h"
 #include "lab_util.h"
 
-/* The lab fills the launch context itself (common.cuh cu_ctx): the tuning row of the
- * device and every path on, as the backend's defaults; cu_launch_check and cu_record
- * are the lab's own. The variants are the lab's policy, over the main tree's launchers:
+/* The lab fills the launch context itself (lab_ctx.h, then the tuning row of the
+ * device and every path on, as the backend's defaults). The variants are the lab's policy, over the main tree's launchers:
  * v1 (one row per warp), pp (persistent ping-pong), auto (the backend's dispatch,
  * mmv_q8_launch), xst (the TMA ring wherever it applies), auto+xs2 (wide rows on xs2,
  * path wide-ring off), auto+pp (wide rows on pp). */
-void cu_launch_check(cu_ctx *S, const char *what, const char *file, int line) {}
-void cu_record(cu_ctx *S, cudaError_t e, const char *expr, const char *file, int line) {
-    fprintf(stderr, "cuda_gemv: %s:%d: %s: %s\n", file, line, expr, cudaGetErrorString(e));
-    exit(1);
-}
 static void lab_ctx(cu_ctx *S) {
-    memset(S, 0, sizeof *S);
-    CK(cudaStreamCreateWithFlags(&S->stream, cudaStreamNonBlocking));
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
-    S->num_sms = prop.multiProcessorCount;
-    S->pdl = prop.major >= 9;
+    lab_ctx_base(S, &prop);
     S->code_arch = prop.major * 100 + prop.minor * 10;
     S->tune = *cu_tune_for(S->code_arch);
     for (int i = 0; i < CU_PATH_COUNT; i++) S->on[i] = 1;

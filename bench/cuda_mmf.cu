@@ -19,14 +19,10 @@
 #include <algorithm>
 #include <vector>
 
+#define LAB_NAME "cuda_mmf"
 #include "cuda_check.h"
+#include "lab_ctx.h"
 #include "lab_util.h"
-
-void cu_launch_check(cu_ctx *S, const char *what, const char *file, int line) {}
-void cu_record(cu_ctx *S, cudaError_t e, const char *expr, const char *file, int line) {
-    fprintf(stderr, "cuda_mmf: %s:%d: %s: %s\n", file, line, expr, cudaGetErrorString(e));
-    exit(1);
-}
 
 /* f32 reference: out[n][R] = x . dequant(W)^T, 16x16 tiles */
 static __global__ void kernel_ref_deq(float *wf, const uint8_t *W, int64_t stride, int R, int K) {
@@ -79,12 +75,8 @@ int main(int argc, char **argv) {
     const int one_n = argc > 2 ? atoi(argv[2]) : 0;
     cu_ctx S_;
     cu_ctx *S = &S_;
-    memset(S, 0, sizeof *S);
-    CK(cudaStreamCreateWithFlags(&S->stream, cudaStreamNonBlocking));
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
-    S->num_sms = prop.multiProcessorCount;
-    S->pdl = prop.major >= 9;
+    lab_ctx_base(S, &prop);
     printf("cuda_mmf: %s, %d SMs\n", prop.name, S->num_sms);
     const int ns_all[] = {512, 2048, 1266};
     const int NMAX = 2048, KMAX = 14336, RMAX = 28672;

@@ -32,14 +32,10 @@
 #include <algorithm>
 #include <vector>
 
+#define LAB_NAME "cuda_mmq"
 #include "cuda_check.h"
+#include "lab_ctx.h"
 #include "lab_util.h"
-
-void cu_launch_check(cu_ctx *S, const char *what, const char *file, int line) {}
-void cu_record(cu_ctx *S, cudaError_t e, const char *expr, const char *file, int line) {
-    fprintf(stderr, "cuda_mmq: %s:%d: %s: %s\n", file, line, expr, cudaGetErrorString(e));
-    exit(1);
-}
 
 typedef void (*launch_fn)(cu_ctx *, float *, int, const uint8_t *, int64_t, const uint8_t *, int, int,
                           const cu_mmq_act *, int, const float *, int);
@@ -127,12 +123,8 @@ int main(int argc, char **argv) {
     const char *want_var = argc > 3 ? argv[3] : NULL;
     cu_ctx S_;
     cu_ctx *S = &S_;
-    memset(S, 0, sizeof *S);
-    CK(cudaStreamCreateWithFlags(&S->stream, cudaStreamNonBlocking));
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
-    S->num_sms = prop.multiProcessorCount;
-    S->pdl = prop.major >= 9;
+    lab_ctx_base(S, &prop);
     printf("cuda_mmq: %s, %d SMs\n", prop.name, S->num_sms);
     const int ns_all[] = {16, 32, 64, 128, 256, 512, 3314};
     const int NMAX = 3314;
