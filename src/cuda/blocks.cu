@@ -601,12 +601,14 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
         }
         /* MMQ or mmf down: SwiGLU and the prepass in one kernel (the f32 product unstored) */
         int have = 0;
-        if (mmq_takes(S, &L->w_down, n) && L->w_down.dev_mmf && mmf_wants(S, &L->w_down, n)) {
-            cu_mmf_swiglu(S, S->mh, fw->hb, fw->hb2, n, ff);
-            have = HAVE_MH;
-        } else if (mmq_takes(S, &L->w_down, n)) {
-            cu_mmq_quantize_swiglu(S, fw->hb, fw->hb2, n, ff, &S->mq);
-            have = HAVE_MQ;
+        if (mmq_takes(S, &L->w_down, n)) {
+            if (L->w_down.dev_mmf && mmf_wants(S, &L->w_down, n)) {
+                cu_mmf_swiglu(S, S->mh, fw->hb, fw->hb2, n, ff);
+                have = HAVE_MH;
+            } else {
+                cu_mmq_quantize_swiglu(S, fw->hb, fw->hb2, n, ff, &S->mq);
+                have = HAVE_MQ;
+            }
         } else {
             cu_swiglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, NULL);
         }
