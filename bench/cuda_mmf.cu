@@ -60,6 +60,18 @@ static const mvar mvars[] = {
     MV(4, 1, 8, 4, 2), MV(2, 2, 8, 4, 2), MV(4, 4, 4, 3, 1),
 };
 
+/* the column kernel (n < 128): NT column tiles of 8, RT row tiles a warp, KS warps over
+ * K, U chunks ahead */
+template <int NT, int RT, int KS, int U>
+static void lab_cols(cu_ctx *S, float *out, const uint8_t *P, int R, int K, const __half *xh, int n) {
+    mmf_cols_launch<QTYPE_Q4_K, NT, RT, KS, U>(S, out, NULL, INT_MAX, R, P, R, K, xh, n, NULL, 0);
+}
+#define CV(nt, rt, ks, u) {"cols nt" #nt " rt" #rt " ks" #ks " u" #u, lab_cols<nt, rt, ks, u>}
+static const mvar cvars8[] = {CV(1, 2, 16, 2), CV(1, 1, 16, 2), CV(1, 2, 8, 2), CV(1, 4, 16, 2), CV(1, 4, 8, 2)};
+static const mvar cvars16[] = {CV(2, 2, 16, 2), CV(2, 2, 8, 2), CV(2, 4, 8, 2)};
+static const mvar cvars32[] = {CV(4, 2, 8, 2), CV(4, 2, 16, 1), CV(4, 1, 16, 2)};
+static const mvar cvars64[] = {CV(8, 2, 8, 1), CV(8, 1, 16, 1), CV(8, 4, 8, 1)};
+
 struct shape {
     const char *name;
     int rows, K;
@@ -78,7 +90,7 @@ int main(int argc, char **argv) {
     cudaDeviceProp prop;
     lab_ctx_base(S, &prop);
     printf("cuda_mmf: %s, %d SMs\n", prop.name, S->num_sms);
-    const int ns_all[] = {512, 2048, 1266};
+    const int ns_all[] = {8, 16, 32, 64, 512, 2048, 1266};
     const int NMAX = 2048, KMAX = 14336, RMAX = 28672;
     float *x, *out, *ref;
     __half *xh;
@@ -177,14 +189,23 @@ int main(int argc, char **argv) {
             });
             printf("%-24s %5d %-20s %9.1f %8.1f %9.2g\n", sh.name, n, "mmq int8 (auto)", us, ops / us * 1e-6, err);
             cu_mmf_convert(S, xh, x, n, sh.K);
-            for (const mvar &v : mvars) {
+            const mvar *vs = mvars;
+            size_t nv = sizeof mvars / sizeof mvars[0];
+            if (n < CU_MMF_MIN_N) {
+                vs = n <= 8 ? cvars8 : n <= 16 ? cvars16 : n <= 32 ? cvars32 : cvars64;
+                nv = n <= 8 ? sizeof cvars8 / sizeof cvars8[0] : n <= 16 ? sizeof cvars16 / sizeof cvars16[0]
+                   : n <= 32 ? sizeof cvars32 / sizeof cvars32[0] : sizeof cvars64 / sizeof cvars64[0];
+            }
+            for (size_t vi = 0; vi < nv; vi++) {
+                const mvar &v = vs[vi];
                 CK(cudaMemset(out, 0xff, sizeof(float) * (size_t)no));
                 v.f(S, out, pl, sh.rows, sh.K, xh, n);
                 CK(cudaStreamSynchronize(S->stream));
                 CK(cudaGetLastError());
                 err = check();
                 us = time([&](int c) { v.f(S, out, pl + c * pbytes, sh.rows, sh.K, xh, n); });
-                printf("%-24s %5d %-20s %9.1f %8.1f %9.2g\n", sh.name, n, v.name, us, ops / us * 1e-6, err);
+                printf("%-24s %5d %-20s %9.1f %8.1f %9.2g %7.0f GB/s\n", sh.name, n, v.name, us, ops / us * 1e-6, err,
+                       (double)pbytes / us * 1e-3);
                 fflush(stdout);
             }
         }

@@ -153,7 +153,7 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     # the runs are independent processes and mostly host-bound (random weights, the CPU
     # reference): all at once, the host's cores shared among them. The two full runs (with
     # attention: its CPU reference over 3000-position prefixes) get a third of the cores each.
-    NR=9
+    NR=10
     NC=$(nproc 2>/dev/null || echo 4)
     TH=$(( NC / NR )); [ "$TH" -ge 2 ] || TH=2
     THA=$(( NC / 3 )); [ "$THA" -ge 2 ] || THA=2
@@ -161,10 +161,12 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     bg_start cuda_ops_paths_off env MINFER_TEST_THREADS=$THA $OFF "$TESTS/test_cuda_ops"
     if [ "$QUICK" = 0 ]; then
         # the GEMV schedules with their fast forms off (matmuls and blocks: MINFER_TEST_OPS)
-        for off in tma-ring wide-ring qkv-mixed ring-pairs,xstm-staged,xsg-shared,norm-warps add-in-gemv swiglu-gemv gemv-cols q8; do
+        # (the GEMV runs also turn mmf-cols off: with it on, q4_K/q6_K matrices of 2..8
+        # columns leave the GEMVs for the mmf column kernel; mmf-cols has a run of its own)
+        for off in tma-ring wide-ring qkv-mixed ring-pairs,xstm-staged,xsg-shared,norm-warps add-in-gemv swiglu-gemv gemv-cols q8 mmf-cols; do
             for ops in matmul blocks; do
                 bg_start "cuda_ops_${ops}_${off//,/+}" env MINFER_TEST_THREADS=$TH MINFER_TEST_OPS=$ops \
-                    MINFER_CUDA_DISABLE=$off MINFER_VERBOSE=1 "$TESTS/test_cuda_ops"
+                    MINFER_CUDA_DISABLE=$off,mmf-cols MINFER_VERBOSE=1 "$TESTS/test_cuda_ops"
             done
         done
         # the decode attention's head-group arrays at their full size, reads after the wait
@@ -183,6 +185,7 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
     check "ring loops two rows a step in the default op run" grep -qE 'ring-pairs launches [1-9]' "$L"
     check "fused blocks ran in the default op run" grep -qE 'fused blocks [1-9]' "$L"
     check "the 2..8-column GEMV (cols) launched in the default op run" grep -qE 'cols launches [1-9]' "$L"
+    check "the mmf column kernel (mmf-cols) launched in the default op run" grep -qE 'column kernel [1-9]' "$L"
     if [ "$QUICK" = 0 ]; then
         check "no xsgs launch with xsg-shared off" grep -qE '\(shared ring 0\)' \
             "$TMP/bg-cuda_ops_blocks_ring-pairs+xstm-staged+xsg-shared+norm-warps.log"
@@ -193,6 +196,7 @@ if [ -x "$TESTS/test_cuda_ops" ]; then
         check "no folded add with add-in-gemv off" grep -qE 'add-in-gemv launches 0' "$TMP/bg-cuda_ops_blocks_add-in-gemv.log"
         check "no xsg launch with swiglu-gemv off" grep -qE 'swiglu-gemv launches 0 ' "$TMP/bg-cuda_ops_blocks_swiglu-gemv.log"
         check "no cols launch with gemv-cols off" grep -qE 'cols launches 0,' "$TMP/bg-cuda_ops_matmul_gemv-cols.log"
+        check "no mmf column-kernel launch with mmf-cols off" grep -qE 'column kernel 0\)' "$TMP/bg-cuda_ops_matmul_mmf-cols.log"
     fi
 else
     echo "FAIL: $TESTS/test_cuda_ops not built"; F=$((F + 1))
@@ -250,7 +254,7 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
         check "1b q4_k_m, a long prompt: q4_K and q6_K GEMMs on path mmf" grep -qE 'mmf q4_K [1-9][0-9]*, q6_K [1-9]' "$TMP/mmf.err"
         MINFER_CENSUS=1 MINFER_CUDA_DISABLE=mmf "$BIN" run -m "$TMP/1b.gguf" -p "$PL" -n 4 --temp 0 --device cuda \
             >/dev/null 2>"$TMP/mmf.err"
-        check "1b q4_k_m, a long prompt, mmf off: no mmf launch" grep -qE 'mmf q4_K 0, q6_K 0,' "$TMP/mmf.err"
+        check "1b q4_k_m, a long prompt, mmf off: no mmf launch" grep -qE 'mmf q4_K 0, q6_K 0 ' "$TMP/mmf.err"
     fi
 fi
 

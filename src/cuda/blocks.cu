@@ -11,7 +11,8 @@
  *   logits: rmsnorm + q8 -> output GEMV -> download (in a graph: a kernel storing into
  *           the pinned logits)
  * Every producer of a GEMV input writes that input's q8 (and its lane-major copies,
- * common.cuh), so no GEMV quantizes its own input. Prefill blocks (n > 8): rmsnorm
+ * common.cuh), so no GEMV quantizes its own input. Prefill blocks (n > 8, and 2..8 where
+ * path mmf-cols takes every matrix of the layer: mmf_cols_layer): rmsnorm
  * with the residual add still owed -> f16 tensor-core GEMMs -> KV store with RoPE ->
  * flash attention. Path "fused" off: forward.c's composed blocks over the primitive
  * ops below (one kernel per op), the reference the fused blocks are tested against.
@@ -170,10 +171,24 @@ static int mmq_takes(const cu_state *S, const mf_weight *w, int n) {
     return S->on[CU_PATH_MMQ] && S->mq.q && n > CU_MAX_GEMV_COLS && cu_mmq_supported(w->type, w->cols);
 }
 
-/* 1 when a q4_K / q6_K GEMM of n columns that MMQ takes runs on path mmf instead (given its
- * plane: every layer matrix has one when the path is on, cu_build_mmf_planes). */
+/* 1 when a q4_K / q6_K GEMM of n columns runs on path mmf (given its plane: every layer
+ * matrix has one when the path is on, cu_build_mmf_planes): from 128 columns on the
+ * 128x64 tile, CU_MMF_COLS_MIN..MAX on the column kernel (path mmf-cols). */
 static int mmf_wants(const cu_state *S, const mf_weight *w, int n) {
-    return S->on[CU_PATH_MMF] && S->mh && n >= CU_MMF_MIN_N && cu_mmf_supported(w->type, w->cols);
+    return S->on[CU_PATH_MMF] && S->mh && cu_mmf_supported(w->type, w->cols) &&
+           (n >= CU_MMF_MIN_N || (S->on[CU_PATH_MMF_COLS] && n >= CU_MMF_COLS_MIN && n <= CU_MMF_COLS_MAX));
+}
+
+/* 1 when a layer's blocks over n <= 8 columns (several sequences a step) run as prefill
+ * blocks on path mmf's column kernel instead of the GEMVs: every matrix of the layer
+ * has its plane. */
+static int mmf_cols_layer(const cu_state *S, const mf_layer *L, int l, int n) {
+    if (n > CU_MAX_GEMV_COLS) return 0;
+    const mf_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_down};
+    for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++)
+        if (!ws[i]->dev_mmf || !mmf_wants(S, ws[i], n)) return 0;
+    const int gu = S->gu && S->gu[l].on ? S->gu[l].mmf != NULL : L->w_gate.dev_mmf != NULL && L->w_up.dev_mmf != NULL;
+    return gu && mmf_wants(S, &L->w_gate, n) && mmf_wants(S, &L->w_up, n);
 }
 
 /* The label of the GEMM path a weight type took, once per type (DESIGN.md item 5: a
@@ -213,11 +228,13 @@ static int matmul_mmq(cu_state *S, float *out, const float *x, const mf_weight *
         if (!(have & HAVE_MH)) cu_mmf_convert(S, S->mh, x, n, K);
         cu_mmf(S, w->type, out, (int)w->rows, fplane, rows, K, S->mh, n, bias, accum, out2, (int)w->rows);
         S->n.mmf[w->type == QTYPE_Q6_K]++;
+        S->n.mmf_cols += n < CU_MMF_MIN_N;
         S->n.mmq_gu += out2 != NULL;
         if (!(S->mmf_said & (1u << (w->type & 31)))) {
             S->mmf_said |= 1u << (w->type & 31);
             fprintf(stderr, "minfer/cuda: %s mmf: A=cp.async(prepass f16) B=f16-fragment plane, dequantized in "
-                            "registers (%d+ tokens)\n", qtype_name(w->type), CU_MMF_MIN_N);
+                            "registers (%d+ columns: 128x64 tiles; %s)\n", qtype_name(w->type), CU_MMF_MIN_N,
+                    S->on[CU_PATH_MMF_COLS] ? "8 columns: 32-row tiles split over K, path mmf-cols" : "path mmf-cols off");
         }
         return have | HAVE_MH;
     }
@@ -245,9 +262,10 @@ static int matmul_run(cu_state *S, float *out, const float *x, const mf_weight *
         cu_record(S, cudaErrorInvalidValue, "matmul: batch wider than n_batch, input wider than the model's, or weight not on the device", __FILE__, __LINE__);
         return 0;
     }
-    if (n <= CU_MAX_GEMV_COLS) return gemv(S, &w, &out, &bias, 1, 0, x, n, have_q8, 0, ring_pre);
+    const int mmf = w->dev_mmf && mmf_wants(S, w, n);
+    if (n <= CU_MAX_GEMV_COLS && !mmf) return gemv(S, &w, &out, &bias, 1, 0, x, n, have_q8, 0, ring_pre);
     const float *bd = bias && bias->host ? (const float *)bias->dev : NULL;
-    if (mmq_takes(S, w, n))
+    if (mmf || mmq_takes(S, w, n))
         return matmul_mmq(S, out, x, w, bd, n, have_q8, 0, R, (const uint8_t *)w->dev_plane, NULL,
                           (const uint8_t *)w->dev_mmf);
     /* f32 weights stay f32 in prefill too (the f16 GEMM would round them; f32 models
@@ -535,7 +553,7 @@ static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     const mf_layer *L = &fw->m->layers[l];
     const mf_hparams *hp = &S->hp;
     const int n = b->n, hd = hp->head_dim;
-    const int decode = n <= CU_MAX_GEMV_COLS;
+    const int decode = n <= CU_MAX_GEMV_COLS && !mmf_cols_layer(S, L, l, n);
     const mf_weight *qkv[3] = {&L->wq, &L->wk, &L->wv};
     int have_q8 = decode ? norm_in(S, fw->xb, fw->x, &L->attn_norm, n, 1)
                          : norm_in_mq(S, fw->xb, fw->x, &L->attn_norm, n, qkv, 3);
@@ -582,12 +600,12 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     const mf_layer *L = &fw->m->layers[l];
     const mf_hparams *hp = &S->hp;
     const int n = b->n, ff = hp->n_ff;
-    const int decode = n <= CU_MAX_GEMV_COLS;
+    const int decode = n <= CU_MAX_GEMV_COLS && !mmf_cols_layer(S, L, l, n);
     const mf_weight *gu[2] = {&L->w_gate, &L->w_up};
     int have_q8 = decode ? norm_in(S, fw->xb, fw->x, &L->ffn_norm, n, 1)
                          : norm_in_mq(S, fw->xb, fw->x, &L->ffn_norm, n, gu, 2);
     if (!decode) {
-        if (S->gu && S->gu[l].on && mmq_takes(S, &L->w_gate, n)) {
+        if (S->gu && S->gu[l].on && ((S->gu[l].mmf && mmf_wants(S, &L->w_gate, n)) || mmq_takes(S, &L->w_gate, n))) {
             /* gate and up in one launch over both (upload.cu gu_pairable): the same
              * arithmetic per output, one tail wave instead of two */
             S->prof_tag = "ffn_gate+up (one GEMM)";
@@ -601,14 +619,12 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
         }
         /* MMQ or mmf down: SwiGLU and the prepass in one kernel (the f32 product unstored) */
         int have = 0;
-        if (mmq_takes(S, &L->w_down, n)) {
-            if (L->w_down.dev_mmf && mmf_wants(S, &L->w_down, n)) {
-                cu_mmf_swiglu(S, S->mh, fw->hb, fw->hb2, n, ff);
-                have = HAVE_MH;
-            } else {
-                cu_mmq_quantize_swiglu(S, fw->hb, fw->hb2, n, ff, &S->mq);
-                have = HAVE_MQ;
-            }
+        if (L->w_down.dev_mmf && mmf_wants(S, &L->w_down, n)) {
+            cu_mmf_swiglu(S, S->mh, fw->hb, fw->hb2, n, ff);
+            have = HAVE_MH;
+        } else if (mmq_takes(S, &L->w_down, n)) {
+            cu_mmq_quantize_swiglu(S, fw->hb, fw->hb2, n, ff, &S->mq);
+            have = HAVE_MQ;
         } else {
             cu_swiglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, NULL);
         }

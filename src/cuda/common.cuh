@@ -160,6 +160,7 @@ struct cu_census {
     uint64_t mmq_gu;        /* of them, gate+up pairs in one launch (path mmq-gu) */
     uint64_t mmq_norm;      /* prefill norms that wrote the MMQ int8 form (path mmq-norm) */
     uint64_t mmf[2];        /* q4_K, q6_K prefill GEMMs on f16 tensor cores from the fragment plane (path mmf) */
+    uint64_t mmf_cols;      /* of them, on the column kernel (below 128 columns, path mmf-cols) */
     uint64_t mm_f16;        /* prefill GEMMs on the f16 path (a type or shape MMQ does not take, or path mmq off) */
 };
 struct cu_ctx {
@@ -615,12 +616,20 @@ void cu_mmq(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, ui
             const cu_mmq_act *a, int n, const float *bias, int accum, const uint8_t *plane, float *out2, int rsplit);
 /* mmf.cu: q4_K and q6_K prefill GEMMs on f16 tensor cores, the weights dequantized in
  * registers from a plane in mma fragment order (cu_mmf_plane_build, cu_mmf_plane_bytes:
- * 320 B (q4_K) or 576 B (q6_K) per 16 rows x 32 values). Activations f16 [n_pad][K], n_pad = n rounded up to CU_MMF_NPAD,
- * padding zeros: cu_mmf_convert (x), cu_mmf_swiglu (silu(g) * u). cu_mmf: out, ldo,
- * bias, accum, out2/rsplit as cu_mmq's. Used from CU_MMF_MIN_N tokens: below it the
- * int8 kernels' split-K keeps the SMs busy (the f16 tile splits nothing). */
+ * 320 B (q4_K) or 576 B (q6_K) per 16 rows x 32 values). Activations f16 [n_pad][K],
+ * n_pad = cu_mmf_npad(n) (8, 16, 32, or n rounded up to CU_MMF_NPAD), padding zeros:
+ * cu_mmf_convert (x), cu_mmf_swiglu (silu(g) * u). cu_mmf: out, ldo, bias, accum,
+ * out2/rsplit as cu_mmq's. From CU_MMF_MIN_N columns the 128x64 tile; below, the column
+ * kernel (one 16-row tile a block, K split over its warps: the 128-row tile would leave
+ * most SMs idle). */
 #define CU_MMF_NPAD 64
 #define CU_MMF_MIN_N 128
+/* The column kernel's columns (path mmf-cols), as measured on the 7B q4_k_m (bench -s,
+ * aggregate tok/s, kernel on vs off): 8 sequences 2007.6 vs 1578.6; 2: 520.9 vs 882.4 and
+ * 4: 1030.5 vs 1283.4 (the GEMVs win), 16..64: 3059 vs 3189, 3940 vs 5791, 5269 vs 7751
+ * (the int8 MMQ split-K wins). So it takes 8 columns, whole layers (blocks.cu). */
+#define CU_MMF_COLS_MIN 8
+#define CU_MMF_COLS_MAX 8
 int cu_mmf_supported(uint32_t type, int64_t K);
 int cu_mmf_npad(int n);
 size_t cu_mmf_plane_bytes(uint32_t type, int R, int K);

@@ -146,7 +146,11 @@ static __global__ void kernel_mmf_convert(__half *xh, const float *x, const floa
     *(uint2 *)(xh + i) = o;
 }
 
-int cu_mmf_npad(int n) { return (n + CU_MMF_NPAD - 1) / CU_MMF_NPAD * CU_MMF_NPAD; }
+/* (up to 32 columns: n rounded up to 8, 16 or 32, which covers the column kernel's groups of 8) */
+int cu_mmf_npad(int n) {
+    if (n <= 32) return n <= 8 ? 8 : n <= 16 ? 16 : 32;
+    return (n + CU_MMF_NPAD - 1) / CU_MMF_NPAD * CU_MMF_NPAD;
+}
 
 static void mmf_convert_launch(cu_ctx *S, const char *what, __half *xh, const float *x, const float *u, int n, int K) {
     const int n_pad = cu_mmf_npad(n);
@@ -348,12 +352,148 @@ static void mmf_launch(cu_ctx *S, float *out, float *out2, int rsplit, int ldo, 
 #define MMF_TILE 4, 1, 8, 4, 2
 static_assert(mmf_cfg<QTYPE_Q4_K, 4, 1, 8, 4>::BN == CU_MMF_NPAD, "n_pad is one token tile");
 
+/* Few columns (8 sequences decoded together: path mmf-cols): the same
+ * records and arithmetic, no shared-memory staging. A block is RT 16-row tiles and KS
+ * warps; warp w takes the contiguous run w of the K/32 chunks (in-block split-K: a
+ * 4096-row matrix is 64 blocks of 8 warps at RT 4, where the 128-row tile makes 32
+ * blocks of 4 and leaves most SMs idle) and multiplies them against 8*NT columns read
+ * from xh (the mma B registers are two f16 pairs of one token row, L2-resident: the RT
+ * tiles of a warp share them). Both the weight records and the B registers are loaded U
+ * chunks ahead of their use. The warps' sums meet in shared memory in warp order (the
+ * same bits every run). */
+template <int T, int NT, int RT, int KS, int U>
+static __global__ void __launch_bounds__(32 * KS)
+kernel_mmf_cols(float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R, int K, const __half *xh, int n,
+                const float *bias, int accum) {
+    constexpr int REC = mmf_fmt<T>::rec, SC = mmf_fmt<T>::codes, QW = T == QTYPE_Q6_K ? 4 : 2;
+    __shared__ float sum[RT * NT * 4][32];
+    pdl_trigger();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int rt0 = blockIdx.x * RT, tok0 = blockIdx.y * 8 * NT;
+    const int KC = K / 32, n_rt = (R + 15) / 16;
+    const int kc0 = (int)((int64_t)warp * KC / KS), kc1 = (int)((int64_t)(warp + 1) * KC / KS);
+    /* the lane's B row (token tok0 + 8j + g; xh has n_pad >= tok0 + 8 NT rows) at k = 2t */
+    const __half *xb = xh + (int64_t)(tok0 + g) * K + 2 * t;
+
+    float acc[RT][NT][4];
+#pragma unroll
+    for (int i = 0; i < RT; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+
+    uint32_t q[2][U][RT][QW], sc[2][U][RT][2], bx[2][U][NT][4];
+    auto load = [&](int buf, int kc) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (kc + u >= kc1) continue;
+#pragma unroll
+            for (int i = 0; i < RT; i++) {
+                if (rt0 + i >= n_rt) continue;
+                const uint8_t *r = P + ((int64_t)(rt0 + i) * KC + kc + u) * REC;
+                if constexpr (QW == 4) {
+                    const uint4 v = __ldg((const uint4 *)(r + lane * 16));
+                    q[buf][u][i][0] = v.x, q[buf][u][i][1] = v.y, q[buf][u][i][2] = v.z, q[buf][u][i][3] = v.w;
+                } else {
+                    const uint2 v = __ldg((const uint2 *)(r + lane * 8));
+                    q[buf][u][i][0] = v.x, q[buf][u][i][1] = v.y;
+                }
+                sc[buf][u][i][0] = __ldg((const uint32_t *)(r + SC + g * 4));
+                sc[buf][u][i][1] = __ldg((const uint32_t *)(r + SC + (g + 8) * 4));
+            }
+            const __half *xk = xb + (int64_t)(kc + u) * 32;
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) bx[buf][u][j][e] = __ldg((const uint32_t *)(xk + (int64_t)8 * j * K + 8 * e));
+        }
+    };
+    auto compute = [&](int buf, int kc) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (kc + u >= kc1) break;
+#pragma unroll
+            for (int i = 0; i < RT; i++) {
+                if (rt0 + i >= n_rt) continue;
+                uint32_t af[2][4];
+                const __half2 sg = *(const __half2 *)&sc[buf][u][i][0], sg8 = *(const __half2 *)&sc[buf][u][i][1];
+                if constexpr (QW == 4) {
+                    mmf_dequant_q6(q[buf][u][i][0], q[buf][u][i][1], __low2half2(sg), __low2half2(sg8), af[0]);
+                    mmf_dequant_q6(q[buf][u][i][2], q[buf][u][i][3], __high2half2(sg), __high2half2(sg8), af[1]);
+                } else {
+                    const __half2 s0 = __low2half2(sg), m0 = __high2half2(sg), s1 = __low2half2(sg8), m1 = __high2half2(sg8);
+                    mmf_dequant(q[buf][u][i][0], s0, m0, s1, m1, af[0]);
+                    mmf_dequant(q[buf][u][i][1], s0, m0, s1, m1, af[1]);
+                }
+#pragma unroll
+                for (int j = 0; j < NT; j++) {
+                    mma_f16_16816(acc[i][j], af[0], bx[buf][u][j][0], bx[buf][u][j][1]);
+                    mma_f16_16816(acc[i][j], af[1], bx[buf][u][j][2], bx[buf][u][j][3]);
+                }
+            }
+        }
+    };
+    pdl_wait(); /* (the activations are the kernel ahead's output) */
+    /* two register sets, the next U chunks loading while the last U are multiplied (the
+     * set indices stay constants: a runtime index would put the arrays in local memory) */
+    load(0, kc0);
+    for (int kc = kc0; kc < kc1; kc += 2 * U) {
+        load(1, kc + U);
+        compute(0, kc);
+        load(0, kc + 2 * U);
+        compute(1, kc + U);
+    }
+    /* the warps' sums, added in warp order */
+    for (int w = 0; w < KS; w++) {
+        if (warp == w) {
+#pragma unroll
+            for (int i = 0; i < RT; i++)
+#pragma unroll
+                for (int j = 0; j < NT; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        float *d = &sum[(i * NT + j) * 4 + e][lane];
+                        *d = w ? *d + acc[i][j][e] : acc[i][j][e];
+                    }
+        }
+        __syncthreads();
+    }
+    for (int o = threadIdx.x; o < RT * NT * 4 * 32; o += 32 * KS) {
+        const int l = o % 32, c = o / 32, i = c / (NT * 4), j = (c / 4) % NT, e = c % 4;
+        const int r = (rt0 + i) * 16 + (l >> 2) + (e >> 1) * 8, tk = tok0 + 8 * j + 2 * (l & 3) + (e & 1);
+        if (r < R && tk < n) gemm_store(out, out2, rsplit, ldo, r, tk, sum[c][l], bias, accum);
+    }
+}
+
+template <int T, int NT, int RT, int KS, int U>
+static void mmf_cols_launch(cu_ctx *S, float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R, int K,
+                            const __half *xh, int n, const float *bias, int accum) {
+    dim3 grid(((R + 15) / 16 + RT - 1) / RT, (n + 8 * NT - 1) / (8 * NT));
+    cu_launch(S, "mmf_cols", kernel_mmf_cols<T, NT, RT, KS, U>, grid, dim3(32 * KS), 0, out, out2, rsplit, ldo, P, R, K,
+              xh, n, bias, accum);
+}
+
+/* 8-column groups (the path takes 8 columns, CU_MMF_COLS_MIN..MAX; the lab's wider
+ * column tiles, bench/cuda_mmf.cu, lost to the int8 MMQ kernel from 16) */
+template <int T>
+static void mmf_cols_pick(cu_ctx *S, float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R, int K,
+                          const __half *xh, int n, const float *bias, int accum) {
+    /* 16 warps over K for every shape: 7B bench -s 8 2007.6 tok/s; with 8 warps where
+     * K < 8192 (the lab's gate+up 22016x4096: 32.7 us vs 49.3 at 16) 1869.0 in the step */
+    mmf_cols_launch<T, 1, 2, 16, 2>(S, out, out2, rsplit, ldo, P, R, K, xh, n, bias, accum);
+}
+
 void cu_mmf(cu_ctx *S, uint32_t type, float *out, int ldo, const uint8_t *plane, int R, int K, const __half *xh, int n,
             const float *bias, int accum, float *out2, int rsplit) {
     if (!out2) rsplit = INT_MAX;
     if (!cu_mmf_supported(type, K) || !plane || !xh) {
         cu_record(S, cudaErrorInvalidValue, "mmf: type not q4_K/q6_K, K not a multiple of 256, or no plane or activations",
                   __FILE__, __LINE__);
+        return;
+    }
+    if (n < CU_MMF_MIN_N) {
+        if (type == QTYPE_Q6_K) mmf_cols_pick<QTYPE_Q6_K>(S, out, out2, rsplit, ldo, plane, R, K, xh, n, bias, accum);
+        else mmf_cols_pick<QTYPE_Q4_K>(S, out, out2, rsplit, ldo, plane, R, K, xh, n, bias, accum);
         return;
     }
     if (type == QTYPE_Q6_K) mmf_launch<QTYPE_Q6_K, MMF_TILE>(S, out, out2, rsplit, ldo, plane, R, K, xh, n, bias, accum);

@@ -31,4 +31,5 @@ const mf_path cu_paths[CU_PATH_COUNT] = {
     [CU_PATH_MMQ_EXP] = { "mmq-exp", "q6_K layer matrices get a plane at load (codes as centred int8, d*sc as f32; 320 B per 256 weights) that their MMQ GEMMs read; off: decoded from the q6_K bytes in the kernel", 1 },
     [CU_PATH_MMQ_GU] = { "mmq-gu", "the prefill runs a layer's gate and up as one MMQ GEMM of twice n_ff rows where the weights lie one after the other (one plane for both); off: two GEMMs", 1 },
     [CU_PATH_MMF] = { "mmf", "q4_K and q6_K GEMMs of 128+ tokens on f16 tensor cores: a plane at load holds the codes in mma fragment order with their scales as f16 (q4_K 320 B, q6_K 576 B per 512 weights), dequantized in registers; activations f16; off: the int8 MMQ kernel", 1 },
+    [CU_PATH_MMF_COLS] = { "mmf-cols", "decode steps of 8 sequences run whole layers on path mmf's planes and arithmetic where every layer matrix has its plane: a block is two 16-row tiles whose 8 or 16 warps split K, no staging (2..7 columns stay on the GEMVs, 9+ on MMQ: measured faster there); off: the 8-column GEMV", 1 },
 };

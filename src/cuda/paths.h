@@ -40,6 +40,7 @@ typedef enum cu_path_id {
     CU_PATH_MMQ_EXP,      /* q6_K MMQ codes and scales from a registration-time plane (W_exp + W_dsc) */
     CU_PATH_MMQ_GU,       /* a layer's gate and up as one MMQ GEMM */
     CU_PATH_MMF,          /* q4_K/q6_K prefill GEMMs on f16 tensor cores, weights dequantized in registers */
+    CU_PATH_MMF_COLS,     /* those GEMMs for 2..127 columns (several sequences a step) */
     CU_PATH_COUNT
 } cu_path_id;
 

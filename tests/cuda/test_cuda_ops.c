@@ -23,6 +23,7 @@
 static mf_rng rng;
 static int dp4a_on;
 static int mmq_on; /* path mmq not disabled: GEMMs of q4_K, q6_K, q8_0 (K % 256 == 0) on int8 */
+static int mmf_cols_on; /* path mmf-cols not disabled: q4_K/q6_K with a plane on mmf at 8 columns */
 
 /* The mirrors' dot products: out[t][r] = bias[r] + wr . xh[t] in double, for the n tokens
  * of xh [n][K] and weight row r (dequantized as the kernel under test sees it, wr). */
@@ -390,15 +391,17 @@ static void run_matmul(env *e, mf_weight *w, int nm, const mf_weight *bias, int 
         float *got = host_of(e, od[i], no);
         double er = nerr(got, ref[i], no);
         const int gemm = n > 8;
-        const int q8 = !gemm && dp4a_on && t != QTYPE_F32 && t != QTYPE_F16 && t != QTYPE_BF16;
-        const int mmq = gemm && mmq_on && (t == QTYPE_Q4_K || t == QTYPE_Q6_K || t == QTYPE_Q8_0) && K % 256 == 0;
-        /* (int8 activations: the q8 GEMVs' tolerance) */
-        const double tol = mmq ? 2e-2 : gemm ? 4e-3 : q8 ? 2e-2 : 2e-5;
+        /* (path mmf: q4_K/q6_K where the matrix has its plane, from 128 columns, or from 2
+         * on the column kernel, path mmf-cols) */
+        const int mmf = (t == QTYPE_Q4_K || t == QTYPE_Q6_K) && K % 256 == 0 && w[i].dev_mmf &&
+                        (n >= 128 || (mmf_cols_on && n == 8));
+        const int q8 = !gemm && !mmf && dp4a_on && t != QTYPE_F32 && t != QTYPE_F16 && t != QTYPE_BF16;
+        const int mmq = !mmf && gemm && mmq_on && (t == QTYPE_Q4_K || t == QTYPE_Q6_K || t == QTYPE_Q8_0) && K % 256 == 0;
+        /* (int8 activations: the q8 GEMVs' tolerance; f16 operands: the f16 GEMM's) */
+        const double tol = mmf ? 4e-3 : mmq ? 2e-2 : gemm ? 4e-3 : q8 ? 2e-2 : 2e-5;
         CHECK(er < tol, "matmul %s rows %d K %d n %d bias %d group %d: err %.3g (tol %.1g)", qtype_name(w[i].type),
               (int)w[i].rows, K, n, bias != NULL, nm, er, tol);
-        /* (path mmf: q4_K from 128 tokens where the matrix has its plane) */
-        const int mmf = mmq && (t == QTYPE_Q4_K || t == QTYPE_Q6_K) && w[i].dev_mmf && n >= 128;
-        if (mmq) {
+        if (mmq || mmf) {
             float *mir = malloc(no * sizeof(float));
             if (mmf) mmf_mirror(&w[i], x, n, bias, mir);
             else mmq_mirror(&w[i], x, n, bias, mir);
@@ -807,6 +810,9 @@ static void test_blocks(const char *name, int dim, int ff, int nh, int nkv, int 
                         const int *ns, int nn) {
     env e;
     const int n_ctx = 1024, n_batch = 64;
+    const uint32_t lt[] = {tqk, tv, to, tgu, td};
+    int kq_layer = 1;
+    for (int i = 0; i < 5; i++) kq_layer &= lt[i] == QTYPE_Q4_K || lt[i] == QTYPE_Q6_K;
     if (env_init(&e, dim, ff, nh, nkv, hd, n_ctx, n_seq, n_batch)) {
         CHECK(0, "blocks env %s", name);
         env_free(&e);
@@ -849,7 +855,8 @@ static void test_blocks(const char *name, int dim, int ff, int nh, int nkv, int 
         const double ef = blk_run(&e, &fc, &fg, 1, &b);
         const double el = blk_run(&e, &fc, &fg, 2, &b);
         /* q8 activations (~0.5% a dot), the f16 GEMM operands, the f16 KV cache (f32 on the CPU) */
-        const int gemm = n > 8;
+        /* (8 columns run the layer on path mmf-cols where every matrix is q4_K/q6_K) */
+        const int gemm = n > 8 || (mmf_cols_on && n == 8 && kq_layer);
         const double tol = gemm ? (mmq_on ? 2e-2 : 1e-2) : dp4a_on ? 2e-2 : 2e-3;
         /* attention reads the f16 cache (f32 on the CPU): with f32 GEMVs
            (q8 off) that alone measured 2.04e-3 on gqa-bias n 5, so its floor is 3e-3 */
@@ -883,6 +890,7 @@ int main(void) {
         const char *off = getenv("MINFER_CUDA_DISABLE");
         dp4a_on = !(off && (strstr(off, "q8") || strstr(off, "all")));
         mmq_on = !(off && (strstr(off, "mmq") || strstr(off, "all")));
+        mmf_cols_on = mmq_on && !(off && (strstr(off, "mmf") || strstr(off, "all")));
     }
     /* MINFER_TEST_OPS=matmul: the matmul checks only; =attention: the attention checks
      * only; =blocks: the block checks only (a quick run after a change to them) */
