@@ -189,15 +189,13 @@ int main(int argc, char **argv) {
             });
             printf("%-24s %5d %-20s %9.1f %8.1f %9.2g\n", sh.name, n, "mmq int8 (auto)", us, ops / us * 1e-6, err);
             cu_mmf_convert(S, xh, x, n, sh.K);
-            const mvar *vs = mvars;
-            size_t nv = sizeof mvars / sizeof mvars[0];
-            if (n < CU_MMF_MIN_N) {
-                vs = n <= 8 ? cvars8 : n <= 16 ? cvars16 : n <= 32 ? cvars32 : cvars64;
-                nv = n <= 8 ? sizeof cvars8 / sizeof cvars8[0] : n <= 16 ? sizeof cvars16 / sizeof cvars16[0]
-                   : n <= 32 ? sizeof cvars32 / sizeof cvars32[0] : sizeof cvars64 / sizeof cvars64[0];
-            }
-            for (size_t vi = 0; vi < nv; vi++) {
-                const mvar &v = vs[vi];
+            /* (the column kernel's variants below 128 columns, by column group) */
+            const std::vector<mvar> vs = n >= CU_MMF_MIN_N ? std::vector<mvar>(std::begin(mvars), std::end(mvars))
+                                         : n <= 8  ? std::vector<mvar>(std::begin(cvars8), std::end(cvars8))
+                                         : n <= 16 ? std::vector<mvar>(std::begin(cvars16), std::end(cvars16))
+                                         : n <= 32 ? std::vector<mvar>(std::begin(cvars32), std::end(cvars32))
+                                                   : std::vector<mvar>(std::begin(cvars64), std::end(cvars64));
+            for (const mvar &v : vs) {
                 CK(cudaMemset(out, 0xff, sizeof(float) * (size_t)no));
                 v.f(S, out, pl, sh.rows, sh.K, xh, n);
                 CK(cudaStreamSynchronize(S->stream));

@@ -11,7 +11,7 @@
  *   logits: rmsnorm + q8 -> output GEMV -> download (in a graph: a kernel storing into
  *           the pinned logits)
  * Every producer of a GEMV input writes that input's q8 (and its lane-major copies,
- * common.cuh), so no GEMV quantizes its own input. Prefill blocks (n > 8, and 2..8 where
+ * common.cuh), so no GEMV quantizes its own input. Prefill blocks (n > 8, and 8 where
  * path mmf-cols takes every matrix of the layer: mmf_cols_layer): rmsnorm
  * with the residual add still owed -> f16 tensor-core GEMMs -> KV store with RoPE ->
  * flash attention. Path "fused" off: forward.c's composed blocks over the primitive

@@ -617,7 +617,7 @@ void cu_mmq(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, ui
 /* mmf.cu: q4_K and q6_K prefill GEMMs on f16 tensor cores, the weights dequantized in
  * registers from a plane in mma fragment order (cu_mmf_plane_build, cu_mmf_plane_bytes:
  * 320 B (q4_K) or 576 B (q6_K) per 16 rows x 32 values). Activations f16 [n_pad][K],
- * n_pad = cu_mmf_npad(n) (8, 16, 32, or n rounded up to CU_MMF_NPAD), padding zeros:
+ * n_pad = cu_mmf_npad(n) (n rounded up to 8 below CU_MMF_MIN_N, else to CU_MMF_NPAD), padding zeros:
  * cu_mmf_convert (x), cu_mmf_swiglu (silu(g) * u). cu_mmf: out, ldo, bias, accum,
  * out2/rsplit as cu_mmq's. From CU_MMF_MIN_N columns the 128x64 tile; below, the column
  * kernel (one 16-row tile a block, K split over its warps: the 128-row tile would leave

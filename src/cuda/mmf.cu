@@ -146,10 +146,10 @@ static __global__ void kernel_mmf_convert(__half *xh, const float *x, const floa
     *(uint2 *)(xh + i) = o;
 }
 
-/* (up to 32 columns: n rounded up to 8, 16 or 32, which covers the column kernel's groups of 8) */
+/* (below CU_MMF_MIN_N the column kernel reads groups of 8 columns) */
 int cu_mmf_npad(int n) {
-    if (n <= 32) return n <= 8 ? 8 : n <= 16 ? 16 : 32;
-    return (n + CU_MMF_NPAD - 1) / CU_MMF_NPAD * CU_MMF_NPAD;
+    const int q = n < CU_MMF_MIN_N ? 8 : CU_MMF_NPAD;
+    return (n + q - 1) / q * q;
 }
 
 static void mmf_convert_launch(cu_ctx *S, const char *what, __half *xh, const float *x, const float *u, int n, int K) {
@@ -201,6 +201,20 @@ static __device__ __forceinline__ void mmf_dequant_q6(uint32_t q0, uint32_t q1, 
     for (int i = 0; i < 4; i++) {
         const __half2 w = __hmul2(__hsub2(*(const __half2 *)&p[i], k1056), (i & 1) ? s1 : s0);
         a[i] = *(const uint32_t *)&w;
+    }
+}
+
+/* The A registers of a record's two k16 steps, af[w], from the lane's code words q (q4_K:
+ * q[0..1]; q6_K: q[0..3]) and the half2 scale words of its rows g (sg) and g+8 (sg8). */
+template <int T>
+static __device__ __forceinline__ void mmf_rec_frags(const uint32_t *q, __half2 sg, __half2 sg8, uint32_t af[2][4]) {
+    if constexpr (T == QTYPE_Q6_K) {
+        mmf_dequant_q6(q[0], q[1], __low2half2(sg), __low2half2(sg8), af[0]);
+        mmf_dequant_q6(q[2], q[3], __high2half2(sg), __high2half2(sg8), af[1]);
+    } else {
+        const __half2 s0 = __low2half2(sg), m0 = __high2half2(sg), s1 = __low2half2(sg8), m1 = __high2half2(sg8);
+        mmf_dequant(q[0], s0, m0, s1, m1, af[0]);
+        mmf_dequant(q[1], s0, m0, s1, m1, af[1]);
     }
 }
 
@@ -284,16 +298,10 @@ kernel_mmf(float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R
                 constexpr int SC = mmf_fmt<T>::codes;
                 const __half2 sg = *(const __half2 *)(rec + SC + g * 4);
                 const __half2 sg8 = *(const __half2 *)(rec + SC + (g + 8) * 4);
-                if (T == QTYPE_Q6_K) {
-                    const uint4 q = *(const uint4 *)(rec + lane * 16);
-                    mmf_dequant_q6(q.x, q.y, __low2half2(sg), __low2half2(sg8), af[mi][0]);
-                    mmf_dequant_q6(q.z, q.w, __high2half2(sg), __high2half2(sg8), af[mi][1]);
-                } else {
-                    const uint2 q = *(const uint2 *)(rec + lane * 8);
-                    const __half2 s0 = __low2half2(sg), m0 = __high2half2(sg), s1 = __low2half2(sg8), m1 = __high2half2(sg8);
-                    mmf_dequant(q.x, s0, m0, s1, m1, af[mi][0]);
-                    mmf_dequant(q.y, s0, m0, s1, m1, af[mi][1]);
-                }
+                __align__(16) uint32_t q[4];
+                if (T == QTYPE_Q6_K) *(uint4 *)q = *(const uint4 *)(rec + lane * 16);
+                else *(uint2 *)q = *(const uint2 *)(rec + lane * 8);
+                mmf_rec_frags<T>(q, sg, sg8, af[mi]);
             }
 #pragma unroll
             for (int w = 0; w < 2; w++) {
@@ -355,7 +363,7 @@ static_assert(mmf_cfg<QTYPE_Q4_K, 4, 1, 8, 4>::BN == CU_MMF_NPAD, "n_pad is one 
 /* Few columns (8 sequences decoded together: path mmf-cols): the same
  * records and arithmetic, no shared-memory staging. A block is RT 16-row tiles and KS
  * warps; warp w takes the contiguous run w of the K/32 chunks (in-block split-K: a
- * 4096-row matrix is 64 blocks of 8 warps at RT 4, where the 128-row tile makes 32
+ * 4096-row matrix is 128 blocks of 16 warps at RT 2, where the 128-row tile makes 32
  * blocks of 4 and leaves most SMs idle) and multiplies them against 8*NT columns read
  * from xh (the mma B registers are two f16 pairs of one token row, L2-resident: the RT
  * tiles of a warp share them). Both the weight records and the B registers are loaded U
@@ -416,15 +424,7 @@ kernel_mmf_cols(float *out, float *out2, int rsplit, int ldo, const uint8_t *P, 
             for (int i = 0; i < RT; i++) {
                 if (rt0 + i >= n_rt) continue;
                 uint32_t af[2][4];
-                const __half2 sg = *(const __half2 *)&sc[buf][u][i][0], sg8 = *(const __half2 *)&sc[buf][u][i][1];
-                if constexpr (QW == 4) {
-                    mmf_dequant_q6(q[buf][u][i][0], q[buf][u][i][1], __low2half2(sg), __low2half2(sg8), af[0]);
-                    mmf_dequant_q6(q[buf][u][i][2], q[buf][u][i][3], __high2half2(sg), __high2half2(sg8), af[1]);
-                } else {
-                    const __half2 s0 = __low2half2(sg), m0 = __high2half2(sg), s1 = __low2half2(sg8), m1 = __high2half2(sg8);
-                    mmf_dequant(q[buf][u][i][0], s0, m0, s1, m1, af[0]);
-                    mmf_dequant(q[buf][u][i][1], s0, m0, s1, m1, af[1]);
-                }
+                mmf_rec_frags<T>(q[buf][u][i], *(const __half2 *)&sc[buf][u][i][0], *(const __half2 *)&sc[buf][u][i][1], af);
 #pragma unroll
                 for (int j = 0; j < NT; j++) {
                     mma_f16_16816(acc[i][j], af[0], bx[buf][u][j][0], bx[buf][u][j][1]);
@@ -473,15 +473,12 @@ static void mmf_cols_launch(cu_ctx *S, float *out, float *out2, int rsplit, int 
               xh, n, bias, accum);
 }
 
-/* 8-column groups (the path takes 8 columns, CU_MMF_COLS_MIN..MAX; the lab's wider
- * column tiles, bench/cuda_mmf.cu, lost to the int8 MMQ kernel from 16) */
-template <int T>
-static void mmf_cols_pick(cu_ctx *S, float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R, int K,
-                          const __half *xh, int n, const float *bias, int accum) {
-    /* 16 warps over K for every shape: 7B bench -s 8 2007.6 tok/s; with 8 warps where
-     * K < 8192 (the lab's gate+up 22016x4096: 32.7 us vs 49.3 at 16) 1869.0 in the step */
-    mmf_cols_launch<T, 1, 2, 16, 2>(S, out, out2, rsplit, ldo, P, R, K, xh, n, bias, accum);
-}
+/* The column kernel's tile: one column group of 8 (the path takes 8 columns,
+ * CU_MMF_COLS_MIN..MAX; the lab's wider groups, bench/cuda_mmf.cu, lost to the int8 MMQ
+ * kernel from 16), two row tiles a block, 16 warps over K for every shape, 2 chunks
+ * ahead: 7B bench -s 8 2007.6 tok/s; with 8 warps where K < 8192 (the lab's gate+up
+ * 22016x4096: 32.7 us vs 49.3 at 16) 1869.0 in the step. */
+#define MMF_COLS_TILE 1, 2, 16, 2
 
 void cu_mmf(cu_ctx *S, uint32_t type, float *out, int ldo, const uint8_t *plane, int R, int K, const __half *xh, int n,
             const float *bias, int accum, float *out2, int rsplit) {
@@ -492,8 +489,8 @@ void cu_mmf(cu_ctx *S, uint32_t type, float *out, int ldo, const uint8_t *plane,
         return;
     }
     if (n < CU_MMF_MIN_N) {
-        if (type == QTYPE_Q6_K) mmf_cols_pick<QTYPE_Q6_K>(S, out, out2, rsplit, ldo, plane, R, K, xh, n, bias, accum);
-        else mmf_cols_pick<QTYPE_Q4_K>(S, out, out2, rsplit, ldo, plane, R, K, xh, n, bias, accum);
+        if (type == QTYPE_Q6_K) mmf_cols_launch<QTYPE_Q6_K, MMF_COLS_TILE>(S, out, out2, rsplit, ldo, plane, R, K, xh, n, bias, accum);
+        else mmf_cols_launch<QTYPE_Q4_K, MMF_COLS_TILE>(S, out, out2, rsplit, ldo, plane, R, K, xh, n, bias, accum);
         return;
     }
     if (type == QTYPE_Q6_K) mmf_launch<QTYPE_Q6_K, MMF_TILE>(S, out, out2, rsplit, ldo, plane, R, K, xh, n, bias, accum);
