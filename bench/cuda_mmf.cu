@@ -66,8 +66,115 @@ template <int NT, int RT, int KS, int U>
 static void lab_cols(cu_ctx *S, float *out, const uint8_t *P, int R, int K, const __half *xh, int n) {
     mmf_cols_launch<QTYPE_Q4_K, NT, RT, KS, U>(S, out, NULL, INT_MAX, R, P, R, K, xh, n, NULL, 0);
 }
+/* Experiment: the column kernel with a cp.async ring per warp instead of register
+ * prefetch. Each warp streams its own K/32 chunks (RT records and the chunk's 8 token
+ * rows of B, 64 bytes each, 16-byte pieces swizzled by (row >> 1) & 3 so ldmatrix's 8
+ * rows fall in distinct bank groups) through ST shared-memory stages, ST-1 in flight,
+ * without block barriers; the registers hold only the accumulators, so the bytes in
+ * flight are bounded by shared memory (2 blocks of 16 warps a SM at ST 6, q4_K RT 2),
+ * not by registers. Same records, arithmetic and warp-order sum as kernel_mmf_cols. */
+template <int T, int RT, int KS, int ST>
+static __global__ void __launch_bounds__(32 * KS)
+kernel_mmf_ring(float *out, const uint8_t *P, int R, int K, const __half *xh, int n) {
+    constexpr int REC = mmf_fmt<T>::rec, SC = mmf_fmt<T>::codes, QW = T == QTYPE_Q6_K ? 4 : 2;
+    constexpr int AB = RT * REC, STAGE = AB + 512, NP = STAGE / 16, RP = REC / 16;
+    extern __shared__ __align__(16) uint8_t ring_sh[];
+    __shared__ float sum[RT * 4][32];
+    pdl_trigger();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2;
+    const int rt0 = blockIdx.x * RT;
+    const int KC = K / 32, n_rt = (R + 15) / 16, nrt = min(RT, n_rt - rt0);
+    const int kc0 = (int)((int64_t)warp * KC / KS), kc1 = (int)((int64_t)(warp + 1) * KC / KS);
+    uint8_t *ring = ring_sh + warp * ST * STAGE;
+    auto issue = [&](int kc) {
+        uint8_t *st = ring + ((kc - kc0) % ST) * STAGE;
+#pragma unroll
+        for (int p = lane; p < NP; p += 32) {
+            if (p < AB / 16) {
+                const int i = p / RP;
+                if (i < nrt) cp_async16(st + p * 16, P + ((int64_t)(rt0 + i) * KC + kc) * REC + (p % RP) * 16, 16);
+            } else {
+                const int q = p - AB / 16, r = q >> 2, c = q & 3;
+                cp_async16(st + AB + r * 64 + ((c ^ ((r >> 1) & 3)) << 4), xh + (int64_t)r * K + kc * 32 + c * 8, 16);
+            }
+        }
+    };
+    float acc[RT][4];
+#pragma unroll
+    for (int i = 0; i < RT; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+    pdl_wait();
+#pragma unroll
+    for (int s = 0; s < ST - 1; s++) {
+        if (kc0 + s < kc1) issue(kc0 + s);
+        cp_async_commit();
+    }
+    for (int kc = kc0; kc < kc1; kc++) {
+        cp_async_wait<ST - 2>();
+        __syncwarp(); /* chunk kc visible to the warp; the slot of kc - 1 free */
+        if (kc + ST - 1 < kc1) issue(kc + ST - 1);
+        cp_async_commit();
+        const uint8_t *st = ring + ((kc - kc0) % ST) * STAGE;
+        uint32_t b[4];
+        {
+            const int m = lane >> 3, r = lane & 7;
+            ldsm_x4(b, st + AB + r * 64 + ((m ^ ((r >> 1) & 3)) << 4));
+        }
+#pragma unroll
+        for (int i = 0; i < RT; i++) {
+            if (i >= nrt) continue;
+            const uint8_t *rec = st + i * REC;
+            __align__(16) uint32_t q[4];
+            if constexpr (QW == 4) *(uint4 *)q = *(const uint4 *)(rec + lane * 16);
+            else *(uint2 *)q = *(const uint2 *)(rec + lane * 8);
+            uint32_t af[2][4];
+            mmf_rec_frags<T>(q, *(const __half2 *)(rec + SC + g * 4), *(const __half2 *)(rec + SC + (g + 8) * 4), af);
+            mma_f16_16816(acc[i], af[0], b[0], b[1]);
+            mma_f16_16816(acc[i], af[1], b[2], b[3]);
+        }
+    }
+    cp_async_wait<0>();
+    for (int w = 0; w < KS; w++) {
+        if (warp == w) {
+#pragma unroll
+            for (int i = 0; i < RT; i++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float *d = &sum[i * 4 + e][lane];
+                    *d = w ? *d + acc[i][e] : acc[i][e];
+                }
+        }
+        __syncthreads();
+    }
+    for (int o = threadIdx.x; o < RT * 4 * 32; o += 32 * KS) {
+        const int l = o % 32, c = o / 32, i = c / 4, e = c % 4;
+        const int r = (rt0 + i) * 16 + (l >> 2) + (e >> 1) * 8, tk = 2 * (l & 3) + (e & 1);
+        if (r < R && tk < n) out[(int64_t)tk * R + r] = sum[c][l];
+    }
+}
+template <int RT, int KS, int ST>
+static void lab_ring(cu_ctx *S, float *out, const uint8_t *P, int R, int K, const __half *xh, int n) {
+    constexpr int smem = KS * ST * (RT * mmf_fmt<QTYPE_Q4_K>::rec + 512);
+    static int attr_set = 0;
+    if (!attr_set) {
+        CK(cudaFuncSetAttribute(kernel_mmf_ring<QTYPE_Q4_K, RT, KS, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        attr_set = 1;
+    }
+    dim3 grid(((R + 15) / 16 + RT - 1) / RT);
+    cu_launch(S, "mmf_ring", kernel_mmf_ring<QTYPE_Q4_K, RT, KS, ST>, grid, dim3(32 * KS), smem, out, P, R, K, xh, n);
+}
+
+/* the product's TMA column kernel (sm_90) over its tile parameters */
+template <int RT, int KS, int ST, int CH>
+static void lab_tma(cu_ctx *S, float *out, const uint8_t *P, int R, int K, const __half *xh, int n) {
+    mmf_cols_tma_launch<QTYPE_Q4_K, RT, KS, ST, CH>(S, out, NULL, INT_MAX, R, P, R, K, xh, n, NULL, 0);
+}
+#define TV(rt, ks, st, ch) {"tma rt" #rt " ks" #ks " st" #st " ch" #ch, lab_tma<rt, ks, st, ch>}
+#define RV(rt, ks, st) {"ring rt" #rt " ks" #ks " st" #st, lab_ring<rt, ks, st>}
 #define CV(nt, rt, ks, u) {"cols nt" #nt " rt" #rt " ks" #ks " u" #u, lab_cols<nt, rt, ks, u>}
-static const mvar cvars8[] = {CV(1, 2, 16, 2), CV(1, 1, 16, 2), CV(1, 2, 8, 2), CV(1, 4, 16, 2), CV(1, 4, 8, 2)};
+static const mvar cvars8[] = {CV(1, 2, 16, 2), TV(2, 8, 4, 4),  TV(4, 8, 2, 2),  TV(2, 8, 2, 4), TV(2, 8, 2, 2),
+                              TV(4, 4, 2, 2),  TV(2, 16, 2, 4), TV(2, 8, 5, 4),  TV(4, 8, 3, 2), TV(2, 4, 3, 4),
+                              TV(2, 16, 3, 2), TV(1, 8, 4, 4)};
 static const mvar cvars16[] = {CV(2, 2, 16, 2), CV(2, 2, 8, 2), CV(2, 4, 8, 2)};
 static const mvar cvars32[] = {CV(4, 2, 8, 2), CV(4, 2, 16, 1), CV(4, 1, 16, 2)};
 static const mvar cvars64[] = {CV(8, 2, 8, 1), CV(8, 1, 16, 1), CV(8, 4, 8, 1)};
@@ -77,7 +184,7 @@ struct shape {
     int rows, K;
 };
 static const shape shapes[] = {
-    {"7b.q|k|o 4096x4096", 4096, 4096},       {"7b.gate+up 22016x4096", 22016, 4096},
+    {"7b.q|k|o 4096x4096", 4096, 4096},       {"7b.q+k 8192x4096", 8192, 4096},       {"7b.gate+up 22016x4096", 22016, 4096},
     {"7b.down 4096x11008", 4096, 11008 / 256 * 256}, {"8b.gate+up 28672x4096", 28672, 4096},
     {"8b.down 4096x14336", 4096, 14336},       {"8b.k|v 1024x4096", 1024, 4096},
 };

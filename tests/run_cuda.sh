@@ -252,6 +252,7 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
         PL=$(for i in $(seq 1 24); do printf '%s ' "$P1B"; done)
         MINFER_CENSUS=1 "$BIN" run -m "$TMP/1b.gguf" -p "$PL" -n 4 --temp 0 --device cuda >/dev/null 2>"$TMP/mmf.err"
         check "1b q4_k_m, a long prompt: q4_K and q6_K GEMMs on path mmf" grep -qE 'mmf q4_K [1-9][0-9]*, q6_K [1-9]' "$TMP/mmf.err"
+
         MINFER_CENSUS=1 MINFER_CUDA_DISABLE=mmf "$BIN" run -m "$TMP/1b.gguf" -p "$PL" -n 4 --temp 0 --device cuda \
             >/dev/null 2>"$TMP/mmf.err"
         check "1b q4_k_m, a long prompt, mmf off: no mmf launch" grep -qE 'mmf q4_K 0, q6_K 0 ' "$TMP/mmf.err"
@@ -276,6 +277,21 @@ if [ -x "$TESTS/test_cuda_batch" ]; then
         run_one "batch 1b q4_k_m: 8 sequences together vs alone, and 1..64" \
             "$TESTS/test_cuda_batch" "$TMP/1b.gguf" 32 0.05 1,2,4,8,16,32,64
     fi
+    # paths mmf-in (8 columns: the norm and the attention write the column kernel's f16
+    # input in the convert's rounding), mmf-qk (q and k in one launch, the same sums) and
+    # mmf-swiglu (the SwiGLU in gate+up's store, cu_mmf_swiglu's arithmetic): the same
+    # logits' bits with each off, on tiny-mha (q and k of one shape, as the 7B: the 1B's
+    # k is a quarter of q), whose census must show each of them at work
+    [ -f "$TMP/mha.gguf" ] || "$BIN" synth --shape tiny-mha --quant q4_k_m -o "$TMP/mha.gguf" >/dev/null 2>&1
+    MINFER_CENSUS=1 MINFER_TEST_BATCH_DUMP="$TMP/batch-on.txt" "$TESTS/test_cuda_batch" "$TMP/mha.gguf" 24 0.05 8 \
+        >"$TMP/batch-on.log" 2>&1
+    check "batch tiny-mha, 8 sequences: the 8-column layers' q+k and gate+up+swiglu launches and f16 norms" \
+        grep -qE 'f16 [1-9][0-9]*; q\+k launches [1-9][0-9]*, gate\+up\+swiglu launches [1-9]' "$TMP/batch-on.log"
+    for off in mmf-in mmf-qk mmf-swiglu; do
+        run_one "batch tiny-mha q4_k_m, 8 sequences, $off off" env MINFER_CUDA_DISABLE=$off \
+            MINFER_TEST_BATCH_DUMP="$TMP/batch-$off.txt" "$TESTS/test_cuda_batch" "$TMP/mha.gguf" 24 0.05 8
+        check "batch tiny-mha: $off off gives the same tokens and logits' bits" cmp -s "$TMP/batch-on.txt" "$TMP/batch-$off.txt"
+    done
 else
     echo "FAIL: $TESTS/test_cuda_batch not built"; F=$((F + 1))
 fi

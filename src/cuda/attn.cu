@@ -308,6 +308,7 @@ static __global__ void kernel_attn_combine(cu_attn_args a, const float *part, fl
     const float r = d < hd ? o / L : 0.0f;
     const int64_t idx = (int64_t)t * a.n_head * hd + (int64_t)h * hd + d;
     if (d < hd) out[idx] = r;
+    if (d < hd && a.oh) a.oh[idx] = __low2half(f2h2_sat(r, 0.f));
     if (do_q8) q8_store1(q8, idx, r, d < hd);
 }
 
@@ -561,6 +562,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
             const float r = value(h, d);
             const int64_t idx = (int64_t)t * q_ld + (int64_t)(h0 + h) * HD + d;
             if (valid) out[idx] = r;
+            if (valid && a.oh) a.oh[idx] = __low2half(f2h2_sat(r, 0.f));
             if (do_q8) q8_store1(q8, idx, r, valid);
         }
     };

@@ -182,7 +182,7 @@ static void free_state(cu_state *S) {
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s, S->q8.xl4, S->q8.xl6,
                    S->q8h.qs, S->q8h.d, S->q8h.s, S->q8h.xl4, S->q8h.xl6,
                    S->att_part, S->x16, S->w16, S->rope_cs, S->cs_now, S->att_count,
-                   S->mq.q, S->mq.d, S->mq.s, S->mq.is, S->mq.part, S->planebuf, S->mh, S->mmfbuf};
+                   S->mq.q, S->mq.d, S->mq.s, S->mq.is, S->mq.part, S->planebuf, S->mh, S->mh8, S->mmfbuf};
     for (size_t i = 0; i < MF_ARRAY_LEN(dev); i++)
         if (dev[i]) cudaFree(dev[i]);
     for (int i = 0; i < S->nallocs; i++) cudaFree(S->allocs[i].p);
@@ -364,6 +364,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         SCRATCH(S->mq.part, float, S->mq.part_cap);
         /* path mmf's f16 activations (n_pad % CU_MMF_NPAD == 0) */
         if (S->on[CU_PATH_MMF]) SCRATCH(S->mh, __half, (int64_t)cu_mmf_npad(nb) * kq);
+        if (S->on[CU_PATH_MMF]) SCRATCH(S->mh8, __half, (int64_t)CU_MAX_GEMV_COLS * kq);
     } else {
         S->on[CU_PATH_MMQ] = 0;
     }

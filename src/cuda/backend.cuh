@@ -91,6 +91,7 @@ struct cu_state : cu_ctx {
     size_t mmfbytes;
     int nmmf;
     __half *mh;            /* prefill activations in f16 for path mmf [n_pad][kmax], or NULL */
+    __half *mh8;           /* the fused SwiGLU's f16 output at 8 columns [8][kmax] (path mmf-swiglu), or NULL */
     size_t own_scratch, fw_scratch;
     __half **kc, **vc;
     /* batch metadata [tok n_batch][pos n_batch][seq n_batch] */

@@ -191,6 +191,31 @@ static int mmf_cols_layer(const cu_state *S, const mf_layer *L, int l, int n) {
     return gu && mmf_wants(S, &L->w_gate, n) && mmf_wants(S, &L->w_up, n);
 }
 
+/* 1 when every GEMM of ws[0..nw) over n columns runs on path mmf (each has its plane) */
+static int mmf_all(const cu_state *S, const mf_weight *const *ws, int nw, int n) {
+    for (int i = 0; i < nw; i++)
+        if (!ws[i]->dev_mmf || !mmf_wants(S, ws[i], n)) return 0;
+    return 1;
+}
+
+/* 1 when a layer's gate and up run as one GEMM over both (upload.cu gu_pairable) */
+static int gu_one_gemm(const cu_state *S, const mf_layer *L, int l, int n) {
+    return S->gu && S->gu[l].on && ((S->gu[l].mmf && mmf_wants(S, &L->w_gate, n)) || mmq_takes(S, &L->w_gate, n));
+}
+
+/* 1 when a layer's q and k run as one launch of the mmf column kernel (path mmf-qk, below
+ * 128 columns): the same type, shape and K, no biases, and k's plane right after q's
+ * (build_plane_set lays them out in that order; the gap is align256 of q's bytes). The
+ * column kernel sums each output in the same order whatever the launch (the split of K
+ * over warps is the tile's, KS 8 in both), so the bits are the two launches'. */
+static int qk_one_gemm(const cu_state *S, const mf_layer *L, int n) {
+    const mf_weight *q = &L->wq, *k = &L->wk;
+    return S->on[CU_PATH_MMF_QK] && n < CU_MMF_MIN_N && q->dev_mmf && k->dev_mmf && q->type == k->type &&
+           q->rows == k->rows && q->cols == k->cols && !L->bq.host && !L->bk.host && mmf_wants(S, q, n) &&
+           2 * q->rows <= INT32_MAX && (q->rows % 16) == 0 &&
+           (const uint8_t *)k->dev_mmf == (const uint8_t *)q->dev_mmf + cu_mmf_plane_bytes(q->type, (int)q->rows, (int)q->cols);
+}
+
 /* The label of the GEMM path a weight type took, once per type (DESIGN.md item 5: a
  * correct fallback is invisible to parity). */
 static void gemm_label(cu_state *S, const mf_weight *w, int mmq, int plane) {
@@ -229,12 +254,13 @@ static int matmul_mmq(cu_state *S, float *out, const float *x, const mf_weight *
         cu_mmf(S, w->type, out, (int)w->rows, fplane, rows, K, S->mh, n, bias, accum, out2, (int)w->rows);
         S->n.mmf[w->type == QTYPE_Q6_K]++;
         S->n.mmf_cols += n < CU_MMF_MIN_N;
-        S->n.mmq_gu += out2 != NULL;
         if (!(S->mmf_said & (1u << (w->type & 31)))) {
             S->mmf_said |= 1u << (w->type & 31);
             fprintf(stderr, "minfer/cuda: %s mmf: A=cp.async(prepass f16) B=f16-fragment plane, dequantized in "
                             "registers (%d+ columns: 128x64 tiles; %s)\n", qtype_name(w->type), CU_MMF_MIN_N,
-                    S->on[CU_PATH_MMF_COLS] ? "8 columns: 32-row tiles split over K, path mmf-cols" : "path mmf-cols off");
+                    !S->on[CU_PATH_MMF_COLS] ? "path mmf-cols off"
+                    : S->code_arch >= 900 ? "8 columns: 32-row tiles split over K, TMA rings, path mmf-cols"
+                                          : "8 columns: 32-row tiles split over K, register prefetch (no TMA below sm_90), path mmf-cols");
         }
         return have | HAVE_MH;
     }
@@ -245,7 +271,6 @@ static int matmul_mmq(cu_state *S, float *out, const float *x, const mf_weight *
     const int f = w->type == QTYPE_Q4_K ? 0 : w->type == QTYPE_Q6_K ? 1 : 2;
     S->n.mmq[f]++;
     S->n.mmq_plane += plane != NULL;
-    S->n.mmq_gu += out2 != NULL;
     gemm_label(S, w, 1, plane != NULL);
     return have | HAVE_MQ;
 }
@@ -360,6 +385,7 @@ static void attn_run(cu_state *S, const cu_attn_args *ap, const float *q, float 
         g.n = n - t0 < CU_MAX_GEMV_COLS ? n - t0 : CU_MAX_GEMV_COLS;
         g.pos = a.pos + t0;
         g.seq = a.seq + t0;
+        if (a.oh) g.oh = a.oh + t0 * qd;
         cu_attn_split(S, &g, q + t0 * qd, out + t0 * qd, S->att_part, S->att_count, S->att_chunk, S->att_nchunks,
                       q8 && n <= CU_MAX_GEMV_COLS ? &S->q8 : NULL);
     }
@@ -471,16 +497,29 @@ static int norm_in(cu_state *S, float *out, float *x, const mf_weight *w, int n,
     return q != NULL;
 }
 
-/* Prefill (n > 8): out = rmsnorm(x (+ the add owed)) * w for the GEMMs of ws[0..nw),
- * writing the MMQ int8 form into S->mq where any of them runs on the int8 MMQ kernel
- * (path mmq-norm) and the f32 form where any does not (path mmf converts from it).
- * Returns HAVE_MQ when S->mq holds it. */
-static int norm_in_mq(cu_state *S, float *out, float *x, const mf_weight *w, int n, const mf_weight *const *ws, int nw) {
+/* Prefill (n > 8, and 8 on path mmf-cols): out = rmsnorm(x (+ the add owed)) * w for
+ * the GEMMs of ws[0..nw), writing the MMQ int8 form into S->mq where any of them runs on
+ * the int8 MMQ kernel (path mmq-norm), else, where all run on path mmf (mf: the caller
+ * knows their planes) and n < CU_MMF_MIN_N, its f16 form into S->mh (path mmf-in), and
+ * the f32 form.
+ * Returns HAVE_MQ or HAVE_MH for the form S->mq / S->mh holds. */
+static int norm_in_mq(cu_state *S, float *out, float *x, const mf_weight *w, int n, const mf_weight *const *ws, int nw,
+                      int mf) {
     int any_mq = 0, all_mq = 1;
     for (int i = 0; i < nw; i++) {
         const int t = mmq_takes(S, ws[i], n) && !mmf_wants(S, ws[i], n);
         any_mq |= t;
         all_mq &= t;
+    }
+    if (!any_mq && mf && S->on[CU_PATH_MMF_IN] && n < CU_MMF_MIN_N) {
+        const int dim = S->hp.n_embd;
+        const float *y = take_owed_add(S, x, (int64_t)n * dim);
+        if (cu_rmsnorm_h(S, out, S->mh, x, y, (const float *)w->dev, n, dim, S->hp.norm_eps)) {
+            S->n.mmf_norm++;
+            return HAVE_MH;
+        }
+        cu_rmsnorm(S, out, x, y, (const float *)w->dev, n, dim, S->hp.norm_eps, NULL);
+        return 0;
     }
     if (!any_mq || !S->on[CU_PATH_MMQ_NORM]) {
         norm_in(S, out, x, w, n, 0);
@@ -554,11 +593,21 @@ static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     const mf_hparams *hp = &S->hp;
     const int n = b->n, hd = hp->head_dim;
     const int decode = n <= CU_MAX_GEMV_COLS && !mmf_cols_layer(S, L, l, n);
-    const mf_weight *qkv[3] = {&L->wq, &L->wk, &L->wv};
+    const mf_weight *qkv[3] = {&L->wq, &L->wk, &L->wv}, *wo1 = &L->wo;
     int have_q8 = decode ? norm_in(S, fw->xb, fw->x, &L->attn_norm, n, 1)
-                         : norm_in_mq(S, fw->xb, fw->x, &L->attn_norm, n, qkv, 3);
+                         : norm_in_mq(S, fw->xb, fw->x, &L->attn_norm, n, qkv, 3, mmf_all(S, qkv, 3, n));
     if (decode) {
         gemv_qkv(S, L, fw, n, have_q8);
+    } else if (qk_one_gemm(S, L, n)) {
+        /* q and k in one column-kernel launch over both planes (they lie one after the
+         * other: upload.cu), rows from wq.rows to fw->k */
+        S->prof_tag = "attn_q+k (one GEMM)";
+        S->prof_type = L->wq.type;
+        const int mq = matmul_mmq(S, fw->q, fw->xb, &L->wq, NULL, n, have_q8, 0, 2 * (int)L->wq.rows, NULL, fw->k,
+                                  (const uint8_t *)L->wq.dev_mmf);
+        S->prof_tag = NULL;
+        S->n.mmf_qk++;
+        matmul(S, fw->v, fw->xb, &L->wv, &L->bv, n, mq, 0);
     } else {
         /* (one MMQ form of xb serves all three) */
         int mq = matmul(S, fw->q, fw->xb, &L->wq, &L->bq, n, have_q8, 0);
@@ -582,13 +631,16 @@ static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     }
     const int64_t qd = (int64_t)hp->n_head * hd;
     const int att_q8 = decode && hd % 32 == 0 && q8_fits(S, (int64_t)n * qd);
+    /* 8 columns on path mmf-cols: the attention writes wo's f16 input too (path mmf-in) */
+    const int att_mh = !decode && n <= CU_MAX_GEMV_COLS && S->on[CU_PATH_MMF_IN] && mmf_all(S, &wo1, 1, n);
+    if (att_mh) a.oh = S->mh;
     attn_run(S, &a, fw->q, fw->att, b, att_q8);
     if (decode) {
         /* the kernel ahead of wo: the one-token attention (kernel_attn_dec) for head dims 64/128 */
         const int pre = cu_attn_dec_supported(hd) ? S->tune.xst_pre_attn : S->tune.xst_pre;
         gemv_residual(S, &L->wo, fw->x, fw->xb, fw->att, n, att_q8, pre);
     } else {
-        matmul(S, fw->xb, fw->att, &L->wo, NULL, n, 0, 0);
+        matmul(S, fw->xb, fw->att, &L->wo, NULL, n, att_mh ? HAVE_MH : 0, 0);
         owe_add(S, fw->x, fw->xb, (int64_t)n * hp->n_embd);
     }
     S->n.fused_blocks++;
@@ -602,16 +654,44 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     const int n = b->n, ff = hp->n_ff;
     const int decode = n <= CU_MAX_GEMV_COLS && !mmf_cols_layer(S, L, l, n);
     const mf_weight *gu[2] = {&L->w_gate, &L->w_up};
+    const int gu1 = !decode && gu_one_gemm(S, L, l, n);
+    const int gu_mf = gu1 ? S->gu[l].mmf && mmf_wants(S, &L->w_gate, n) : mmf_all(S, gu, 2, n);
     int have_q8 = decode ? norm_in(S, fw->xb, fw->x, &L->ffn_norm, n, 1)
-                         : norm_in_mq(S, fw->xb, fw->x, &L->ffn_norm, n, gu, 2);
+                         : norm_in_mq(S, fw->xb, fw->x, &L->ffn_norm, n, gu, 2, gu_mf);
+    if (!decode && n <= CU_MAX_GEMV_COLS && gu1 && S->gu[l].mmf && S->mh8 && S->on[CU_PATH_MMF_SWIGLU] &&
+        mmf_wants(S, &L->w_gate, n) && L->w_down.dev_mmf && mmf_wants(S, &L->w_down, n)) {
+        /* 8 columns (path mmf-swiglu): gate+up with the SwiGLU in its store, its f16 into
+         * mh8, which the down GEMM then reads as its mh */
+        const int K = (int)L->w_gate.cols;
+        if (!(have_q8 & HAVE_MH)) cu_mmf_convert(S, S->mh, fw->xb, n, K);
+        S->prof_tag = "ffn_gate+up+swiglu (one GEMM)";
+        S->prof_type = L->w_gate.type;
+        if (cu_mmf_cols_swiglu(S, L->w_gate.type, S->mh8, S->gu[l].mmf, ff, K, S->mh, n)) {
+            S->prof_tag = NULL;
+            S->n.mmf[L->w_gate.type == QTYPE_Q6_K]++;
+            S->n.mmf_cols++;
+            S->n.mmq_gu++;
+            S->n.mmf_swiglu++;
+            __half *mh = S->mh;
+            S->mh = S->mh8;
+            matmul(S, fw->xb, fw->hb, &L->w_down, NULL, n, HAVE_MH, 0);
+            S->mh = mh;
+            owe_add(S, fw->x, fw->xb, (int64_t)n * hp->n_embd);
+            S->n.fused_blocks++;
+            return;
+        }
+        S->prof_tag = NULL;
+        have_q8 |= HAVE_MH;
+    }
     if (!decode) {
-        if (S->gu && S->gu[l].on && ((S->gu[l].mmf && mmf_wants(S, &L->w_gate, n)) || mmq_takes(S, &L->w_gate, n))) {
+        if (gu1) {
             /* gate and up in one launch over both (upload.cu gu_pairable): the same
              * arithmetic per output, one tail wave instead of two */
             S->prof_tag = "ffn_gate+up (one GEMM)";
             S->prof_type = L->w_gate.type;
             matmul_mmq(S, fw->hb, fw->xb, &L->w_gate, NULL, n, have_q8, 0, 2 * (int)L->w_gate.rows, S->gu[l].plane,
                        fw->hb2, S->gu[l].mmf);
+            S->n.mmq_gu++;
             S->prof_tag = NULL;
         } else {
             const int mq = matmul(S, fw->hb, fw->xb, &L->w_gate, NULL, n, have_q8, 0);

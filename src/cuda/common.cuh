@@ -38,6 +38,7 @@ extern "C" {
 #include "cuda/paths.h"
 #include "cuda/tune.h"
 }
+#include "ptx.cuh"
 
 /* ------------------------------------------------------------------------- */
 /* Device weight layouts                                                     */
@@ -159,6 +160,9 @@ struct cu_census {
     uint64_t mmq_plane;     /* of the q4_K and q6_K ones, on the matrix's plane */
     uint64_t mmq_gu;        /* of them, gate+up pairs in one launch (path mmq-gu) */
     uint64_t mmq_norm;      /* prefill norms that wrote the MMQ int8 form (path mmq-norm) */
+    uint64_t mmf_norm;      /* norms that wrote path mmf's f16 activations (path mmf-in) */
+    uint64_t mmf_qk;        /* q and k GEMMs run as one column-kernel launch (path mmf-qk) */
+    uint64_t mmf_swiglu;    /* gate+up column-kernel launches with the SwiGLU in the store (path mmf-swiglu) */
     uint64_t mmf[2];        /* q4_K, q6_K prefill GEMMs on f16 tensor cores from the fragment plane (path mmf) */
     uint64_t mmf_cols;      /* of them, on the column kernel (below 128 columns, path mmf-cols) */
     uint64_t mm_f16;        /* prefill GEMMs on the f16 path (a type or shape MMQ does not take, or path mmq off) */
@@ -348,6 +352,28 @@ static __device__ __forceinline__ uint64_t l2_stream_policy() {
 #endif
     return p;
 }
+/* A bulk copy of weights into shared memory that completes on bar, with the
+ * streamed-weight L2 policy (ptx.cuh's tma_copy_plain without it): the TMA rings of the
+ * GEMVs (mmv_ring.cuh) and of mmf's column kernel (mmf.cu). */
+static __device__ __forceinline__ void tma_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if MINFER_CUDA_L2_HINT
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+            smem_u32(dst)),
+        "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(l2_stream_policy())
+        : "memory");
+#else
+    tma_copy_plain(dst, src, bytes, bar);
+#endif
+#endif
+}
+
+/* f32 pair -> f16 pair, saturating at +-65504 (path mmf's activations: cu_mmf_convert,
+ * the norm writing them, cu_rmsnorm_h) */
+static __device__ __forceinline__ __half2 f2h2_sat(float a, float b) {
+    return __floats2half2_rn(fminf(fmaxf(a, -65504.f), 65504.f), fminf(fmaxf(b, -65504.f), 65504.f));
+}
 
 static __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -521,6 +547,11 @@ void cu_repack(cu_ctx *S, void *dst, const void *src, uint32_t type, int64_t col
 /* norm.cu: out = rmsnorm(x (+ y when y != NULL, written back to x)) * w; q8 of out when q. */
 void cu_rmsnorm(cu_ctx *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
                 const cu_q8 *q);
+/* The same writing also xh = f16 of out (f2h2_sat, the rounding of cu_mmf_convert), rows
+ * 0..n-1 of path mmf's activations (rows n..n_pad-1 keep what they held: a GEMM's
+ * output column depends on its own token row only, and gemm_store drops the others).
+ * 0 (nothing launched) where dim is not a multiple of 4 up to 16384. */
+int cu_rmsnorm_h(cu_ctx *S, float *out, __half *xh, float *x, const float *y, const float *w, int n, int dim, float eps);
 struct cu_mmq_act;
 /* Prefill: the same (y: with the residual add) writing a's MMQ int8 form of its output
  * (cu_mmq_quantize's codes) and, unless out is NULL, the f32 output. 0 (nothing
@@ -636,6 +667,11 @@ size_t cu_mmf_plane_bytes(uint32_t type, int R, int K);
 void cu_mmf_plane_build(cu_ctx *S, uint32_t type, uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K);
 void cu_mmf_convert(cu_ctx *S, __half *xh, const float *x, int n, int K);
 void cu_mmf_swiglu(cu_ctx *S, __half *xh, const float *g, const float *u, int n, int K);
+/* 8 columns on sm_90 (path mmf-swiglu): a gate+up pair's plane (gate rows 0..ff-1, up
+ * rows ff..2ff-1) times xh, stored only as sw [n][ff] = f16(silu(gate) * up), the
+ * rounding of cu_mmf_swiglu on the sums cu_mmf would store. 0 (nothing launched)
+ * where it does not apply. */
+int cu_mmf_cols_swiglu(cu_ctx *S, uint32_t type, __half *sw, const uint8_t *plane, int ff, int K, const __half *xh, int n);
 void cu_mmf(cu_ctx *S, uint32_t type, float *out, int ldo, const uint8_t *plane, int R, int K, const __half *xh, int n,
             const float *bias, int accum, float *out2, int rsplit);
 /* The q6_K plane of the prefill design (W_exp and W_dsc, made once at registration), for
@@ -688,6 +724,10 @@ struct cu_attn_args {
      * 0 at its start, 1 after its wait (default), 2 once q/k/v are in and stored, 3 after
      * its tile loop (the later, the less that GEMV's early requests meet its loads) */
     int trigger;
+    /* the split/decode kernels (n <= 8): also the f16 of the output rows ([n][n_head*hd],
+     * f2h2_sat's rounding), path mmf's activations for the o-projection (path mmf-in);
+     * NULL: none */
+    __half *oh;
     /* a sliding layer's window (model_layer_window): token t reads positions
      * pos[t]-window+1 .. pos[t]; 0: all. Only kernel_attn_split (+ combine) takes it: the
      * callers run no flash or fused decode kernel on a sliding layer (blocks.cu attn_run). */

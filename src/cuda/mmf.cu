@@ -122,9 +122,6 @@ void cu_mmf_plane_build(cu_ctx *S, uint32_t type, uint8_t *plane, const uint8_t 
     else cu_launch(S, "mmf_plane", kernel_mmf_plane, dim3(K / 32, (R + 15) / 16), dim3(32), 0, plane, W, stride, R, K);
 }
 
-static __device__ __forceinline__ __half2 f2h2_sat(float a, float b) {
-    return __floats2half2_rn(fminf(fmaxf(a, -65504.f), 65504.f), fminf(fmaxf(b, -65504.f), 65504.f));
-}
 /* 4 values a thread; u != NULL: silu(x) * u (cu_swiglu's arithmetic) */
 static __global__ void kernel_mmf_convert(__half *xh, const float *x, const float *u, int n, int n_pad, int K) {
     pdl_trigger();
@@ -360,6 +357,39 @@ static void mmf_launch(cu_ctx *S, float *out, float *out2, int rsplit, int ldo, 
 #define MMF_TILE 4, 1, 8, 4, 2
 static_assert(mmf_cfg<QTYPE_Q4_K, 4, 1, 8, 4>::BN == CU_MMF_NPAD, "n_pad is one token tile");
 
+/* The end of both column kernels: the KS warps' sums (acc, RT row tiles x NT column
+ * groups of a mma's 4 values) added in shared memory in warp order, so the same bits
+ * every run, then stored. */
+template <int RT, int NT, int KS>
+static __device__ __forceinline__ void mmf_cols_reduce(float (*sum)[32], const float (&acc)[RT][NT][4]) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int w = 0; w < KS; w++) {
+        if (warp == w) {
+#pragma unroll
+            for (int i = 0; i < RT; i++)
+#pragma unroll
+                for (int j = 0; j < NT; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        float *d = &sum[(i * NT + j) * 4 + e][lane];
+                        *d = w ? *d + acc[i][j][e] : acc[i][j][e];
+                    }
+        }
+        __syncthreads();
+    }
+}
+template <int RT, int NT, int KS>
+static __device__ __forceinline__ void mmf_cols_finish(float (*sum)[32], const float (&acc)[RT][NT][4], int rt0, int tok0,
+                                                       float *out, float *out2, int rsplit, int ldo, int R, int n,
+                                                       const float *bias, int accum) {
+    mmf_cols_reduce<RT, NT, KS>(sum, acc);
+    for (int o = threadIdx.x; o < RT * NT * 4 * 32; o += 32 * KS) {
+        const int l = o % 32, c = o / 32, i = c / (NT * 4), j = (c / 4) % NT, e = c % 4;
+        const int r = (rt0 + i) * 16 + (l >> 2) + (e >> 1) * 8, tk = tok0 + 8 * j + 2 * (l & 3) + (e & 1);
+        if (r < R && tk < n) gemm_store(out, out2, rsplit, ldo, r, tk, sum[c][l], bias, accum);
+    }
+}
+
 /* Few columns (8 sequences decoded together: path mmf-cols): the same
  * records and arithmetic, no shared-memory staging. A block is RT 16-row tiles and KS
  * warps; warp w takes the contiguous run w of the K/32 chunks (in-block split-K: a
@@ -443,26 +473,7 @@ kernel_mmf_cols(float *out, float *out2, int rsplit, int ldo, const uint8_t *P, 
         load(0, kc + 2 * U);
         compute(1, kc + U);
     }
-    /* the warps' sums, added in warp order */
-    for (int w = 0; w < KS; w++) {
-        if (warp == w) {
-#pragma unroll
-            for (int i = 0; i < RT; i++)
-#pragma unroll
-                for (int j = 0; j < NT; j++)
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        float *d = &sum[(i * NT + j) * 4 + e][lane];
-                        *d = w ? *d + acc[i][j][e] : acc[i][j][e];
-                    }
-        }
-        __syncthreads();
-    }
-    for (int o = threadIdx.x; o < RT * NT * 4 * 32; o += 32 * KS) {
-        const int l = o % 32, c = o / 32, i = c / (NT * 4), j = (c / 4) % NT, e = c % 4;
-        const int r = (rt0 + i) * 16 + (l >> 2) + (e >> 1) * 8, tk = tok0 + 8 * j + 2 * (l & 3) + (e & 1);
-        if (r < R && tk < n) gemm_store(out, out2, rsplit, ldo, r, tk, sum[c][l], bias, accum);
-    }
+    mmf_cols_finish<RT, NT, KS>(sum, acc, rt0, tok0, out, out2, rsplit, ldo, R, n, bias, accum);
 }
 
 template <int T, int NT, int RT, int KS, int U>
@@ -473,6 +484,153 @@ static void mmf_cols_launch(cu_ctx *S, float *out, float *out2, int rsplit, int 
               xh, n, bias, accum);
 }
 
+/* The column kernel on sm_90: the same tile of RT 16-row tiles and KS warps splitting
+ * the K/32 chunks, one group of 8 columns, with each warp streaming its chunks through
+ * a TMA ring of its own in shared memory instead of loading them into registers. A
+ * stage is CH chunks: lane 0 tells the stage's mbarrier its bytes, lanes 0..RT-1 copy
+ * their row tile's CH records (contiguous in the plane: one bulk copy where cp.async
+ * needs 80 of 16 bytes) and lanes 8..15 their token row's CH x 64 bytes of xh (rows
+ * padded by 16 bytes, so ldmatrix's 8 rows fall in distinct bank groups). ST stages
+ * are in flight, bounded by shared memory, not registers (the register kernel's
+ * prefetch of U chunks in two sets). Only the first stage's weights are requested
+ * before pdl_wait() (a burst ahead of the wait slows the kernel ahead: mmv_ring.cuh,
+ * ring_first_rows). Same records, arithmetic and warp-order sum as kernel_mmf_cols. */
+template <int T, int RT, int KS, int ST, int CH>
+struct mmf_tma_cfg {
+    static constexpr int a_bytes = RT * CH * mmf_fmt<T>::rec, b_row = CH * 64 + 16, stage = a_bytes + 8 * b_row,
+                         smem = KS * ST * stage;
+};
+
+template <int T, int RT, int KS, int ST, int CH, bool SW>
+static __global__ void __launch_bounds__(32 * KS)
+kernel_mmf_cols_tma(float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R, int K, const __half *xh, int n,
+                    const float *bias, int accum, __half *sw) {
+    using C = mmf_tma_cfg<T, RT, KS, ST, CH>;
+    static_assert(!SW || RT % 2 == 0, "a SwiGLU block pairs its gate tiles with their up tiles");
+    constexpr int REC = mmf_fmt<T>::rec, SC = mmf_fmt<T>::codes, QW = T == QTYPE_Q6_K ? 4 : 2;
+    extern __shared__ __align__(128) uint8_t mmf_tma_sh[];
+    __shared__ float sum[RT * 4][32];
+    __shared__ __align__(8) uint64_t bars[KS][ST];
+    pdl_trigger();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2;
+    /* tile i of the block: row tiles rt0 + i, or with SW (gate rows 0..rsplit-1, up rows
+     * rsplit..: the SwiGLU's pairs) gate tiles rt0 + i for i < RT/2, then their up tiles */
+    constexpr int RH = SW ? RT / 2 : RT;
+    const int rt0 = blockIdx.x * RH, n_rt = SW ? rsplit / 16 : (R + 15) / 16;
+    const int KC = K / 32, nrt = min(RH, n_rt - rt0);
+    auto tile = [&](int i) { return SW && i >= RH ? n_rt + rt0 + i - RH : rt0 + i; };
+    auto live = [&](int i) { return (SW ? i % RH : i) < nrt; };
+    const int kc0 = (int)((int64_t)warp * KC / KS), kc1 = (int)((int64_t)(warp + 1) * KC / KS);
+    const int nst = (kc1 - kc0 + CH - 1) / CH;
+    uint8_t *ring = mmf_tma_sh + warp * ST * C::stage;
+    uint64_t *bar = bars[warp];
+    if (lane == 0) mbar_init_ring(bar, ST);
+    __syncwarp();
+    /* stage s (chunks kc0 + CH s ..) into slot s % ST: its weights (a), its activations (b) */
+    auto issue = [&](int s, bool a, bool b) {
+        const int kc = kc0 + s * CH, nch = min(CH, kc1 - kc), slot = s % ST;
+        uint8_t *st = ring + slot * C::stage;
+        if (a) {
+            if (lane == 0) tma_expect(bar + slot, (uint32_t)((SW ? 2 : 1) * nrt * nch * REC + 8 * nch * 64));
+            __syncwarp();
+            if (lane < RT && live(lane))
+                tma_copy(st + lane * CH * REC, P + ((int64_t)tile(lane) * KC + kc) * REC, (uint32_t)(nch * REC), bar + slot);
+        }
+        if (b && lane >= 8 && lane < 16)
+            tma_copy_plain(st + C::a_bytes + (lane - 8) * C::b_row, xh + (int64_t)(lane - 8) * K + kc * 32,
+                           (uint32_t)(nch * 64), bar + slot);
+    };
+    float acc[RT][1][4];
+#pragma unroll
+    for (int i = 0; i < RT; i++) acc[i][0][0] = acc[i][0][1] = acc[i][0][2] = acc[i][0][3] = 0.f;
+    if (nst > 0) issue(0, true, false);
+    pdl_wait(); /* (the activations are the kernel ahead's output) */
+    if (nst > 0) issue(0, false, true);
+    for (int s = 1; s < ST && s < nst; s++) issue(s, true, true);
+    for (int s = 0; s < nst; s++) {
+        const int slot = s % ST, nch = min(CH, kc1 - kc0 - s * CH);
+        mbar_wait(bar + slot, (uint32_t)((s / ST) & 1));
+        const uint8_t *st = ring + slot * C::stage;
+#pragma unroll
+        for (int j = 0; j < CH; j++) {
+            if (j >= nch) break;
+            uint32_t b[4]; /* the two k16 steps' B registers: matrix m = lane / 8 is 8 values of row lane % 8 */
+            ldsm_x4(b, st + C::a_bytes + (lane & 7) * C::b_row + j * 64 + (lane >> 3) * 16);
+#pragma unroll
+            for (int i = 0; i < RT; i++) {
+                if (!live(i)) continue;
+                const uint8_t *rec = st + (i * CH + j) * REC;
+                __align__(16) uint32_t q[4];
+                if constexpr (QW == 4) *(uint4 *)q = *(const uint4 *)(rec + lane * 16);
+                else *(uint2 *)q = *(const uint2 *)(rec + lane * 8);
+                uint32_t af[2][4];
+                mmf_rec_frags<T>(q, *(const __half2 *)(rec + SC + g * 4), *(const __half2 *)(rec + SC + (g + 8) * 4), af);
+                mma_f16_16816(acc[i][0], af[0], b[0], b[1]);
+                mma_f16_16816(acc[i][0], af[1], b[2], b[3]);
+            }
+        }
+        __syncwarp(); /* every lane is done with the slot before it is refilled */
+        if (s + ST < nst) issue(s + ST, true, true);
+    }
+    if constexpr (SW) {
+        /* sw [n][rsplit] = f16(silu(gate) * up): cu_mmf_swiglu's arithmetic and rounding
+         * on the same sums, the f32 gate and up unstored */
+        mmf_cols_reduce<RT, 1, KS>(sum, acc);
+        for (int o = threadIdx.x; o < RH * 4 * 32; o += 32 * KS) {
+            const int l = o % 32, c = o / 32, i = c / 4, e = c % 4;
+            const int r = (rt0 + i) * 16 + (l >> 2) + (e >> 1) * 8, tk = 2 * (l & 3) + (e & 1);
+            if (r < rsplit && tk < n)
+                sw[(int64_t)tk * rsplit + r] = __low2half(f2h2_sat(silu_mul(sum[c][l], sum[c + RH * 4][l]), 0.f));
+        }
+    } else {
+        mmf_cols_finish<RT, 1, KS>(sum, acc, rt0, 0, out, out2, rsplit, ldo, R, n, bias, accum);
+    }
+}
+
+template <int T, int RT, int KS, int ST, int CH, bool SW = false>
+static void mmf_cols_tma_launch(cu_ctx *S, float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R, int K,
+                                const __half *xh, int n, const float *bias, int accum, __half *sw = nullptr) {
+    using C = mmf_tma_cfg<T, RT, KS, ST, CH>;
+    static_assert(C::smem <= 227 * 1024 - 2048, "the ring fits a block's shared memory");
+    static int attr_set = 0; /* one device per process (backend.cu) */
+    if (!attr_set) {
+        if (cudaFuncSetAttribute(kernel_mmf_cols_tma<T, RT, KS, ST, CH, SW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 C::smem) != cudaSuccess) {
+            cu_record(S, cudaGetLastError(), "mmf: shared memory attribute", __FILE__, __LINE__);
+            return;
+        }
+        attr_set = 1;
+    }
+    const int tiles = SW ? rsplit / 16 : (R + 15) / 16, per = SW ? RT / 2 : RT;
+    dim3 grid((tiles + per - 1) / per);
+    cu_launch(S, SW ? "mmf_cols_tma_swiglu" : "mmf_cols_tma", kernel_mmf_cols_tma<T, RT, KS, ST, CH, SW>, grid,
+              dim3(32 * KS), C::smem, out, out2, rsplit, ldo, P, R, K, xh, n, bias, accum, sw);
+}
+
+/* The TMA kernel's tiles (RT, KS, ST, CH) by the launch's rows and K, from the lab
+ * (bench/cuda_mmf SHAPE 8, q4_K, weights cycled over 400 MB, us a launch, against the
+ * register kernel's MMF_COLS_TILE in the same run):
+ *   wide (16384+ rows): 7B gate+up 22016x4096 24.9 vs 49.4 (59 KB of ring a block, 3
+ *     blocks a SM; mid 27.0, narrow 40.6: one block a SM);
+ *   mid (8192+ rows): 7B q+k 8192x4096 (path mmf-qk) 10.5 vs 17.7 (wide 18.4: 128
+ *     blocks on 132 SMs; narrow 15.3);
+ *   deep K (K 8192+): 7B down 4096x11008 16.0 vs 20.2 (16 warps over K; narrow 17.2);
+ *   narrow: 7B q/k/v/o 4096x4096 8.5 vs 9.9 (mid 9.2), 8B k/v 1024x4096 7.0 vs 9.0.
+ * Every tile but deep K splits K over 8 warps, so path mmf-qk's one launch sums as the
+ * two would. */
+#define MMF_TMA_WIDE 4, 8, 2, 2
+#define MMF_TMA_MID 2, 8, 2, 4
+#define MMF_TMA_DEEPK 2, 16, 2, 4
+#define MMF_TMA_NARROW 2, 8, 4, 4
+#define MMF_TMA_WIDE_ROWS 16384
+#define MMF_TMA_MID_ROWS 8192
+#define MMF_TMA_DEEPK_K 8192
+enum mmf_tma_tile { MMF_WIDE, MMF_MID, MMF_DEEPK, MMF_NARROW };
+static mmf_tma_tile mmf_tma_pick(int R, int K) {
+    return R >= MMF_TMA_WIDE_ROWS ? MMF_WIDE : R >= MMF_TMA_MID_ROWS ? MMF_MID : K >= MMF_TMA_DEEPK_K ? MMF_DEEPK : MMF_NARROW;
+}
+
 /* The column kernel's tile: one column group of 8 (the path takes 8 columns,
  * CU_MMF_COLS_MIN..MAX; the lab's wider groups, bench/cuda_mmf.cu, lost to the int8 MMQ
  * kernel from 16), two row tiles a block, 16 warps over K for every shape, 2 chunks
@@ -480,12 +638,49 @@ static void mmf_cols_launch(cu_ctx *S, float *out, float *out2, int rsplit, int 
  * 22016x4096: 32.7 us vs 49.3 at 16) 1869.0 in the step. */
 #define MMF_COLS_TILE 1, 2, 16, 2
 
+int cu_mmf_cols_swiglu(cu_ctx *S, uint32_t type, __half *sw, const uint8_t *plane, int ff, int K, const __half *xh, int n) {
+    if (S->code_arch < 900 || n > 8 || !cu_mmf_supported(type, K) || ff % 16 || !plane || !xh || !sw) return 0;
+    /* the tile cu_mmf picks for the 2 ff rows (its split of K, so its sums) */
+    const mmf_tma_tile tl = mmf_tma_pick(2 * ff, K);
+    if (tl == MMF_DEEPK) return 0;
+#define MMF_SW_GO(T, TILE) mmf_cols_tma_launch<T, TILE, true>(S, NULL, NULL, ff, ff, plane, 2 * ff, K, xh, n, NULL, 0, sw)
+    if (type == QTYPE_Q6_K) {
+        if (tl == MMF_WIDE) MMF_SW_GO(QTYPE_Q6_K, MMF_TMA_WIDE);
+        else if (tl == MMF_MID) MMF_SW_GO(QTYPE_Q6_K, MMF_TMA_MID);
+        else MMF_SW_GO(QTYPE_Q6_K, MMF_TMA_NARROW);
+    } else {
+        if (tl == MMF_WIDE) MMF_SW_GO(QTYPE_Q4_K, MMF_TMA_WIDE);
+        else if (tl == MMF_MID) MMF_SW_GO(QTYPE_Q4_K, MMF_TMA_MID);
+        else MMF_SW_GO(QTYPE_Q4_K, MMF_TMA_NARROW);
+    }
+#undef MMF_SW_GO
+    return 1;
+}
+
 void cu_mmf(cu_ctx *S, uint32_t type, float *out, int ldo, const uint8_t *plane, int R, int K, const __half *xh, int n,
             const float *bias, int accum, float *out2, int rsplit) {
     if (!out2) rsplit = INT_MAX;
     if (!cu_mmf_supported(type, K) || !plane || !xh) {
         cu_record(S, cudaErrorInvalidValue, "mmf: type not q4_K/q6_K, K not a multiple of 256, or no plane or activations",
                   __FILE__, __LINE__);
+        return;
+    }
+    if (n < CU_MMF_MIN_N && n <= 8 && S->code_arch >= 900) {
+        const mmf_tma_tile tl = mmf_tma_pick(R, K);
+        const bool q6 = type == QTYPE_Q6_K, wide = tl == MMF_WIDE, mid = tl == MMF_MID, deep = tl == MMF_DEEPK;
+#define MMF_TMA_GO(T, TILE) mmf_cols_tma_launch<T, TILE>(S, out, out2, rsplit, ldo, plane, R, K, xh, n, bias, accum)
+        if (q6) {
+            if (wide) MMF_TMA_GO(QTYPE_Q6_K, MMF_TMA_WIDE);
+            else if (mid) MMF_TMA_GO(QTYPE_Q6_K, MMF_TMA_MID);
+            else if (deep) MMF_TMA_GO(QTYPE_Q6_K, MMF_TMA_DEEPK);
+            else MMF_TMA_GO(QTYPE_Q6_K, MMF_TMA_NARROW);
+        } else {
+            if (wide) MMF_TMA_GO(QTYPE_Q4_K, MMF_TMA_WIDE);
+            else if (mid) MMF_TMA_GO(QTYPE_Q4_K, MMF_TMA_MID);
+            else if (deep) MMF_TMA_GO(QTYPE_Q4_K, MMF_TMA_DEEPK);
+            else MMF_TMA_GO(QTYPE_Q4_K, MMF_TMA_NARROW);
+        }
+#undef MMF_TMA_GO
         return;
     }
     if (n < CU_MMF_MIN_N) {

@@ -12,25 +12,7 @@
 #include "mmv_core.cuh"
 #include "ptx.cuh"
 
-/* A bulk copy of weights into shared memory that completes on bar, with the
- * streamed-weight L2 policy (l2_stream_policy; ptx.cuh's tma_copy_plain without it),
- * and a whole row: the barrier told its bytes, then the copy. */
-static __device__ __forceinline__ void tma_copy(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#if MINFER_CUDA_L2_HINT
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-            smem_u32(dst)),
-        "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(l2_stream_policy())
-        : "memory");
-#else
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     smem_u32(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
-                 : "memory");
-#endif
-#endif
-}
+/* A whole row: the barrier told its bytes, then the copy (tma_copy: common.cuh). */
 static __device__ __forceinline__ void tma_row(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
     tma_expect(bar, bytes);
     tma_copy(dst, src, bytes, bar);

@@ -79,7 +79,7 @@ static __device__ __forceinline__ float norm_row_load(float4 (&v)[NPT], float *x
  * float4 k == blockIdx.y of each thread, so the stores leave from S SMs. */
 template <bool ADD, bool Q8, int NPT>
 static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, const float *w, int dim, float eps,
-                                          cu_q8 q) {
+                                          cu_q8 q, __half *xh) {
     __shared__ float red[32];
     pdl_trigger();
     const int n4 = dim / 4;
@@ -108,6 +108,13 @@ static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, 
         if (valid) {
             r = make_float4(v[k].x * inv * g[k].x, v[k].y * inv * g[k].y, v[k].z * inv * g[k].z, v[k].w * inv * g[k].w);
             orow[i] = r;
+            if (xh) {
+                const __half2 a = f2h2_sat(r.x, r.y), b = f2h2_sat(r.z, r.w);
+                uint2 o;
+                o.x = *(const uint32_t *)&a;
+                o.y = *(const uint32_t *)&b;
+                *(uint2 *)(xh + row * dim + (int64_t)i * 4) = o;
+            }
         }
         if (k == NPT - 1 || split > 1) trace_mark(2);
         if (Q8) q8_store4(q, row * dim + (int64_t)i * 4, r, valid);
@@ -265,15 +272,16 @@ int cu_rmsnorm_mq(cu_ctx *S, float *out, float *x, const float *y, const float *
 
 template <bool ADD, bool Q8>
 static void launch_reg(cu_ctx *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
-                       const cu_q8 &q) {
+                       const cu_q8 &q, __half *xh = nullptr) {
     /* one token, no add (each warp would add y into the x the others read): lone warps */
-    if (!ADD && n == 1 && S->on[CU_PATH_NORM_WARPS] && launch_warp<Q8>(S, out, x, w, n, dim, eps, q)) return;
+    if (!ADD && n == 1 && !xh && S->on[CU_PATH_NORM_WARPS] && launch_warp<Q8>(S, out, x, w, n, dim, eps, q)) return;
     /* threads: up to 1024 (cu_tune.norm_threads 256|512 for fewer), each with 1,
      * 2 or 4 float4. (Fewer threads per block, so that it co-resides with the xst GEMV
      * blocks ahead of it under PDL, measured slower: 256 -6%, 512 -2% tg128 on the 7B,
      * bench/RESULTS.md; before the ring GEMVs asked for one row ahead of their wait.) */
     const int n4 = dim / 4;
-    const char *name = ADD ? (Q8 ? "add_rmsnorm_q8" : "add_rmsnorm") : (Q8 ? "rmsnorm_q8" : "rmsnorm");
+    const char *name = xh ? (ADD ? "add_rmsnorm_f16" : "rmsnorm_f16")
+                       : ADD ? (Q8 ? "add_rmsnorm_q8" : "add_rmsnorm") : (Q8 ? "rmsnorm_q8" : "rmsnorm");
     /* Split rows (cu_tune.norm_split, 4): the one block of 1024 threads
      * took ~1.4 us from its sum to its last store in the block timeline (trace build),
      * its 4096 values' f32, q8 and lane-major stores all leaving one SM; four blocks of
@@ -285,14 +293,14 @@ static void launch_reg(cu_ctx *S, float *out, float *x, const float *y, const fl
     norm_shape(S, ADD, n4, &T, &npt, &split_rows); /* (dim <= 16384 here: it fits) */
     if (split_rows) {
         const dim3 grid(n, npt), block(T);
-        if (npt == 2) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 2>, grid, block, 0, out, x, y, w, dim, eps, q);
-        else if (npt == 4) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 4>, grid, block, 0, out, x, y, w, dim, eps, q);
-        else cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 8>, grid, block, 0, out, x, y, w, dim, eps, q);
+        if (npt == 2) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 2>, grid, block, 0, out, x, y, w, dim, eps, q, xh);
+        else if (npt == 4) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 4>, grid, block, 0, out, x, y, w, dim, eps, q, xh);
+        else cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 8>, grid, block, 0, out, x, y, w, dim, eps, q, xh);
         return;
     }
-    if (npt == 1) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 1>, dim3(n), dim3(T), 0, out, x, y, w, dim, eps, q);
-    else if (npt == 2) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 2>, dim3(n), dim3(T), 0, out, x, y, w, dim, eps, q);
-    else cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 4>, dim3(n), dim3(T), 0, out, x, y, w, dim, eps, q);
+    if (npt == 1) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 1>, dim3(n), dim3(T), 0, out, x, y, w, dim, eps, q, xh);
+    else if (npt == 2) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 2>, dim3(n), dim3(T), 0, out, x, y, w, dim, eps, q, xh);
+    else cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 4>, dim3(n), dim3(T), 0, out, x, y, w, dim, eps, q, xh);
 }
 
 void cu_rmsnorm(cu_ctx *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
@@ -314,4 +322,12 @@ void cu_rmsnorm(cu_ctx *S, float *out, float *x, const float *y, const float *w,
     if (y) cu_launch(S, "add_rmsnorm", kernel_rmsnorm<true>, dim3(n), dim3(threads), 0, out, x, y, w, dim, eps);
     else cu_launch(S, "rmsnorm", kernel_rmsnorm<false>, dim3(n), dim3(threads), 0, out, x, y, w, dim, eps);
     if (q8) cu_quantize_q8(S, out, (int64_t)n * dim, q);
+}
+
+int cu_rmsnorm_h(cu_ctx *S, float *out, __half *xh, float *x, const float *y, const float *w, int n, int dim, float eps) {
+    if (dim % 4 != 0 || dim > 16384 || !xh) return 0;
+    const cu_q8 none{};
+    if (y) launch_reg<true, false>(S, out, x, y, w, n, dim, eps, none, xh);
+    else launch_reg<false, false>(S, out, x, y, w, n, dim, eps, none, xh);
+    return 1;
 }

@@ -41,6 +41,9 @@ typedef enum cu_path_id {
     CU_PATH_MMQ_GU,       /* a layer's gate and up as one MMQ GEMM */
     CU_PATH_MMF,          /* q4_K/q6_K prefill GEMMs on f16 tensor cores, weights dequantized in registers */
     CU_PATH_MMF_COLS,     /* those GEMMs for 2..127 columns (several sequences a step) */
+    CU_PATH_MMF_IN,       /* at 8 columns the norm and attention write mmf's f16 activations */
+    CU_PATH_MMF_QK,       /* at 8 columns a layer's q and k as one column-kernel launch */
+    CU_PATH_MMF_SWIGLU,   /* at 8 columns the SwiGLU in the gate+up column kernel's store */
     CU_PATH_COUNT
 } cu_path_id;
 

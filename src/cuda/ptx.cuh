@@ -127,8 +127,8 @@ static __device__ __forceinline__ uint32_t f32_to_tf32(float x) {
  * The ring GEMVs (mmv_ring.cuh) stream weight rows into shared memory with
  * cp.async.bulk, each copy completing (counted in bytes) on the mbarrier of its slot; the
  * probe bench/sm_rates.cu uses the same barriers. Each compiles to nothing below sm_90.
- * The weight copy with the streamed-weight L2 policy (tma_copy, tma_row) is in
- * mmv_ring.cuh: that policy is common.cuh's, which this header does not include. */
+ * The weight copy with the streamed-weight L2 policy (tma_copy) is in common.cuh,
+ * beside that policy: this header includes nothing of the backend's. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define PTX_SM90 1
 #else
@@ -140,7 +140,7 @@ static __device__ __forceinline__ uint32_t smem_u32(const void *p) {
 }
 /* The barrier's arrival, telling it the bytes to expect (once per phase; a run of copies
  * on one barrier tells it their total), and a bulk copy that completes on it
- * (mmv_ring.cuh's tma_copy is the same copy with the streamed-weight L2 policy). */
+ * (common.cuh's tma_copy is the same copy with the streamed-weight L2 policy). */
 static __device__ __forceinline__ void tma_expect(uint64_t *bar, uint32_t bytes) {
 #if PTX_SM90
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)

@@ -15,7 +15,10 @@
  * normalised row error batched vs alone <= MAX_ERR (default 2e-2) on every compared
  * row; with MINFER_TEST_BATCH_EXACT=1 also identical tokens at every size (for a
  * path meant to be exact). MINFER_TEST_DEVICE=cpu runs it all on the CPU (the
- * harness checked without a GPU; there every size is bitwise, tests/test_batch.c). */
+ * harness checked without a GPU; there every size is bitwise, tests/test_batch.c).
+ * MINFER_TEST_BATCH_DUMP=FILE writes each run's batched tokens and an FNV-1a hash of
+ * its logits' bits to FILE, for comparing two runs (tests/run_cuda.sh: a path meant to
+ * give the same bits, on and off). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,6 +118,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n_sizes; i++)
         if (sizes[i] != 8) runs[n_runs++] = (run_spec){ sizes[i], one, 1 };
     int n_identical = 0, n_bitwise = 0;
+    const char *dump_path = getenv("MINFER_TEST_BATCH_DUMP");
+    FILE *dump = dump_path && *dump_path ? fopen(dump_path, "w") : NULL;
+    CHECK(!(dump_path && *dump_path) || dump, "open %s", dump_path);
     for (int ri = 0; ok && ri < n_runs; ri++) {
         const int n = runs[ri].n;
         int sched_buf[8];
@@ -149,9 +155,23 @@ int main(int argc, char **argv) {
             CHECK(lens_ok, "%s: every sequence holds its prompt + %d tokens", label, n_steps);
             n_identical += r.seqs_diverged == 0;
             n_bitwise += r.bitwise;
+            if (dump) {
+                /* (rows of sequence q: q * (n_steps + 1) .. , as batch_trace_put stores them) */
+                uint64_t h = 1469598103934665603ull;
+                const unsigned char *lb = (const unsigned char *)bt.logits;
+                const size_t nb = sizeof(float) * (size_t)n * (n_steps + 1) * (size_t)nv;
+                for (size_t i = 0; i < nb; i++) h = (h ^ lb[i]) * 1099511628211ull;
+                fprintf(dump, "%s: logits %016llx\n", label, (unsigned long long)h);
+                for (int q = 0; q < n; q++) {
+                    fprintf(dump, " seq %d:", q);
+                    for (int k = 0; k <= n_steps; k++) fprintf(dump, " %d", bt.tok[q * (n_steps + 1) + k]);
+                    fprintf(dump, "\n");
+                }
+            }
         }
         minfer_ctx_free(c);
     }
+    if (dump) fclose(dump);
     printf("summary: %d of %d runs with every sequence's tokens identical to alone, %d bitwise\n", n_identical, n_runs,
            n_bitwise);
     batch_trace_free(&solo);
