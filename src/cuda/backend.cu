@@ -217,6 +217,8 @@ static int resolve_paths(cu_state *S, mf_err *err) {
         S->mmq_no_smem = 1;
     }
     if (!S->on[CU_PATH_TMA_RING]) S->on[CU_PATH_WIDE_RING] = 0;
+    /* mmf's 8-column kernel on TMA rings (up to ~217 KB a block), else its register form */
+    S->mmf_tma = S->code_arch >= 900 && S->prop.sharedMemPerBlockOptin >= (size_t)cu_mmf_tma_smem_need();
     /* the fused launches (q8 stores, xstm, xsg, the folded add) exist only in the fused blocks */
     if (!S->on[CU_PATH_FUSED] || !S->on[CU_PATH_Q8])
         S->on[CU_PATH_SWIGLU_GEMV] = S->on[CU_PATH_QKV_MIXED] = 0;

@@ -259,8 +259,9 @@ static int matmul_mmq(cu_state *S, float *out, const float *x, const mf_weight *
             fprintf(stderr, "minfer/cuda: %s mmf: A=cp.async(prepass f16) B=f16-fragment plane, dequantized in "
                             "registers (%d+ columns: 128x64 tiles; %s)\n", qtype_name(w->type), CU_MMF_MIN_N,
                     !S->on[CU_PATH_MMF_COLS] ? "path mmf-cols off"
-                    : S->code_arch >= 900 ? "8 columns: 32-row tiles split over K, TMA rings, path mmf-cols"
-                                          : "8 columns: 32-row tiles split over K, register prefetch (no TMA below sm_90), path mmf-cols");
+                    : S->mmf_tma ? "8 columns: 16-row tiles split over K, TMA rings, path mmf-cols"
+                                 : "8 columns: 32-row tiles split over K, register prefetch (no TMA ring: below sm_90 or too "
+                                   "little shared memory), path mmf-cols");
         }
         return have | HAVE_MH;
     }

@@ -171,6 +171,7 @@ struct cu_ctx {
     cudaStream_t stream;
     int num_sms;            /* the device's SMs */
     int code_arch;          /* __CUDA_ARCH__ of the code the device runs (the TMA kernels need >= 900) */
+    int mmf_tma;            /* mmf's column kernel on TMA rings: sm_90+ code and room for its rings (backend.cu) */
     int pdl;                /* programmatic dependent launch: path "pdl" on and sm_90+ */
     int sync;               /* MINFER_CUDA_SYNC=1: synchronise and check after every eager launch */
     int capturing;          /* inside a graph capture */
@@ -671,6 +672,8 @@ void cu_mmf_swiglu(cu_ctx *S, __half *xh, const float *g, const float *u, int n,
  * rows ff..2ff-1) times xh, stored only as sw [n][ff] = f16(silu(gate) * up), the
  * rounding of cu_mmf_swiglu on the sums cu_mmf would store. 0 (nothing launched)
  * where it does not apply. */
+/* The shared memory a block of the TMA column kernel needs at most (its largest tile). */
+int cu_mmf_tma_smem_need(void);
 int cu_mmf_cols_swiglu(cu_ctx *S, uint32_t type, __half *sw, const uint8_t *plane, int ff, int K, const __half *xh, int n);
 void cu_mmf(cu_ctx *S, uint32_t type, float *out, int ldo, const uint8_t *plane, int R, int K, const __half *xh, int n,
             const float *bias, int accum, float *out2, int rsplit);

@@ -638,8 +638,16 @@ static mmf_tma_tile mmf_tma_pick(int R, int K) {
  * 22016x4096: 32.7 us vs 49.3 at 16) 1869.0 in the step. */
 #define MMF_COLS_TILE 1, 2, 16, 2
 
+int cu_mmf_tma_smem_need(void) {
+    const int t[] = {mmf_tma_cfg<QTYPE_Q6_K, MMF_TMA_WIDE>::smem, mmf_tma_cfg<QTYPE_Q6_K, MMF_TMA_MID>::smem,
+                     mmf_tma_cfg<QTYPE_Q6_K, MMF_TMA_DEEPK>::smem, mmf_tma_cfg<QTYPE_Q6_K, MMF_TMA_NARROW>::smem};
+    int m = 0;
+    for (int v : t) m = v > m ? v : m;
+    return m + 2048; /* (+ the static sums and barriers) */
+}
+
 int cu_mmf_cols_swiglu(cu_ctx *S, uint32_t type, __half *sw, const uint8_t *plane, int ff, int K, const __half *xh, int n) {
-    if (S->code_arch < 900 || n > 8 || !cu_mmf_supported(type, K) || ff % 16 || !plane || !xh || !sw) return 0;
+    if (!S->mmf_tma || n > 8 || !cu_mmf_supported(type, K) || ff % 16 || !plane || !xh || !sw) return 0;
     /* the tile cu_mmf picks for the 2 ff rows (its split of K, so its sums) */
     const mmf_tma_tile tl = mmf_tma_pick(2 * ff, K);
     if (tl == MMF_DEEPK) return 0;
@@ -665,7 +673,7 @@ void cu_mmf(cu_ctx *S, uint32_t type, float *out, int ldo, const uint8_t *plane,
                   __FILE__, __LINE__);
         return;
     }
-    if (n < CU_MMF_MIN_N && n <= 8 && S->code_arch >= 900) {
+    if (n < CU_MMF_MIN_N && n <= 8 && S->mmf_tma) {
         const mmf_tma_tile tl = mmf_tma_pick(R, K);
         const bool q6 = type == QTYPE_Q6_K, wide = tl == MMF_WIDE, mid = tl == MMF_MID, deep = tl == MMF_DEEPK;
 #define MMF_TMA_GO(T, TILE) mmf_cols_tma_launch<T, TILE>(S, out, out2, rsplit, ldo, plane, R, K, xh, n, bias, accum)
