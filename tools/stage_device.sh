@@ -19,13 +19,13 @@ LINE=
 CUDA_TESTS=$(ls tests/cuda/test_*.c | sed "s|^tests/cuda/\(.*\)\.c$|$B/tests/cuda/\1|")
 make -j"$(nproc)" BUILD=$B CUDA_ARCHS="$ARCH" \
     NVCCFLAGS="-O3 $LINE -std=c++17 $ARCH -Isrc -Xcompiler -Wall,-Wextra,-Wno-unused-parameter --expt-relaxed-constexpr" \
-    $B/minfer $B/bench/cuda_gemv $B/bench/cuda_mmq $B/bench/cuda_mmf $B/bench/sm_rates $B/bench/icache $B/tools/cuda_paths $CUDA_TESTS >/dev/null
+    $B/minfer $B/bench/cuda_gemv $B/bench/cuda_mmq $B/bench/cuda_mmf $B/bench/cuda_attn $B/bench/sm_rates $B/bench/icache $B/tools/cuda_paths $CUDA_TESTS >/dev/null
 mkdir -p "$DIR/b/bench" "$DIR/b/tests/cuda" "$DIR/b/tools" "$DIR/lib" "$DIR/models"
 cp $B/minfer "$DIR/b/minfer"
-cp $B/bench/cuda_gemv $B/bench/cuda_mmq $B/bench/cuda_mmf $B/bench/sm_rates $B/bench/icache "$DIR/b/bench/"
+cp $B/bench/cuda_gemv $B/bench/cuda_mmq $B/bench/cuda_mmf $B/bench/cuda_attn $B/bench/sm_rates $B/bench/icache "$DIR/b/bench/"
 cp $CUDA_TESTS "$DIR/b/tests/cuda/"
 cp $B/tools/cuda_paths "$DIR/b/tools/"
-strip "$DIR/b/minfer" "$DIR/b/bench/cuda_gemv" "$DIR/b/bench/cuda_mmq" "$DIR/b/bench/cuda_mmf" "$DIR/b/bench/sm_rates" "$DIR/b/bench/icache" "$DIR/b/tests/cuda/"* "$DIR/b/tools/"*
+strip "$DIR/b/minfer" "$DIR/b/bench/cuda_gemv" "$DIR/b/bench/cuda_mmq" "$DIR/b/bench/cuda_mmf" "$DIR/b/bench/cuda_attn" "$DIR/b/bench/sm_rates" "$DIR/b/bench/icache" "$DIR/b/tests/cuda/"* "$DIR/b/tools/"*
 if [ "${STAGE_TRACE:-0}" = 1 ]; then
     # the block-timeline build (src/cuda/trace.cu) beside the normal one: DIR/b/minfer.trace
     make -j"$(nproc)" BUILD=build/h200-trace CUDA_ARCHS="$ARCH" \
