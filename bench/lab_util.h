@@ -9,17 +9,17 @@
 #include <stdint.h>
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void) {
+static inline uint32_t rnd(void) {
     rng ^= rng << 13;
     rng ^= rng >> 7;
     rng ^= rng << 17;
     return (uint32_t)(rng >> 16);
 }
-static float frnd(void) { return (float)(rnd() & 0xffffff) / 16777216.0f; } /* [0,1) */
-static uint16_t f16bits(float f) { return __half_as_ushort(__float2half(f)); }
+static inline float frnd(void) { return (float)(rnd() & 0xffffff) / 16777216.0f; } /* [0,1) */
+static inline uint16_t f16bits(float f) { return __half_as_ushort(__float2half(f)); }
 
 /* 1e30 where a holds a NaN (an unwritten or broken output) */
-static double nerr(const float *a, const float *b, int64_t n) {
+static inline double nerr(const float *a, const float *b, int64_t n) {
     double num = 0, den = 0;
     for (int64_t i = 0; i < n; i++) {
         if (!(a[i] == a[i])) return 1e30;
