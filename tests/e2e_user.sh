@@ -119,10 +119,10 @@ for o in '--shape SHAPE' '--quant QUANT' '-o, --output PATH' '--vocab PATH' '--l
     '-t, --threads N'; do
     check "synth --help lists '$o'" grep -Eq -- "^  $o( |\$)" "$TMP/help"
 done
-check "synth --help: the shapes and quants from the table" bash -c "grep -q 'one of: 7b, 8b, 1b, tiny, tiny-mha' '$TMP/help' &&
+check "synth --help: the shapes and quants from the table" bash -c "grep -q 'one of: 7b, 8b, 70b, 1b, tiny, tiny-mha' '$TMP/help' &&
     grep -q 'one of: q4_k_m, q8_0, f16' '$TMP/help'"
 SY=(--shape tiny --quant q8_0 -o "$TMP/never.gguf")
-expect_err 1 "synth --shape 9b lists the shapes" "option --shape: '9b' is not one of: 7b, 8b, 1b, tiny, tiny-mha" \
+expect_err 1 "synth --shape 9b lists the shapes" "option --shape: '9b' is not one of: 7b, 8b, 70b, 1b, tiny, tiny-mha" \
     "$BIN" synth --shape 9b --quant q8_0 -o "$TMP/never.gguf"
 expect_err 1 "synth --quant q5_0 lists the quants" "option --quant: 'q5_0' is not one of: q4_k_m, q8_0, f16" \
     "$BIN" synth --shape tiny --quant q5_0 -o "$TMP/never.gguf"

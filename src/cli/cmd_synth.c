@@ -29,12 +29,14 @@ typedef struct synth_shape {
     float rope_base;
 } synth_shape;
 
-/* 7b: llama-2-7B; 8b: llama-3-8B; 1b: TinyLlama-1.1B (llama-2 vocab); tiny: tests; tiny-mha:
+/* 7b: llama-2-7B; 8b: llama-3-8B; 70b: llama-2-70B (GQA 64/8; the multi-GPU benchmark's
+ * model, ~39 GB at q4_k_m); 1b: TinyLlama-1.1B (llama-2 vocab); tiny: tests; tiny-mha:
  * tests, one kv head per query head at head dim 128 as the 7B has (the one-token attention's
  * paths for that group, attn.cu). */
 static const synth_shape shapes[] = {
     { "7b", 4096, 32, 11008, 32, 32, 32000, 4096, 10000.0f },
     { "8b", 4096, 32, 14336, 32, 8, 128256, 8192, 500000.0f },
+    { "70b", 8192, 80, 28672, 64, 8, 32000, 4096, 10000.0f },
     { "1b", 2048, 22, 5632, 32, 4, 32000, 2048, 10000.0f },
     { "tiny", 256, 2, 768, 4, 2, 512, 2048, 10000.0f },
     { "tiny-mha", 256, 2, 768, 2, 2, 512, 2048, 10000.0f },
@@ -258,7 +260,8 @@ static int copy_vocab(gguf_writer *w, const char *path) {
 
 /* What one line per option cannot say; the options come from the table in cmd_synth. */
 static const char synth_notes[] =
-    "Shapes: 7b (llama-2-7B), 8b (llama-3-8B), 1b (TinyLlama-1.1B), tiny and tiny-mha (tests).\n"
+    "Shapes: 7b (llama-2-7B), 8b (llama-3-8B), 70b (llama-2-70B), 1b (TinyLlama-1.1B), tiny and tiny-mha\n"
+    "(tests).\n"
     "Quants: q4_k_m (llama.cpp's mix: q6_K for output and some attn_v/ffn_down), q8_0, f16.\n"
     "--fast writes random codes under fixed scales instead of quantized random floats: the same\n"
     "tensors, types and scale (std ~0.02), seconds instead of minutes for 7b; for benchmarks.\n"
@@ -271,7 +274,7 @@ int cmd_synth(int argc, char **argv) {
     cli_opt opts[10];
     int n = 0;
     opts[n++] = (cli_opt){ "--shape", "SHAPE", CLI_OPT_CHOICE, &shape_name, .help = "model shape (required)",
-                           .choices = "7b|8b|1b|tiny|tiny-mha" };
+                           .choices = "7b|8b|70b|1b|tiny|tiny-mha" };
     opts[n++] = (cli_opt){ "--quant", "QUANT", CLI_OPT_CHOICE, &quant, .help = "weight types (required)",
                            .choices = "q4_k_m|q8_0|f16" };
     opts[n++] = (cli_opt){ "-o, --output", "PATH", CLI_OPT_STR, &out, .help = "output file (required)", .dflt = "" };
@@ -292,7 +295,7 @@ int cmd_synth(int argc, char **argv) {
     const synth_shape *sh = NULL;
     for (size_t i = 0; i < MF_ARRAY_LEN(shapes); i++)
         if (!strcmp(shapes[i].name, shape_name)) sh = &shapes[i];
-    if (!sh) return cli_error(1, "synth: unknown shape '%s' (7b, 8b, 1b, tiny, tiny-mha)", shape_name);
+    if (!sh) return cli_error(1, "synth: unknown shape '%s' (7b, 8b, 70b, 1b, tiny, tiny-mha)", shape_name);
     uint32_t base_type, file_type;
     if (!strcmp(quant, "q4_k_m")) { base_type = QTYPE_Q4_K; file_type = 15; }
     else if (!strcmp(quant, "q8_0")) { base_type = QTYPE_Q8_0; file_type = 7; }
