@@ -179,23 +179,22 @@ static int mmf_wants(const cu_state *S, const mf_weight *w, int n) {
            (n >= CU_MMF_MIN_N || (S->on[CU_PATH_MMF_COLS] && n >= CU_MMF_COLS_MIN && n <= CU_MMF_COLS_MAX));
 }
 
+/* 1 when every GEMM of ws[0..nw) over n columns runs on path mmf (each has its plane) */
+static int mmf_all(const cu_state *S, const mf_weight *const *ws, int nw, int n) {
+    for (int i = 0; i < nw; i++)
+        if (!ws[i]->dev_mmf || !mmf_wants(S, ws[i], n)) return 0;
+    return 1;
+}
+
 /* 1 when a layer's blocks over n <= 8 columns (several sequences a step) run as prefill
  * blocks on path mmf's column kernel instead of the GEMVs: every matrix of the layer
  * has its plane. */
 static int mmf_cols_layer(const cu_state *S, const mf_layer *L, int l, int n) {
     if (n > CU_MAX_GEMV_COLS) return 0;
     const mf_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_down};
-    for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++)
-        if (!ws[i]->dev_mmf || !mmf_wants(S, ws[i], n)) return 0;
+    if (!mmf_all(S, ws, (int)MF_ARRAY_LEN(ws), n)) return 0;
     const int gu = S->gu && S->gu[l].on ? S->gu[l].mmf != NULL : L->w_gate.dev_mmf != NULL && L->w_up.dev_mmf != NULL;
     return gu && mmf_wants(S, &L->w_gate, n) && mmf_wants(S, &L->w_up, n);
-}
-
-/* 1 when every GEMM of ws[0..nw) over n columns runs on path mmf (each has its plane) */
-static int mmf_all(const cu_state *S, const mf_weight *const *ws, int nw, int n) {
-    for (int i = 0; i < nw; i++)
-        if (!ws[i]->dev_mmf || !mmf_wants(S, ws[i], n)) return 0;
-    return 1;
 }
 
 /* 1 when a layer's gate and up run as one GEMM over both (upload.cu gu_pairable) */

@@ -375,6 +375,11 @@ static __device__ __forceinline__ void tma_copy(void *dst, const void *src, uint
 static __device__ __forceinline__ __half2 f2h2_sat(float a, float b) {
     return __floats2half2_rn(fminf(fmaxf(a, -65504.f), 65504.f), fminf(fmaxf(b, -65504.f), 65504.f));
 }
+/* four of them, packed for one 8-byte store */
+static __device__ __forceinline__ uint2 f2h4_sat(float4 v) {
+    const __half2 a = f2h2_sat(v.x, v.y), b = f2h2_sat(v.z, v.w);
+    return make_uint2(*(const uint32_t *)&a, *(const uint32_t *)&b);
+}
 
 static __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -668,12 +673,12 @@ size_t cu_mmf_plane_bytes(uint32_t type, int R, int K);
 void cu_mmf_plane_build(cu_ctx *S, uint32_t type, uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K);
 void cu_mmf_convert(cu_ctx *S, __half *xh, const float *x, int n, int K);
 void cu_mmf_swiglu(cu_ctx *S, __half *xh, const float *g, const float *u, int n, int K);
+/* The shared memory a block of the TMA column kernel needs at most (its largest tile). */
+int cu_mmf_tma_smem_need(void);
 /* 8 columns on sm_90 (path mmf-swiglu): a gate+up pair's plane (gate rows 0..ff-1, up
  * rows ff..2ff-1) times xh, stored only as sw [n][ff] = f16(silu(gate) * up), the
  * rounding of cu_mmf_swiglu on the sums cu_mmf would store. 0 (nothing launched)
  * where it does not apply. */
-/* The shared memory a block of the TMA column kernel needs at most (its largest tile). */
-int cu_mmf_tma_smem_need(void);
 int cu_mmf_cols_swiglu(cu_ctx *S, uint32_t type, __half *sw, const uint8_t *plane, int ff, int K, const __half *xh, int n);
 void cu_mmf(cu_ctx *S, uint32_t type, float *out, int ldo, const uint8_t *plane, int R, int K, const __half *xh, int n,
             const float *bias, int accum, float *out2, int rsplit);

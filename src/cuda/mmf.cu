@@ -136,11 +136,7 @@ static __global__ void kernel_mmf_convert(__half *xh, const float *x, const floa
             v = make_float4(silu_mul(v.x, w.x), silu_mul(v.y, w.y), silu_mul(v.z, w.z), silu_mul(v.w, w.w));
         }
     }
-    uint2 o;
-    __half2 a = f2h2_sat(v.x, v.y), b = f2h2_sat(v.z, v.w);
-    o.x = *(uint32_t *)&a;
-    o.y = *(uint32_t *)&b;
-    *(uint2 *)(xh + i) = o;
+    *(uint2 *)(xh + i) = f2h4_sat(v);
 }
 
 /* (below CU_MMF_MIN_N the column kernel reads groups of 8 columns) */
@@ -646,22 +642,31 @@ int cu_mmf_tma_smem_need(void) {
     return m + 2048; /* (+ the static sums and barriers) */
 }
 
+/* The TMA column kernel on the tile mmf_tma_pick gives R rows and K (sw: the SwiGLU
+ * form, R = 2 rsplit). */
+template <bool SW>
+static void mmf_tma_go(cu_ctx *S, uint32_t type, float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R,
+                       int K, const __half *xh, int n, const float *bias, int accum, __half *sw) {
+#define MMF_TMA_GO(T, TILE) mmf_cols_tma_launch<T, TILE, SW>(S, out, out2, rsplit, ldo, P, R, K, xh, n, bias, accum, sw)
+#define MMF_TMA_TILES(T)                                                                                                \
+    switch (mmf_tma_pick(R, K)) {                                                                                       \
+    case MMF_WIDE: MMF_TMA_GO(T, MMF_TMA_WIDE); break;                                                                  \
+    case MMF_MID: MMF_TMA_GO(T, MMF_TMA_MID); break;                                                                    \
+    case MMF_DEEPK: if constexpr (!SW) MMF_TMA_GO(T, MMF_TMA_DEEPK); break; /* (no SwiGLU form: see below) */          \
+    case MMF_NARROW: MMF_TMA_GO(T, MMF_TMA_NARROW); break;                                                              \
+    }
+    if (type == QTYPE_Q6_K) MMF_TMA_TILES(QTYPE_Q6_K)
+    else MMF_TMA_TILES(QTYPE_Q4_K)
+#undef MMF_TMA_TILES
+#undef MMF_TMA_GO
+}
+
 int cu_mmf_cols_swiglu(cu_ctx *S, uint32_t type, __half *sw, const uint8_t *plane, int ff, int K, const __half *xh, int n) {
     if (!S->mmf_tma || n > 8 || !cu_mmf_supported(type, K) || ff % 16 || !plane || !xh || !sw) return 0;
-    /* the tile cu_mmf picks for the 2 ff rows (its split of K, so its sums) */
-    const mmf_tma_tile tl = mmf_tma_pick(2 * ff, K);
-    if (tl == MMF_DEEPK) return 0;
-#define MMF_SW_GO(T, TILE) mmf_cols_tma_launch<T, TILE, true>(S, NULL, NULL, ff, ff, plane, 2 * ff, K, xh, n, NULL, 0, sw)
-    if (type == QTYPE_Q6_K) {
-        if (tl == MMF_WIDE) MMF_SW_GO(QTYPE_Q6_K, MMF_TMA_WIDE);
-        else if (tl == MMF_MID) MMF_SW_GO(QTYPE_Q6_K, MMF_TMA_MID);
-        else MMF_SW_GO(QTYPE_Q6_K, MMF_TMA_NARROW);
-    } else {
-        if (tl == MMF_WIDE) MMF_SW_GO(QTYPE_Q4_K, MMF_TMA_WIDE);
-        else if (tl == MMF_MID) MMF_SW_GO(QTYPE_Q4_K, MMF_TMA_MID);
-        else MMF_SW_GO(QTYPE_Q4_K, MMF_TMA_NARROW);
-    }
-#undef MMF_SW_GO
+    /* (the deep-K tile has no SwiGLU form: it never serves gate+up, whose 2 ff rows pick
+     * wide or mid; mmf_tma_go picks what cu_mmf would, so the sums are its) */
+    if (mmf_tma_pick(2 * ff, K) == MMF_DEEPK) return 0;
+    mmf_tma_go<true>(S, type, NULL, NULL, ff, ff, plane, 2 * ff, K, xh, n, NULL, 0, sw);
     return 1;
 }
 
@@ -674,21 +679,7 @@ void cu_mmf(cu_ctx *S, uint32_t type, float *out, int ldo, const uint8_t *plane,
         return;
     }
     if (n < CU_MMF_MIN_N && n <= 8 && S->mmf_tma) {
-        const mmf_tma_tile tl = mmf_tma_pick(R, K);
-        const bool q6 = type == QTYPE_Q6_K, wide = tl == MMF_WIDE, mid = tl == MMF_MID, deep = tl == MMF_DEEPK;
-#define MMF_TMA_GO(T, TILE) mmf_cols_tma_launch<T, TILE>(S, out, out2, rsplit, ldo, plane, R, K, xh, n, bias, accum)
-        if (q6) {
-            if (wide) MMF_TMA_GO(QTYPE_Q6_K, MMF_TMA_WIDE);
-            else if (mid) MMF_TMA_GO(QTYPE_Q6_K, MMF_TMA_MID);
-            else if (deep) MMF_TMA_GO(QTYPE_Q6_K, MMF_TMA_DEEPK);
-            else MMF_TMA_GO(QTYPE_Q6_K, MMF_TMA_NARROW);
-        } else {
-            if (wide) MMF_TMA_GO(QTYPE_Q4_K, MMF_TMA_WIDE);
-            else if (mid) MMF_TMA_GO(QTYPE_Q4_K, MMF_TMA_MID);
-            else if (deep) MMF_TMA_GO(QTYPE_Q4_K, MMF_TMA_DEEPK);
-            else MMF_TMA_GO(QTYPE_Q4_K, MMF_TMA_NARROW);
-        }
-#undef MMF_TMA_GO
+        mmf_tma_go<false>(S, type, out, out2, rsplit, ldo, plane, R, K, xh, n, bias, accum, nullptr);
         return;
     }
     if (n < CU_MMF_MIN_N) {

@@ -108,13 +108,7 @@ static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, 
         if (valid) {
             r = make_float4(v[k].x * inv * g[k].x, v[k].y * inv * g[k].y, v[k].z * inv * g[k].z, v[k].w * inv * g[k].w);
             orow[i] = r;
-            if (xh) {
-                const __half2 a = f2h2_sat(r.x, r.y), b = f2h2_sat(r.z, r.w);
-                uint2 o;
-                o.x = *(const uint32_t *)&a;
-                o.y = *(const uint32_t *)&b;
-                *(uint2 *)(xh + row * dim + (int64_t)i * 4) = o;
-            }
+            if (xh) *(uint2 *)(xh + row * dim + (int64_t)i * 4) = f2h4_sat(r);
         }
         if (k == NPT - 1 || split > 1) trace_mark(2);
         if (Q8) q8_store4(q, row * dim + (int64_t)i * 4, r, valid);
@@ -303,11 +297,14 @@ static void launch_reg(cu_ctx *S, float *out, float *x, const float *y, const fl
     else cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 4>, dim3(n), dim3(T), 0, out, x, y, w, dim, eps, q, xh);
 }
 
+/* the widths kernel_rmsnorm_reg takes (launch_reg) */
+static bool reg_fits(int dim) { return dim % 4 == 0 && dim <= 16384; }
+
 void cu_rmsnorm(cu_ctx *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
                 const cu_q8 *q) {
     const int q8 = q && dim % 32 == 0;
     cu_q8 qq = q ? *q : cu_q8{};
-    if (dim % 4 == 0 && dim <= 16384) {
+    if (reg_fits(dim)) {
         if (y) {
             if (q8) launch_reg<true, true>(S, out, x, y, w, n, dim, eps, qq);
             else launch_reg<true, false>(S, out, x, y, w, n, dim, eps, qq);
@@ -325,7 +322,7 @@ void cu_rmsnorm(cu_ctx *S, float *out, float *x, const float *y, const float *w,
 }
 
 int cu_rmsnorm_h(cu_ctx *S, float *out, __half *xh, float *x, const float *y, const float *w, int n, int dim, float eps) {
-    if (dim % 4 != 0 || dim > 16384 || !xh) return 0;
+    if (!reg_fits(dim) || !xh) return 0;
     const cu_q8 none{};
     if (y) launch_reg<true, false>(S, out, x, y, w, n, dim, eps, none, xh);
     else launch_reg<false, false>(S, out, x, y, w, n, dim, eps, none, xh);
