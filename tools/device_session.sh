@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# tools/device_session.sh unpack - on the GPU machine: the staged tree out of
+# build-devpack/device.tar.xz (tools/stage_device.sh), before the rest.
 # tools/device_session.sh [DIR] [tests|bench|all] - on the GPU machine, in the working
 # tree staged by tools/stage_device.sh: the CUDA test suite (tests), the GPU benchmark
 # (bench; it makes the 7B q4_k_m synth with --fast, seconds, unless $MINFER_BENCH_MODEL
@@ -9,6 +11,12 @@
 # benchmark, where DIR/b/minfer.trace was staged (STAGE_TRACE=1), one decode step's
 # block timeline too (tools/device_profile.sh, a few seconds; $OUT/trace_step.txt).
 set -u
+if [ "${1:-}" = unpack ]; then
+    # the staged tree from tools/stage_device.sh's pack (carry ["build-devpack"])
+    python3 -c 'import tarfile; tarfile.open("build-devpack/device.tar.xz").extractall(".")' &&
+        echo "device_session: build-devpack/device.tar.xz unpacked" || { echo "device_session: unpack failed"; exit 1; }
+    exit 0
+fi
 DIR=${1:-.device}
 PART=${2:-all}
 OUT=${OUT:-/tmp}

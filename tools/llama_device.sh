@@ -17,6 +17,12 @@
 #           bash tools/llama_device.sh wait         waits again (a later call)
 #           bash tools/llama_device.sh bin          prints the directory of the binaries
 #                                                   (exit 1 until the build is done)
+# Or build here and carry the binaries (no device time for the build, ~40 minutes on 2 cores):
+#   here:   tools/llama_device.sh pack BUILDDIR     BUILDDIR/bin's llama-bench, batched-bench,
+#           perplexity and their shared libraries (a build with -DBUILD_SHARED_LIBS=ON and
+#           rpath $ORIGIN; sm_90 only) as build-llama/llama-bin.tar.xz
+#   there:  bash tools/llama_device.sh unpack       (carry ["build-llama"]) into $LLAMA_DIR/b/bin,
+#           after which `bin` prints it (libcudart and libcublas are the machine's toolkit's)
 # Flags as bench/RESULTS.md's llama.cpp rows: -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90,
 # no server, tests, examples, curl or openssl, Release. The many-sequence reference of
 # bench/RESULTS.md, beside `minfer bench -p 16 -n 32 -s 1,2,4,8,16,32,64`:
@@ -76,6 +82,29 @@ wait)
 bin)
     [ -f "$L/done" ] && echo "$L/b/bin" && exit 0
     exit 1
+    ;;
+pack)
+    b=${2:?usage: llama_device.sh pack BUILDDIR}/bin
+    for f in llama-bench llama-batched-bench llama-perplexity; do
+        [ -x "$b/$f" ] || { echo "llama_device: no $b/$f" >&2; exit 2; }
+    done
+    mkdir -p build-llama
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    cp -a "$b"/llama-bench "$b"/llama-batched-bench "$b"/llama-perplexity "$b"/lib*.so* "$tmp/"
+    strip --strip-unneeded "$tmp"/llama-* "$tmp"/lib*.so.*.* 2>/dev/null || true
+    tar -C "$tmp" -cf - . | xz -T2 -6 >build-llama/llama-bin.tar.xz
+    echo "llama_device: $b -> build-llama/llama-bin.tar.xz ($(du -h build-llama/llama-bin.tar.xz | cut -f1))" >&2
+    ;;
+unpack)
+    src=build-llama/llama-bin.tar.xz
+    [ -f "$src" ] || { echo "llama_device: no $src (run 'pack' here, carry build-llama)" >&2; exit 2; }
+    mkdir -p "$L/b/bin"
+    tar -xJf "$src" -C "$L/b/bin"
+    echo 0 >"$L/done"
+    LD_LIBRARY_PATH="$L/b/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$L/b/bin/llama-bench" --help >/dev/null 2>&1 ||
+        { echo "llama_device: llama-bench does not start:"; ldd "$L/b/bin/llama-bench" | grep 'not found'; exit 1; }
+    echo "llama_device: $L/b/bin"
     ;;
 *)
     sed -n '2,/^set -eu/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'

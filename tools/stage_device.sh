@@ -10,6 +10,10 @@
 #   bash tools/device_session.sh DIR
 # STAGE_TRACE=1 also builds DIR/b/minfer.trace (-DMINFER_CUDA_TRACE=1: the block
 # timeline, MINFER_CUDA_TRACE=FILE, read by bench/trace_step.py).
+# The staged binaries each link the whole CUDA library (~14 MB apiece, over 100 MB in all:
+# more than a call carries), so DIR also goes into build-devpack/device.tar.xz (~16 MB: the
+# copies compress into one); carry ["build-devpack"] and start the call with
+# `bash tools/device_session.sh unpack` (python3's tarfile: no xz binary needed there).
 set -eu
 DIR=${1:-.device}
 ARCH=${CUDA_ARCHS:-'-gencode arch=compute_90a,code=sm_90a'}
@@ -19,12 +23,12 @@ LINE=
 CUDA_TESTS=$(ls tests/cuda/test_*.c | sed "s|^tests/cuda/\(.*\)\.c$|$B/tests/cuda/\1|")
 make -j"$(nproc)" BUILD=$B CUDA_ARCHS="$ARCH" \
     NVCCFLAGS="-O3 $LINE -std=c++17 $ARCH -Isrc -Xcompiler -Wall,-Wextra,-Wno-unused-parameter --expt-relaxed-constexpr" \
-    $B/minfer $B/bench/cuda_gemv $B/bench/cuda_mmq $B/bench/cuda_mmf $B/bench/cuda_attn $B/bench/sm_rates $B/bench/icache $B/tools/cuda_paths $CUDA_TESTS >/dev/null
+    $B/minfer $B/bench/cuda_gemv $B/bench/cuda_mmq $B/bench/cuda_mmf $B/bench/cuda_attn $B/bench/sm_rates $B/bench/icache $B/tools/cuda_paths $B/tools/greedy_trace $CUDA_TESTS >/dev/null
 mkdir -p "$DIR/b/bench" "$DIR/b/tests/cuda" "$DIR/b/tools" "$DIR/lib" "$DIR/models"
 cp $B/minfer "$DIR/b/minfer"
 cp $B/bench/cuda_gemv $B/bench/cuda_mmq $B/bench/cuda_mmf $B/bench/cuda_attn $B/bench/sm_rates $B/bench/icache "$DIR/b/bench/"
 cp $CUDA_TESTS "$DIR/b/tests/cuda/"
-cp $B/tools/cuda_paths "$DIR/b/tools/"
+cp $B/tools/cuda_paths $B/tools/greedy_trace "$DIR/b/tools/"
 strip "$DIR/b/minfer" "$DIR/b/bench/cuda_gemv" "$DIR/b/bench/cuda_mmq" "$DIR/b/bench/cuda_mmf" "$DIR/b/bench/cuda_attn" "$DIR/b/bench/sm_rates" "$DIR/b/bench/icache" "$DIR/b/tests/cuda/"* "$DIR/b/tools/"*
 if [ "${STAGE_TRACE:-0}" = 1 ]; then
     # the block-timeline build (src/cuda/trace.cu) beside the normal one: DIR/b/minfer.trace
@@ -49,3 +53,6 @@ for f in stories260K.gguf stories260K.greedy200.txt; do
     if [ -f "$SHARED/models/$f" ]; then cp "$SHARED/models/$f" "$DIR/models/"; fi
 done
 du -sh "$DIR"
+mkdir -p build-devpack
+tar -cf - "$DIR" | xz -T"$(nproc)" -6 >build-devpack/device.tar.xz
+echo "stage_device: $DIR -> build-devpack/device.tar.xz ($(du -h build-devpack/device.tar.xz | cut -f1))"

@@ -181,7 +181,7 @@ static void free_state(cu_state *S) {
         if (S->host[i].p) host_buf_free(&S->host[i]);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s, S->q8.xl4, S->q8.xl6,
                    S->q8h.qs, S->q8h.d, S->q8h.s, S->q8h.xl4, S->q8h.xl6,
-                   S->att_part, S->x16, S->w16, S->rope_cs, S->cs_now, S->att_count,
+                   S->att_part, S->x16, S->w16, S->rope_cs, S->rope_cs_swa, S->cs_now, S->att_count,
                    S->mq.q, S->mq.d, S->mq.s, S->mq.is, S->mq.part, S->planebuf, S->mh, S->mh8, S->mmfbuf};
     for (size_t i = 0; i < MF_ARRAY_LEN(dev); i++)
         if (dev[i]) cudaFree(dev[i]);
@@ -227,6 +227,7 @@ static int resolve_paths(cu_state *S, mf_err *err) {
     if (!S->on[CU_PATH_SWIGLU_GEMV]) S->on[CU_PATH_XSG_SHARED] = 0;
     if (!S->on[CU_PATH_QKV_MIXED]) S->on[CU_PATH_XSTM_STAGED] = 0;
     if (!S->pdl) S->on[CU_PATH_ATTN_PRE] = 0; /* (only PDL makes reading early pay) */
+    if (!S->on[CU_PATH_FLASH]) S->on[CU_PATH_FLASH_DB] = S->on[CU_PATH_FLASH_GQA] = 0;
     return MF_OK;
 }
 
@@ -326,6 +327,15 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         SCRATCH(S->rope_cs, float2, (size_t)S->n_ctx * (hp->rope_dim / 2));
         SCRATCH(S->cs_now, float2, (size_t)hp->rope_dim / 2);
         cu_rope_table(S, S->rope_cs, S->n_ctx, hp->rope_dim, hp->rope_base);
+        /* gemma3's sliding layers rotate by a base of their own: a table for it too (without
+         * one, rope_cs computes each pair's theta in double precision: the 36 kv_store
+         * launches of a gemma-3-270M pp512 took 40 us each) */
+        const float swa = m->desc.rope_base_swa;
+        if (swa > 0 && swa != hp->rope_base) {
+            SCRATCH(S->rope_cs_swa, float2, (size_t)S->n_ctx * (hp->rope_dim / 2));
+            cu_rope_table(S, S->rope_cs_swa, S->n_ctx, hp->rope_dim, swa);
+            S->rope_base_swa = swa;
+        }
     }
     /* the one-token attention's RoPE row from the embedding kernel (attn.cu `fast`): the
      * model decides it once here, for the embedding kernel's copy, the attention's

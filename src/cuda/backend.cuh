@@ -112,6 +112,8 @@ struct cu_state : cu_ctx {
     int64_t res_n;
     /* RoPE (cos, sin) table [n_ctx][rope_dim/2] of the model's rope_dim/base */
     float2 *rope_cs;
+    float2 *rope_cs_swa;   /* the same for the sliding layers' base rope_base_swa (gemma3), or NULL */
+    float rope_base_swa;
     float2 *cs_now;        /* the table's row at the step's position (cu_embed), for the attention */
     int cs_now_ok;         /* cs_now written by this forward's embedding (one token) */
     /* attention partials */
@@ -185,6 +187,8 @@ uint8_t *cu_cap_pinned(cu_state *S, size_t n, size_t *off);
 void cu_upload_meta(cu_state *S, const mf_batch *b);
 /* Settles what the step still owes (the residual add) before the step ends. */
 void cu_settle(cu_state *S);
+/* NULL when the fused blocks run the descriptor; else the first feature they lack. */
+const char *cu_blocks_unfused(const mf_arch_desc *d);
 
 /* graph.cu */
 int cu_be_forward(mf_backend *be, mf_forward *fw, const mf_batch *b, float *logits, mf_err *err);

@@ -84,10 +84,11 @@ static void upload_small(cu_state *S, void *dst, const void *src, size_t n) {
  * position of the batch is inside it (forward_step guarantees < n_ctx; a direct
  * op call need not), else NULL: computed in the kernel, rounded the same way. */
 static const float2 *rope_table(cu_state *S, int rope_dim, float base, const mf_batch *b) {
-    if (!S->rope_cs || rope_dim != S->hp.rope_dim || base != S->hp.rope_base) return NULL;
+    const float2 *t = base == S->hp.rope_base ? S->rope_cs : base == S->rope_base_swa ? S->rope_cs_swa : NULL;
+    if (!t || rope_dim != S->hp.rope_dim) return NULL;
     for (int i = 0; i < b->n; i++)
         if (b->pos[i] < 0 || b->pos[i] >= S->n_ctx) return NULL;
-    return S->rope_cs;
+    return t;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -355,8 +356,8 @@ static void attn_run(cu_state *S, const cu_attn_args *ap, const float *q, float 
     const cu_attn_args &a = *ap;
     const int n = a.n, hd = a.hd;
     const int64_t qd = (int64_t)a.n_head * hd;
-    /* a sliding layer (a.window) runs split + combine for every token: the flash kernel has no window */
-    if (n > CU_MAX_GEMV_COLS && S->on[CU_PATH_FLASH] && cu_attn_flash_supported(hd) && !S->capturing && !a.window) {
+    /* (a sliding layer's window is the flash kernel's too: a.window) */
+    if (n > CU_MAX_GEMV_COLS && S->on[CU_PATH_FLASH] && cu_attn_flash_supported(hd) && !S->capturing) {
         int nt = 0;
         for (int t = 0; t < n;) {
             const int seq = b->seq ? b->seq[t] : 0;
@@ -445,7 +446,7 @@ static void op_get_rows(mf_backend *be, float *dst, const float *src, const int3
 }
 
 static void op_geglu(mf_backend *be, float *out, const float *gate, const float *up, int64_t n) {
-    cu_geglu(cu_st(be), out, gate, up, n);
+    cu_geglu(cu_st(be), out, gate, up, n, NULL);
 }
 
 static void op_scale(mf_backend *be, float *x, float s, int64_t n) { cu_scale(cu_st(be), x, s, n); }
@@ -460,14 +461,18 @@ const mf_ops cu_ops = {
 /* ------------------------------------------------------------------------- */
 /* Blocks                                                                    */
 /* ------------------------------------------------------------------------- */
-/* 1 when the fused blocks below can run the model's descriptor: the llama / qwen2 layer
- * (biases allowed). gemma3's pieces (q/k norms, post-norms, GeGLU, embedding scale,
- * soft-cap) and sliding windows run as forward.c's composed blocks over the ops above,
- * one kernel per op. */
-static int desc_fused(const mf_arch_desc *d) {
-    return !d->qk_norm && !d->post_norm && d->act == MF_ACT_SILU && (d->embd_scale == 0 || d->embd_scale == 1) &&
-           d->logit_softcap == 0 && d->q_scale == 0 && d->sliding_window == 0;
+/* NULL when the fused blocks below can run the model's descriptor: the llama / qwen2
+ * layer (biases allowed) and gemma3's pieces (q/k norms, post-norms, GeGLU, embedding
+ * scale, soft-cap, sliding windows with their own RoPE base), each written into the
+ * blocks as the launches it needs; else the first feature they lack, for the notice line
+ * (a q scale other than 1/sqrt(head_dim), gemma3 27B: forward.c's composed blocks over
+ * the ops above, one kernel per op). */
+const char *cu_blocks_unfused(const mf_arch_desc *d) {
+    if (d->act != MF_ACT_SILU && d->act != MF_ACT_GELU) return "the model's FFN activation";
+    if (d->q_scale != 0) return "a q scale";
+    return NULL;
 }
+static int desc_fused(const mf_arch_desc *d) { return cu_blocks_unfused(d) == NULL; }
 
 void cu_settle(cu_state *S) {
     if (!S->res_y) return;
@@ -558,11 +563,27 @@ static void gemv_residual(cu_state *S, const mf_weight *w, float *x, float *tmp,
     owe_add(S, x, tmp, total);
 }
 
+/* gemma3's post-norm: xb = rmsnorm(xb) * w over n rows of the model's width (w NULL: none) */
+static void post_norm(cu_state *S, float *xb, int n, const mf_weight *w) {
+    if (w) cu_rmsnorm(S, xb, xb, NULL, (const float *)w->dev, n, S->hp.n_embd, S->hp.norm_eps, NULL);
+}
+
+/* A block's last GEMV with a post-norm (gemma3): tmp = W in, normed, then added to x
+ * (owed: the next norm adds it), where without one the add goes into the GEMV's store. */
+static void block_out_normed(cu_state *S, const mf_weight *w, float *x, float *tmp, const float *in, int n, int have_q8,
+                             int ring_pre, const mf_weight *norm) {
+    gemv(S, &w, &tmp, NULL, 1, 0, in, n, have_q8, 0, ring_pre);
+    post_norm(S, tmp, n, norm);
+    owe_add(S, x, tmp, (int64_t)n * w->rows);
+}
+
 static void blk_embed(mf_backend *be, mf_forward *fw, const mf_batch *b) {
     cu_state *S = cu_st(be);
     if (!S->on[CU_PATH_FUSED] || !desc_fused(&fw->m->desc)) return forward_composed.embed(be, fw, b);
     cu_settle(S);
     op_embed(be, fw->x, &fw->m->tok_embd, b);
+    const float es = fw->m->desc.embd_scale;
+    if (es != 0 && es != 1) cu_scale(S, fw->x, es, (int64_t)b->n * S->hp.n_embd);
 }
 
 /* q, k, v = xb Wq, Wk, Wv (+ biases) over n <= 8 columns: one launch where the three
@@ -614,19 +635,28 @@ static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
         mq = matmul(S, fw->k, fw->xb, &L->wk, &L->bk, n, mq, 0);
         matmul(S, fw->v, fw->xb, &L->wv, &L->bv, n, mq, 0);
     }
+    const mf_arch_desc *d = &fw->m->desc;
+    if (d->qk_norm) {
+        /* gemma3: each head of q and k RMS-normed before RoPE */
+        cu_rmsnorm(S, fw->q, fw->q, NULL, (const float *)L->attn_q_norm.dev, n * hp->n_head, hd, hp->norm_eps, NULL);
+        cu_rmsnorm(S, fw->k, fw->k, NULL, (const float *)L->attn_k_norm.dev, n * hp->n_head_kv, hd, hp->norm_eps, NULL);
+    }
     /* RoPE and the KV store: inside the one-token attention kernel (q and k in memory stay
      * unrotated; nothing reads them after), else the store kernel rotates q and k first */
     cu_attn_args a = attn_args(S, l, b);
+    const float base = model_layer_rope_base(fw->m, l);
     a.rope = 1;
-    a.rope_cs = rope_table(S, hp->rope_dim, hp->rope_base, b);
-    const int dec = n == 1 && cu_attn_dec_supported(hd);
+    a.rope_base = base;
+    a.rope_cs = rope_table(S, hp->rope_dim, base, b);
+    /* (a sliding layer: the split kernel, which stores nothing) */
+    const int dec = n == 1 && cu_attn_dec_supported(hd) && a.window == 0;
     if (dec) {
         a.kin = fw->k;
         a.vin = fw->v;
         a.pre = S->on[CU_PATH_ATTN_PRE] && S->pdl;
         if (S->cs_now_ok && a.rope_cs == S->rope_cs) a.cs_now = S->cs_now;
     } else {
-        cu_kv_store(S, &a, fw->q, fw->k, fw->v, 1, hp->rope_dim, hp->rope_base, (int)hp->rope_mode, a.rope_cs);
+        cu_kv_store(S, &a, fw->q, fw->k, fw->v, 1, hp->rope_dim, base, (int)hp->rope_mode, a.rope_cs);
         a.rope = 0;
     }
     const int64_t qd = (int64_t)hp->n_head * hd;
@@ -637,10 +667,12 @@ static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     attn_run(S, &a, fw->q, fw->att, b, att_q8);
     if (decode) {
         /* the kernel ahead of wo: the one-token attention (kernel_attn_dec) for head dims 64/128 */
-        const int pre = cu_attn_dec_supported(hd) ? S->tune.xst_pre_attn : S->tune.xst_pre;
-        gemv_residual(S, &L->wo, fw->x, fw->xb, fw->att, n, att_q8, pre);
+        const int pre = dec ? S->tune.xst_pre_attn : S->tune.xst_pre;
+        if (d->post_norm) block_out_normed(S, &L->wo, fw->x, fw->xb, fw->att, n, att_q8, pre, &L->attn_post_norm);
+        else gemv_residual(S, &L->wo, fw->x, fw->xb, fw->att, n, att_q8, pre);
     } else {
         matmul(S, fw->xb, fw->att, &L->wo, NULL, n, att_mh ? HAVE_MH : 0, 0);
+        post_norm(S, fw->xb, n, d->post_norm ? &L->attn_post_norm : NULL);
         owe_add(S, fw->x, fw->xb, (int64_t)n * hp->n_embd);
     }
     S->n.fused_blocks++;
@@ -653,12 +685,14 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     const mf_hparams *hp = &S->hp;
     const int n = b->n, ff = hp->n_ff;
     const int decode = n <= CU_MAX_GEMV_COLS && !mmf_cols_layer(S, L, l, n);
+    const int gelu = fw->m->desc.act == MF_ACT_GELU; /* GeGLU (gemma3), else SwiGLU */
+    const mf_weight *pn = fw->m->desc.post_norm ? &L->ffn_post_norm : NULL;
     const mf_weight *gu[2] = {&L->w_gate, &L->w_up};
     const int gu1 = !decode && gu_one_gemm(S, L, l, n);
     const int gu_mf = gu1 ? S->gu[l].mmf && mmf_wants(S, &L->w_gate, n) : mmf_all(S, gu, 2, n);
     int have_q8 = decode ? norm_in(S, fw->xb, fw->x, &L->ffn_norm, n, 1)
                          : norm_in_mq(S, fw->xb, fw->x, &L->ffn_norm, n, gu, 2, gu_mf);
-    if (!decode && n <= CU_MAX_GEMV_COLS && gu1 && S->gu[l].mmf && S->mh8 && S->on[CU_PATH_MMF_SWIGLU] &&
+    if (!decode && !gelu && n <= CU_MAX_GEMV_COLS && gu1 && S->gu[l].mmf && S->mh8 && S->on[CU_PATH_MMF_SWIGLU] &&
         mmf_wants(S, &L->w_gate, n) && L->w_down.dev_mmf && mmf_wants(S, &L->w_down, n)) {
         /* 8 columns (path mmf-swiglu): gate+up with the SwiGLU in its store, its f16 into
          * mh8, which the down GEMM then reads as its mh */
@@ -676,6 +710,7 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
             S->mh = S->mh8;
             matmul(S, fw->xb, fw->hb, &L->w_down, NULL, n, HAVE_MH, 0);
             S->mh = mh;
+            post_norm(S, fw->xb, n, pn);
             owe_add(S, fw->x, fw->xb, (int64_t)n * hp->n_embd);
             S->n.fused_blocks++;
             return;
@@ -697,9 +732,12 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
             const int mq = matmul(S, fw->hb, fw->xb, &L->w_gate, NULL, n, have_q8, 0);
             matmul(S, fw->hb2, fw->xb, &L->w_up, NULL, n, mq, 0);
         }
-        /* MMQ or mmf down: SwiGLU and the prepass in one kernel (the f32 product unstored) */
+        /* MMQ or mmf down: SwiGLU and the prepass in one kernel (the f32 product unstored);
+         * GeGLU: its own launch, the down GEMM's prepass after */
         int have = 0;
-        if (L->w_down.dev_mmf && mmf_wants(S, &L->w_down, n)) {
+        if (gelu) {
+            cu_geglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, NULL);
+        } else if (L->w_down.dev_mmf && mmf_wants(S, &L->w_down, n)) {
             cu_mmf_swiglu(S, S->mh, fw->hb, fw->hb2, n, ff);
             have = HAVE_MH;
         } else if (mmq_takes(S, &L->w_down, n)) {
@@ -709,6 +747,7 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
             cu_swiglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, NULL);
         }
         matmul(S, fw->xb, fw->hb, &L->w_down, NULL, n, have, 0);
+        post_norm(S, fw->xb, n, pn);
         owe_add(S, fw->x, fw->xb, (int64_t)n * hp->n_embd);
         S->n.fused_blocks++;
         return;
@@ -719,7 +758,7 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     const int h_q8 = q8_fits(S, (int64_t)n * ff);
     int down_pre = S->tune.xst_pre;
     int done = 0;
-    if (S->on[CU_PATH_SWIGLU_GEMV] && n == 1 && same && h_q8 && S->q8h.qs && mmv_takes_q8(S, w[0], 1)) {
+    if (!gelu && S->on[CU_PATH_SWIGLU_GEMV] && n == 1 && same && h_q8 && S->q8h.qs && mmv_takes_q8(S, w[0], 1)) {
         /* gate+up with the SwiGLU in its store (mmv_xsg.cuh xsg/xsgs; it refuses what it cannot
          * take: a bias, other shapes, launches below the ring's size): its q8 goes to q8h,
          * which then becomes the q8 buffer */
@@ -746,9 +785,11 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
             have_q8 = gemv(S, w, out, NULL, 1, 0, fw->xb, n, have_q8, 0, S->tune.xst_pre);
             gemv(S, w + 1, out + 1, NULL, 1, 0, fw->xb, n, have_q8, 0, S->tune.xst_pre);
         }
-        cu_swiglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, h_q8 ? &S->q8 : NULL);
+        if (gelu) cu_geglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, h_q8 ? &S->q8 : NULL);
+        else cu_swiglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, h_q8 ? &S->q8 : NULL);
     }
-    gemv_residual(S, &L->w_down, fw->x, fw->xb, fw->hb, n, h_q8, down_pre);
+    if (pn) block_out_normed(S, &L->w_down, fw->x, fw->xb, fw->hb, n, h_q8, down_pre, pn);
+    else gemv_residual(S, &L->w_down, fw->x, fw->xb, fw->hb, n, h_q8, down_pre);
     S->n.fused_blocks++;
 }
 
@@ -765,6 +806,7 @@ static int blk_logits(mf_backend *be, mf_forward *fw, const mf_batch *b, float *
         /* every row wants logits (decode steps): no row gather, the norm straight from x */
         const int have_q8 = norm_in(S, fw->xb, fw->x, &m->output_norm, n, 1);
         matmul(S, fw->logits, fw->xb, &m->output, NULL, n, have_q8, S->tune.xst_pre);
+        if (m->desc.logit_softcap != 0) cu_softcap(S, fw->logits, m->desc.logit_softcap, (int64_t)n * nv);
         be->download(be, logits, fw->logits, sizeof(float) * (size_t)n * nv);
     } else {
         cu_settle(S);
@@ -774,6 +816,7 @@ static int blk_logits(mf_backend *be, mf_forward *fw, const mf_batch *b, float *
             const cu_q8 *q = nc <= CU_MAX_GEMV_COLS && q8_fits(S, (int64_t)nc * dim) ? &S->q8 : NULL;
             cu_rmsnorm(S, fw->xo, fw->xo, NULL, (const float *)m->output_norm.dev, nc, dim, hp->norm_eps, q);
             matmul(S, fw->logits, fw->xo, &m->output, NULL, nc, q != NULL, S->tune.xst_pre);
+            if (m->desc.logit_softcap != 0) cu_softcap(S, fw->logits, m->desc.logit_softcap, (int64_t)nc * nv);
             be->download(be, logits + (size_t)c0 * nv, fw->logits, sizeof(float) * (size_t)nc * nv);
         }
     }

@@ -540,7 +540,7 @@ void cu_store_host(cu_ctx *S, void *dst_dev, const void *src, size_t nbytes);
 /* out = silu(g) * u; also writes q8 of out when q != NULL (n % 32 == 0). */
 void cu_swiglu(cu_ctx *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q);
 /* gemma3 (elementwise.cu): out = gelu_tanh(g) * u; x *= s; x = c tanh(x / c) */
-void cu_geglu(cu_ctx *S, float *out, const float *g, const float *u, int64_t n);
+void cu_geglu(cu_ctx *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q);
 void cu_scale(cu_ctx *S, float *x, float s, int64_t n);
 void cu_softcap(cu_ctx *S, float *x, float c, int64_t n);
 void cu_quantize_q8(cu_ctx *S, const float *x, int64_t n, const cu_q8 *q);

@@ -87,18 +87,28 @@ void cu_add(cu_ctx *S, float *x, const float *y, int64_t n) {
     cu_launch(S, "add", kernel_add, dim3(grid_for(n, 256)), dim3(256), 0, x, y, n);
 }
 
-/* ---- out = silu(g) * u (+ q8 of out) ---- */
+/* ---- out = act(g) * u (+ q8 of out): SwiGLU (silu) and GeGLU (gelu, tanh form: gemma3) ---- */
+/* gelu_tanh(g) * u, gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) */
+static __device__ __forceinline__ float gelu_mul(float x, float u) {
+    return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * x * (1.0f + 0.044715f * x * x))) * u;
+}
+template <int GELU>
+static __device__ __forceinline__ float act_mul(float g, float u) {
+    return GELU ? gelu_mul(g, u) : silu_mul(g, u);
+}
 
-static __global__ void kernel_swiglu(float *out, const float *g, const float *u, int64_t n) {
+template <int GELU>
+static __global__ void kernel_glu(float *out, const float *g, const float *u, int64_t n) {
     pdl_trigger();
     pdl_wait();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        out[i] = silu_mul(g[i], u[i]);
+        out[i] = act_mul<GELU>(g[i], u[i]);
 }
 
 /* n % 32 == 0: each thread takes 4 values; the loop bound is warp-uniform so the
  * q8 shuffles see the whole warp. */
-static __global__ void kernel_swiglu_q8(float *out, const float *g, const float *u, int64_t n, cu_q8 q) {
+template <int GELU>
+static __global__ void kernel_glu_q8(float *out, const float *g, const float *u, int64_t n, cu_q8 q) {
     pdl_trigger();
     pdl_wait();
     const int64_t n4 = n / 4;
@@ -109,7 +119,8 @@ static __global__ void kernel_swiglu_q8(float *out, const float *g, const float 
         float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
         if (valid) {
             const float4 a = ((const float4 *)g)[i], b = ((const float4 *)u)[i];
-            r = make_float4(silu_mul(a.x, b.x), silu_mul(a.y, b.y), silu_mul(a.z, b.z), silu_mul(a.w, b.w));
+            r = make_float4(act_mul<GELU>(a.x, b.x), act_mul<GELU>(a.y, b.y), act_mul<GELU>(a.z, b.z),
+                            act_mul<GELU>(a.w, b.w));
             ((float4 *)out)[i] = r;
             trace_mark(0);
         }
@@ -121,26 +132,20 @@ static __global__ void kernel_swiglu_q8(float *out, const float *g, const float 
 void cu_swiglu(cu_ctx *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q) {
     if (q && n % 32 == 0) {
         const int t = S->tune.swiglu_threads;
-        cu_launch(S, "swiglu_q8", kernel_swiglu_q8, dim3(grid_for(n / 4, t)), dim3(t), 0, out, g, u, n, *q);
+        cu_launch(S, "swiglu_q8", kernel_glu_q8<0>, dim3(grid_for(n / 4, t)), dim3(t), 0, out, g, u, n, *q);
     } else
-        cu_launch(S, "swiglu", kernel_swiglu, dim3(grid_for(n, 256)), dim3(256), 0, out, g, u, n);
+        cu_launch(S, "swiglu", kernel_glu<0>, dim3(grid_for(n, 256)), dim3(256), 0, out, g, u, n);
 }
 
-/* ---- gemma3's element-wise ops (the composed blocks' geglu, scale, softcap; backend.h) ---- */
-/* out = gelu_tanh(g) * u, gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) */
-static __global__ void kernel_geglu(float *out, const float *g, const float *u, int64_t n) {
-    pdl_trigger();
-    pdl_wait();
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-        const float x = g[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * x * (1.0f + 0.044715f * x * x))) * u[i];
-    }
+void cu_geglu(cu_ctx *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q) {
+    if (q && n % 32 == 0) {
+        const int t = S->tune.swiglu_threads;
+        cu_launch(S, "geglu_q8", kernel_glu_q8<1>, dim3(grid_for(n / 4, t)), dim3(t), 0, out, g, u, n, *q);
+    } else
+        cu_launch(S, "geglu", kernel_glu<1>, dim3(grid_for(n, 256)), dim3(256), 0, out, g, u, n);
 }
 
-void cu_geglu(cu_ctx *S, float *out, const float *g, const float *u, int64_t n) {
-    cu_launch(S, "geglu", kernel_geglu, dim3(grid_for(n, 256)), dim3(256), 0, out, g, u, n);
-}
-
+/* ---- gemma3's other element-wise ops (the composed blocks' scale and softcap; backend.h) ---- */
 static __global__ void kernel_scale(float *x, float s, int64_t n) {
     pdl_trigger();
     pdl_wait();

@@ -27,10 +27,17 @@ void cu_print_notice(cu_state *S) {
                  MINFER_CUDA_L2_HINT ? " +l2-evict-first" : "", S->on[CU_PATH_GEMV_COLS] ? "cols" : "v1");
     else snprintf(gemv, sizeof gemv, "q8-dp4a xs%s, %s for 2..8 columns", S->xs_wide_mats ? ", xs2/pp for wide rows" : "",
                   S->on[CU_PATH_GEMV_COLS] ? "cols" : "v1");
+    /* the fused blocks or, for a descriptor they cannot run (path "fused" on), the
+     * composed blocks, one kernel per primitive op, and the reason */
+    const char *why = S->m ? cu_blocks_unfused(&S->m->desc) : NULL;
+    char blocks[96];
+    if (!S->on[CU_PATH_FUSED]) snprintf(blocks, sizeof blocks, "composed");
+    else if (why) snprintf(blocks, sizeof blocks, "composed (fused blocks lack %s)", why);
+    else snprintf(blocks, sizeof blocks, "fused");
     fprintf(stderr,
-            "minfer/cuda: %s (sm_%d%d, %.0f GiB, tune %s): gemv=%s prefill=%s attn=%s%s; paths off: %s; "
+            "minfer/cuda: %s (sm_%d%d, %.0f GiB, tune %s): blocks=%s gemv=%s prefill=%s attn=%s%s; paths off: %s; "
             "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB mmq-planes=%.2f GiB (%d planes) mmf-planes=%.2f GiB (%d planes)\n",
-            S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib, S->tune.name, gemv,
+            S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib, S->tune.name, blocks, gemv,
             S->on[CU_PATH_MMQ] ? S->on[CU_PATH_MMF] ? S->on[CU_PATH_MMA] ? "mmf-f16 (q4_K q6_K, 128+ tokens) mmq-int8 (q4_K q6_K q8_0; others mma-f16)" : "mmf-f16 (q4_K q6_K, 128+ tokens) mmq-int8 (q4_K q6_K q8_0; others gemv)" : S->on[CU_PATH_MMA] ? "mmq-int8 (q4_K q6_K q8_0; others mma-f16)" : "mmq-int8 (q4_K q6_K q8_0; others gemv)"
                                : S->on[CU_PATH_MMA] ? "mma-f16" : "gemv",
             S->on[CU_PATH_FLASH] && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split",

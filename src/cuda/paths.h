@@ -33,6 +33,8 @@ typedef enum cu_path_id {
     CU_PATH_ATTN_FIT,     /* decode attention's arrays fitted to the model's head group */
     CU_PATH_NORM_WARPS,   /* the one-token RMSNorm by one-warp blocks */
     CU_PATH_FLASH,        /* prefill flash attention */
+    CU_PATH_FLASH_DB,     /* its K/V tiles double-buffered by cp.async */
+    CU_PATH_FLASH_GQA,    /* 2 query heads of one kv group a block, where the grid is one wave */
     CU_PATH_MMA,          /* prefill GEMM on f16 tensor cores */
     CU_PATH_MMQ,          /* prefill GEMMs on int8 tensor cores (q4_K, q6_K, q8_0) */
     CU_PATH_MMQ_NORM,     /* the prefill RMSNorm writes the MMQ int8 form of its output */

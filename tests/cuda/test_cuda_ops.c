@@ -631,6 +631,7 @@ static double attn_batch(struct attn_io *io, int n, int with_rope) {
  * fills a 3000-position prefix once, not once per batch. Several sequences: one batch
  * of cnt[s] tokens per sequence (sequence 0's first); nvar must be 1. */
 static int att_n_ctx = 4096, att_n_batch = 512; /* (the prompt-length cases set 8192, 2048) */
+static int att_window; /* > 0: the layer slides (every key below pos - window + 1 masked) */
 static void test_attention(int n_head, int n_kv, int hd, int n_seq, const int *start, const int *cnt, int nvar,
                            int with_rope) {
     env e;
@@ -640,6 +641,7 @@ static void test_attention(int n_head, int n_kv, int hd, int n_seq, const int *s
         env_free(&e);
         return;
     }
+    e.m.desc.sliding_window = att_window; /* (swa_every 0: the one layer slides) */
     const int qd = n_head * hd, kvd = n_kv * hd;
     struct attn_io io = {.e = &e, .n_head = n_head, .n_kv = n_kv, .hd = hd};
     io.q = malloc(sizeof(float) * n_batch * qd);
@@ -653,7 +655,9 @@ static void test_attention(int n_head, int n_kv, int hd, int n_seq, const int *s
     io.tok = calloc(n_batch, 4);
     io.pos = calloc(n_batch, 4);
     io.seq = calloc(n_batch, 4);
-    const char *desc = n_seq > 1 ? " (+seq 1)" : "";
+    char desc[48];
+    snprintf(desc, sizeof desc, "%s%s", n_seq > 1 ? " (+seq 1)" : "", att_window ? " window" : "");
+    if (att_window) snprintf(desc + strlen(desc), sizeof desc - strlen(desc), " %d", att_window);
     /* the prefixes, in chunks */
     double worst = 0;
     int s = 0, p = 0;
@@ -1065,6 +1069,20 @@ int main(void) {
             test_attention(nh, nkv, hd, 1, s8000, c_long, 3, 0);
         }
     }
+    /* head dim 256 (gemma3: Q in shared memory) and sliding windows (gemma3's 512, and
+     * windows shorter than a 64-key tile and than a prompt) at prompt lengths: the flash
+     * kernel's first tile and lower-edge mask; decode (split kernel) after them */
+    struct { int nh, nkv, hd, window; } wcfg[] = {{4, 1, 256, 0}, {4, 1, 256, 512}, {8, 2, 256, 40},
+                                                  {32, 8, 128, 100}, {32, 8, 64, 1000}, {16, 16, 128, 64}};
+    for (size_t ci = 0; ci < MF_ARRAY_LEN(wcfg); ci++) {
+        att_window = wcfg[ci].window;
+        const int nh = wcfg[ci].nh, nkv = wcfg[ci].nkv, hd = wcfg[ci].hd;
+        const int s0[] = {0}, c_p[] = {13, 511, 700};
+        test_attention(nh, nkv, hd, 1, s0, c_p, 3, 1);
+        const int s3314[] = {3314}, c_after[] = {1, 13, 200};
+        test_attention(nh, nkv, hd, 1, s3314, c_after, 3, 0);
+    }
+    att_window = 0;
     att_n_ctx = 4096, att_n_batch = 512;
     return test_summary("cuda_ops");
 }
