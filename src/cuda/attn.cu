@@ -989,7 +989,14 @@ static void attn_flash_launch(cu_ctx *S, const cu_attn_args *a, const float *q, 
               kernel_attn_flash<HD, NH, DB, WIN>, grid, dim3(C::THREADS), C::SMEM, *a, q, out, d_tiles, qscale);
 }
 
-int cu_attn_flash_supported(int hd) { return hd == 64 || hd == 128 || hd == 256; }
+int cu_attn_flash_supported(const cu_ctx *S, int hd) { return hd == 64 || hd == 128 || (hd == 256 && S->flash256); }
+
+size_t cu_attn_flash_smem_need(int hd, int db) {
+    if (hd == 256) return fa_cfg<256, 1, 0>::SMEM;
+    const int h = hd == 64 ? 0 : 1;
+    const int need[2][2] = {{fa_cfg<64, 2, 0>::SMEM, fa_cfg<64, 2, 1>::SMEM}, {fa_cfg<128, 2, 0>::SMEM, fa_cfg<128, 2, 1>::SMEM}};
+    return (size_t)need[h][db ? 1 : 0];
+}
 
 /* head dim 64 or 128: the form by the paths (sliding layers: one head a block) */
 template <int HD>

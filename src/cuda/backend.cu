@@ -228,6 +228,10 @@ static int resolve_paths(cu_state *S, mf_err *err) {
     if (!S->on[CU_PATH_QKV_MIXED]) S->on[CU_PATH_XSTM_STAGED] = 0;
     if (!S->pdl) S->on[CU_PATH_ATTN_PRE] = 0; /* (only PDL makes reading early pay) */
     if (!S->on[CU_PATH_FLASH]) S->on[CU_PATH_FLASH_DB] = S->on[CU_PATH_FLASH_GQA] = 0;
+    /* the double-buffered flash forms take 69.6 KB a block at head dim 128, head dim 256
+     * 101 KB (not on 99 KB parts: sm_120; those layers run the split kernel, attn=split) */
+    if (S->prop.sharedMemPerBlockOptin < cu_attn_flash_smem_need(128, 1)) S->on[CU_PATH_FLASH_DB] = 0;
+    S->flash256 = S->prop.sharedMemPerBlockOptin >= cu_attn_flash_smem_need(256, 0);
     return MF_OK;
 }
 

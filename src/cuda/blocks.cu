@@ -357,7 +357,7 @@ static void attn_run(cu_state *S, const cu_attn_args *ap, const float *q, float 
     const int n = a.n, hd = a.hd;
     const int64_t qd = (int64_t)a.n_head * hd;
     /* (a sliding layer's window is the flash kernel's too: a.window) */
-    if (n > CU_MAX_GEMV_COLS && S->on[CU_PATH_FLASH] && cu_attn_flash_supported(hd) && !S->capturing) {
+    if (n > CU_MAX_GEMV_COLS && S->on[CU_PATH_FLASH] && cu_attn_flash_supported(S, hd) && !S->capturing) {
         int nt = 0;
         for (int t = 0; t < n;) {
             const int seq = b->seq ? b->seq[t] : 0;

@@ -172,6 +172,7 @@ struct cu_ctx {
     int num_sms;            /* the device's SMs */
     int code_arch;          /* __CUDA_ARCH__ of the code the device runs (the TMA kernels need >= 900) */
     int mmf_tma;            /* mmf's column kernel on TMA rings: sm_90+ code and room for its rings (backend.cu) */
+    int flash256;           /* room for the head-dim-256 flash kernel's shared memory (backend.cu) */
     int pdl;                /* programmatic dependent launch: path "pdl" on and sm_90+ */
     int sync;               /* MINFER_CUDA_SYNC=1: synchronise and check after every eager launch */
     int capturing;          /* inside a graph capture */
@@ -751,7 +752,10 @@ void cu_attn_split(cu_ctx *S, const cu_attn_args *a, const float *q, float *out,
                    int chunk, int n_chunks, const cu_q8 *q8);
 int cu_attn_dec_supported(int hd);
 /* Flash attention with tensor cores for hd 64/128; tiles from the host. */
-int cu_attn_flash_supported(int hd);
+/* head dims the flash kernel runs here (256 where cu_ctx.flash256); the shared memory a
+ * block of the given head dim needs (db: the double-buffered forms, path flash-db) */
+int cu_attn_flash_supported(const cu_ctx *S, int hd);
+size_t cu_attn_flash_smem_need(int hd, int db);
 void cu_attn_flash(cu_ctx *S, const cu_attn_args *a, const float *q, float *out, const int4 *d_tiles,
                    int n_tiles);
 

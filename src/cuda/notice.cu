@@ -40,7 +40,7 @@ void cu_print_notice(cu_state *S) {
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib, S->tune.name, blocks, gemv,
             S->on[CU_PATH_MMQ] ? S->on[CU_PATH_MMF] ? S->on[CU_PATH_MMA] ? "mmf-f16 (q4_K q6_K, 128+ tokens) mmq-int8 (q4_K q6_K q8_0; others mma-f16)" : "mmf-f16 (q4_K q6_K, 128+ tokens) mmq-int8 (q4_K q6_K q8_0; others gemv)" : S->on[CU_PATH_MMA] ? "mmq-int8 (q4_K q6_K q8_0; others mma-f16)" : "mmq-int8 (q4_K q6_K q8_0; others gemv)"
                                : S->on[CU_PATH_MMA] ? "mma-f16" : "gemv",
-            S->on[CU_PATH_FLASH] && cu_attn_flash_supported(S->hp.head_dim) ? "flash+split" : "split",
+            S->on[CU_PATH_FLASH] && cu_attn_flash_supported(S, S->hp.head_dim) ? "flash+split" : "split",
             S->rope_row ? "+rope-row" : "", n_off ? off : "none", S->wbytes / gib, S->kvbytes / gib, scratch / gib,
             base > 0 ? 100.0 * scratch / base : 0.0, plane / gib, S->planebytes / gib, S->nplanes, S->mmfbytes / gib, S->nmmf);
     if (S->verbose)
