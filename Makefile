@@ -190,7 +190,7 @@ bench/cuda-mmf: $(BUILD)/bench/cuda_mmf
 bench-cuda: $(BUILD)/bench/cuda_mmf
 .PHONY: bench/cuda-mmf
 # GPU kernel lab: prefill flash attention, K/V tiles shared by a GQA group's heads (bench/cuda_attn.cu)
-$(BUILD)/bench/cuda_attn: bench/cuda_attn.cu bench/cuda_check.h bench/lab_ctx.h bench/lab_util.h src/cuda/attn.cu $(wildcard src/cuda/*.cuh) $(LIB)
+$(BUILD)/bench/cuda_attn: bench/cuda_attn.cu bench/cuda_check.h bench/lab_ctx.h bench/lab_util.h src/cuda/attn_flash.cu $(wildcard src/cuda/*.cuh) $(LIB)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) -lm -lpthread
 bench/cuda-attn: $(BUILD)/bench/cuda_attn

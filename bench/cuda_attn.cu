@@ -1,4 +1,4 @@
-/* bench/cuda_attn.cu - kernel lab for the prefill flash attention (src/cuda/attn.cu
+/* bench/cuda_attn.cu - kernel lab for the prefill flash attention (src/cuda/attn_flash.cu
  * kernel_attn_flash<HD, NH, DB>, #included): the product's form beside the others of the
  * same template: NH query heads of one kv group a block (GQA), so each K/V tile is loaded
  * from the cache once for NH heads instead of once per head (issue 36: the 8B's 4 query
@@ -11,7 +11,7 @@
  * kernel's.
  *
  *   build/bench/cuda_attn [N]      (on the GPU machine; default 512 and 3314) */
-#include "../src/cuda/attn.cu"
+#include "../src/cuda/attn_flash.cu"
 
 #include <math.h>
 #include <stdlib.h>
