@@ -129,20 +129,21 @@ static __global__ void kernel_glu_q8(float *out, const float *g, const float *u,
     trace_end();
 }
 
-void cu_swiglu(cu_ctx *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q) {
+template <int GELU>
+static void glu_launch(cu_ctx *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q) {
     if (q && n % 32 == 0) {
         const int t = S->tune.swiglu_threads;
-        cu_launch(S, "swiglu_q8", kernel_glu_q8<0>, dim3(grid_for(n / 4, t)), dim3(t), 0, out, g, u, n, *q);
-    } else
-        cu_launch(S, "swiglu", kernel_glu<0>, dim3(grid_for(n, 256)), dim3(256), 0, out, g, u, n);
+        cu_launch(S, GELU ? "geglu_q8" : "swiglu_q8", kernel_glu_q8<GELU>, dim3(grid_for(n / 4, t)), dim3(t), 0, out, g,
+                  u, n, *q);
+    } else {
+        cu_launch(S, GELU ? "geglu" : "swiglu", kernel_glu<GELU>, dim3(grid_for(n, 256)), dim3(256), 0, out, g, u, n);
+    }
 }
-
+void cu_swiglu(cu_ctx *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q) {
+    glu_launch<0>(S, out, g, u, n, q);
+}
 void cu_geglu(cu_ctx *S, float *out, const float *g, const float *u, int64_t n, const cu_q8 *q) {
-    if (q && n % 32 == 0) {
-        const int t = S->tune.swiglu_threads;
-        cu_launch(S, "geglu_q8", kernel_glu_q8<1>, dim3(grid_for(n / 4, t)), dim3(t), 0, out, g, u, n, *q);
-    } else
-        cu_launch(S, "geglu", kernel_glu<1>, dim3(grid_for(n, 256)), dim3(256), 0, out, g, u, n);
+    glu_launch<1>(S, out, g, u, n, q);
 }
 
 /* ---- gemma3's other element-wise ops (the composed blocks' scale and softcap; backend.h) ---- */
