@@ -112,6 +112,7 @@ static void composed_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch 
     if (d->q_scale != 0) op->scale(be, fw->q, d->q_scale, (int64_t)n * hp->n_head * hp->head_dim);
     op->attention(be, fw->att, fw->q, fw->k, fw->v, l, b);
     op->matmul(be, fw->xb, fw->att, &L->wo, NULL, n);
+    if (fw->reduce) fw->reduce(fw, fw->xb, (int64_t)n * dim);
     if (d->post_norm) op->rmsnorm(be, fw->xb, fw->xb, &L->attn_post_norm, n, dim, hp->norm_eps);
     op->add(be, fw->x, fw->xb, (int64_t)n * dim);
 }
@@ -127,6 +128,7 @@ static void composed_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *
     if (fw->m->desc.act == MF_ACT_GELU) op->geglu(be, fw->hb, fw->hb, fw->hb2, (int64_t)n * hp->n_ff);
     else op->swiglu(be, fw->hb, fw->hb, fw->hb2, (int64_t)n * hp->n_ff);
     op->matmul(be, fw->xb, fw->hb, &L->w_down, NULL, n);
+    if (fw->reduce) fw->reduce(fw, fw->xb, (int64_t)n * dim);
     if (fw->m->desc.post_norm) op->rmsnorm(be, fw->xb, fw->xb, &L->ffn_post_norm, n, dim, hp->norm_eps);
     op->add(be, fw->x, fw->xb, (int64_t)n * dim);
 }

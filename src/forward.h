@@ -25,6 +25,12 @@ typedef struct mf_forward {
     float *xo;      /* [n_logit][dim] final-normed rows that want logits */
     float *logits;  /* [n_logit][n_vocab] backend memory */
     int n_logit;    /* rows of logits computed at a time: min(n_batch, FORWARD_LOGIT_ROWS) */
+    /* Tensor parallelism (tp.h): x [n] (backend memory) = the sum of every rank's x, in
+     * place, after each block's column-split projection (attn_output, ffn_down) and before
+     * its post-norm and residual add; NULL on one backend. Set by the caller after
+     * forward_init. */
+    void (*reduce)(struct mf_forward *fw, float *x, int64_t n);
+    void *reduce_ctx;
 } mf_forward;
 
 /* Allocates scratch in backend memory; be->init must have run with the same

@@ -299,15 +299,10 @@ template <int HD, int NH, int DB, int WIN>
 static void attn_flash_launch(cu_ctx *S, const cu_attn_args *a, const float *q, float *out, const int4 *d_tiles,
                               int n_tiles) {
     using C = fa_cfg<HD, NH, DB>;
-    static int attr_set = 0; /* one device per process (backend.cu) */
-    if (!attr_set && C::SMEM > 48 * 1024) {
-        if (cudaFuncSetAttribute(kernel_attn_flash<HD, NH, DB, WIN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 C::SMEM) != cudaSuccess) {
-            cu_record(S, cudaGetLastError(), "attn_flash: shared memory attribute", __FILE__, __LINE__);
-            return;
-        }
-    }
-    attr_set = 1;
+    static unsigned char attr_set[CU_MAX_DEVICES]; /* (per device: common.cuh) */
+    if (C::SMEM > 48 * 1024 &&
+        !cu_smem_attr_once(S, kernel_attn_flash<HD, NH, DB, WIN>, C::SMEM, attr_set, "attn_flash: shared memory attribute"))
+        return;
     const float qscale = 1.4426950408889634f / sqrtf((float)a->hd);
     dim3 grid(a->n_head / NH, n_tiles); /* (heads first: blocks start in x order, tiles as listed) */
     cu_launch(S, HD == 64 ? "attn_flash64" : HD == 128 ? "attn_flash128" : "attn_flash256",

@@ -195,6 +195,28 @@ void cu_record(cu_ctx *S, cudaError_t e, const char *expr, const char *file, int
 
 #define CU_CHECK(S, x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) cu_record((S), e_, #x, __FILE__, __LINE__); } while (0)
 #define CU_LAUNCHED(S, what) cu_launch_check((S), (what), __FILE__, __LINE__)
+/* A kernel's shared-memory attribute is the device's: a process that drives several GPUs
+ * (tensor parallelism, one thread a GPU) sets it on each, so the launchers remember it
+ * per device (the calling thread's current one). */
+#define CU_MAX_DEVICES 16
+static inline int cu_cur_device(void) {
+    int d = 0;
+    if (cudaGetDevice(&d) != cudaSuccess || d < 0 || d >= CU_MAX_DEVICES) d = 0;
+    return d;
+}
+/* cudaFuncSetAttribute(kernel, MaxDynamicSharedMemorySize, bytes) once per device (done:
+ * the launcher's static flags); false, with the error recorded, when it fails. */
+template <typename K>
+static bool cu_smem_attr_once(cu_ctx *S, K kernel, int bytes, unsigned char (&done)[CU_MAX_DEVICES], const char *what) {
+    const int d = cu_cur_device();
+    if (done[d]) return true;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) {
+        cu_record(S, cudaGetLastError(), what, __FILE__, __LINE__);
+        return false;
+    }
+    done[d] = 1;
+    return true;
+}
 
 /* The block timeline's host side (trace.cu; NULL-safe: a null trace does nothing). */
 cu_trace *cu_trace_open(const char *path);

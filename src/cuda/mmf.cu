@@ -332,15 +332,9 @@ template <int T, int WM, int WN, int NT, int ST, int LB>
 static void mmf_launch(cu_ctx *S, float *out, float *out2, int rsplit, int ldo, const uint8_t *P, int R, int K,
                        const __half *xh, int n, const float *bias, int accum) {
     using C = mmf_cfg<T, WM, WN, NT, ST>;
-    static int attr_set = 0; /* one device per process (backend.cu) */
-    if (!attr_set) {
-        if (cudaFuncSetAttribute(kernel_mmf<T, WM, WN, NT, ST, LB>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::smem) !=
-            cudaSuccess) {
-            cu_record(S, cudaGetLastError(), "mmf: shared memory attribute", __FILE__, __LINE__);
-            return;
-        }
-        attr_set = 1;
-    }
+    static unsigned char attr_set[CU_MAX_DEVICES]; /* (per device: common.cuh) */
+    if (!cu_smem_attr_once(S, kernel_mmf<T, WM, WN, NT, ST, LB>, C::smem, attr_set, "mmf: shared memory attribute"))
+        return;
     /* token tiles fastest: a wave of blocks shares its weight rows through the L2 */
     dim3 grid((n + C::BN - 1) / C::BN, (R + C::BM - 1) / C::BM);
     cu_launch(S, "mmf", kernel_mmf<T, WM, WN, NT, ST, LB>, grid, dim3(C::THREADS), C::smem, out, out2, rsplit, ldo, P, R, K,
@@ -589,15 +583,9 @@ static void mmf_cols_tma_launch(cu_ctx *S, float *out, float *out2, int rsplit, 
                                 const __half *xh, int n, const float *bias, int accum, __half *sw = nullptr) {
     using C = mmf_tma_cfg<T, RT, KS, ST, CH>;
     static_assert(C::smem <= 227 * 1024 - 2048, "the ring fits a block's shared memory");
-    static int attr_set = 0; /* one device per process (backend.cu) */
-    if (!attr_set) {
-        if (cudaFuncSetAttribute(kernel_mmf_cols_tma<T, RT, KS, ST, CH, SW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 C::smem) != cudaSuccess) {
-            cu_record(S, cudaGetLastError(), "mmf: shared memory attribute", __FILE__, __LINE__);
-            return;
-        }
-        attr_set = 1;
-    }
+    static unsigned char attr_set[CU_MAX_DEVICES]; /* (per device: common.cuh) */
+    if (!cu_smem_attr_once(S, kernel_mmf_cols_tma<T, RT, KS, ST, CH, SW>, C::smem, attr_set, "mmf: shared memory attribute"))
+        return;
     const int tiles = SW ? rsplit / 16 : (R + 15) / 16, per = SW ? RT / 2 : RT;
     dim3 grid((tiles + per - 1) / per);
     cu_launch(S, SW ? "mmf_cols_tma_swiglu" : "mmf_cols_tma", kernel_mmf_cols_tma<T, RT, KS, ST, CH, SW>, grid,

@@ -557,15 +557,9 @@ static void mmq_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t
                        const cu_mmq_act *a, int n, const float *bias, int accum, int ks_max = 1, float *out2 = nullptr,
                        int rsplit = INT_MAX) {
     using C = mmq_cfg<T, WM, WN, NT, ST>;
-    static int attr_set = 0; /* one device per process (backend.cu) */
-    if (!attr_set) {
-        if (cudaFuncSetAttribute(kernel_mmq<T, WM, WN, NT, ST, KO, LB>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::smem) !=
-            cudaSuccess) {
-            cu_record(S, cudaGetLastError(), "mmq: shared memory attribute", __FILE__, __LINE__);
-            return;
-        }
-        attr_set = 1;
-    }
+    static unsigned char attr_set[CU_MAX_DEVICES]; /* (per device: common.cuh) */
+    if (!cu_smem_attr_once(S, kernel_mmq<T, WM, WN, NT, ST, KO, LB>, C::smem, attr_set, "mmq: shared memory attribute"))
+        return;
     /* split-K where the tiles alone fill at most half a wave of resident blocks: split
      * to about one wave, each split at least 2 super-blocks, the partial sums within the
      * scratch (cu_mmq_act.part). bench/cuda_mmq.cu measured 4096x4096 q4_K: n = 16

@@ -100,9 +100,10 @@ static __global__ void __launch_bounds__(MMV_COLS_WARPS * 32) kernel_mmv_cols(cu
  * capture). */
 template <auto K>
 static int mmv_cols_limit() {
-    static int lim = -1;
-    if (lim < 0) lim = mmv_smem_attr(K, INT_MAX);
-    return lim;
+    static int lim[CU_MAX_DEVICES], known[CU_MAX_DEVICES]; /* (per device: common.cuh) */
+    const int d = cu_cur_device();
+    if (!known[d]) lim[d] = mmv_smem_attr(K, INT_MAX), known[d] = 1;
+    return lim[d];
 }
 template <typename U>
 static void mmv_cols_prepare() {

@@ -213,9 +213,10 @@ static __device__ __forceinline__ bool xst_warp_init(const cu_mmv_args &a, int D
 /* The ring limit of ring kernel K (set once, ahead of any capture). */
 template <auto K>
 static int mmv_ring_limit() {
-    static int lim = -1;
-    if (lim < 0) lim = mmv_smem_attr(K, MMV_XST_SMEM_MAX);
-    return lim;
+    static int lim[CU_MAX_DEVICES], known[CU_MAX_DEVICES]; /* (per device: common.cuh) */
+    const int d = cu_cur_device();
+    if (!known[d]) lim[d] = mmv_smem_attr(K, MMV_XST_SMEM_MAX), known[d] = 1;
+    return lim[d];
 }
 /* The ring depth a launch gets: want rows (cu_xst_depth; xsg's cu_xsg_depth), fewer where
  * nrings rings of them would pass lim; 0 when not even 2 rows fit. */
