@@ -30,6 +30,12 @@ typedef struct minfer_ctx_params {
     int n_batch;        /* max tokens per step; 0 = 512 on the CPU, 2048 on CUDA */
     const char *device; /* "cpu", "cuda", NULL = auto */
     int n_threads;      /* CPU threads; 0 = all cores */
+    /* Tensor parallelism: the model split over n_gpus GPUs (device "cuda:N": GPUs N ..
+     * N+n_gpus-1), an NCCL all-reduce after each layer's attention output and FFN down
+     * projections; with device "cpu", n_gpus CPU backends sharing the threads (the
+     * split's reference). 0 or 1: one backend. */
+    int n_gpus;
+    const float *tensor_split; /* [n_gpus] proportions of the split (heads, FFN rows); NULL = even */
 } minfer_ctx_params;
 
 minfer_model *minfer_model_load(const char *path, char *err, size_t err_cap);

@@ -118,5 +118,11 @@ struct mf_backend {
 mf_backend *cpu_backend_new(int n_threads, mf_err *err);
 mf_backend *cuda_backend_new(int device, mf_err *err);
 int cuda_device_count(void);  /* devices the CUDA runtime sees; 0 without CUDA or a GPU */
+/* Tensor parallelism (tp.h) over the CUDA backends bes[0..n), one GPU each, initialised:
+ * NCCL loaded at run time (src/cuda/nccl.h), one communicator a rank, and fws[r]->reduce
+ * an all-reduce on rank r's stream. NULL with err (no NCCL, no CUDA). */
+struct mf_forward;
+void *cuda_tp_new(mf_backend **bes, struct mf_forward **fws, int n, mf_err *err);
+void cuda_tp_free(void *group);
 
 #endif

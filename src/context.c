@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cpu/threads.h"
+
 void context_params_default(mf_context_params *p) {
     memset(p, 0, sizeof *p);
     p->n_seq = 1;
@@ -73,22 +75,77 @@ int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err 
     /* a step holds at most n_ctx tokens of each sequence: one prompt chunk, or one token of
      * each of up to n_seq sequences (64 sequences in contexts of 16 need a batch of 64) */
     if ((int64_t)c->n_batch > (int64_t)c->n_ctx * c->n_seq) c->n_batch = c->n_ctx * c->n_seq; /* < n_batch: fits */
-    if (want_cuda) {
-        c->be = cuda_backend_new(gpu, err);
-        if (!c->be) return MF_ERR_DEVICE;
-    } else {
-        c->be = cpu_backend_new(p->n_threads > 0 ? p->n_threads : 0, err); /* 0: the cores we may run on */
-        if (!c->be) return MF_ERR_NOMEM;
+    c->tp = p->n_gpus > 1 ? p->n_gpus : 1;
+    const mf_model *m0 = m; /* what rank 0 runs: the model, or its shard */
+    if (c->tp > 1) {
+        if ((rc = tp_plan(m, c->tp, p->tensor_split, &c->plan, err))) return rc;
+        if (want_cuda && gpu + c->tp > cuda_device_count())
+            return mf_fail(err, MF_ERR_USAGE, "--gpus %d from cuda:%d: %d CUDA device%s here", c->tp, gpu,
+                           cuda_device_count(), cuda_device_count() == 1 ? "" : "s");
+        c->ranks = calloc((size_t)c->tp, sizeof *c->ranks);
+        if (!c->ranks) return mf_fail(err, MF_ERR_NOMEM, "out of memory");
+        if ((rc = tp_shard(m, &c->plan, 0, &c->shard0, err))) goto fail;
+        m0 = &c->shard0.m;
+        for (int r = 1; r < c->tp; r++)
+            if ((rc = tp_shard(m, &c->plan, r, &c->ranks[r].shard, err))) goto fail;
     }
-    rc = c->be->init(c->be, m, c->n_ctx, c->n_seq, c->n_batch, err);
-    if (rc) goto fail;
-    if ((rc = forward_init(&c->fw, c->be, m, c->n_ctx, c->n_seq, c->n_batch, err))) goto fail;
+    /* CPU ranks share the threads (0: the cores we may run on) */
+    const int threads = p->n_threads > 0 ? MF_MAX(p->n_threads / c->tp, 1)
+                        : c->tp > 1      ? MF_MAX(cpu_count_cores() / c->tp, 1)
+                                         : 0;
+    for (int r = 0; r < c->tp; r++) {
+        mf_backend **bp = r ? &c->ranks[r].be : &c->be;
+        if (want_cuda) {
+            *bp = cuda_backend_new(gpu + r, err);
+            if (!*bp) {
+                rc = MF_ERR_DEVICE;
+                goto fail;
+            }
+        } else {
+            *bp = cpu_backend_new(threads, err);
+            if (!*bp) {
+                rc = MF_ERR_NOMEM;
+                goto fail;
+            }
+        }
+        const mf_model *mr = r ? &c->ranks[r].shard.m : m0;
+        mf_forward *fw = r ? &c->ranks[r].fw : &c->fw;
+        /* (init takes a writable model: the backend records its device copies in the
+         * weights; a shard's layer weights are structs of its own) */
+        if ((rc = (*bp)->init(*bp, (mf_model *)mr, c->n_ctx, c->n_seq, c->n_batch, err))) goto fail;
+        if ((rc = forward_init(fw, *bp, mr, c->n_ctx, c->n_seq, c->n_batch, err))) goto fail;
+        c->fws[r] = fw;
+    }
+    if (c->tp > 1) {
+        mf_backend *bes[MF_TP_MAX];
+        for (int r = 0; r < c->tp; r++) bes[r] = r ? c->ranks[r].be : c->be;
+        if (want_cuda) {
+            c->nccl = cuda_tp_new(bes, c->fws, c->tp, err);
+            if (!c->nccl) {
+                rc = MF_ERR_DEVICE;
+                goto fail;
+            }
+        } else if (!(c->group = tp_host_group_new(c->tp, c->fws))) {
+            rc = mf_fail(err, MF_ERR_NOMEM, "out of memory for the ranks' reduce");
+            goto fail;
+        }
+    }
     kv_init(&c->kv, c->n_ctx, c->n_seq);
     /* one row per sequence a decode step can hold, not n_batch rows: 512 rows of a
      * 128k vocabulary would pin 256 MB for a CLI run that reads one */
     c->n_logit = MF_MIN(c->n_seq, c->n_batch);
     const size_t lbytes = sizeof(float) * (size_t)c->n_logit * (size_t)m->hp.n_vocab;
+    for (int r = 1; r < c->tp; r++) {
+        mf_backend *be = c->ranks[r].be;
+        c->ranks[r].logits = be->host_alloc ? be->host_alloc(be, lbytes) : malloc(lbytes);
+        if (!c->ranks[r].logits) {
+            rc = mf_fail(err, MF_ERR_NOMEM, "out of memory for rank %d's logits (%zu bytes)", r, lbytes);
+            goto fail;
+        }
+        c->tp_logits[r] = c->ranks[r].logits;
+    }
     c->logits = c->be->host_alloc ? c->be->host_alloc(c->be, lbytes) : malloc(lbytes);
+    c->tp_logits[0] = c->logits;
     c->pos = malloc(sizeof(int32_t) * (size_t)c->n_batch);
     c->seq = malloc(sizeof(int32_t) * (size_t)c->n_batch);
     c->want = malloc((size_t)c->n_batch);
@@ -104,15 +161,40 @@ fail:
 }
 
 void context_free(mf_context *c) {
+    /* the ranks' communicators before their backends */
+    if (c->nccl) cuda_tp_free(c->nccl);
+    if (c->group) tp_group_free(c->group);
+    for (int r = 1; c->ranks && r < c->tp; r++) {
+        mf_tp_rank *k = &c->ranks[r];
+        if (k->fw.be) forward_free(&k->fw);
+        if (k->be && k->be->host_alloc) k->be->host_free(k->be, k->logits);
+        else free(k->logits);
+        if (k->be) k->be->destroy(k->be);
+        tp_shard_free(&k->shard);
+    }
+    free(c->ranks);
     if (c->fw.be) forward_free(&c->fw);
     if (c->kv.seqs) kv_free(&c->kv);
     if (c->be && c->be->host_alloc) c->be->host_free(c->be, c->logits);
     else free(c->logits);
     if (c->be) c->be->destroy(c->be);
+    tp_shard_free(&c->shard0);
     free(c->pos);
     free(c->seq);
     free(c->want);
     memset(c, 0, sizeof *c);
+}
+
+/* One forward step of the context: its backend, or every rank of a split model. */
+static int ctx_step(mf_context *c, const mf_batch *b, mf_err *err) {
+    if (c->tp > 1) return tp_step(c->tp, c->fws, b, c->tp_logits, err);
+    return forward_step(&c->fw, b, c->logits, err);
+}
+
+/* Every rank's backend drops positions >= from of seq. */
+static void ctx_kv_truncate(mf_context *c, int seq, int from) {
+    c->be->kv_truncate(c->be, seq, from);
+    for (int r = 1; r < c->tp; r++) c->ranks[r].be->kv_truncate(c->ranks[r].be, seq, from);
 }
 
 /* Evaluates toks[0..n) at positions start.. of seq; logits of the last token. */
@@ -125,7 +207,7 @@ static int eval_chunks(mf_context *c, int seq, const int32_t *toks, int n, int s
             c->seq[j] = seq;
         }
         mf_batch b = { .n = nb, .tok = toks + i, .pos = c->pos, .seq = c->seq, .logits = NULL };
-        rc = forward_step(&c->fw, &b, c->logits, err);
+        rc = ctx_step(c, &b, err);
         if (rc < 0) break;
         kv_append(&c->kv, seq, toks + i, nb);
         rc = MF_OK;
@@ -141,7 +223,7 @@ int context_eval(mf_context *c, int seq, const int32_t *toks, int n, const float
     int keep = kv_common_prefix(&c->kv, seq, toks, n);
     if (keep == n) keep = n - 1; /* re-evaluate the last token to get its logits */
     kv_truncate(&c->kv, seq, keep);
-    c->be->kv_truncate(c->be, seq, keep);
+    ctx_kv_truncate(c, seq, keep);
     c->last_reused = keep;
     c->last_evaluated = n - keep;
     int rc = eval_chunks(c, seq, toks + keep, n - keep, keep, err);
@@ -180,7 +262,7 @@ int context_decode(mf_context *c, const int *seqs, const int32_t *toks, int n, c
     }
     /* distinct sequences in range: n <= n_seq, so the n rows fit the n_logit of the buffer */
     mf_batch b = { .n = n, .tok = toks, .pos = c->pos, .seq = c->seq, .logits = c->want };
-    const int rc = forward_step(&c->fw, &b, c->logits, err);
+    const int rc = ctx_step(c, &b, err);
     if (rc < 0) return rc;
     if (rc != n) return mf_fail(err, MF_ERR_DEVICE, "decode: the step returned %d logit rows for %d sequences", rc, n);
     for (int i = 0; i < n; i++) kv_append(&c->kv, seqs[i], toks + i, 1);
@@ -191,6 +273,6 @@ int context_decode(mf_context *c, const int *seqs, const int32_t *toks, int n, c
 int context_seq_clear(mf_context *c, int seq, mf_err *err) {
     if (seq < 0 || seq >= c->n_seq) return mf_fail(err, MF_ERR_USAGE, "sequence %d out of range [0, %d)", seq, c->n_seq);
     kv_truncate(&c->kv, seq, 0);
-    c->be->kv_truncate(c->be, seq, 0);
+    ctx_kv_truncate(c, seq, 0);
     return MF_OK;
 }

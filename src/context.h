@@ -8,6 +8,7 @@
 #include "forward.h"
 #include "kv.h"
 #include "model.h"
+#include "tp.h"
 
 typedef struct mf_context_params {
     int n_ctx;          /* positions per sequence (0 = min(model's, 4096)) */
@@ -15,12 +16,36 @@ typedef struct mf_context_params {
     int n_batch;        /* max tokens per forward step (0 = 512) */
     const char *device; /* "cpu", "cuda" (device 0), "cuda:N" or NULL/"auto" (cuda when available) */
     int n_threads;      /* CPU threads (0 = all cores) */
+    /* tensor parallelism (tp.h): the model split over n_gpus backends, GPUs cuda:N ..
+     * cuda:N+n_gpus-1 (N from device); with device "cpu", n_gpus CPU backends sharing the
+     * threads (the split's reference); 0 or 1: one backend */
+    int n_gpus;
+    const float *tensor_split; /* [n_gpus] proportions; NULL = even */
+    const char *tensor_split_arg; /* the CLI's --tensor-split text, parsed by cli_context_check */
+    float tensor_split_buf[MF_TP_MAX];
 } mf_context_params;
+
+/* Rank r >= 1 of a tensor-parallel context (rank 0 is the context's be / fw / logits). */
+typedef struct mf_tp_rank {
+    mf_tp_shard shard;
+    mf_backend *be;
+    mf_forward fw;
+    float *logits; /* [n_logit][n_vocab] host: the rank's copy (the same values as rank 0's) */
+} mf_tp_rank;
 
 typedef struct mf_context {
     mf_model *m;
     mf_backend *be;
     mf_forward fw;
+    /* tensor parallelism: tp ranks (1: none); rank 0's shard, ranks 1.. */
+    int tp;
+    mf_tp_plan plan;
+    mf_tp_shard shard0;
+    mf_tp_rank *ranks;            /* [tp], [0] unused */
+    mf_forward *fws[MF_TP_MAX];   /* every rank's forward, for tp_step */
+    float *tp_logits[MF_TP_MAX];  /* every rank's logits */
+    struct mf_tp_group *group;    /* the host reduce (CPU ranks), else NULL */
+    void *nccl;                   /* the CUDA ranks' NCCL group (cuda_tp_free), else NULL */
     mf_kv kv;
     int n_ctx, n_seq, n_batch;
     /* [n_logit][n_vocab] host (be->host_alloc: the CUDA decode graph writes there):

@@ -11,6 +11,14 @@ mf_backend *cuda_backend_new(int device, mf_err *err) {
 }
 
 int cuda_device_count(void) { return 0; }
+
+void *cuda_tp_new(mf_backend **bes, struct mf_forward **fws, int n, mf_err *err) {
+    (void)bes, (void)fws, (void)n;
+    mf_fail(err, MF_ERR_DEVICE, "built without CUDA");
+    return NULL;
+}
+
+void cuda_tp_free(void *group) { (void)group; }
 #else
 /* Keeps this translation unit non-empty (ISO C) when CUDA provides the symbols. */
 typedef int cuda_stub_unused;

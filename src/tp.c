@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,16 @@ int tp_parse_split(const char *arg, int n, float *split, mf_err *err) {
     }
     if (*s) return mf_fail(err, MF_ERR_USAGE, "--tensor-split '%s': want %d numbers (one a GPU), found more", arg, n);
     return MF_OK;
+}
+
+void tp_describe(const mf_tp_plan *p, char *buf, size_t cap) {
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0, "kv heads");
+    for (int r = 0; r < p->n; r++)
+        o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0, "%s%d-%d", r ? " / " : " ", p->kv0[r], p->kv0[r + 1] - 1);
+    o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0, ", ffn rows");
+    for (int r = 0; r < p->n; r++)
+        o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0, "%s%d-%d", r ? " / " : " ", p->ff0[r], p->ff0[r + 1] - 1);
 }
 
 /* Boundaries b[0] = 0 < b[1] < ... < b[n] = total in units of `unit`, rank r's share in

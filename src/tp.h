@@ -45,6 +45,9 @@ typedef struct mf_tp_shard {
 int tp_shard(const mf_model *m, const mf_tp_plan *p, int r, mf_tp_shard *s, mf_err *err);
 void tp_shard_free(mf_tp_shard *s);
 
+/* "kv heads 0-3 / 4-7, ffn rows 0-7167 / 7168-14335" */
+void tp_describe(const mf_tp_plan *p, char *buf, size_t cap);
+
 /* Parses a --tensor-split list "a,b,..." of n positive proportions into split[]. */
 int tp_parse_split(const char *arg, int n, float *split, mf_err *err);
 

@@ -91,7 +91,8 @@ int cmd_serve(int argc, char **argv) {
     minfer_model *m = minfer_model_load(model, err, sizeof err);
     if (!m) return cli_error(2, "%s: %s", model, err);
     minfer_ctx_params p = { .n_ctx = cp.n_ctx, .n_seq = parallel, .n_batch = parallel > 512 ? parallel : 512,
-                            .device = cp.device, .n_threads = cp.n_threads };
+                            .device = cp.device, .n_threads = cp.n_threads, .n_gpus = cp.n_gpus,
+                            .tensor_split = cp.tensor_split };
     minfer_ctx *c = minfer_ctx_new(m, &p, err, sizeof err);
     if (!c) {
         minfer_model_free(m);

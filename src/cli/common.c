@@ -38,6 +38,11 @@ int cli_load(const char *path, const mf_context_params *cp_in, mf_model *m, mf_c
     if (verbose)
         mf_log("device %s, context %d tokens, batch %d, ready in %.2f s", c->be->name, c->n_ctx, c->n_batch,
                mf_time_s() - t1);
+    if (c->tp > 1) {
+        char plan[256];
+        tp_describe(&c->plan, plan, sizeof plan);
+        mf_log("tensor parallel over %d %s backends: %s", c->tp, c->be->name, plan);
+    }
     return 0;
 }
 

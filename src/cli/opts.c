@@ -19,6 +19,11 @@ int cli_opts_context(cli_opt *o, mf_context_params *cp) {
                         "cpu | cuda | cuda:N | auto (auto: cuda, GPU 0, when one is present)", "auto", NULL };
     o[n++] = (cli_opt){ "-t, --threads", "N", CLI_OPT_INT, &cp->n_threads, 1, 4095, 0, 0,
                         "CPU threads (more than the cores here: capped, with a warning)", "all cores", NULL };
+    o[n++] = (cli_opt){ "--gpus", "N", CLI_OPT_INT, &cp->n_gpus, 1, MF_TP_MAX, 0, 0,
+                        "split the model over N GPUs from --device's (tensor parallelism over NCCL: needs "
+                        "libnccl.so.2 on the library path)", "1", NULL };
+    o[n++] = (cli_opt){ "--tensor-split", "LIST", CLI_OPT_STR, &cp->tensor_split_arg, 0, 0, 0, 0,
+                        "with --gpus N: N proportions of the split, e.g. 3,1 (kv heads and FFN rows)", "even", NULL };
     return n;
 }
 
@@ -239,6 +244,15 @@ int cli_context_check(mf_context_params *cp) {
     int use_cuda = 0, gpu = 0;
     mf_err err = { { 0 } };
     if (context_device_check(cp->device, &use_cuda, &gpu, &err)) return cli_error(1, "%s", err.msg);
+    if (cp->tensor_split_arg) {
+        if (cp->n_gpus < 2) return cli_error(1, "--tensor-split needs --gpus 2 or more");
+        if (tp_parse_split(cp->tensor_split_arg, cp->n_gpus, cp->tensor_split_buf, &err))
+            return cli_error(1, "%s", err.msg);
+        cp->tensor_split = cp->tensor_split_buf;
+    }
+    if (use_cuda && cp->n_gpus > 1 && gpu + cp->n_gpus > cuda_device_count())
+        return cli_error(1, "--gpus %d from cuda:%d: %d CUDA device%s here", cp->n_gpus, gpu, cuda_device_count(),
+                         cuda_device_count() == 1 ? "" : "s");
     /* More threads than cores only adds waiting: the pool's threads each hold a part
      * of every step, and a thread without a core holds it until the kernel runs it
      * again (issue 32: -t 1000 on 2 cores had not printed 4 tokens after 60 s). */
