@@ -76,8 +76,9 @@ int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err 
      * each of up to n_seq sequences (64 sequences in contexts of 16 need a batch of 64) */
     if ((int64_t)c->n_batch > (int64_t)c->n_ctx * c->n_seq) c->n_batch = c->n_ctx * c->n_seq; /* < n_batch: fits */
     c->tp = p->n_gpus > 1 ? p->n_gpus : 1;
+    const int split = c->tp > 1 || p->tp_always;
     const mf_model *m0 = m; /* what rank 0 runs: the model, or its shard */
-    if (c->tp > 1) {
+    if (split) {
         if ((rc = tp_plan(m, c->tp, p->tensor_split, &c->plan, err))) return rc;
         if (want_cuda && gpu + c->tp > cuda_device_count())
             return mf_fail(err, MF_ERR_USAGE, "--gpus %d from cuda:%d: %d CUDA device%s here", c->tp, gpu,
@@ -116,7 +117,7 @@ int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err 
         if ((rc = forward_init(fw, *bp, mr, c->n_ctx, c->n_seq, c->n_batch, err))) goto fail;
         c->fws[r] = fw;
     }
-    if (c->tp > 1) {
+    if (split) {
         mf_backend *bes[MF_TP_MAX];
         for (int r = 0; r < c->tp; r++) bes[r] = r ? c->ranks[r].be : c->be;
         if (want_cuda) {
@@ -187,7 +188,7 @@ void context_free(mf_context *c) {
 
 /* One forward step of the context: its backend, or every rank of a split model. */
 static int ctx_step(mf_context *c, const mf_batch *b, mf_err *err) {
-    if (c->tp > 1) return tp_step(c->tp, c->fws, b, c->tp_logits, err);
+    if (c->group || c->nccl) return tp_step(c->tp, c->fws, b, c->tp_logits, err);
     return forward_step(&c->fw, b, c->logits, err);
 }
 

@@ -22,6 +22,7 @@ typedef struct mf_context_params {
     int n_gpus;
     const float *tensor_split; /* [n_gpus] proportions; NULL = even */
     const char *tensor_split_arg; /* the CLI's --tensor-split text, parsed by cli_context_check */
+    int tp_always;                /* tests: the split path even for one rank (its reduce a no-op all-reduce) */
     float tensor_split_buf[MF_TP_MAX];
 } mf_context_params;
 

@@ -296,6 +296,23 @@ else
     echo "FAIL: $TESTS/test_cuda_batch not built"; F=$((F + 1))
 fi
 
+# ---- tensor parallelism (tests/cuda/test_tp_cuda): the split path with one rank (NCCL's
+# all-reduce over one GPU) and over every GPU present, against one GPU; NCCL from PyTorch's
+# nvidia-nccl wheel where the library path lacks it (the GPU machines' image); NVLink
+# multicast off ----
+if [ -x "$TESTS/test_tp_cuda" ]; then
+    NCCL_LIB=$(python3 -c 'import nvidia.nccl as n, os; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null)
+    TP_ENV="NCCL_NVLS_ENABLE=0 LD_LIBRARY_PATH=${NCCL_LIB:+$NCCL_LIB:}${LD_LIBRARY_PATH:-}"
+    if [ -n "$SHARED" ]; then
+        run_one "tp stories260K: the split path vs one GPU" env $TP_ENV "$TESTS/test_tp_cuda" \
+            "$SHARED/models/stories260K.gguf" 24
+    fi
+    [ -f "$TMP/tiny-q4_k_m.gguf" ] || "$BIN" synth --shape tiny --quant q4_k_m -o "$TMP/tiny-q4_k_m.gguf" >/dev/null 2>&1
+    run_one "tp tiny q4_k_m: the split path vs one GPU" env $TP_ENV "$TESTS/test_tp_cuda" "$TMP/tiny-q4_k_m.gguf" 24
+else
+    echo "FAIL: $TESTS/test_tp_cuda not built"; F=$((F + 1))
+fi
+
 echo
 echo "$P passed, $F failed, $S skipped"
 [ "$F" -eq 0 ]

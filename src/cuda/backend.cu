@@ -56,6 +56,7 @@ void *cu_dev_alloc(cu_state *S, size_t n, const char *what) {
 static void *be_alloc(mf_backend *be, size_t nbytes) {
     cu_state *S = cu_st(be);
     void *p = NULL;
+    cudaSetDevice(S->device); /* (every entry point: a process may drive several GPUs, tp.h) */
     if (cudaMalloc(&p, nbytes ? nbytes : 16) != cudaSuccess) {
         (void)cudaGetLastError();
         return NULL;
@@ -74,6 +75,7 @@ static void *be_alloc(mf_backend *be, size_t nbytes) {
 static void be_release(mf_backend *be, void *p) {
     cu_state *S = cu_st(be);
     if (!p) return;
+    cudaSetDevice(S->device);
     cu_settle(S);
     cudaStreamSynchronize(S->stream);
     for (int i = 0; i < S->nallocs; i++)
@@ -406,6 +408,7 @@ static void be_destroy(mf_backend *be) {
     if (!be) return;
     cu_state *S = cu_st(be);
     if (S) {
+        cudaSetDevice(S->device);
         cudaStreamSynchronize(S->stream);
         if (S->st.on) {
             const double n = S->st.n ? (double)S->st.n : 1.0;

@@ -67,6 +67,9 @@ struct cu_graph_rec {
 
 struct cu_state : cu_ctx {
     int device;
+    /* tensor parallelism (tp_nccl.cu): this rank's NCCL and communicator, else NULL */
+    const struct mf_nccl *tp_nccl;
+    void *tp_comm;
     cudaDeviceProp prop;
     mf_model *m;
     mf_hparams hp;

@@ -568,11 +568,18 @@ static void post_norm(cu_state *S, float *xb, int n, const mf_weight *w) {
     if (w) cu_rmsnorm(S, xb, xb, NULL, (const float *)w->dev, n, S->hp.n_embd, S->hp.norm_eps, NULL);
 }
 
-/* A block's last GEMV with a post-norm (gemma3): tmp = W in, normed, then added to x
- * (owed: the next norm adds it), where without one the add goes into the GEMV's store. */
-static void block_out_normed(cu_state *S, const mf_weight *w, float *x, float *tmp, const float *in, int n, int have_q8,
-                             int ring_pre, const mf_weight *norm) {
+/* A decode block's last GEMV (wo, ffn_down) and its residual add: into x in the GEMV's
+ * store (gemv_residual) unless the block has a post-norm (gemma3) or the model is split
+ * over ranks (fw->reduce, tp.h); then tmp = W in, the ranks' partial sums added, normed,
+ * and added to x (owed: the next norm adds it). */
+static void block_out(cu_state *S, mf_forward *fw, const mf_weight *w, float *x, float *tmp, const float *in, int n,
+                      int have_q8, int ring_pre, const mf_weight *norm) {
+    if (!norm && !fw->reduce) {
+        gemv_residual(S, w, x, tmp, in, n, have_q8, ring_pre);
+        return;
+    }
     gemv(S, &w, &tmp, NULL, 1, 0, in, n, have_q8, 0, ring_pre);
+    if (fw->reduce) fw->reduce(fw, tmp, (int64_t)n * w->rows);
     post_norm(S, tmp, n, norm);
     owe_add(S, x, tmp, (int64_t)n * w->rows);
 }
@@ -668,10 +675,10 @@ static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     if (decode) {
         /* the kernel ahead of wo: the one-token attention (kernel_attn_dec) for head dims 64/128 */
         const int pre = dec ? S->tune.xst_pre_attn : S->tune.xst_pre;
-        if (d->post_norm) block_out_normed(S, &L->wo, fw->x, fw->xb, fw->att, n, att_q8, pre, &L->attn_post_norm);
-        else gemv_residual(S, &L->wo, fw->x, fw->xb, fw->att, n, att_q8, pre);
+        block_out(S, fw, &L->wo, fw->x, fw->xb, fw->att, n, att_q8, pre, d->post_norm ? &L->attn_post_norm : NULL);
     } else {
         matmul(S, fw->xb, fw->att, &L->wo, NULL, n, att_mh ? HAVE_MH : 0, 0);
+        if (fw->reduce) fw->reduce(fw, fw->xb, (int64_t)n * hp->n_embd);
         post_norm(S, fw->xb, n, d->post_norm ? &L->attn_post_norm : NULL);
         owe_add(S, fw->x, fw->xb, (int64_t)n * hp->n_embd);
     }
@@ -710,6 +717,7 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
             S->mh = S->mh8;
             matmul(S, fw->xb, fw->hb, &L->w_down, NULL, n, HAVE_MH, 0);
             S->mh = mh;
+            if (fw->reduce) fw->reduce(fw, fw->xb, (int64_t)n * hp->n_embd);
             post_norm(S, fw->xb, n, pn);
             owe_add(S, fw->x, fw->xb, (int64_t)n * hp->n_embd);
             S->n.fused_blocks++;
@@ -747,6 +755,7 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
             cu_swiglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, NULL);
         }
         matmul(S, fw->xb, fw->hb, &L->w_down, NULL, n, have, 0);
+        if (fw->reduce) fw->reduce(fw, fw->xb, (int64_t)n * hp->n_embd);
         post_norm(S, fw->xb, n, pn);
         owe_add(S, fw->x, fw->xb, (int64_t)n * hp->n_embd);
         S->n.fused_blocks++;
@@ -788,8 +797,7 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
         if (gelu) cu_geglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, h_q8 ? &S->q8 : NULL);
         else cu_swiglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, h_q8 ? &S->q8 : NULL);
     }
-    if (pn) block_out_normed(S, &L->w_down, fw->x, fw->xb, fw->hb, n, h_q8, down_pre, pn);
-    else gemv_residual(S, &L->w_down, fw->x, fw->xb, fw->hb, n, h_q8, down_pre);
+    block_out(S, fw, &L->w_down, fw->x, fw->xb, fw->hb, n, h_q8, down_pre, pn);
     S->n.fused_blocks++;
 }
 

@@ -166,6 +166,7 @@ struct cu_census {
     uint64_t mmf[2];        /* q4_K, q6_K prefill GEMMs on f16 tensor cores from the fragment plane (path mmf) */
     uint64_t mmf_cols;      /* of them, on the column kernel (below 128 columns, path mmf-cols) */
     uint64_t mm_f16;        /* prefill GEMMs on the f16 path (a type or shape MMQ does not take, or path mmq off) */
+    uint64_t allreduce;     /* tensor-parallel all-reduces (NCCL) enqueued (tp_nccl.cu) */
 };
 struct cu_ctx {
     cudaStream_t stream;

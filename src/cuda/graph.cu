@@ -14,6 +14,7 @@
 
 void cu_be_download(mf_backend *be, void *dst, const void *src, size_t nbytes) {
     cu_state *S = cu_st(be);
+    if (!S->capturing) cudaSetDevice(S->device);
     cu_settle(S);
     if (S->capturing) {
         cu_graph_rec *g = S->graph;

@@ -19,6 +19,7 @@ int mf_nccl_load(mf_nccl *n, char *err, size_t cap) {
         { "ncclGetVersion", (void **)&n->get_version },     { "ncclGetErrorString", (void **)&n->error_string },
         { "ncclGetUniqueId", (void **)&n->get_unique_id },  { "ncclCommInitRank", (void **)&n->comm_init_rank },
         { "ncclCommDestroy", (void **)&n->comm_destroy },   { "ncclAllReduce", (void **)&n->all_reduce },
+        { "ncclCommInitAll", (void **)&n->comm_init_all },
         { "ncclGroupStart", (void **)&n->group_start },     { "ncclGroupEnd", (void **)&n->group_end },
     };
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {

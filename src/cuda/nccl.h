@@ -31,6 +31,7 @@ typedef struct mf_nccl {
     const char *(*error_string)(int result);
     int (*get_unique_id)(mf_nccl_id *id);
     int (*comm_init_rank)(void **comm, int nranks, mf_nccl_id id, int rank);
+    int (*comm_init_all)(void **comms, int ndev, const int *devlist);
     int (*comm_destroy)(void *comm);
     int (*all_reduce)(const void *send, void *recv, size_t count, int datatype, int op, void *comm, void *stream);
     int (*group_start)(void);
