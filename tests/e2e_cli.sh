@@ -30,11 +30,21 @@ if [ -f "$SHARED/models/stories260K.gguf" ]; then
     # A trailing newline is allowed.
     if cmp -s <(printf '%s' "$(cat "$TMP/s260.txt")") <(printf '%s' "$(cat "$SHARED/models/stories260K.greedy200.txt")"); then ok
     else fail "stories260K greedy output differs from the oracle"; diff <(cat "$TMP/s260.txt") "$SHARED/models/stories260K.greedy200.txt" | head -5 >&2; fi
+    # tensor parallelism on the CPU (tp.h: the split's reference): 4 CPU backends, uneven 2,1,1
+    "$BIN" run -m "$SHARED/models/stories260K.gguf" -p "" -n 200 --temp 0 --device cpu --gpus 4 >"$TMP/tp4.txt" 2>/dev/null
+    check "stories260K greedy 200 over 4 CPU ranks: the oracle's text" cmp -s "$TMP/tp4.txt" "$TMP/s260.txt"
+    "$BIN" run -m "$SHARED/models/stories260K.gguf" -p "" -n 200 --temp 0 --device cpu --gpus 3 --tensor-split 2,1,1 \
+        >"$TMP/tp3.txt" 2>/dev/null
+    check "stories260K greedy 200 over 3 CPU ranks split 2,1,1: the oracle's text" cmp -s "$TMP/tp3.txt" "$TMP/s260.txt"
+    expect_exit 1 "--gpus above the kv heads" "$BIN" run -m "$SHARED/models/stories260K.gguf" -n 2 --device cpu --gpus 8
 else
     skip "../shared/models/stories260K.gguf absent"
 fi
 
 # 2. CLI contract.
+expect_exit 1 "--tensor-split without --gpus" "$BIN" run -m x.gguf --device cpu --tensor-split 1,2
+expect_exit 1 "--tensor-split not a list of --gpus numbers" "$BIN" run -m x.gguf --device cpu --gpus 2 --tensor-split 1
+expect_exit 1 "--gpus out of range" "$BIN" run -m x.gguf --gpus 9
 expect_exit 1 "no command" "$BIN"
 expect_exit 1 "unknown command" "$BIN" frobnicate
 expect_exit 1 "run without -m" "$BIN" run -p hi

@@ -20,8 +20,8 @@ int cli_opts_context(cli_opt *o, mf_context_params *cp) {
     o[n++] = (cli_opt){ "-t, --threads", "N", CLI_OPT_INT, &cp->n_threads, 1, 4095, 0, 0,
                         "CPU threads (more than the cores here: capped, with a warning)", "all cores", NULL };
     o[n++] = (cli_opt){ "--gpus", "N", CLI_OPT_INT, &cp->n_gpus, 1, MF_TP_MAX, 0, 0,
-                        "split the model over N GPUs from --device's (tensor parallelism over NCCL: needs "
-                        "libnccl.so.2 on the library path)", "1", NULL };
+                        "split the model over N GPUs from --device's (tensor parallelism, NCCL: libnccl.so.2 on the "
+                        "library path; with --device cpu, N CPU backends)", "1", NULL };
     o[n++] = (cli_opt){ "--tensor-split", "LIST", CLI_OPT_STR, &cp->tensor_split_arg, 0, 0, 0, 0,
                         "with --gpus N: N proportions of the split, e.g. 3,1 (kv heads and FFN rows)", "even", NULL };
     return n;
@@ -250,6 +250,11 @@ int cli_context_check(mf_context_params *cp) {
             return cli_error(1, "%s", err.msg);
         cp->tensor_split = cp->tensor_split_buf;
     }
+    /* (--device cpu asks for the CPU split on purpose; auto on a machine without a GPU
+     * would turn --gpus into CPU backends nobody asked for) */
+    if (!use_cuda && cp->n_gpus > 1 && !(cp->device && !strcmp(cp->device, "cpu")))
+        return cli_error(1, "--gpus %d: no CUDA device here (--device cpu --gpus %d splits over CPU backends)",
+                         cp->n_gpus, cp->n_gpus);
     if (use_cuda && cp->n_gpus > 1 && gpu + cp->n_gpus > cuda_device_count())
         return cli_error(1, "--gpus %d from cuda:%d: %d CUDA device%s here", cp->n_gpus, gpu, cuda_device_count(),
                          cuda_device_count() == 1 ? "" : "s");
