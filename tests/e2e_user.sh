@@ -102,9 +102,12 @@ for cmd in run chat tokenize info bench synth; do
         # bench --ctx must hold every test (the default pp512 and tg128); synth's paths fail late
         [ "$cmd $short" = "bench --ctx" ] && val=1024
         [ "$cmd $meta" = "synth PATH" ] && val=$TMP/nodir/y.gguf
+        # --tensor-split takes one number per --gpus rank (the CPU split on a machine without a GPU)
+        pre=()
+        [ "$short" = "--tensor-split" ] && val=1,1 && pre=(--device cpu --gpus 2)
         for opt in $short $long; do
             n=$((n + 1))
-            if [ -n "$meta" ]; then "$BIN" $cmd "${base[@]}" "$opt" "$val" </dev/null >/dev/null 2>"$TMP/e"
+            if [ -n "$meta" ]; then "$BIN" $cmd "${base[@]}" "${pre[@]}" "$opt" "$val" </dev/null >/dev/null 2>"$TMP/e"
             else "$BIN" $cmd "${base[@]}" "$opt" </dev/null >/dev/null 2>"$TMP/e"; fi
             rc=$?
             if [ $rc -ne 2 ]; then bad=1; echo "  $cmd $opt $val: exit $rc: $(cat "$TMP/e")" >&2; fi
