@@ -161,24 +161,25 @@ fail:
     return rc;
 }
 
+/* One backend's share of a context: its forward's scratch, its host logits, itself. */
+static void free_backend(mf_backend *be, mf_forward *fw, float *logits) {
+    if (fw->be) forward_free(fw);
+    if (be && be->host_alloc) be->host_free(be, logits);
+    else free(logits);
+    if (be) be->destroy(be);
+}
+
 void context_free(mf_context *c) {
     /* the ranks' communicators before their backends */
     if (c->nccl) cuda_tp_free(c->nccl);
     if (c->group) tp_group_free(c->group);
     for (int r = 1; c->ranks && r < c->tp; r++) {
-        mf_tp_rank *k = &c->ranks[r];
-        if (k->fw.be) forward_free(&k->fw);
-        if (k->be && k->be->host_alloc) k->be->host_free(k->be, k->logits);
-        else free(k->logits);
-        if (k->be) k->be->destroy(k->be);
-        tp_shard_free(&k->shard);
+        free_backend(c->ranks[r].be, &c->ranks[r].fw, c->ranks[r].logits);
+        tp_shard_free(&c->ranks[r].shard);
     }
     free(c->ranks);
-    if (c->fw.be) forward_free(&c->fw);
     if (c->kv.seqs) kv_free(&c->kv);
-    if (c->be && c->be->host_alloc) c->be->host_free(c->be, c->logits);
-    else free(c->logits);
-    if (c->be) c->be->destroy(c->be);
+    free_backend(c->be, &c->fw, c->logits);
     tp_shard_free(&c->shard0);
     free(c->pos);
     free(c->seq);
