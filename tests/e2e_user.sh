@@ -232,6 +232,21 @@ else
     skip "chat Ctrl-C in an answer: $SMOL absent"
 fi
 
+# 8b. Chat: the template's own default system message (SmolLM2's) unless --system says
+# otherwise; --system "" renders none (37 prompt tokens with it, 16 without; the model
+# then answers "The capital of France is Paris.", as llama.cpp's chatml without a system
+# turn; with its template's system turn both engines answer "L'Étoile, ...")
+if [ -f "$SMOL" ]; then
+    echo "What is the capital of France?" | "$BIN" chat -m "$SMOL" --temp 0 -n 12 --device cpu >"$TMP/s1" 2>"$TMP/e1"
+    check "chat: SmolLM2's template default system message used" grep -q "template's default system message" "$TMP/e1"
+    check "chat: with it, turn 1 prefills 37 tokens" grep -q 'turn 1: prefilled 37 new tokens' "$TMP/e1"
+    echo "What is the capital of France?" | "$BIN" chat -m "$SMOL" --temp 0 -n 12 --device cpu --system "" >"$TMP/s2" 2>"$TMP/e2"
+    check "chat --system \"\": no system message" sh -c "! grep -q \"default system message\" '$TMP/e2' && grep -q 'turn 1: prefilled 16 new tokens' '$TMP/e2'"
+    check "chat --system \"\": SmolLM2 answers Paris" grep -q 'Paris' "$TMP/s2"
+else
+    skip "chat default system message: $SMOL absent"
+fi
+
 # 9. `make run` compiles CUDA code only where a GPU can run it.
 if [ ! -e /dev/nvidia0 ] && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
     plan=$(BUILD=build CUDA=1 CUDA_ORIGIN=file bash tools/run_default.sh --plan 2>/dev/null)

@@ -60,7 +60,7 @@ static void reset_msgs(chat_state *s, const char *system) {
     free(s->cached_text);
     s->cached_text = mf_xstrdup("");
     s->n_cached = 0;
-    if (system) push_msg(s, "system", system);
+    if (system && *system) push_msg(s, "system", system);
 }
 
 int cmd_chat(int argc, char **argv) {
@@ -76,7 +76,9 @@ int cmd_chat(int argc, char **argv) {
     opts[n++] = (cli_opt){ "--chat-template", "NAME", CLI_OPT_STR, &tmpl_name,
                            .help = "override the template detected from the model (chatml, llama3, ...)",
                            .dflt = "from the model" };
-    opts[n++] = (cli_opt){ "--system", "TEXT", CLI_OPT_STR, &system, .help = "system message", .dflt = "none" };
+    opts[n++] = (cli_opt){ "--system", "TEXT", CLI_OPT_STR, &system,
+                           .help = "system message (\"\": none, not even the template's own)",
+                           .dflt = "the template's own where it has one (SmolLM2, Qwen2.5), else none" };
     opts[n++] = (cli_opt){ "-n, --n-predict", "N", CLI_OPT_INT, &n_predict, 1, 1 << 24, .help = "max tokens per answer" };
     opts[n++] = (cli_opt){ "--ignore-eos", NULL, CLI_OPT_FLAG, &ignore_eos, .set = 1,
                            .help = "answers go on past end-of-generation tokens (to -n or Ctrl-C)", .dflt = "" };
