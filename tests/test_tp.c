@@ -8,7 +8,7 @@
  *   - whole forward steps: the tiny gemma3 (post-norms after the reduce, q/k norms, GeGLU,
  *     sliding layers), qwen2 (sliced q/k/v biases) and llama+window models of
  *     arch_models.h, and stories260K when ../shared has it, split over 2, 3 (uneven) and 4
- *     ranks where the kv heads allow, against the same model on one backend: a 10-token
+ *     ranks where the kv heads allow (gemma3 also through the split path with one rank), against the same model on one backend: a 10-token
  *     prompt then 12 greedy steps, the same tokens and logits within 1e-4 (normalised;
  *     the partial sums add in another order). */
 #include <stdlib.h>
@@ -155,7 +155,7 @@ static int argmax(const float *x, int n) {
 /* The prompt then greedy steps, with n ranks (split: NULL = even); toks[PROMPT + STEPS]
  * and the logits of every step into lg[STEPS + 1][nv]. */
 enum { PROMPT = 10, STEPS = 12 };
-static int run(mf_model *m, int n, const float *split, int32_t *toks, float *lg, mf_err *err) {
+static int run(mf_model *m, int n, int always, const float *split, int32_t *toks, float *lg, mf_err *err) {
     mf_context c;
     mf_context_params cp;
     context_params_default(&cp);
@@ -164,6 +164,7 @@ static int run(mf_model *m, int n, const float *split, int32_t *toks, float *lg,
     cp.n_ctx = 64;
     cp.n_gpus = n;
     cp.tensor_split = split;
+    cp.tp_always = always;
     int rc = context_init(&c, m, &cp, err);
     if (rc) return rc;
     const int nv = m->hp.n_vocab;
@@ -185,7 +186,7 @@ static void test_forward(const char *what, mf_model *m, const int *ranks, int n_
     float *l1 = malloc(sizeof(float) * (size_t)nv * (STEPS + 1)), *ln = malloc(sizeof(float) * (size_t)nv * (STEPS + 1));
     mf_err err = { { 0 } };
     for (int i = 0; i < PROMPT; i++) t1[i] = (int32_t)(3 + (i * 37) % (nv - 3));
-    if (run(m, 1, NULL, t1, l1, &err)) {
+    if (run(m, 1, 0, NULL, t1, l1, &err)) {
         CHECK(0, "%s: one backend: %s", what, err.msg);
         free(l1), free(ln);
         return;
@@ -196,7 +197,8 @@ static void test_forward(const char *what, mf_model *m, const int *ranks, int n_
         float split[MF_TP_MAX];
         for (int r = 0; r < n; r++) split[r] = r == 0 ? 2.0f : 1.0f;
         memcpy(tn, t1, sizeof(int32_t) * PROMPT);
-        if (run(m, n, ranks[k] < 0 ? split : NULL, tn, ln, &err)) {
+        /* (1: the split path with one rank, its reduce over one) */
+        if (run(m, n, n == 1, ranks[k] < 0 ? split : NULL, tn, ln, &err)) {
             CHECK(0, "%s over %d: %s", what, n, err.msg);
             continue;
         }
@@ -241,8 +243,8 @@ int main(void) {
     const spec gemma = { "gemma3", 3, 4, 2, 32, 4, 3, 1e6f, 1e4f, 30.0f, NULL, 0, 64 };
     const spec qwen = { "qwen2", 2, 6, 3, 8, 0, 0, 1e6f, 0, 0, NULL, 48, 96 };
     const spec llama = { "llama", 2, 8, 4, 8, 5, 0, 1e4f, 0, 0, NULL, 0, 64 };
-    const int r2[] = { 2 }, r3[] = { 2, 3, -3 }, r4[] = { 2, -3, 4 };
-    test_arch_model("gemma3", &gemma, r2, 1);
+    const int r2[] = { 1, 2 }, r3[] = { 2, 3, -3 }, r4[] = { 2, -3, 4 };
+    test_arch_model("gemma3", &gemma, r2, 2);
     test_arch_model("qwen2", &qwen, r3, 3);
     test_arch_model("llama+window", &llama, r4, 3);
     const char *sh = test_shared_dir();
