@@ -57,6 +57,19 @@ int context_device_check(const char *device, int *use_cuda, int *gpu, mf_err *er
 #endif
 }
 
+int context_gpus_check(const char *device, int n_gpus, mf_err *err) {
+    int use_cuda, gpu;
+    const int rc = context_device_check(device, &use_cuda, &gpu, err);
+    if (rc || n_gpus <= 1) return rc;
+    if (!use_cuda && !(device && !strcmp(device, "cpu")))
+        return mf_fail(err, MF_ERR_USAGE,
+                       "--gpus %d: no CUDA device here (--device cpu --gpus %d splits over CPU backends)", n_gpus, n_gpus);
+    if (use_cuda && gpu + n_gpus > cuda_device_count())
+        return mf_fail(err, MF_ERR_USAGE, "--gpus %d from cuda:%d: %d CUDA device%s here", n_gpus, gpu,
+                       cuda_device_count(), cuda_device_count() == 1 ? "" : "s");
+    return MF_OK;
+}
+
 int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err *err) {
     memset(c, 0, sizeof *c);
     c->m = m;
@@ -79,10 +92,8 @@ int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err 
     const int split = c->tp > 1 || p->tp_always;
     const mf_model *m0 = m; /* what rank 0 runs: the model, or its shard */
     if (split) {
+        if ((rc = context_gpus_check(p->device, c->tp, err))) return rc;
         if ((rc = tp_plan(m, c->tp, p->tensor_split, &c->plan, err))) return rc;
-        if (want_cuda && gpu + c->tp > cuda_device_count())
-            return mf_fail(err, MF_ERR_USAGE, "--gpus %d from cuda:%d: %d CUDA device%s here", c->tp, gpu,
-                           cuda_device_count(), cuda_device_count() == 1 ? "" : "s");
         c->ranks = calloc((size_t)c->tp, sizeof *c->ranks);
         if (!c->ranks) return mf_fail(err, MF_ERR_NOMEM, "out of memory");
         if ((rc = tp_shard(m, &c->plan, 0, &c->shard0, err))) goto fail;

@@ -65,6 +65,10 @@ void context_params_default(mf_context_params *p);
  * build and machine can have it, without loading anything: MF_ERR_USAGE with a
  * message when not. *use_cuda and *gpu say what context_init will create. */
 int context_device_check(const char *device, int *use_cuda, int *gpu, mf_err *err);
+/* The same for a split over n_gpus > 1 backends: GPUs cuda:N .. cuda:N+n_gpus-1 present,
+ * or device "cpu" asking for CPU ranks on purpose (auto on a machine without a GPU would
+ * turn them into CPU backends nobody asked for). MF_ERR_USAGE with a message when not. */
+int context_gpus_check(const char *device, int n_gpus, mf_err *err);
 int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err *err);
 void context_free(mf_context *c);
 

@@ -57,9 +57,8 @@ static int split_units(int total, int unit, int n, const float *w, int *b) {
     for (int r = 1; r < n; r++) {
         acc += w ? w[r - 1] : 1.0;
         int u = (int)lround(acc / sum * units);
-        if (u < r) u = r;                     /* every rank before: at least one unit */
-        if (u > units - (n - r)) u = units - (n - r); /* and every rank after */
-        if (u <= b[r - 1] / unit) u = b[r - 1] / unit + 1;
+        if (u > units - (n - r)) u = units - (n - r); /* a unit for every rank after */
+        if (u <= b[r - 1] / unit) u = b[r - 1] / unit + 1; /* and at least one for rank r - 1 */
         b[r] = u * unit;
     }
     b[n] = total;

@@ -250,14 +250,7 @@ int cli_context_check(mf_context_params *cp) {
             return cli_error(1, "%s", err.msg);
         cp->tensor_split = cp->tensor_split_buf;
     }
-    /* (--device cpu asks for the CPU split on purpose; auto on a machine without a GPU
-     * would turn --gpus into CPU backends nobody asked for) */
-    if (!use_cuda && cp->n_gpus > 1 && !(cp->device && !strcmp(cp->device, "cpu")))
-        return cli_error(1, "--gpus %d: no CUDA device here (--device cpu --gpus %d splits over CPU backends)",
-                         cp->n_gpus, cp->n_gpus);
-    if (use_cuda && cp->n_gpus > 1 && gpu + cp->n_gpus > cuda_device_count())
-        return cli_error(1, "--gpus %d from cuda:%d: %d CUDA device%s here", cp->n_gpus, gpu, cuda_device_count(),
-                         cuda_device_count() == 1 ? "" : "s");
+    if (context_gpus_check(cp->device, cp->n_gpus, &err)) return cli_error(1, "%s", err.msg);
     /* More threads than cores only adds waiting: the pool's threads each hold a part
      * of every step, and a thread without a core holds it until the kernel runs it
      * again (issue 32: -t 1000 on 2 cores had not printed 4 tokens after 60 s). */

@@ -563,15 +563,19 @@ static void gemv_residual(cu_state *S, const mf_weight *w, float *x, float *tmp,
     owe_add(S, x, tmp, total);
 }
 
-/* gemma3's post-norm: xb = rmsnorm(xb) * w over n rows of the model's width (w NULL: none) */
-static void post_norm(cu_state *S, float *xb, int n, const mf_weight *w) {
-    if (w) cu_rmsnorm(S, xb, xb, NULL, (const float *)w->dev, n, S->hp.n_embd, S->hp.norm_eps, NULL);
+/* A block's output y [n][n_embd] into the residual stream x: the ranks' partial sums
+ * added (fw->reduce, tp.h), gemma3's post-norm (norm NULL: none), then x += y owed (the
+ * next norm adds it). */
+static void block_add(cu_state *S, mf_forward *fw, float *x, float *y, int n, const mf_weight *norm) {
+    const int64_t total = (int64_t)n * S->hp.n_embd;
+    if (fw->reduce) fw->reduce(fw, y, total);
+    if (norm) cu_rmsnorm(S, y, y, NULL, (const float *)norm->dev, n, S->hp.n_embd, S->hp.norm_eps, NULL);
+    owe_add(S, x, y, total);
 }
 
 /* A decode block's last GEMV (wo, ffn_down) and its residual add: into x in the GEMV's
  * store (gemv_residual) unless the block has a post-norm (gemma3) or the model is split
- * over ranks (fw->reduce, tp.h); then tmp = W in, the ranks' partial sums added, normed,
- * and added to x (owed: the next norm adds it). */
+ * over ranks (fw->reduce, tp.h); then tmp = W in, and block_add. */
 static void block_out(cu_state *S, mf_forward *fw, const mf_weight *w, float *x, float *tmp, const float *in, int n,
                       int have_q8, int ring_pre, const mf_weight *norm) {
     if (!norm && !fw->reduce) {
@@ -579,9 +583,7 @@ static void block_out(cu_state *S, mf_forward *fw, const mf_weight *w, float *x,
         return;
     }
     gemv(S, &w, &tmp, NULL, 1, 0, in, n, have_q8, 0, ring_pre);
-    if (fw->reduce) fw->reduce(fw, tmp, (int64_t)n * w->rows);
-    post_norm(S, tmp, n, norm);
-    owe_add(S, x, tmp, (int64_t)n * w->rows);
+    block_add(S, fw, x, tmp, n, norm);
 }
 
 static void blk_embed(mf_backend *be, mf_forward *fw, const mf_batch *b) {
@@ -678,9 +680,7 @@ static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
         block_out(S, fw, &L->wo, fw->x, fw->xb, fw->att, n, att_q8, pre, d->post_norm ? &L->attn_post_norm : NULL);
     } else {
         matmul(S, fw->xb, fw->att, &L->wo, NULL, n, att_mh ? HAVE_MH : 0, 0);
-        if (fw->reduce) fw->reduce(fw, fw->xb, (int64_t)n * hp->n_embd);
-        post_norm(S, fw->xb, n, d->post_norm ? &L->attn_post_norm : NULL);
-        owe_add(S, fw->x, fw->xb, (int64_t)n * hp->n_embd);
+        block_add(S, fw, fw->x, fw->xb, n, d->post_norm ? &L->attn_post_norm : NULL);
     }
     S->n.fused_blocks++;
 }
@@ -717,9 +717,7 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
             S->mh = S->mh8;
             matmul(S, fw->xb, fw->hb, &L->w_down, NULL, n, HAVE_MH, 0);
             S->mh = mh;
-            if (fw->reduce) fw->reduce(fw, fw->xb, (int64_t)n * hp->n_embd);
-            post_norm(S, fw->xb, n, pn);
-            owe_add(S, fw->x, fw->xb, (int64_t)n * hp->n_embd);
+            block_add(S, fw, fw->x, fw->xb, n, pn);
             S->n.fused_blocks++;
             return;
         }
@@ -755,9 +753,7 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
             cu_swiglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, NULL);
         }
         matmul(S, fw->xb, fw->hb, &L->w_down, NULL, n, have, 0);
-        if (fw->reduce) fw->reduce(fw, fw->xb, (int64_t)n * hp->n_embd);
-        post_norm(S, fw->xb, n, pn);
-        owe_add(S, fw->x, fw->xb, (int64_t)n * hp->n_embd);
+        block_add(S, fw, fw->x, fw->xb, n, pn);
         S->n.fused_blocks++;
         return;
     }
