@@ -311,7 +311,7 @@ static __global__ void kernel_attn_combine(cu_attn_args a, const float *part, fl
 }
 
 /* ------------------------------------------------------------------------- */
-/* Decode attention for hd 64/128: latency-tolerant loads, fused combine     */
+/* Decode attention (hd 64/128/256): latency-tolerant loads, fused combine  */
 /* ------------------------------------------------------------------------- */
 /* Same grid and partials as kernel_attn_split, but a K or V row is read by HD/8
  * lanes with 16-byte loads and every lane issues all of a 64-position tile's K and
@@ -320,6 +320,10 @@ static __global__ void kernel_attn_combine(cu_attn_args a, const float *part, fl
  * chunks (arrival counted with an atomic; the counter is reset for the next
  * launch), so no separate combine launch; a token whose position lies in the first
  * chunk (nch == 1) is written directly. The merged rows are also quantized to q8.
+ *
+ * Path attn-dec-wide adds head dim 256 and sliding windows (gemma3; before it those
+ * layers ran the q/k norm launches, the store kernel, the split kernel and its combine:
+ * five launches a layer where this is one) and, in the fused store, gemma3's q/k norms.
  *
  * a.pre (the one-token fused store, path attn-pre off turns it off): pos, seq
  * and the K/V rows of the block's first tile at positions < pos are read before
@@ -432,23 +436,34 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
      * (Head dim 128 only: the case the GPU tests cover, tiny-mha and the 7B; at 64 the
      * same code would run but no test model has one query head per kv head there.) */
     const bool fast = MG == 1 && HD == 128 && a.cs_now && a.kin && pre && a.seq1 && a.rope &&
-                      a.rope_mode == 0 && a.rope_dim == HD && NT >= 2 * HD;
+                      a.rope_mode == 0 && a.rope_dim == HD && NT >= 2 * HD && a.window == 0 && !a.qn;
+    /* A sliding layer (a.window): positions below lo are masked, so the chunks below c0
+     * have no row and leave at once (the merge counts and reads chunks c0 .. pos / chunk),
+     * and the block's rows start at s0. */
+    int lo = 0, c0 = 0, s0 = p0;
+    auto window_start = [&]() {
+        lo = a.window > 0 ? max(0, pos + 1 - a.window) : 0;
+        c0 = lo / chunk;
+        s0 = max(p0, lo);
+    };
     if (fast && c == 0) {
         pos = a.pos[t]; /* (used after the wait) */
         load_tile(0, TILE, a.n_ctx);
     } else if (pre) {
         pos = a.pos[t];
         seq = a.seq[t];
-        if (p0 > pos) return; /* uniform per block */
+        window_start();
+        if (p0 > pos || c < c0) return; /* uniform per block */
         if (!fast) load_cs();
-        load_tile(p0, min(TILE, pos + 1 - p0), pos);
+        load_tile(s0, min(TILE, pos + 1 - s0), pos);
     }
     pdl_wait();
     if (a.trigger == 1) pdl_trigger();
     if (!pre) {
         pos = a.pos[t];
         seq = a.seq[t];
-        if (p0 > pos) return;
+        window_start();
+        if (p0 > pos || c < c0) return;
         load_cs();
     }
     const int64_t base = ((int64_t)seq * a.n_kv + kvh) * a.n_ctx * HD;
@@ -479,6 +494,21 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
                 kvp[1][d] = a.vin[(int64_t)t * a.n_kv * HD + kvh * HD + d];
             }
         __syncthreads();
+        if (a.qn) {
+            /* gemma3's q and k norms: warp r takes row r (q heads, then k where this
+             * block stores it), kernel_rmsnorm's x * inv * w with the sum in warp order */
+            const int rows = hc + (owner ? 1 : 0);
+            for (int r = warp; r < rows; r += NW) {
+                float *x = r < hc ? qs[r] : kvp[0];
+                const float *w = r < hc ? a.qn : a.kn;
+                float ss = 0.0f;
+                for (int d = lane; d < HD; d += 32) ss += x[d] * x[d];
+                ss = warp_sum(ss);
+                const float inv = 1.0f / sqrtf(ss / (float)HD + a.norm_eps);
+                for (int d = lane; d < HD; d += 32) x[d] = x[d] * inv * w[d];
+            }
+            __syncthreads();
+        }
         if (a.rope) {
             const int half = a.rope_dim / 2;
             for (int e = tid; e < (hc + 1) * half; e += NT) {
@@ -514,11 +544,11 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     __syncthreads(); /* qs (and kvp) written above */
     trace_mark(0);
     if (a.trigger == 2) pdl_trigger();
-    for (int ts = p0; ts < p1; ts += TILE) {
+    for (int ts = s0; ts < p1; ts += TILE) {
         const int np = min(TILE, p1 - ts);
-        if (!pre || ts != p0) {
+        if (!pre || ts != s0) {
             load_tile(ts, np, p1);
-        } else if (pos - ts < TILE) {
+        } else if (pos - ts < np) {
             /* the preloaded tile holds pos, stored above after the wait: its row from
              * shared memory, rounded to f16 as the store rounded it */
 #pragma unroll
@@ -549,7 +579,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
         }
     }
     __syncthreads();
-    const int nch = pos / chunk + 1;
+    const int nch = pos / chunk + 1 - c0; /* the chunks with rows: c0 .. pos / chunk */
     /* the block's output rows (h < hc), value(h, d) each, and their q8; the loop
      * bound is block-uniform so q8_store1's shuffles see whole warps */
     auto write_out = [&](auto value) {
@@ -624,7 +654,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     if (!is_last) return;
     __threadfence();
     write_out([&](int h, int d) {
-        const float *ph = part + ((int64_t)t * a.n_head + h0 + h) * n_chunks * (HD + 2);
+        const float *ph = part + (((int64_t)t * a.n_head + h0 + h) * n_chunks + c0) * (HD + 2);
         float M = -INFINITY;
         for (int k = 0; k < nch; k++) M = fmaxf(M, __ldcg(ph + k * (HD + 2) + HD));
         float L = 0.0f, o = 0.0f;
@@ -638,21 +668,29 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
     trace_end();
 }
 
-int cu_attn_dec_supported(int hd) { return hd == 64 || hd == 128; }
+/* Head dim 256 (gemma3; path attn-dec-wide) with up to 4 query heads a kv head, on 8
+ * warps: the block's arrays (ob: 8 warps x 4 heads x 256 floats, 32 KB) stay inside
+ * the 48 KB of static shared memory, and with a row a warp (32 lanes of 8 values) a
+ * 64-row tile is 8 rows a lane, as at head dim 128. */
+int cu_attn_dec_supported(const cu_ctx *S, int hd, int group, int window) {
+    if (hd == 64 || hd == 128) return window == 0 || S->on[CU_PATH_ATTN_DEC_WIDE];
+    return hd == 256 && group <= 4 && S->on[CU_PATH_ATTN_DEC_WIDE];
+}
 
-/* kernel_attn_dec<HD, mg, nw> for mg in 1, 2, 4, ATT_MAXG and nw in 4, 8 */
+/* kernel_attn_dec<HD, mg, nw> for mg in 1, 2, 4, ATT_MAXG (head dim 256: 1, 2, 4)
+ * and nw in 4, 8 (head dim 256: 8) */
 template <int HD, int NW, typename... Args>
 static void attn_dec_launch_nw(cu_ctx *S, int mg, dim3 grid, Args... args) {
-    const char *name = HD == 64 ? "attn_dec64" : "attn_dec128";
+    const char *name = HD == 64 ? "attn_dec64" : HD == 128 ? "attn_dec128" : "attn_dec256";
     if (mg == 1) cu_launch(S, name, kernel_attn_dec<HD, 1, NW>, grid, dim3(NW * 32), 0, args...);
     else if (mg == 2) cu_launch(S, name, kernel_attn_dec<HD, 2, NW>, grid, dim3(NW * 32), 0, args...);
-    else if (mg == 4) cu_launch(S, name, kernel_attn_dec<HD, 4, NW>, grid, dim3(NW * 32), 0, args...);
-    else cu_launch(S, name, kernel_attn_dec<HD, ATT_MAXG, NW>, grid, dim3(NW * 32), 0, args...);
+    else if (mg == 4 || HD == 256) cu_launch(S, name, kernel_attn_dec<HD, 4, NW>, grid, dim3(NW * 32), 0, args...);
+    else if constexpr (HD < 256) cu_launch(S, name, kernel_attn_dec<HD, ATT_MAXG, NW>, grid, dim3(NW * 32), 0, args...);
 }
 template <int HD, typename... Args>
 static void attn_dec_launch(cu_ctx *S, int mg, int nw, dim3 grid, Args... args) {
-    if (nw == 8) attn_dec_launch_nw<HD, 8>(S, mg, grid, args...);
-    else attn_dec_launch_nw<HD, 4>(S, mg, grid, args...);
+    if (nw == 8 || HD == 256) attn_dec_launch_nw<HD, 8>(S, mg, grid, args...);
+    else if constexpr (HD < 256) attn_dec_launch_nw<HD, 4>(S, mg, grid, args...);
 }
 
 void cu_attn_split(cu_ctx *S, const cu_attn_args *a, const float *q, float *out, float *part, int *counter,
@@ -663,14 +701,17 @@ void cu_attn_split(cu_ctx *S, const cu_attn_args *a, const float *q, float *out,
     dim3 grid(n_chunks, a->n_kv * nsub, a->n);
     const int do_q8 = q8 && a->hd % 32 == 0;
     cu_q8 qq = q8 ? *q8 : cu_q8{};
-    if (counter && a->window == 0 && cu_attn_dec_supported(a->hd)) {
+    if (counter && cu_attn_dec_supported(S, a->hd, G, a->window)) {
         /* heads per block: ATT_MAXG, or with a.fit the power of two >= G (<= ATT_MAXG;
-         * same grid, since nsub is 1 for G <= 8 either way) */
-        const int mg = !a->fit || G > 4 ? ATT_MAXG : G > 2 ? 4 : G > 1 ? 2 : 1;
+         * same grid, since nsub is 1 for G <= 8 either way); head dim 256 always fitted */
+        const int fit = a->fit || a->hd == 256;
+        const int mg = !fit || G > 4 ? ATT_MAXG : G > 2 ? 4 : G > 1 ? 2 : 1;
         if (a->hd == 64)
             attn_dec_launch<64>(S, mg, a->warps, grid, *a, q, part, counter, out, chunk, n_chunks, scale, qq, do_q8);
-        else
+        else if (a->hd == 128)
             attn_dec_launch<128>(S, mg, a->warps, grid, *a, q, part, counter, out, chunk, n_chunks, scale, qq, do_q8);
+        else
+            attn_dec_launch<256>(S, mg, a->warps, grid, *a, q, part, counter, out, chunk, n_chunks, scale, qq, do_q8);
         return;
     }
     cu_launch(S, "attn_split", kernel_attn_split, grid, dim3(ATT_THREADS), 0, *a, q, part, chunk, n_chunks, scale);

@@ -109,10 +109,12 @@ struct cu_state : cu_ctx {
     cu_q8 q8, q8h;
     int64_t q8_cap;
     /* the residual add still owed (blocks.cu): res_x[res_n] += res_y, done by the next
-     * norm's add+norm kernel, or by cu_settle */
+     * norm's add+norm kernel, or by cu_settle; res_pn: the post-norm weights that res_y
+     * is to be RMS-normed by first (gemma3, path post-norm-add), or NULL */
     float *res_x;
-    const float *res_y;
+    float *res_y;
     int64_t res_n;
+    const float *res_pn;
     /* RoPE (cos, sin) table [n_ctx][rope_dim/2] of the model's rope_dim/base */
     float2 *rope_cs;
     float2 *rope_cs_swa;   /* the same for the sliding layers' base rope_base_swa (gemma3), or NULL */

@@ -395,13 +395,19 @@ static void attn_run(cu_state *S, const cu_attn_args *ap, const float *q, float 
 /* ------------------------------------------------------------------------- */
 /* Primitive ops: each as issued (path "fused" off, and the op tests)        */
 /* ------------------------------------------------------------------------- */
-static void op_embed(mf_backend *be, float *out, const mf_weight *w, const mf_batch *b) {
+/* The embedding rows times scale (1: none). */
+static void embed_scaled(mf_backend *be, float *out, const mf_weight *w, const mf_batch *b, float scale) {
     cu_state *S = cu_st(be);
     /* one token: the embedding kernel also copies the RoPE table's row at pos for the
      * attention kernel of the step (cu_attn_args.cs_now) */
     const int cs = b->n == 1 && S->rope_row;
-    cu_embed(S, out, w, meta_tok(S, b), b->n, S->rope_cs, S->hp.rope_dim / 2, meta_pos(S, b), cs ? S->cs_now : NULL);
+    cu_embed(S, out, w, meta_tok(S, b), b->n, S->rope_cs, S->hp.rope_dim / 2, meta_pos(S, b), cs ? S->cs_now : NULL,
+             scale);
     S->cs_now_ok = cs;
+}
+
+static void op_embed(mf_backend *be, float *out, const mf_weight *w, const mf_batch *b) {
+    embed_scaled(be, out, w, b, 1.0f);
 }
 
 static void op_rmsnorm(mf_backend *be, float *out, const float *x, const mf_weight *w, int n, int dim, float eps) {
@@ -474,8 +480,17 @@ const char *cu_blocks_unfused(const mf_arch_desc *d) {
 }
 static int desc_fused(const mf_arch_desc *d) { return cu_blocks_unfused(d) == NULL; }
 
+/* The owed add's post-norm, done now in a launch of its own (res_y normed in place). */
+static void settle_post(cu_state *S) {
+    if (!S->res_y || !S->res_pn) return;
+    const int dim = S->hp.n_embd;
+    cu_rmsnorm(S, S->res_y, S->res_y, NULL, S->res_pn, (int)(S->res_n / dim), dim, S->hp.norm_eps, NULL);
+    S->res_pn = NULL;
+}
+
 void cu_settle(cu_state *S) {
     if (!S->res_y) return;
+    settle_post(S);
     cu_add(S, S->res_x, S->res_y, S->res_n);
     S->res_y = NULL;
 }
@@ -484,12 +499,20 @@ void cu_settle(cu_state *S) {
  * q8 into S->q8 where a GEMV reads it next (want_q8, n <= 8, room); returns whether
  * it did. */
 /* The residual add owed to x (total values) for the norm about to read x to do (it is
- * no longer owed), or NULL after settling whatever other add was owed. */
-static const float *take_owed_add(cu_state *S, const float *x, int64_t total) {
-    const float *y = NULL;
-    if (S->res_y && S->res_x == x && S->res_n == total) y = S->res_y;
-    else cu_settle(S);
+ * no longer owed), or NULL after settling whatever other add was owed. pn: where the
+ * caller's kernel applies the add's post-norm itself, its weights (else NULL), or NULL
+ * where it cannot (the post-norm is launched first). */
+static float *take_owed_add(cu_state *S, const float *x, int64_t total, const float **pn) {
+    float *y = NULL;
+    if (S->res_y && S->res_x == x && S->res_n == total) {
+        if (!pn) settle_post(S);
+        y = S->res_y;
+    } else {
+        cu_settle(S);
+    }
+    if (pn) *pn = y ? S->res_pn : NULL;
     S->res_y = NULL;
+    S->res_pn = NULL;
     return y;
 }
 
@@ -497,8 +520,10 @@ static int norm_in(cu_state *S, float *out, float *x, const mf_weight *w, int n,
     const int dim = S->hp.n_embd;
     const int64_t total = (int64_t)n * dim;
     const cu_q8 *q = want_q8 && n <= CU_MAX_GEMV_COLS && q8_fits(S, total) ? &S->q8 : NULL;
-    const float *y = take_owed_add(S, x, total);
-    cu_rmsnorm(S, out, x, y, (const float *)w->dev, n, dim, S->hp.norm_eps, q);
+    const float *pn;
+    float *y = take_owed_add(S, x, total, &pn);
+    if (pn) cu_rmsnorm_post(S, out, x, y, pn, (const float *)w->dev, n, dim, S->hp.norm_eps, q);
+    else cu_rmsnorm(S, out, x, y, (const float *)w->dev, n, dim, S->hp.norm_eps, q);
     return q != NULL;
 }
 
@@ -518,7 +543,7 @@ static int norm_in_mq(cu_state *S, float *out, float *x, const mf_weight *w, int
     }
     if (!any_mq && mf && S->on[CU_PATH_MMF_IN] && n < CU_MMF_MIN_N) {
         const int dim = S->hp.n_embd;
-        const float *y = take_owed_add(S, x, (int64_t)n * dim);
+        const float *y = take_owed_add(S, x, (int64_t)n * dim, NULL);
         if (cu_rmsnorm_h(S, out, S->mh, x, y, (const float *)w->dev, n, dim, S->hp.norm_eps)) {
             S->n.mmf_norm++;
             return HAVE_MH;
@@ -531,7 +556,7 @@ static int norm_in_mq(cu_state *S, float *out, float *x, const mf_weight *w, int
         return 0;
     }
     const int dim = S->hp.n_embd;
-    const float *y = take_owed_add(S, x, (int64_t)n * dim);
+    const float *y = take_owed_add(S, x, (int64_t)n * dim, NULL);
     if (!cu_rmsnorm_mq(S, all_mq ? NULL : out, x, y, (const float *)w->dev, n, dim, S->hp.norm_eps, &S->mq)) {
         /* (a width the fused kernel does not split: the norm alone, the GEMMs' prepass after) */
         cu_rmsnorm(S, out, x, y, (const float *)w->dev, n, dim, S->hp.norm_eps, NULL);
@@ -541,12 +566,14 @@ static int norm_in_mq(cu_state *S, float *out, float *x, const mf_weight *w, int
     return HAVE_MQ;
 }
 
-/* x += y, owed: the next norm adds it (its add+norm kernel). */
-static void owe_add(cu_state *S, float *x, const float *y, int64_t n) {
+/* x += y (RMS-normed by pn first where pn), owed: the next norm adds it (its add+norm
+ * kernel). */
+static void owe_add(cu_state *S, float *x, float *y, int64_t n, const float *pn) {
     cu_settle(S);
     S->res_x = x;
     S->res_y = y;
     S->res_n = n;
+    S->res_pn = pn;
 }
 
 /* out = W x for a block's last GEMV (wo, ffn_down) whose result is added to x: into x
@@ -560,17 +587,21 @@ static void gemv_residual(cu_state *S, const mf_weight *w, float *x, float *tmp,
         return;
     }
     gemv(S, &w, &tmp, NULL, 1, 0, in, n, have_q8, 0, ring_pre);
-    owe_add(S, x, tmp, total);
+    owe_add(S, x, tmp, total, NULL);
 }
 
 /* A block's output y [n][n_embd] into the residual stream x: the ranks' partial sums
  * added (fw->reduce, tp.h), gemma3's post-norm (norm NULL: none), then x += y owed (the
- * next norm adds it). */
+ * next norm adds it, and with path post-norm-add applies the post-norm too). */
 static void block_add(cu_state *S, mf_forward *fw, float *x, float *y, int n, const mf_weight *norm) {
     const int64_t total = (int64_t)n * S->hp.n_embd;
     if (fw->reduce) fw->reduce(fw, y, total);
-    if (norm) cu_rmsnorm(S, y, y, NULL, (const float *)norm->dev, n, S->hp.n_embd, S->hp.norm_eps, NULL);
-    owe_add(S, x, y, total);
+    const float *pn = norm ? (const float *)norm->dev : NULL;
+    if (pn && !S->on[CU_PATH_POST_NORM_ADD]) {
+        cu_rmsnorm(S, y, y, NULL, pn, n, S->hp.n_embd, S->hp.norm_eps, NULL);
+        pn = NULL;
+    }
+    owe_add(S, x, y, total, pn);
 }
 
 /* A decode block's last GEMV (wo, ffn_down) and its residual add: into x in the GEMV's
@@ -590,9 +621,8 @@ static void blk_embed(mf_backend *be, mf_forward *fw, const mf_batch *b) {
     cu_state *S = cu_st(be);
     if (!S->on[CU_PATH_FUSED] || !desc_fused(&fw->m->desc)) return forward_composed.embed(be, fw, b);
     cu_settle(S);
-    op_embed(be, fw->x, &fw->m->tok_embd, b);
     const float es = fw->m->desc.embd_scale;
-    if (es != 0 && es != 1) cu_scale(S, fw->x, es, (int64_t)b->n * S->hp.n_embd);
+    embed_scaled(be, fw->x, &fw->m->tok_embd, b, es != 0 ? es : 1.0f);
 }
 
 /* q, k, v = xb Wq, Wk, Wv (+ biases) over n <= 8 columns: one launch where the three
@@ -645,20 +675,24 @@ static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
         matmul(S, fw->v, fw->xb, &L->wv, &L->bv, n, mq, 0);
     }
     const mf_arch_desc *d = &fw->m->desc;
-    if (d->qk_norm) {
-        /* gemma3: each head of q and k RMS-normed before RoPE */
-        cu_rmsnorm(S, fw->q, fw->q, NULL, (const float *)L->attn_q_norm.dev, n * hp->n_head, hd, hp->norm_eps, NULL);
-        cu_rmsnorm(S, fw->k, fw->k, NULL, (const float *)L->attn_k_norm.dev, n * hp->n_head_kv, hd, hp->norm_eps, NULL);
-    }
-    /* RoPE and the KV store: inside the one-token attention kernel (q and k in memory stay
-     * unrotated; nothing reads them after), else the store kernel rotates q and k first */
+    /* RoPE and the KV store (and gemma3's q/k norms): inside the one-token attention
+     * kernel (q and k in memory stay as the GEMV wrote them; nothing reads them after),
+     * else the norm launches, then the store kernel rotates q and k */
     cu_attn_args a = attn_args(S, l, b);
     const float base = model_layer_rope_base(fw->m, l);
     a.rope = 1;
     a.rope_base = base;
     a.rope_cs = rope_table(S, hp->rope_dim, base, b);
-    /* (a sliding layer: the split kernel, which stores nothing) */
-    const int dec = n == 1 && cu_attn_dec_supported(hd) && a.window == 0;
+    const int dec = n == 1 && cu_attn_dec_supported(S, hd, hp->n_head / hp->n_head_kv, a.window);
+    if (d->qk_norm && dec) {
+        a.qn = (const float *)L->attn_q_norm.dev;
+        a.kn = (const float *)L->attn_k_norm.dev;
+        a.norm_eps = hp->norm_eps;
+    } else if (d->qk_norm) {
+        /* gemma3: each head of q and k RMS-normed before RoPE */
+        cu_rmsnorm(S, fw->q, fw->q, NULL, (const float *)L->attn_q_norm.dev, n * hp->n_head, hd, hp->norm_eps, NULL);
+        cu_rmsnorm(S, fw->k, fw->k, NULL, (const float *)L->attn_k_norm.dev, n * hp->n_head_kv, hd, hp->norm_eps, NULL);
+    }
     if (dec) {
         a.kin = fw->k;
         a.vin = fw->v;
@@ -675,7 +709,7 @@ static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     if (att_mh) a.oh = S->mh;
     attn_run(S, &a, fw->q, fw->att, b, att_q8);
     if (decode) {
-        /* the kernel ahead of wo: the one-token attention (kernel_attn_dec) for head dims 64/128 */
+        /* the kernel ahead of wo: the one-token attention (kernel_attn_dec) where dec */
         const int pre = dec ? S->tune.xst_pre_attn : S->tune.xst_pre;
         block_out(S, fw, &L->wo, fw->x, fw->xb, fw->att, n, att_q8, pre, d->post_norm ? &L->attn_post_norm : NULL);
     } else {

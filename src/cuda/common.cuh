@@ -553,9 +553,10 @@ static __device__ __forceinline__ void rope_pair(float *xh, int i, float2 cs, in
 /* dequant.cu: per-type dequantization of 8 consecutive values (device layout). */
 /* elementwise.cu */
 /* cs_now (NULL: not written): the RoPE table's row at pos[0] (half float2), for the
- * one-token attention (cu_attn_args.cs_now) */
+ * one-token attention (cu_attn_args.cs_now); scale: the rows times it (gemma3's
+ * embedding scale, as cu_scale after would; 1: none) */
 void cu_embed(cu_ctx *S, float *out, const mf_weight *w, const int32_t *d_tok, int n, const float2 *cs_tab,
-              int half, const int32_t *d_pos, float2 *cs_now);
+              int half, const int32_t *d_pos, float2 *cs_now, float scale);
 void cu_get_rows(cu_ctx *S, float *dst, const float *src, const int32_t *d_idx, int n_idx, int width);
 void cu_add(cu_ctx *S, float *x, const float *y, int64_t n);
 /* dst_dev (a device pointer to mapped pinned host memory) = src, nbytes a multiple of 16,
@@ -577,6 +578,10 @@ void cu_repack(cu_ctx *S, void *dst, const void *src, uint32_t type, int64_t col
 /* norm.cu: out = rmsnorm(x (+ y when y != NULL, written back to x)) * w; q8 of out when q. */
 void cu_rmsnorm(cu_ctx *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
                 const cu_q8 *q);
+/* The same after a post-norm (gemma3, path post-norm-add): x += rmsnorm(y) * pw (y may
+ * hold rmsnorm(y) * pw after), then out = rmsnorm(x) * w, in one launch. */
+void cu_rmsnorm_post(cu_ctx *S, float *out, float *x, float *y, const float *pw, const float *w, int n, int dim,
+                     float eps, const cu_q8 *q);
 /* The same writing also xh = f16 of out (f2h2_sat, the rounding of cu_mmf_convert), rows
  * 0..n-1 of path mmf's activations (rows n..n_pad-1 keep what they held: a GEMM's
  * output column depends on its own token row only, and gemm_store drops the others).
@@ -761,9 +766,13 @@ struct cu_attn_args {
      * NULL: none */
     __half *oh;
     /* a sliding layer's window (model_layer_window): token t reads positions
-     * pos[t]-window+1 .. pos[t]; 0: all. Only kernel_attn_split (+ combine) takes it: the
-     * callers run no flash or fused decode kernel on a sliding layer (blocks.cu attn_run). */
+     * pos[t]-window+1 .. pos[t]; 0: all. The flash, split and decode kernels take it
+     * (the decode kernel with path attn-dec-wide). */
     int window;
+    /* kernel_attn_dec's fused store (kin): gemma3's q and k norms, each head RMS-normed
+     * (eps norm_eps) and scaled by these [hd] weights before RoPE; NULL: none */
+    const float *qn, *kn;
+    float norm_eps;
 };
 /* Stores k, v rows into the cache; with rope jobs, rotates q and k first (k in place). */
 void cu_kv_store(cu_ctx *S, const cu_attn_args *a, float *q, float *k, const float *v, int rope, int rope_dim,
@@ -773,7 +782,9 @@ void cu_kv_store(cu_ctx *S, const cu_attn_args *a, float *q, float *k, const flo
  * decode kernel (kernel_attn_dec), else split + combine. chunk % 64 == 0. */
 void cu_attn_split(cu_ctx *S, const cu_attn_args *a, const float *q, float *out, float *part, int *counter,
                    int chunk, int n_chunks, const cu_q8 *q8);
-int cu_attn_dec_supported(int hd);
+/* whether kernel_attn_dec takes a head dim, query heads per kv head and window (path
+ * attn-dec-wide for head dim 256 and windows) */
+int cu_attn_dec_supported(const cu_ctx *S, int hd, int group, int window);
 /* Flash attention with tensor cores for hd 64/128; tiles from the host. */
 /* head dims the flash kernel runs here (256 where cu_ctx.flash256); the shared memory a
  * block of the given head dim needs (db: the double-buffered forms, path flash-db) */

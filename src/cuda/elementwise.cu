@@ -7,7 +7,7 @@
 template <int T>
 static __global__ void kernel_embed(float *out, const uint8_t *w, int64_t stride, int dim, int nb,
                                     const int32_t *tok, const float2 *cs_tab, int half, const int32_t *pos,
-                                    float2 *cs_now) {
+                                    float2 *cs_now, float scale) {
     pdl_trigger();
     pdl_wait();
     if (cs_now && blockIdx.x == 0 && blockIdx.y == 0)
@@ -20,19 +20,19 @@ static __global__ void kernel_embed(float *out, const uint8_t *w, int64_t stride
         float *o = out + (int64_t)t * dim + i;
 #pragma unroll
         for (int k = 0; k < 8; k++)
-            if (i + k < dim) o[k] = v[k];
+            if (i + k < dim) o[k] = scale != 1.0f ? v[k] * scale : v[k];
     }
 }
 
 void cu_embed(cu_ctx *S, float *out, const mf_weight *w, const int32_t *d_tok, int n, const float2 *cs_tab,
-              int half, const int32_t *d_pos, float2 *cs_now) {
+              int half, const int32_t *d_pos, float2 *cs_now, float scale) {
     const qtype_traits *tr = qtype_get(w->type);
     const int dim = (int)w->cols, nb = (int)(w->cols / tr->blck);
     const int64_t stride = cu_row_stride(w->type, w->cols);
     dim3 grid(((dim + 7) / 8 + 127) / 128, n);
 #define CALL(T)                                                                                               \
     cu_launch(S, "embed", kernel_embed<T>, grid, dim3(128), 0, out, (const uint8_t *)w->dev, stride, dim, nb, d_tok, \
-              cs_tab, half, d_pos, cs_now)
+              cs_tab, half, d_pos, cs_now, scale)
     CU_DQ_DISPATCH(w->type, CALL)
 #undef CALL
 }

@@ -49,7 +49,8 @@ static __global__ void kernel_rmsnorm(float *out, float *x, const float *y, cons
  * sums, and the norms after them, have the same bits. */
 template <bool ADD, int NPT>
 static __device__ __forceinline__ float norm_row_load(float4 (&v)[NPT], float *x, const float *y, int64_t row,
-                                                      int dim, bool live, int split, int slice) {
+                                                      int dim, bool live, int split, int slice,
+                                                      const float4 (*yn)[NPT] = nullptr) {
     const int n4 = dim / 4, tid = threadIdx.x, T = blockDim.x;
     float4 *xr = (float4 *)(x + row * dim);
     const float4 *yr = (const float4 *)(ADD ? y + row * dim : nullptr);
@@ -61,7 +62,7 @@ static __device__ __forceinline__ float norm_row_load(float4 (&v)[NPT], float *x
         if (live && i < n4) {
             v[k] = xr[i];
             if (ADD) {
-                const float4 a = yr[i];
+                const float4 a = yn ? (*yn)[k] : yr[i];
                 v[k].x += a.x; v[k].y += a.y; v[k].z += a.z; v[k].w += a.w;
                 if (split == 1 || k == slice) xr[i] = v[k];
             }
@@ -77,23 +78,39 @@ static __device__ __forceinline__ float norm_row_load(float4 (&v)[NPT], float *x
  * Split rows (gridDim.y = S > 1, then NPT == S and blockDim * S * 4 == dim): the S
  * blocks of a row each read and sum the whole row and write only their S-th of it,
  * float4 k == blockIdx.y of each thread, so the stores leave from S SMs. */
-template <bool ADD, bool Q8, int NPT>
+/* POST (with ADD; path post-norm-add): y is first RMS-normed by the weights pw, as the
+ * one-block-a-row norm would do it in a launch of its own (the same block shape, sum and
+ * products: the same bits), x += that. */
+template <bool ADD, bool Q8, int NPT, bool POST = false>
 static __global__ void kernel_rmsnorm_reg(float *out, float *x, const float *y, const float *w, int dim, float eps,
-                                          cu_q8 q, __half *xh) {
+                                          cu_q8 q, __half *xh, const float *pw) {
     __shared__ float red[32];
     pdl_trigger();
     const int n4 = dim / 4;
     const int tid = threadIdx.x, T = blockDim.x;
     const int split = gridDim.y, slice = blockIdx.y;
-    float4 g[NPT];
+    float4 g[NPT], pg[NPT];
 #pragma unroll
     for (int k = 0; k < NPT; k++)
-        if (tid + k * T < n4 && (split == 1 || k == slice))
+        if (tid + k * T < n4 && (split == 1 || k == slice)) {
             g[k] = ((const float4 *)w)[tid + k * T];  /* weights: before the wait */
+            if (POST) pg[k] = ((const float4 *)pw)[tid + k * T];
+        }
     pdl_wait();
     const int64_t row = blockIdx.x;
     float4 v[NPT];
-    float ss = norm_row_load<ADD, NPT>(v, x, y, row, dim, true, split, slice);
+    float4 yn[NPT];
+    if (POST) {
+        /* y's own norm: its sum (norm_row_load without an add), then y * inv * pw */
+        float ys = norm_row_load<false, NPT>(yn, (float *)y, nullptr, row, dim, true, 1, 0);
+        ys = block_sum(ys, red);
+        const float yinv = 1.0f / sqrtf(ys / (float)dim + eps);
+#pragma unroll
+        for (int k = 0; k < NPT; k++)
+            yn[k] = make_float4(yn[k].x * yinv * pg[k].x, yn[k].y * yinv * pg[k].y, yn[k].z * yinv * pg[k].z,
+                                yn[k].w * yinv * pg[k].w);
+    }
+    float ss = norm_row_load<ADD, NPT>(v, x, y, row, dim, true, split, slice, POST ? &yn : nullptr);
     trace_mark(0);
     ss = block_sum(ss, red);
     trace_mark(1);
@@ -264,9 +281,9 @@ int cu_rmsnorm_mq(cu_ctx *S, float *out, float *x, const float *y, const float *
     return 1;
 }
 
-template <bool ADD, bool Q8>
+template <bool ADD, bool Q8, bool POST = false>
 static void launch_reg(cu_ctx *S, float *out, float *x, const float *y, const float *w, int n, int dim, float eps,
-                       const cu_q8 &q, __half *xh = nullptr) {
+                       const cu_q8 &q, __half *xh = nullptr, const float *pw = nullptr) {
     /* one token, no add (each warp would add y into the x the others read): lone warps */
     if (!ADD && n == 1 && !xh && S->on[CU_PATH_NORM_WARPS] && launch_warp<Q8>(S, out, x, w, n, dim, eps, q)) return;
     /* threads: up to 1024 (cu_tune.norm_threads 256|512 for fewer), each with 1,
@@ -274,7 +291,8 @@ static void launch_reg(cu_ctx *S, float *out, float *x, const float *y, const fl
      * blocks ahead of it under PDL, measured slower: 256 -6%, 512 -2% tg128 on the 7B,
      * bench/RESULTS.md; before the ring GEMVs asked for one row ahead of their wait.) */
     const int n4 = dim / 4;
-    const char *name = xh ? (ADD ? "add_rmsnorm_f16" : "rmsnorm_f16")
+    const char *name = POST ? (Q8 ? "postnorm_add_rmsnorm_q8" : "postnorm_add_rmsnorm")
+                       : xh ? (ADD ? "add_rmsnorm_f16" : "rmsnorm_f16")
                        : ADD ? (Q8 ? "add_rmsnorm_q8" : "add_rmsnorm") : (Q8 ? "rmsnorm_q8" : "rmsnorm");
     /* Split rows (cu_tune.norm_split, 4): the one block of 1024 threads
      * took ~1.4 us from its sum to its last store in the block timeline (trace build),
@@ -285,16 +303,22 @@ static void launch_reg(cu_ctx *S, float *out, float *x, const float *y, const fl
      * one block 653.82 / 653.41 / 653.03. */
     int T, npt, split_rows;
     norm_shape(S, ADD, n4, &T, &npt, &split_rows); /* (dim <= 16384 here: it fits) */
-    if (split_rows) {
-        const dim3 grid(n, npt), block(T);
-        if (npt == 2) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 2>, grid, block, 0, out, x, y, w, dim, eps, q, xh);
-        else if (npt == 4) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 4>, grid, block, 0, out, x, y, w, dim, eps, q, xh);
-        else cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 8>, grid, block, 0, out, x, y, w, dim, eps, q, xh);
-        return;
+    if constexpr (!ADD) {
+        if (split_rows) {
+            const dim3 grid(n, npt), block(T);
+#define SPLIT_LAUNCH(NPT) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, NPT>, grid, block, 0, out, x, y, w, dim, eps, q, xh, pw)
+            if (npt == 2) SPLIT_LAUNCH(2);
+            else if (npt == 4) SPLIT_LAUNCH(4);
+            else SPLIT_LAUNCH(8);
+#undef SPLIT_LAUNCH
+            return;
+        }
     }
-    if (npt == 1) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 1>, dim3(n), dim3(T), 0, out, x, y, w, dim, eps, q, xh);
-    else if (npt == 2) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 2>, dim3(n), dim3(T), 0, out, x, y, w, dim, eps, q, xh);
-    else cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, 4>, dim3(n), dim3(T), 0, out, x, y, w, dim, eps, q, xh);
+#define REG_LAUNCH(NPT) cu_launch(S, name, kernel_rmsnorm_reg<ADD, Q8, NPT, POST>, dim3(n), dim3(T), 0, out, x, y, w, dim, eps, q, xh, pw)
+    if (npt == 1) REG_LAUNCH(1);
+    else if (npt == 2) REG_LAUNCH(2);
+    else REG_LAUNCH(4);
+#undef REG_LAUNCH
 }
 
 /* the widths kernel_rmsnorm_reg takes (launch_reg) */
@@ -319,6 +343,19 @@ void cu_rmsnorm(cu_ctx *S, float *out, float *x, const float *y, const float *w,
     if (y) cu_launch(S, "add_rmsnorm", kernel_rmsnorm<true>, dim3(n), dim3(threads), 0, out, x, y, w, dim, eps);
     else cu_launch(S, "rmsnorm", kernel_rmsnorm<false>, dim3(n), dim3(threads), 0, out, x, y, w, dim, eps);
     if (q8) cu_quantize_q8(S, out, (int64_t)n * dim, q);
+}
+
+void cu_rmsnorm_post(cu_ctx *S, float *out, float *x, float *y, const float *pw, const float *w, int n, int dim,
+                     float eps, const cu_q8 *q) {
+    if (!reg_fits(dim)) {
+        /* (a width the one-pass kernel does not take: the post-norm in a launch of its own) */
+        cu_rmsnorm(S, y, y, NULL, pw, n, dim, eps, NULL);
+        cu_rmsnorm(S, out, x, y, w, n, dim, eps, q);
+        return;
+    }
+    const cu_q8 qq = q ? *q : cu_q8{};
+    if (q && dim % 32 == 0) launch_reg<true, true, true>(S, out, x, y, w, n, dim, eps, qq, nullptr, pw);
+    else launch_reg<true, false, true>(S, out, x, y, w, n, dim, eps, qq, nullptr, pw);
 }
 
 int cu_rmsnorm_h(cu_ctx *S, float *out, __half *xh, float *x, const float *y, const float *w, int n, int dim, float eps) {

@@ -31,6 +31,8 @@ typedef enum cu_path_id {
     CU_PATH_ATTN_PRE,     /* decode attention reads K/V before the kernel ahead ends */
     CU_PATH_ROPE_ROW,     /* decode attention takes the RoPE row the embedding copied */
     CU_PATH_ATTN_FIT,     /* decode attention's arrays fitted to the model's head group */
+    CU_PATH_ATTN_DEC_WIDE, /* decode attention's fused kernel for head dim 256, windows, q/k norms */
+    CU_PATH_POST_NORM_ADD, /* gemma3's post-norms in the next add+norm kernel */
     CU_PATH_NORM_WARPS,   /* the one-token RMSNorm by one-warp blocks */
     CU_PATH_FLASH,        /* prefill flash attention */
     CU_PATH_FLASH_DB,     /* its K/V tiles double-buffered by cp.async */
