@@ -702,10 +702,17 @@ void cu_attn_split(cu_ctx *S, const cu_attn_args *a, const float *q, float *out,
     const int do_q8 = q8 && a->hd % 32 == 0;
     cu_q8 qq = q8 ? *q8 : cu_q8{};
     if (counter && cu_attn_dec_supported(S, a->hd, G, a->window)) {
-        /* heads per block: ATT_MAXG, or with a.fit the power of two >= G (<= ATT_MAXG;
-         * same grid, since nsub is 1 for G <= 8 either way); head dim 256 always fitted */
+        /* heads per block: ATT_MAXG, or with a.fit the power of two >= G (<= ATT_MAXG);
+         * head dim 256 always fitted, or cu_tune.attn_heads256 where set (a kv head's
+         * group over several blocks) */
         const int fit = a->fit || a->hd == 256;
-        const int mg = !fit || G > 4 ? ATT_MAXG : G > 2 ? 4 : G > 1 ? 2 : 1;
+        const int h256 = S->tune.attn_heads256;
+        const int mg = a->hd == 256 && h256 > 0 && h256 < G ? h256
+                       : !fit || G > 4                      ? ATT_MAXG
+                       : G > 2                              ? 4
+                       : G > 1                              ? 2
+                                                            : 1;
+        grid.y = a->n_kv * ((G + mg - 1) / mg); /* (the kernel's nsub; att_count holds n_head a token) */
         if (a->hd == 64)
             attn_dec_launch<64>(S, mg, a->warps, grid, *a, q, part, counter, out, chunk, n_chunks, scale, qq, do_q8);
         else if (a->hd == 128)

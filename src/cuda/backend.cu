@@ -323,8 +323,9 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     if (S->att_chunk < 128) S->att_chunk = 128;
     S->att_nchunks = (S->n_ctx + S->att_chunk - 1) / S->att_chunk;
     {
-        const int G = hp->n_head / hp->n_head_kv, nsub = (G + 7) / 8;
-        const size_t nc = (size_t)CU_MAX_GEMV_COLS * hp->n_head_kv * nsub;
+        /* a counter per (token, block row of the grid): at most a row per query head
+         * (cu_attn_split: n_kv x head groups) */
+        const size_t nc = (size_t)CU_MAX_GEMV_COLS * hp->n_head;
         SCRATCH(S->att_count, int, nc);
         if ((e = cudaMemsetAsync(S->att_count, 0, nc * sizeof(int), S->stream)) != cudaSuccess)
             return mf_fail(err, MF_ERR_DEVICE, "cuda: cudaMemsetAsync(counters): %s", cudaGetErrorString(e));
