@@ -669,9 +669,10 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
 }
 
 /* Head dim 256 (gemma3; path attn-dec-wide) with up to 4 query heads a kv head, on 8
- * warps: the block's arrays (ob: 8 warps x 4 heads x 256 floats, 32 KB) stay inside
- * the 48 KB of static shared memory, and with a row a warp (32 lanes of 8 values) a
- * 64-row tile is 8 rows a lane, as at head dim 128. */
+ * warps, 1, 2 or 4 heads a block (cu_tune.attn_heads256): the block's arrays (ob: 8
+ * warps x 4 heads x 256 floats, 32 KB at 4) stay inside the 48 KB of static shared
+ * memory, and with a row a warp (32 lanes of 8 values) a 64-row tile is 8 rows a lane,
+ * as at head dim 128. */
 int cu_attn_dec_supported(const cu_ctx *S, int hd, int group, int window) {
     if (hd == 64 || hd == 128) return window == 0 || S->on[CU_PATH_ATTN_DEC_WIDE];
     return hd == 256 && group <= 4 && S->on[CU_PATH_ATTN_DEC_WIDE];
@@ -707,7 +708,7 @@ void cu_attn_split(cu_ctx *S, const cu_attn_args *a, const float *q, float *out,
          * group over several blocks) */
         const int fit = a->fit || a->hd == 256;
         const int h256 = S->tune.attn_heads256;
-        const int mg = a->hd == 256 && h256 > 0 && h256 < G ? h256
+        const int mg = a->hd == 256 && (h256 == 1 || h256 == 2) && h256 < G ? h256
                        : !fit || G > 4                      ? ATT_MAXG
                        : G > 2                              ? 4
                        : G > 1                              ? 2
