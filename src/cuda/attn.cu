@@ -669,7 +669,7 @@ kernel_attn_dec(cu_attn_args a, const float *q, float *part, int *counter, float
 }
 
 /* Head dim 256 (gemma3; path attn-dec-wide) with up to 4 query heads a kv head, on 8
- * warps, 1, 2 or 4 heads a block (cu_tune.attn_heads256): the block's arrays (ob: 8
+ * warps, 1, 2 or 4 heads a block (cu_tune.attn_heads): the block's arrays (ob: 8
  * warps x 4 heads x 256 floats, 32 KB at 4) stay inside the 48 KB of static shared
  * memory, and with a row a warp (32 lanes of 8 values) a 64-row tile is 8 rows a lane,
  * as at head dim 128. */
@@ -703,16 +703,17 @@ void cu_attn_split(cu_ctx *S, const cu_attn_args *a, const float *q, float *out,
     const int do_q8 = q8 && a->hd % 32 == 0;
     cu_q8 qq = q8 ? *q8 : cu_q8{};
     if (counter && cu_attn_dec_supported(S, a->hd, G, a->window)) {
-        /* heads per block: ATT_MAXG, or with a.fit the power of two >= G (<= ATT_MAXG);
-         * head dim 256 always fitted, or cu_tune.attn_heads256 where set (a kv head's
-         * group over several blocks) */
+        /* heads per block: ATT_MAXG, or with a.fit the power of two >= G (<= ATT_MAXG),
+         * or at head dims 128 (with a.fit) and 256 (always fitted) cu_tune.attn_heads
+         * where that is 1 or 2 (a kv head's group over several blocks) */
         const int fit = a->fit || a->hd == 256;
-        const int h256 = S->tune.attn_heads256;
-        const int mg = a->hd == 256 && (h256 == 1 || h256 == 2) && h256 < G ? h256
-                       : !fit || G > 4                      ? ATT_MAXG
-                       : G > 2                              ? 4
-                       : G > 1                              ? 2
-                                                            : 1;
+        const int heads = S->tune.attn_heads;
+        const int split = fit && (a->hd == 128 || a->hd == 256) && (heads == 1 || heads == 2) && heads < G;
+        const int mg = split           ? heads
+                       : !fit || G > 4 ? ATT_MAXG
+                       : G > 2         ? 4
+                       : G > 1         ? 2
+                                       : 1;
         grid.y = a->n_kv * ((G + mg - 1) / mg); /* (the kernel's nsub; att_count holds n_head a token) */
         if (a->hd == 64)
             attn_dec_launch<64>(S, mg, a->warps, grid, *a, q, part, counter, out, chunk, n_chunks, scale, qq, do_q8);

@@ -16,24 +16,26 @@
  * attn_warps 8, attn_trigger 1: 8 warps read a whole 128-position chunk before the
  *   kernel ahead ends; triggering after the wait measured 729.1-731.1 at 3 against
  *   733.6-736.3 (2026-12-02 call 7), 601.9 vs 605.9 at 0 (2026-11-30).
- * attn_heads256 1: at head dim 256 (gemma3, 4 query heads a kv head) a block a query head,
- *   4 blocks where the group's one block ran the 4 heads' tile loops one after another:
+ * attn_heads 1: a block a query head, where the kv head's group's one block ran its heads'
+ *   tile loops one after another. Head dim 256 (gemma3, 4 query heads a kv head):
  *   Gemma-3-270M tg128 1,703 / 1,715 vs 1,451 / 1,455 with the group (4), 1,644 / 1,655
- *   with 2; after a 4096-token prompt 1,420 vs 1,043 (H100, 2026-12-05, the same tokens).
+ *   with 2; after a 4096-token prompt 1,420 vs 1,043. Head dim 128 (the 8B synth, 4 a kv
+ *   head): tg128 515.4 / 513.8 vs 490.5 / 488.9; after 4096 tokens 391.4 / 391.4 vs
+ *   380.3 / 379.1 (H100, 2026-12-05, the same tokens; bench/RESULTS.md).
  * Code below sm_90 has no TMA ring (the kernels need sm_90a's bulk copies). */
 #include "cuda/tune.h"
 
 static const cu_tune TUNE_SM90 = {
     .name = "sm90", .xst_bytes = 8ll << 20, .xst_depth = 2, .xst_pre = 1, .xst_pre_attn = 1, .xst_pre_swiglu = 16,
     .xsg_depth = 3, .xsg_pre = 2, .norm_threads = 1024, .norm_split = 4, .swiglu_threads = 256,
-    .attn_warps = 8, .attn_trigger = 1, .attn_heads256 = 1, .gemv_per_sm = 0,
+    .attn_warps = 8, .attn_trigger = 1, .attn_heads = 1, .gemv_per_sm = 0,
 };
 /* sm_80 and sm_120 code: the same values where they apply, measured on none of those
  * parts (TODO: a row of their own once one is lent) */
 static const cu_tune TUNE_OTHER = {
     .name = "generic", .xst_bytes = -1, .xst_depth = 2, .xst_pre = 1, .xst_pre_attn = 1, .xst_pre_swiglu = 16,
     .xsg_depth = 3, .xsg_pre = 2, .norm_threads = 1024, .norm_split = 4, .swiglu_threads = 256,
-    .attn_warps = 8, .attn_trigger = 1, .attn_heads256 = 1, .gemv_per_sm = 0,
+    .attn_warps = 8, .attn_trigger = 1, .attn_heads = 1, .gemv_per_sm = 0,
 };
 
 const cu_tune *cu_tune_for(int code_arch) {

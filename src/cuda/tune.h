@@ -26,7 +26,7 @@ typedef struct cu_tune {
     int attn_warps;         /* the one-token attention's warps per block (8 or 4) */
     int attn_trigger;       /* where it lets the GEMV after it launch: 0 start, 1 after its wait,
                                2 after q/k/v, 3 after its tile loop */
-    int attn_heads256;      /* its query heads a block at head dim 256 (1 or 2; else the kv head's whole group) */
+    int attn_heads;         /* its query heads a block at head dims 128 and 256 (1 or 2; else the kv head's whole group) */
     int gemv_per_sm;        /* cap on the persistent GEMVs' blocks per SM (0: what fits) */
 } cu_tune;
 
