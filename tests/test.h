@@ -32,6 +32,18 @@ static inline const char *test_shared_dir(void) {
     return NULL;
 }
 
+/* The index of x's largest value (the first of equals) and, where margin, how far the
+ * runner-up is below it (0 for n == 1). */
+static inline int test_argmax(const float *x, int n, float *margin) {
+    int a = 0, b = -1;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[a]) a = i;
+    for (int i = 0; i < n; i++)
+        if (i != a && (b < 0 || x[i] > x[b])) b = i;
+    if (margin) *margin = b >= 0 ? x[a] - x[b] : 0.0f;
+    return a;
+}
+
 static inline int test_summary(const char *name) {
     printf("RESULT %s passed=%d failed=%d skipped=%d\n", name, test_passed, test_failed, test_skipped);
     return test_failed ? 1 : 0;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "context.h"
+#include "context_greedy.h"
 #include "model.h"
 #include "quant.h"
 #include "test.h"
@@ -145,18 +146,10 @@ static double nerr(const float *a, const float *b, int n) {
     return den > 0 ? num / den : num;
 }
 
-static int argmax(const float *x, int n) {
-    int k = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[k]) k = i;
-    return k;
-}
-
 /* The prompt then greedy steps, with n ranks (split: NULL = even); toks[PROMPT + STEPS]
  * and the logits of every step into lg[STEPS + 1][nv]. */
 enum { PROMPT = 10, STEPS = 12 };
 static int run(mf_model *m, int n, int always, const float *split, int32_t *toks, float *lg, mf_err *err) {
-    mf_context c;
     mf_context_params cp;
     context_params_default(&cp);
     cp.device = "cpu";
@@ -165,19 +158,7 @@ static int run(mf_model *m, int n, int always, const float *split, int32_t *toks
     cp.n_gpus = n;
     cp.tensor_split = split;
     cp.tp_always = always;
-    int rc = context_init(&c, m, &cp, err);
-    if (rc) return rc;
-    const int nv = m->hp.n_vocab;
-    const float *l;
-    rc = context_eval(&c, 0, toks, PROMPT, &l, err);
-    for (int s = 0; !rc && s <= STEPS; s++) {
-        memcpy(lg + (size_t)s * nv, l, sizeof(float) * (size_t)nv);
-        if (s == STEPS) break;
-        toks[PROMPT + s] = argmax(l, nv);
-        rc = context_decode1(&c, 0, toks[PROMPT + s], &l, err);
-    }
-    context_free(&c);
-    return rc;
+    return context_greedy(m, &cp, PROMPT, STEPS, toks, lg, err);
 }
 
 static void test_forward(const char *what, mf_model *m, const int *ranks, int n_ranks) {

@@ -25,16 +25,6 @@
 #include "tokenizer.h"
 #include "util.h"
 
-static int argmax(const float *x, int n, float *margin) {
-    int a = 0, b = -1;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[a]) a = i;
-    for (int i = 0; i < n; i++)
-        if (i != a && (b < 0 || x[i] > x[b])) b = i;
-    if (margin) *margin = b >= 0 ? x[a] - x[b] : 0.0f;
-    return a;
-}
-
 static double nerr(const float *a, const float *ref, size_t n, int *finite) {
     double d = 0, r = 0;
     *finite = 1;
@@ -155,16 +145,16 @@ int main(int argc, char **argv) {
                     const double d = fabs((double)g[i] - c[i]);
                     if (d > dmax) dmax = d;
                 }
-                ag_all += argmax(c, nv, NULL) == argmax(g, nv, NULL);
+                ag_all += test_argmax(c, nv, NULL) == test_argmax(g, nv, NULL);
             }
             printf("prefill logits at all %d positions: argmax agree %d/%d, largest |logit diff| %.4g, err max %.3g "
                    "mean %.3g\n", n_prompt, ag_all, n_prompt, dmax, emax, esum / n_prompt);
             CHECK(fin, "non-finite prefill logits");
             CHECK(emax <= max_err, "prefill logit error %.3g > %.3g", emax, max_err);
             memcpy(lc, lc_all + (size_t)(n_prompt - 1) * nv, sizeof(float) * nv);
-            tok[n_prompt] = argmax(lc, nv, NULL);
+            tok[n_prompt] = test_argmax(lc, nv, NULL);
             steps++;
-            agree += argmax(lg_all + (size_t)(n_prompt - 1) * nv, nv, NULL) == tok[n_prompt];
+            agree += test_argmax(lg_all + (size_t)(n_prompt - 1) * nv, nv, NULL) == tok[n_prompt];
             continue;
         }
         if (step == 0) {
@@ -188,7 +178,7 @@ int main(int argc, char **argv) {
         if (e > worst) worst = e;
         sum += e;
         float mc, mg;
-        const int ac = argmax(lc, nv, &mc), ag = argmax(lg, nv, &mg);
+        const int ac = test_argmax(lc, nv, &mc), ag = test_argmax(lg, nv, &mg);
         steps++;
         if (ac == ag) agree++;
         else if (first_div < 0) {

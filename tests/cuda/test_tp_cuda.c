@@ -10,44 +10,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../context_greedy.h"
 #include "../test.h"
 #include "context.h"
 #include "model.h"
 
 enum { PROMPT = 10 };
 
-static int argmax(const float *x, int n, float *margin) {
-    int k = 0, k2 = -1;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[k]) k = i;
-    for (int i = 0; i < n; i++)
-        if (i != k && (k2 < 0 || x[i] > x[k2])) k2 = i;
-    if (margin) *margin = k2 < 0 ? 0 : x[k] - x[k2];
-    return k;
-}
-
 /* n ranks (0: one plain backend; 1 + always: the split path on one GPU) */
 static int run(mf_model *m, int n, int always, int steps, int32_t *toks, float *lg, mf_err *err) {
-    mf_context c;
     mf_context_params cp;
     context_params_default(&cp);
     cp.device = "cuda";
     cp.n_ctx = 256;
     cp.n_gpus = n;
     cp.tp_always = always;
-    int rc = context_init(&c, m, &cp, err);
-    if (rc) return rc;
-    const int nv = m->hp.n_vocab;
-    const float *l;
-    rc = context_eval(&c, 0, toks, PROMPT, &l, err);
-    for (int s = 0; !rc && s <= steps; s++) {
-        memcpy(lg + (size_t)s * nv, l, sizeof(float) * (size_t)nv);
-        if (s == steps) break;
-        toks[PROMPT + s] = argmax(l, nv, NULL);
-        rc = context_decode1(&c, 0, toks[PROMPT + s], &l, err);
-    }
-    context_free(&c);
-    return rc;
+    return context_greedy(m, &cp, PROMPT, steps, toks, lg, err);
 }
 
 int main(int argc, char **argv) {
@@ -104,8 +82,8 @@ int main(int argc, char **argv) {
             }
             if (first >= 0) {
                 float m1, mn;
-                argmax(l1 + (size_t)first * nv, nv, &m1);
-                argmax(ln + (size_t)first * nv, nv, &mn);
+                test_argmax(l1 + (size_t)first * nv, nv, &m1);
+                test_argmax(ln + (size_t)first * nv, nv, &mn);
                 printf("  %d rank%s: first divergence at step %d: one GPU %d (top-2 margin %.4f), split %d (%.4f)\n", n,
                        n == 1 ? "" : "s", first, t1[PROMPT + first], m1, tn[PROMPT + first], mn);
             }
