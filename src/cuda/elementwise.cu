@@ -20,7 +20,7 @@ static __global__ void kernel_embed(float *out, const uint8_t *w, int64_t stride
         float *o = out + (int64_t)t * dim + i;
 #pragma unroll
         for (int k = 0; k < 8; k++)
-            if (i + k < dim) o[k] = scale != 1.0f ? v[k] * scale : v[k];
+            if (i + k < dim) o[k] = v[k] * scale; /* (times 1: the same bits) */
     }
 }
 
