@@ -119,7 +119,7 @@ $(ASAN_LIB): $(ASAN_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(ASAN_BUILD)/tests/%: tests/%.c tests/test.h $(ASAN_LIB)
+$(ASAN_BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(ASAN_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SANFLAGS) -UMINFER_CUDA -o $@ $< $(ASAN_LIB) -lpcre2-8 -lm -pthread
 
@@ -155,7 +155,7 @@ get-model:
 # the CUDA objects; run by tests/run_cuda.sh on a machine with a GPU.
 CUDA_TEST_SRC := $(wildcard tests/cuda/test_*.c)
 CUDA_TEST_BIN := $(CUDA_TEST_SRC:tests/cuda/%.c=$(BUILD)/tests/cuda/%)
-$(BUILD)/tests/cuda/%: tests/cuda/%.c tests/test.h $(LIB)
+$(BUILD)/tests/cuda/%: tests/cuda/%.c $(wildcard tests/*.h) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
