@@ -12,7 +12,8 @@
  *
  * A sequence's comparison stops at its first token divergence (its inputs differ
  * from then on); the result names the first one (step, solo top-2 margin there)
- * and whether every logit before it was bitwise equal. Uses only include/minfer.h. */
+ * and whether every logit before it was bitwise equal. Uses only include/minfer.h (and
+ * test.h's test_argmax). */
 #ifndef MINFER_TESTS_BATCH_CHECK_H
 #define MINFER_TESTS_BATCH_CHECK_H
 
@@ -23,6 +24,7 @@
 #include <string.h>
 
 #include "minfer.h"
+#include "test.h"
 
 typedef struct batch_prompts {
     int n;          /* sequences */
@@ -52,16 +54,6 @@ typedef struct batch_result {
     int calls;               /* minfer_decode_batch calls */
     int shapes_seen[1025];   /* [n] = 1 when a call had n pairs (n <= 1024) */
 } batch_result;
-
-static inline int batch_argmax(const float *x, int n, float *margin) {
-    int a = 0, b = -1;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[a]) a = i;
-    for (int i = 0; i < n; i++)
-        if (i != a && (b < 0 || x[i] > x[b])) b = i;
-    if (margin) *margin = b >= 0 ? x[a] - x[b] : 0.0f;
-    return a;
-}
 
 /* Prompts: texts[i] tokenized (with BOS) for i < n_texts, then pseudo-random ids
  * (BOS first) of 3 + (i * 7) % 19 tokens. Returns 0, or -1 with a message. */
@@ -124,7 +116,7 @@ static inline void batch_trace_free(batch_trace *t) {
 static inline void batch_trace_put(batch_trace *t, int s, int k, const float *lg) {
     const size_t row = (size_t)s * (size_t)(t->n_steps + 1) + (size_t)k;
     memcpy(t->logits + row * (size_t)t->n_vocab, lg, sizeof(float) * (size_t)t->n_vocab);
-    t->tok[row] = batch_argmax(lg, t->n_vocab, &t->margin[row]);
+    t->tok[row] = test_argmax(lg, t->n_vocab, &t->margin[row]);
 }
 
 /* The reference: each sequence alone in ctx (one slot), cleared first. */
