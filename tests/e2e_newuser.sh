@@ -48,5 +48,28 @@ done
 check "make check-cuda links minfer with the CUDA objects" grep -q -- "-o $TMP/b/minfer .*cudart" "$TMP/plan2"
 check ".ci/run calls make check-cuda" grep -q '^ *make -j2 check-cuda' .ci/run
 
+# expect_err CODE DESCRIPTION PATTERN command...: exit CODE, one stderr line matching PATTERN
+expect_err() {
+    local want=$1 what=$2 pat=$3; shift 3
+    "$@" >"$TMP/out" 2>"$TMP/err"; local rc=$?
+    if [ "$rc" -ne "$want" ]; then fail "$what: exit $rc, want $want ($(head -c 300 "$TMP/err"))"; return; fi
+    if [ "$(wc -l <"$TMP/err")" -ne 1 ]; then fail "$what: want one line on stderr: $(head -c 600 "$TMP/err")"; return; fi
+    if ! grep -Eq -- "$pat" "$TMP/err"; then fail "$what: stderr does not match '$pat': $(cat "$TMP/err")"; return; fi
+    ok
+}
+[ -f "$STORIES" ] || { echo "RESULT e2e_newuser passed=$P failed=$F skipped=$((S + 1))"; echo "SKIP: no $STORIES" >&2; exit 0; }
+
+# 3. -f - reads the prompt from standard input (run, perplexity); a file that cannot be
+# opened says why.
+printf 'Once upon a time' >"$TMP/prompt.txt"
+"$BIN" run -m "$STORIES" -f "$TMP/prompt.txt" -n 12 --temp 0 -q >"$TMP/want" 2>/dev/null
+"$BIN" run -m "$STORIES" -f - -n 12 --temp 0 -q <"$TMP/prompt.txt" >"$TMP/got" 2>"$TMP/err"; rc=$?
+check "run -f - reads stdin: exit $rc, the same text as -f FILE" bash -c "[ $rc -eq 0 ] && [ -s '$TMP/want' ] && cmp -s '$TMP/want' '$TMP/got'"
+"$BIN" perplexity -m "$STORIES" -f - --ctx 32 -q <"$TMP/prompt.txt" >"$TMP/ppl" 2>"$TMP/err"
+grep -q "cannot open -" "$TMP/err" && fail "perplexity -f -: $(cat "$TMP/err")" || ok
+expect_err 2 "run -f with a missing file says why" "cannot open $TMP/nofile: No such file or directory" \
+    "$BIN" run -m "$STORIES" -f "$TMP/nofile"
+expect_err 2 "run -f with a directory says why" "(error reading|cannot open) $TMP: Is a directory" "$BIN" run -m "$STORIES" -f "$TMP"
+
 echo "RESULT e2e_newuser passed=$P failed=$F skipped=$S"
 [ "$F" -eq 0 ]

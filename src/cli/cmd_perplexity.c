@@ -32,7 +32,7 @@ int cmd_perplexity(int argc, char **argv) {
     cli_opt opts[4 + CLI_OPTS_MAX_GROUP * 2];
     int n = 0;
     opts[n++] = (cli_opt){ "-m, --model", "PATH", CLI_OPT_STR, &model, .help = "GGUF model file (required)", .dflt = "" };
-    opts[n++] = (cli_opt){ "-f, --file", "PATH", CLI_OPT_STR, &file, .help = "the text to score (required)", .dflt = "" };
+    opts[n++] = (cli_opt){ "-f, --file", "PATH", CLI_OPT_STR, &file, .help = "the text to score (required; -: standard input)", .dflt = "" };
     opts[n++] = (cli_opt){ "--chunks", "N", CLI_OPT_INT, &chunks, 0, 1 << 24,
                            .help = "score the first N chunks only (0 = all)" };
     const int ctx_row = n;

@@ -22,7 +22,7 @@ int cmd_run(int argc, char **argv) {
     opts[n++] = (cli_opt){ "-m, --model", "PATH", CLI_OPT_STR, &model, .help = "GGUF model file (required)", .dflt = "" };
     opts[n++] = (cli_opt){ "-p, --prompt", "TEXT", CLI_OPT_STR, &prompt, .help = "prompt text",
                            .dflt = "empty = start from BOS" };
-    opts[n++] = (cli_opt){ "-f, --file", "PATH", CLI_OPT_STR, &file, .help = "read the prompt from a file", .dflt = "" };
+    opts[n++] = (cli_opt){ "-f, --file", "PATH", CLI_OPT_STR, &file, .help = "read the prompt from a file (-: standard input)", .dflt = "" };
     opts[n++] = (cli_opt){ "-n, --n-predict", "N", CLI_OPT_INT, &n_predict, -1, 1 << 24,
                            .help = "tokens to generate (-1 = until end-of-generation or the context is full)" };
     n += cli_opts_sampler(opts + n, &sp);

@@ -1,9 +1,9 @@
 /* common.c - see common.h. */
 #include "common.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-
 #include <string.h>
 
 #include "cli.h"
@@ -47,11 +47,13 @@ int cli_load(const char *path, const mf_context_params *cp_in, mf_model *m, mf_c
 }
 
 char *cli_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
+    const int is_stdin = !strcmp(path, "-");
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f) {
-        cli_error(2, "cannot open %s", path);
+        cli_error(2, "cannot open %s: %s", path, strerror(errno));
         return NULL;
     }
+    const char *name = is_stdin ? "standard input" : path;
     size_t cap = 1 << 16, n = 0;
     char *buf = mf_xmalloc(cap);
     size_t got;
@@ -59,11 +61,11 @@ char *cli_read_file(const char *path, size_t *len) {
         n += got;
         if (n + 1 == cap) buf = mf_xrealloc(buf, cap *= 2);
     }
-    int bad = ferror(f);
-    fclose(f);
+    const int bad = ferror(f), e = errno;
+    if (!is_stdin) fclose(f);
     if (bad) {
         free(buf);
-        cli_error(2, "error reading %s", path);
+        cli_error(2, "error reading %s: %s", name, strerror(e));
         return NULL;
     }
     buf[n] = 0;

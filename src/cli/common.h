@@ -38,7 +38,8 @@ typedef struct cli_gen {
  * not counted), or a negative status with err filled. */
 int cli_generate(mf_context *c, mf_sampler *smp, int seq, const float *logits, cli_gen *g, mf_err *err);
 
-/* Reads a whole file (text prompt); NULL + message on failure. *len set. */
+/* Reads a whole file (text prompt), "-" standard input; NULL + message (with the
+ * reason: strerror) on failure. *len set. */
 char *cli_read_file(const char *path, size_t *len);
 
 #endif
