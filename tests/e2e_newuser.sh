@@ -71,5 +71,16 @@ expect_err 2 "run -f with a missing file says why" "cannot open $TMP/nofile: No 
     "$BIN" run -m "$STORIES" -f "$TMP/nofile"
 expect_err 2 "run -f with a directory says why" "(error reading|cannot open) $TMP: Is a directory" "$BIN" run -m "$STORIES" -f "$TMP"
 
+# 6. A model that fails to load names its path once.
+head -c 3000 "$STORIES" >"$TMP/trunc.gguf"
+for cmd in run info tokenize serve; do
+    expect_err 2 "$cmd: truncated model, one message" "error: .*trunc\.gguf" "$BIN" $cmd -m "$TMP/trunc.gguf" </dev/null
+    k=$(grep -o "trunc\.gguf" "$TMP/err" | wc -l)
+    check "$cmd: the load error names the path once, not $k times: $(cat "$TMP/err")" [ "$k" -eq 1 ]
+done
+expect_err 2 "a missing model: the path once, with the reason" "cannot open $TMP/none.gguf: No such file" \
+    "$BIN" run -m "$TMP/none.gguf"
+check "a missing model: the path once" [ "$(grep -o 'none\.gguf' "$TMP/err" | wc -l)" -eq 1 ]
+
 echo "RESULT e2e_newuser passed=$P failed=$F skipped=$S"
 [ "$F" -eq 0 ]

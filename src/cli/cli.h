@@ -15,6 +15,9 @@ int cmd_perplexity(int argc, char **argv);
 
 /* Prints "minfer: error: <msg>" and returns code (for `return cli_error(2, ...)`). */
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A load error: "minfer: error: PATH: MSG", or MSG alone where it names PATH already
+ * (the GGUF parser's messages do: not "X: gguf: X: ..."). Returns code. */
+int cli_load_error(int code, const char *path, const char *msg);
 /* Maps a negative mf_status to an exit code (usage -> 1, everything else -> 2). */
 int cli_status_exit(int status);
 

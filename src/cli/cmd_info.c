@@ -44,7 +44,7 @@ int cmd_info(int argc, char **argv) {
     mf_model m;
     mf_err err = { { 0 } };
     int rc = model_load(&m, path, &err);
-    if (rc) return cli_error(cli_status_exit(rc), "%s: %s", path, err.msg);
+    if (rc) return cli_load_error(cli_status_exit(rc), path, err.msg);
     const gguf_file *f = &m.gguf;
     printf("file: %s\nGGUF version %u, %llu metadata keys, %llu tensors, alignment %llu, data at %llu\n", path,
            f->version, (unsigned long long)f->n_kv, (unsigned long long)f->n_tensors,

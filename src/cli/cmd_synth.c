@@ -229,7 +229,7 @@ static int copy_vocab(gguf_writer *w, const char *path) {
     gguf_file vf;
     mf_err err = { { 0 } };
     int rc = gguf_open(&vf, path, &err);
-    if (rc) return cli_error(2, "%s: %s", path, err.msg), -1;
+    if (rc) return cli_load_error(2, path, err.msg), -1;
     int n_vocab = -1;
     for (uint64_t i = 0; i < vf.n_kv; i++) {
         const gguf_kv *kv = &vf.kv[i];

@@ -55,11 +55,11 @@ int cmd_tokenize(int argc, char **argv) {
     mf_err err = { { 0 } };
     gguf_file f;
     int rc = gguf_open(&f, path, &err);
-    if (rc) return cli_error(2, "%s: %s", path, err.msg);
+    if (rc) return cli_load_error(2, path, err.msg);
     mf_vocab *v = NULL;
     rc = tok_load(&v, &f, &err);
     gguf_close(&f); /* the vocab keeps its own copies of everything it needs */
-    if (rc) return cli_error(2, "%s: %s", path, err.msg);
+    if (rc) return cli_load_error(2, path, err.msg);
 
     size_t len = 0;
     char *text = read_stdin(&len);

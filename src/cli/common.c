@@ -19,7 +19,7 @@ int cli_load(const char *path, const mf_context_params *cp_in, mf_model *m, mf_c
     if (cli_context_check(&cpl)) return 1;
     double t0 = mf_time_s();
     int rc = model_load(m, path, &err);
-    if (rc) return cli_error(cli_status_exit(rc), "%s: %s", path, err.msg);
+    if (rc) return cli_load_error(cli_status_exit(rc), path, err.msg);
     char desc[512];
     model_describe(m, desc, sizeof desc);
     if (verbose) mf_log("loaded %s in %.2f s: %s", path, mf_time_s() - t0, desc);

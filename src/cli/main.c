@@ -18,6 +18,11 @@ int cli_error(int code, const char *fmt, ...) {
     return code;
 }
 
+int cli_load_error(int code, const char *path, const char *msg) {
+    if (path && *path && strstr(msg, path)) return cli_error(code, "%s", msg);
+    return cli_error(code, "%s: %s", path, msg);
+}
+
 int cli_status_exit(int status) { return status == MF_ERR_USAGE ? 1 : 2; }
 
 static const char usage[] =
