@@ -465,6 +465,7 @@ static enum MHD_Result do_generate(srv_http *h, struct MHD_Connection *con, conn
         return send_error(h, con, st, NULL, "%s", err);
     }
     if (n >= h->n_ctx || (rq.max_tokens > 0 && n + rq.max_tokens > h->n_ctx)) {
+        const int max_tokens = rq.max_tokens; /* read before the free: it zeroes rq (issue 56) */
         srv_request_free(&rq);
         free(ids);
         if (n >= h->n_ctx)
@@ -473,7 +474,7 @@ static enum MHD_Result do_generate(srv_http *h, struct MHD_Connection *con, conn
                               "with room for at least one generated token", n, h->n_ctx);
         return send_error(h, con, 400, "context_length_exceeded",
                           "the prompt (%d tokens) plus max_tokens (%d) is more than the context of %d tokens", n,
-                          rq.max_tokens, h->n_ctx);
+                          max_tokens, h->n_ctx);
     }
     srv_job *j = srv_job_new(ids, n);
     free(ids);

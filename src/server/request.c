@@ -87,7 +87,12 @@ static int get_num(const cJSON *obj, const char *name, double lo, double hi, int
     double x = c->valuedouble;
     if (!isfinite(x)) return fail(err, cap, "'%s' is not a finite number", name);
     if (integral && x != floor(x)) return fail(err, cap, "'%s' must be an integer, got %g", name, x);
-    if (x < lo || x > hi) return fail(err, cap, "'%s' is %g, outside [%g, %g]", name, x, lo, hi);
+    if (x < lo || x > hi) { /* integers as integers: not "1e+08, outside [1, 1.67772e+07]" */
+        if (integral) /* (a value past 2^53 is not one integer: %g then) */
+            return fail(err, cap, fabs(x) < 0x1p53 ? "'%s' is %.0f, outside [%.0f, %.0f]" : "'%s' is %g, outside [%.0f, %.0f]",
+                        name, x, lo, hi);
+        return fail(err, cap, "'%s' is %g, outside [%g, %g]", name, x, lo, hi);
+    }
     *v = x;
     return 1;
 }
