@@ -82,5 +82,26 @@ expect_err 2 "a missing model: the path once, with the reason" "cannot open $TMP
     "$BIN" run -m "$TMP/none.gguf"
 check "a missing model: the path once" [ "$(grep -o 'none\.gguf' "$TMP/err" | wc -l)" -eq 1 ]
 
+# 4. -q for bench, tokenize and info (nothing on stderr); chat -q prints no help lines,
+# also at a terminal (tests/tools/pty_run.py types into a pseudo-terminal).
+echo "Once upon a time" | "$BIN" tokenize -m "$STORIES" -q >"$TMP/out" 2>"$TMP/err"; rc=$?
+check "tokenize -q: exit $rc, ids, quiet ($(head -c 200 "$TMP/err"))" bash -c "[ $rc -eq 0 ] && [ -s '$TMP/out' ] && [ ! -s '$TMP/err' ]"
+"$BIN" info -m "$STORIES" -q >"$TMP/out" 2>"$TMP/err"; rc=$?
+check "info -q: exit $rc, the description, quiet" bash -c "[ $rc -eq 0 ] && grep -q '^model: ' '$TMP/out' && [ ! -s '$TMP/err' ]"
+"$BIN" bench -m "$STORIES" -p 8 -n 4 -r 1 -q >"$TMP/out" 2>"$TMP/err"; rc=$?
+check "bench -q: exit $rc, the table, quiet ($(head -c 200 "$TMP/err"))" \
+    bash -c "[ $rc -eq 0 ] && grep -q 'tg4' '$TMP/out' && [ ! -s '$TMP/err' ]"
+"$BIN" bench -m "$STORIES" -p 8 -n 4 -r 1 >/dev/null 2>"$TMP/err"
+check "bench without -q still reports on stderr" grep -q 'bench: ' "$TMP/err"
+printf 'hello\n' | "$BIN" chat -m "$STORIES" -q -n 4 --temp 0 >"$TMP/out" 2>"$TMP/err"; rc=$?
+check "chat -q, piped: exit $rc, an answer, quiet ($(head -c 200 "$TMP/err"))" \
+    bash -c "[ $rc -eq 0 ] && [ -s '$TMP/out' ] && [ ! -s '$TMP/err' ]"
+PY=${PYTHON:-python3}
+"$PY" tests/tools/pty_run.py --delay 1 'hello\n/exit\n' -- "$BIN" chat -m "$STORIES" -q -n 4 --temp 0 >"$TMP/tty" 2>&1; rc=$?
+check "chat -q at a terminal: exit $rc, no help lines: $(head -c 300 "$TMP/tty")" \
+    bash -c "[ $rc -eq 0 ] && grep -q '> hello' '$TMP/tty' && ! grep -q 'minfer: chat: type a message' '$TMP/tty'"
+"$PY" tests/tools/pty_run.py --delay 1 '/exit\n' -- "$BIN" chat -m "$STORIES" -n 4 >"$TMP/tty" 2>&1
+check "chat without -q at a terminal: the help lines" grep -q 'minfer: chat: type a message' "$TMP/tty"
+
 echo "RESULT e2e_newuser passed=$P failed=$F skipped=$S"
 [ "$F" -eq 0 ]

@@ -141,7 +141,7 @@ static void fmt_params(double n, char *buf, size_t cap) {
 int cmd_bench(int argc, char **argv) {
     const char *model = NULL, *fmt = "md";
     cli_int_list pp = { { 512 }, 1 }, tg = { { 128 }, 1 }, sqs = { { 0 }, 0 };
-    int reps = 3, n_batch = 0;
+    int reps = 3, n_batch = 0, verbose = 1;
     mf_context_params cp;
     context_params_default(&cp);
     cli_opt opts[10 + CLI_OPTS_MAX_GROUP];
@@ -164,8 +164,10 @@ int cmd_bench(int argc, char **argv) {
     opts[ctx_row].help = "exactly N positions (per sequence) for every test; a longer test is an error";
     opts[ctx_row].dflt = "each test its own length, as llama-bench";
     opts[n++] = (cli_opt){ "-o", "FMT", CLI_OPT_CHOICE, &fmt, .help = "output format", .choices = "md|json" };
+    n += cli_opts_verbosity(opts + n, &verbose);
     int prc = cli_parse("bench", "usage: minfer bench -m MODEL [options]", bench_notes, opts, n, argc, argv);
     if (prc) return prc < 0 ? 0 : prc;
+    mf_log_quiet = !verbose; /* -q: the table (or JSON) on stdout, nothing on stderr but errors */
     if (!model) return cli_error(1, "bench: -m MODEL is required (see minfer bench --help)");
     if (cli_context_check(&cp)) return 1; /* device and threads, before the model loads */
     const int *sq = sqs.v, n_sq = sqs.n, n_pp = pp.n, n_tg = tg.n;
@@ -208,7 +210,7 @@ int cmd_bench(int argc, char **argv) {
 
     mf_model m;
     mf_context c;
-    int rc = cli_load(model, &want, &m, &c, 1);
+    int rc = cli_load(model, &want, &m, &c, verbose);
     if (rc) return rc;
     mf_context_params have = want;
     bench_result res[MAX_TESTS];

@@ -150,7 +150,7 @@ int cmd_chat(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0; /* no SA_RESTART: Ctrl-C at the prompt returns from fgets */
     sigaction(SIGINT, &sa, &old_sa);
-    if (interactive || verbose) chat_help();
+    if (verbose) chat_help(); /* -q: none, also at a terminal (/help prints them) */
     char line[65536];
     for (;;) {
         if (interactive) { fputs("> ", stderr); fflush(stderr); }

@@ -31,15 +31,17 @@ static void print_kv(const gguf_kv *kv) {
 
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
-    int show_tensors = 0;
-    const cli_opt opts[] = {
+    int show_tensors = 0, verbose = 1;
+    cli_opt opts[2 + CLI_OPTS_MAX_GROUP] = {
         { "-m, --model", "PATH", CLI_OPT_STR, &path, .help = "GGUF model file", .dflt = "" },
         { "--tensors", NULL, CLI_OPT_FLAG, &show_tensors, .set = 1, .help = "list every tensor", .dflt = "" },
     };
+    const int n_opts = 2 + cli_opts_verbosity(opts + 2, &verbose);
     int prc = cli_parse("info", "usage: minfer info -m MODEL [--tensors]",
                         "  prints the model's metadata, hyperparameters and tensor type census\n", opts,
-                        (int)MF_ARRAY_LEN(opts), argc, argv);
+                        n_opts, argc, argv);
     if (prc) return prc < 0 ? 0 : prc;
+    mf_log_quiet = !verbose; /* warnings of the loader; the description goes to stdout either way */
     if (!path) return cli_error(1, "info: -m MODEL is required");
     mf_model m;
     mf_err err = { { 0 } };

@@ -38,18 +38,20 @@ static char *read_stdin(size_t *len) {
 
 int cmd_tokenize(int argc, char **argv) {
     const char *path = NULL;
-    int no_bos = 0, special = 0;
-    const cli_opt opts[] = {
+    int no_bos = 0, special = 0, verbose = 1;
+    cli_opt opts[3 + CLI_OPTS_MAX_GROUP] = {
         { "-m, --model", "PATH", CLI_OPT_STR, &path, .help = "GGUF model file (the vocabulary is enough)", .dflt = "" },
         { "--no-bos", NULL, CLI_OPT_FLAG, &no_bos, .set = 1, .help = "no BOS (or EOS) even where the tokenizer adds them",
           .dflt = "" },
         { "--special", NULL, CLI_OPT_FLAG, &special, .set = 1,
           .help = "control-token texts in the input (e.g. <|im_start|>) become those tokens", .dflt = "" },
     };
+    const int n_opts = 3 + cli_opts_verbosity(opts + 3, &verbose);
     int prc = cli_parse("tokenize", "usage: minfer tokenize -m MODEL [--no-bos] [--special]",
                         "  reads UTF-8 text on stdin, prints its token ids space separated on one line\n", opts,
-                        (int)MF_ARRAY_LEN(opts), argc, argv);
+                        n_opts, argc, argv);
     if (prc) return prc < 0 ? 0 : prc;
+    mf_log_quiet = !verbose;
     if (!path) return cli_error(1, "tokenize: -m MODEL is required");
 
     mf_err err = { { 0 } };
