@@ -3,7 +3,7 @@
  * Each optional path (a SIMD kernel set, a weight plane, a fused launch, the decode
  * graph) is one row: a name, a one-line doc and its default. One environment
  * variable per backend (MINFER_CPU_DISABLE, MINFER_CUDA_DISABLE) lists the names to
- * turn off, comma separated. The notice line, `--help`, the README and the tests all
+ * turn off, comma separated. The notice line, `minfer paths`, the README and the tests all
  * read the same table, so a path cannot exist without its name, doc and off-switch.
  *
  *   static const mf_path TAB[] = { { "avx2", "AVX2/FMA kernels", 1 }, ... };
@@ -37,7 +37,7 @@ int paths_find(const mf_path *tab, int n, const char *name);
 /* Writes "name name ..." of the paths that are off although on by default (the
  * notice's "disabled:" part); returns the count. */
 int paths_disabled(const mf_path *tab, int n, const int *on, char *buf, size_t cap);
-/* Prints the table as `--help` and the README show it: one line per path. */
+/* Prints the table as `minfer paths` and the README show it: one line per path. */
 void paths_print(const mf_path *tab, int n, const char *var, void *file /* FILE* */);
 
 #ifdef __cplusplus

@@ -103,5 +103,21 @@ check "chat -q at a terminal: exit $rc, no help lines: $(head -c 300 "$TMP/tty")
 "$PY" tests/tools/pty_run.py --delay 1 '/exit\n' -- "$BIN" chat -m "$STORIES" -n 4 >"$TMP/tty" 2>&1
 check "chat without -q at a terminal: the help lines" grep -q 'minfer: chat: type a message' "$TMP/tty"
 
+# 5. The top-level --help lists the commands and points to COMMAND --help; the tables of
+# optional paths are `minfer paths` (both backends, in every build).
+"$BIN" --help >"$TMP/help" 2>&1; rc=$?
+check "minfer --help: exit $rc" [ "$rc" -eq 0 ]
+check "minfer --help: at most 25 lines ($(wc -l <"$TMP/help"))" [ "$(wc -l <"$TMP/help")" -le 25 ]
+check "minfer --help: points to COMMAND --help" grep -q 'minfer COMMAND --help' "$TMP/help"
+for c in run chat tokenize bench synth info serve perplexity paths; do
+    check "minfer --help lists $c" grep -Eq "^  $c " "$TMP/help"
+done
+check "minfer --help: no table of paths" bash -c "! grep -q 'optional paths (' '$TMP/help'"
+"$BIN" paths >"$TMP/paths" 2>&1; rc=$?
+check "minfer paths: exit $rc, both tables" bash -c "[ $rc -eq 0 ] && grep -q 'optional paths (MINFER_CPU_DISABLE' '$TMP/paths' &&
+    grep -q 'optional paths (MINFER_CUDA_DISABLE' '$TMP/paths' && grep -Eq '^  avx2 ' '$TMP/paths' && grep -Eq '^  graph ' '$TMP/paths'"
+"$BIN" paths --help >"$TMP/ph" 2>&1
+check "minfer paths --help says what they are for" grep -q 'notice' "$TMP/ph"
+
 echo "RESULT e2e_newuser passed=$P failed=$F skipped=$S"
 [ "$F" -eq 0 ]

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "opts.h"
 #include "cpu/paths_cpu.h"
 #include "cuda/paths.h"
 #include "util.h"
@@ -37,6 +38,7 @@ static const char usage[] =
     "  info      describe a GGUF model                minfer info -m MODEL\n"
     "  serve     OpenAI-compatible HTTP server        minfer serve -m MODEL [--port 8080] [--parallel N]\n"
     "  perplexity  of a text, as llama-perplexity     minfer perplexity -m MODEL -f TEXT [--ctx 512]\n"
+    "  paths     the backends' optional fast paths    minfer paths (names for MINFER_CPU/CUDA_DISABLE)\n"
     "\n"
     "Run `minfer COMMAND --help` for the options of a command; `minfer --version` for the version.\n"
     "Exit status: 0 success, 1 usage error, 2 invalid input (bad model file, unsupported type, ...).\n";
@@ -54,14 +56,33 @@ static void print_version(void) {
     );
 }
 
+static const char paths_notes[] =
+    "  Each backend's optional fast paths (a SIMD kernel set, a weight plane, a fused launch, the\n"
+    "  decode graph): what runs when one is on and what runs instead when it is off. The notice\n"
+    "  line a run prints at the start names the paths that ran; an environment variable turns\n"
+    "  paths off for a run (MINFER_CUDA_DISABLE=graph,mmq minfer run ...), to compare speed or to\n"
+    "  rule a path out when output looks wrong: the fallbacks give the same tokens.\n";
+
+/* `minfer paths`: the backends' tables of optional paths, as the notice lines name them
+ * (moved out of the top-level --help: issue 56). */
+static int cmd_paths(int argc, char **argv) {
+    int prc = cli_parse("paths", "usage: minfer paths", paths_notes, NULL, 0, argc, argv);
+    if (prc) return prc < 0 ? 0 : prc;
+    fputs("CPU backend: ", stdout);
+    paths_print(cpu_paths, CPU_PATH_COUNT, "MINFER_CPU_DISABLE", stdout);
+#ifdef MINFER_CUDA
+    fputs("\nCUDA backend: ", stdout);
+#else
+    fputs("\nCUDA backend (not in this build: CUDA=0): ", stdout);
+#endif
+    paths_print(cu_paths, CU_PATH_COUNT, "MINFER_CUDA_DISABLE", stdout);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         fputs(usage, argc < 2 ? stderr : stdout);
         if (argc < 2) return cli_error(1, "no command given");
-        /* the backends' tables of optional paths, as the notice lines name them */
-        putchar('\n');
-        paths_print(cpu_paths, CPU_PATH_COUNT, "MINFER_CPU_DISABLE", stdout);
-        paths_print(cu_paths, CU_PATH_COUNT, "MINFER_CUDA_DISABLE", stdout);
         return 0;
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") || !strcmp(argv[1], "version")) {
@@ -72,10 +93,10 @@ int main(int argc, char **argv) {
     static const struct { const char *name; int (*fn)(int, char **); } cmds[] = {
         { "run", cmd_run },     { "chat", cmd_chat },   { "tokenize", cmd_tokenize },
         { "bench", cmd_bench }, { "synth", cmd_synth }, { "info", cmd_info },   { "serve", cmd_serve },
-        { "perplexity", cmd_perplexity },
+        { "perplexity", cmd_perplexity }, { "paths", cmd_paths },
     };
     for (size_t i = 0; i < MF_ARRAY_LEN(cmds); i++)
         if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
-    return cli_error(1, "unknown %s '%s' (commands: run, chat, tokenize, bench, synth, info, perplexity, serve; see minfer --help)",
+    return cli_error(1, "unknown %s '%s' (commands: run, chat, tokenize, bench, synth, info, perplexity, serve, paths; see minfer --help)",
                      cmd[0] == '-' ? "option" : "command", cmd);
 }

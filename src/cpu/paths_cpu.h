@@ -16,7 +16,7 @@
 
 enum { CPU_PATH_AVX512_VNNI, CPU_PATH_AVX512, CPU_PATH_AVX2, CPU_PATH_REPACK, CPU_PATH_COUNT };
 
-/* The table, for the backend, --help (paths_print) and the README. */
+/* The table, for the backend, `minfer paths` (paths_print) and the README. */
 extern const mf_path cpu_paths[CPU_PATH_COUNT];
 extern const int cpu_paths_n;
 

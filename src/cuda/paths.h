@@ -1,7 +1,7 @@
 /* paths.h - the CUDA backend's table of optional fast paths (src/paths.h).
  *
  * One row per path; MINFER_CUDA_DISABLE=name,... turns paths off. The notice line
- * names the ones that are off, `minfer --help` and the README print the table, and
+ * names the ones that are off, `minfer paths` and the README print the table, and
  * tests/run_cuda.sh runs every entry off and checks the tokens. Plain C: the CLI
  * prints the table in builds without CUDA too. */
 #ifndef MINFER_CUDA_PATHS_H
