@@ -119,5 +119,18 @@ check "minfer paths: exit $rc, both tables" bash -c "[ $rc -eq 0 ] && grep -q 'o
 "$BIN" paths --help >"$TMP/ph" 2>&1
 check "minfer paths --help says what they are for" grep -q 'notice' "$TMP/ph"
 
+# 8. --seed -1 is a random seed (llama.cpp's spelling): two runs draw different seeds;
+# other negative seeds are still usage errors.
+for i in 1 2; do
+    "$BIN" run -m "$STORIES" -p "" -n 4 --temp 1 --seed -1 >/dev/null 2>"$TMP/seed$i"; rc=$?
+    check "run --seed -1: exit $rc ($(head -c 200 "$TMP/seed$i"))" [ "$rc" -eq 0 ]
+done
+s1=$(sed -n 's/.*seed \([0-9]*\) (--seed to repeat).*/\1/p' "$TMP/seed1")
+s2=$(sed -n 's/.*seed \([0-9]*\) (--seed to repeat).*/\1/p' "$TMP/seed2")
+check "--seed -1: a seed drawn each run ($s1, $s2)" bash -c "[ -n '$s1' ] && [ -n '$s2' ] && [ '$s1' != '$s2' ]"
+echo hi | "$BIN" chat -m "$STORIES" -n 4 --temp 1 --seed -1 -q >/dev/null 2>"$TMP/err"
+check "chat --seed -1: accepted ($(head -c 200 "$TMP/err"))" bash -c "[ ! -s '$TMP/err' ]"
+expect_err 1 "--seed -2: a usage error" "option --seed: '-2' is not a non-negative integer \(or -1" "$BIN" run -m "$STORIES" --seed -2
+
 echo "RESULT e2e_newuser passed=$P failed=$F skipped=$S"
 [ "$F" -eq 0 ]

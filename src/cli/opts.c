@@ -35,7 +35,8 @@ int cli_opts_sampler(cli_opt *o, mf_sampler_params *sp) {
     o[n++] = (cli_opt){ "--min-p", "P", CLI_OPT_FLOAT, &sp->min_p, 0, 1, 0, 0, "min-p filter (0 = off)", NULL, NULL };
     o[n++] = (cli_opt){ "--repeat-penalty", "R", CLI_OPT_FLOAT, &sp->repeat_penalty, 0, 10, 1, 0,
                         "repetition penalty over the last 64 tokens (1 = off)", NULL, NULL };
-    o[n++] = (cli_opt){ "--seed", "S", CLI_OPT_U64, &sp->seed, 0, 0, 0, 0, "RNG seed", "from the clock", NULL };
+    o[n++] = (cli_opt){ "--seed", "S", CLI_OPT_SEED, &sp->seed, 0, 0, 0, 0, "RNG seed (-1 = random)", "from the clock",
+                        NULL };
     return n;
 }
 
@@ -93,11 +94,18 @@ static int opt_store(const char *cmd, const cli_opt *o, const char *name, const 
         *(int *)o->dst = (int)v;
         return 0;
     }
+    case CLI_OPT_SEED:
+        if (!strcmp(s, "-1")) {
+            *(uint64_t *)o->dst = SAMPLER_SEED_RANDOM;
+            return 0;
+        }
+        /* fall through */
     case CLI_OPT_U64: {
         while (*s == ' ') s++;
         const unsigned long long v = strtoull(s, &end, 10);
         if (end == s || *end || *s == '-')
-            return cli_error(1, "%s: option %s: '%s' is not a non-negative integer", cmd, name, s);
+            return cli_error(1, "%s: option %s: '%s' is not a non-negative integer%s", cmd, name, s,
+                             o->kind == CLI_OPT_SEED ? " (or -1: a random seed)" : "");
         if (errno == ERANGE) return cli_error(1, "%s: option %s: %s is out of range [0, 2^64)", cmd, name, s);
         *(uint64_t *)o->dst = v;
         return 0;
@@ -166,7 +174,8 @@ static void opt_default(const cli_opt *o, char *buf, size_t cap) {
         break;
     }
     case CLI_OPT_INT: snprintf(buf, cap, "default %d", *(const int *)o->dst); break;
-    case CLI_OPT_U64: snprintf(buf, cap, "default %llu", (unsigned long long)*(const uint64_t *)o->dst); break;
+    case CLI_OPT_U64:
+    case CLI_OPT_SEED: snprintf(buf, cap, "default %llu", (unsigned long long)*(const uint64_t *)o->dst); break;
     case CLI_OPT_FLOAT: snprintf(buf, cap, "default %g", (double)*(const float *)o->dst); break;
     case CLI_OPT_INT_LIST: {
         const cli_int_list *l = o->dst;

@@ -20,6 +20,7 @@ typedef enum cli_opt_kind {
     CLI_OPT_STR,    /* const char ** */
     CLI_OPT_INT,    /* int *, in [lo, hi] */
     CLI_OPT_U64,    /* uint64_t *, non-negative */
+    CLI_OPT_SEED,   /* uint64_t *, non-negative, or -1: SAMPLER_SEED_RANDOM (llama.cpp's --seed -1) */
     CLI_OPT_FLOAT,  /* float *, finite, in [lo, hi] ((lo, hi] with lo_open) */
     CLI_OPT_INT_LIST, /* cli_int_list *: comma separated, each in [lo, hi], at most CLI_LIST_MAX */
     CLI_OPT_CHOICE, /* const char **: one of the '|'-separated names in `choices` */
