@@ -58,6 +58,9 @@ int32_t minfer_token_eos(const minfer_model *m);
  * "general.name"): a view into the mapped file, not NUL-terminated, *len bytes,
  * valid while the model is loaded; NULL when the key is absent or not a string. */
 const char *minfer_model_meta_str(const minfer_model *m, const char *key, size_t *len);
+/* The names of the file's tensors that this architecture does not use ("a, b"), or NULL
+ * when it uses them all; valid while the model is loaded. */
+const char *minfer_model_unused_tensors(const minfer_model *m);
 
 minfer_ctx *minfer_ctx_new(minfer_model *m, const minfer_ctx_params *p, char *err, size_t err_cap);
 void minfer_ctx_free(minfer_ctx *c);

@@ -44,9 +44,9 @@ typedef struct mf_ops {
     void (*rmsnorm)(mf_backend *be, float *out, const float *x, const mf_weight *w, int n, int dim, float eps);
     /* out[n][w.rows] = x[n][w.cols] . W^T (+ bias if bias && bias->host). */
     void (*matmul)(mf_backend *be, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n);
-    /* In-place RoPE on x[n][n_heads*head_dim] at the batch positions. */
-    void (*rope)(mf_backend *be, float *x, const mf_batch *b, int n_heads, int head_dim, int rope_dim,
-                 float base, mf_rope_mode mode);
+    /* In-place RoPE r (its dims, mode, base and scaling: rope.h) on x[n][n_heads*head_dim]
+     * at the batch positions. */
+    void (*rope)(mf_backend *be, float *x, const mf_batch *b, int n_heads, int head_dim, const mf_rope *r);
     /* Stores k,v [n][n_head_kv*hd] into the cache of `layer` at (seq, pos), then
      * out[n][n_head*hd] = causal softmax(q k^T / sqrt(hd)) v with GQA. On a sliding layer
      * (model_layer_window(&m->desc, layer) = W > 0) token t reads positions

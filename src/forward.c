@@ -106,9 +106,9 @@ static void composed_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch 
         op->rmsnorm(be, fw->q, fw->q, &L->attn_q_norm, n * hp->n_head, hp->head_dim, hp->norm_eps);
         op->rmsnorm(be, fw->k, fw->k, &L->attn_k_norm, n * hp->n_head_kv, hp->head_dim, hp->norm_eps);
     }
-    const float base = model_layer_rope_base(fw->m, l);
-    op->rope(be, fw->q, b, hp->n_head, hp->head_dim, hp->rope_dim, base, hp->rope_mode);
-    op->rope(be, fw->k, b, hp->n_head_kv, hp->head_dim, hp->rope_dim, base, hp->rope_mode);
+    const mf_rope *rope = model_layer_rope(fw->m, l);
+    op->rope(be, fw->q, b, hp->n_head, hp->head_dim, rope);
+    op->rope(be, fw->k, b, hp->n_head_kv, hp->head_dim, rope);
     if (d->q_scale != 0) op->scale(be, fw->q, d->q_scale, (int64_t)n * hp->n_head * hp->head_dim);
     op->attention(be, fw->att, fw->q, fw->k, fw->v, l, b);
     op->matmul(be, fw->xb, fw->att, &L->wo, NULL, n);

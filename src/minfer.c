@@ -31,6 +31,7 @@ void minfer_model_free(minfer_model *m) {
 }
 
 int minfer_n_vocab(const minfer_model *m) { return m->m.hp.n_vocab; }
+const char *minfer_model_unused_tensors(const minfer_model *m) { return m->m.unused_tensors; }
 int32_t minfer_token_bos(const minfer_model *m) { return tok_bos(m->m.vocab); }
 int minfer_token_is_eog(const minfer_model *m, int32_t tok) { return tok_is_eog(m->m.vocab, tok); }
 

@@ -11,7 +11,7 @@
 
 /* Binds tensor `name` into w, checking its type is supported and its shape is
  * [cols, rows] (rows == 1 for 1-D tensors). optional: absence is not an error. */
-static int bind(const mf_model *m, mf_weight *w, const char *name, int64_t cols, int64_t rows,
+static int bind(mf_model *m, uint8_t *used, mf_weight *w, const char *name, int64_t cols, int64_t rows,
                 int optional, mf_err *err) {
     memset(w, 0, sizeof *w);
     const gguf_tensor *t = gguf_find_tensor(&m->gguf, name);
@@ -19,6 +19,7 @@ static int bind(const mf_model *m, mf_weight *w, const char *name, int64_t cols,
         if (optional) return MF_OK;
         return mf_fail(err, MF_ERR_INPUT, "model: missing tensor '%s'", name);
     }
+    used[t - m->gguf.tensors] = 1;
     int64_t t_rows = (int64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
     if ((int64_t)t->ne[0] != cols || t_rows != rows || t->ne[2] != 1 || t->ne[3] != 1)
         return mf_fail(err, MF_ERR_INPUT,
@@ -168,7 +169,6 @@ static int arch_desc_from_file(mf_model *m, mf_err *err) {
 }
 
 const char *model_desc_unsupported(const mf_arch_desc *d) {
-    if (d->rope_scale != 0 && d->rope_scale != 1) return "RoPE scaling";
     if (d->sliding_window < 0 || d->swa_every < 0) return "a negative sliding window";
     return NULL;
 }
@@ -184,23 +184,119 @@ float model_layer_rope_base(const mf_model *m, int l) {
     return m->hp.rope_base;
 }
 
+const mf_rope *model_layer_rope(const mf_model *m, int l) {
+    return m->desc.rope_base_swa > 0 && model_layer_window(&m->desc, l) ? &m->rope_swa : &m->rope;
+}
+
+/* The file's RoPE scaling, as llama.cpp's loader and context read it (llama-model.cpp
+ * load_hparams, llama-context.cpp): {arch}.rope.scaling.type (none, linear, yarn; absent:
+ * linear, which with no factor scales nothing), .rope.scaling.factor (or the older
+ * .rope.scale_linear; 0 or absent: 1), .rope.scaling.attn_factor (1),
+ * .rope.scaling.original_context_length (the training context); yarn extrapolates
+ * (ext_factor 1) with llama.cpp's beta_fast 32 / beta_slow 1, which its loader never
+ * reads from a file, so neither does this one. Llama 3.x's per-frequency factors are the
+ * tensor rope_freqs.weight ([rope_dim/2] f32), on llama-architecture files as llama.cpp
+ * binds it. gemma3's sliding layers rotate with their own base and no scaling factor
+ * (llama.cpp's rope_freq_scale_train_swa, 1). Any other type (longrope, su, ...) is an
+ * error naming it: running it unscaled would be wrong silently. */
+static int load_rope(mf_model *m, uint8_t *used, mf_err *err) {
+    const gguf_file *f = &m->gguf;
+    const mf_hparams *hp = &m->hp;
+    const char *a = hp->arch_name;
+    char key[128];
+    int rc;
+    mf_rope *r = &m->rope;
+    *r = rope_plain(hp->rope_dim, hp->rope_base, hp->rope_mode);
+    r->scaling = MF_ROPE_SCALING_LINEAR;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    gguf_str type;
+    if ((rc = gguf_get_str(f, key, &type, err)) < 0) return rc;
+    if (rc == 0) {
+        if (gguf_str_eq(type, "none")) r->scaling = MF_ROPE_SCALING_NONE;
+        else if (gguf_str_eq(type, "linear")) r->scaling = MF_ROPE_SCALING_LINEAR;
+        else if (gguf_str_eq(type, "yarn")) r->scaling = MF_ROPE_SCALING_YARN;
+        else
+            return mf_fail(err, MF_ERR_INPUT, "model: unsupported RoPE scaling type '%.*s' in %s (supported: none, linear, yarn)",
+                           (int)(type.len < 64 ? type.len : 64), type.ptr, key);
+    }
+    float factor = 0;
+    snprintf(key, sizeof key, "%s.rope.scaling.factor", a);
+    if ((rc = gguf_get_f32(f, key, &factor, err)) < 0) return rc;
+    if (rc == 1) {
+        snprintf(key, sizeof key, "%s.rope.scale_linear", a);
+        if ((rc = gguf_get_f32(f, key, &factor, err)) < 0) return rc;
+    }
+    if (!(factor >= 0 && factor <= 1e6f)) return mf_fail(err, MF_ERR_INPUT, "model: %s = %g out of range", key, factor);
+    r->freq_scale = factor == 0 ? 1.0f : 1.0f / factor;
+    if (r->scaling == MF_ROPE_SCALING_NONE) r->freq_scale = 1.0f;
+    if (r->freq_scale == 1.0f && r->scaling == MF_ROPE_SCALING_LINEAR) r->scaling = MF_ROPE_SCALING_NONE;
+    float attn_factor = 1.0f;
+    snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", a);
+    if ((rc = gguf_get_f32(f, key, &attn_factor, err)) < 0) return rc;
+    if (!(attn_factor > 0 && attn_factor < 1e3f)) return mf_fail(err, MF_ERR_INPUT, "model: %s = %g out of range", key, attn_factor);
+    r->n_ctx_orig = hp->n_ctx_train;
+    if ((rc = get_hp(f, a, "rope.scaling.original_context_length", &r->n_ctx_orig, 0, err))) return rc;
+    r->ext_factor = r->scaling == MF_ROPE_SCALING_YARN ? 1.0f : 0.0f;
+
+    const gguf_tensor *t = gguf_find_tensor(f, "rope_freqs.weight");
+    if (t && hp->arch == MF_ARCH_LLAMA) {
+        if ((rc = bind(m, used, &m->rope_freqs, "rope_freqs.weight", hp->rope_dim / 2, 1, 0, err))) return rc;
+        if (m->rope_freqs.type != QTYPE_F32)
+            return mf_fail(err, MF_ERR_INPUT, "model: rope_freqs.weight must be f32, is %s", qtype_name(m->rope_freqs.type));
+        const float *ff = m->rope_freqs.host;
+        for (int i = 0; i < hp->rope_dim / 2; i++)
+            if (!(ff[i] > 0 && ff[i] < 1e9f))
+                return mf_fail(err, MF_ERR_INPUT, "model: rope_freqs.weight[%d] = %g out of range", i, ff[i]);
+        r->freq_factors = ff;
+    }
+    const float model_factor = 1.0f / r->freq_scale;
+    rope_finish(r, attn_factor, model_factor);
+    m->rope_swa = *r;
+    if (m->desc.rope_base_swa > 0) {
+        m->rope_swa.base = m->desc.rope_base_swa;
+        m->rope_swa.freq_scale = 1.0f;
+        rope_finish(&m->rope_swa, attn_factor, model_factor);
+    }
+    return MF_OK;
+}
+
+/* The names of the file's tensors that nothing bound, into m->unused_tensors. */
+static void list_unused(mf_model *m, const uint8_t *used) {
+    size_t len = 0, cap = 0;
+    for (uint64_t i = 0; i < m->gguf.n_tensors; i++) {
+        if (used[i]) continue;
+        const char *name = m->gguf.tensors[i].cname;
+        const size_t n = strlen(name);
+        if (len + n + 3 > cap) {
+            cap = (len + n + 3) * 2;
+            m->unused_tensors = mf_xrealloc(m->unused_tensors, cap);
+        }
+        if (len) memcpy(m->unused_tensors + len, ", ", 2), len += 2;
+        memcpy(m->unused_tensors + len, name, n + 1);
+        len += n;
+        m->n_unused_tensors++;
+    }
+}
+
 int model_load(mf_model *m, const char *path, mf_err *err) {
     memset(m, 0, sizeof *m);
     int rc = gguf_open(&m->gguf, path, err);
     if (rc) return rc;
+    uint8_t *used = mf_xcalloc(m->gguf.n_tensors + 1, 1);
     if ((rc = load_hparams(m, err))) goto fail;
     mf_hparams *hp = &m->hp;
     model_arch_desc(hp->arch, &m->desc);
     if ((rc = arch_desc_from_file(m, err))) goto fail;
+    if ((rc = load_rope(m, used, err))) goto fail;
 
     const gguf_tensor *te = gguf_find_tensor(&m->gguf, "token_embd.weight");
     if (!te) { rc = mf_fail(err, MF_ERR_INPUT, "model: missing tensor 'token_embd.weight'"); goto fail; }
     if (te->ne[1] == 0 || te->ne[1] > (1u << 24)) { rc = mf_fail(err, MF_ERR_INPUT, "model: bad vocab size"); goto fail; }
     hp->n_vocab = (int)te->ne[1];
     int dim = hp->n_embd, q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
-    if ((rc = bind(m, &m->tok_embd, "token_embd.weight", dim, hp->n_vocab, 0, err))) goto fail;
-    if ((rc = bind(m, &m->output_norm, "output_norm.weight", dim, 1, 0, err))) goto fail;
-    if ((rc = bind(m, &m->output, "output.weight", dim, hp->n_vocab, 1, err))) goto fail;
+    if ((rc = bind(m, used, &m->tok_embd, "token_embd.weight", dim, hp->n_vocab, 0, err))) goto fail;
+    if ((rc = bind(m, used, &m->output_norm, "output_norm.weight", dim, 1, 0, err))) goto fail;
+    if ((rc = bind(m, used, &m->output, "output.weight", dim, hp->n_vocab, 1, err))) goto fail;
     if (!m->output.host) {
         m->output = m->tok_embd;
         m->tied_output = 1;
@@ -220,7 +316,7 @@ int model_load(mf_model *m, const char *path, mf_err *err) {
         char name[96];
 #define BIND(field, suffix, c, r, opt)                                   \
         snprintf(name, sizeof name, "blk.%d." suffix, i);               \
-        if ((rc = bind(m, &L->field, name, c, r, opt, err))) goto fail;
+        if ((rc = bind(m, used, &L->field, name, c, r, opt, err))) goto fail;
         BIND(attn_norm, "attn_norm.weight", dim, 1, 0);
         BIND(wq, "attn_q.weight", dim, q_dim, 0);
         BIND(wk, "attn_k.weight", dim, kv_dim, 0);
@@ -241,6 +337,9 @@ int model_load(mf_model *m, const char *path, mf_err *err) {
     }
     for (uint64_t i = 0; i < m->gguf.n_tensors; i++) m->weight_bytes += m->gguf.tensors[i].nbytes;
 
+    list_unused(m, used);
+    free(used);
+    used = NULL;
     if ((rc = tok_load(&m->vocab, &m->gguf, err))) goto fail;
     if (tok_n_vocab(m->vocab) > hp->n_vocab) {
         rc = mf_fail(err, MF_ERR_INPUT, "model: tokenizer has %d tokens but token_embd has %d rows",
@@ -249,12 +348,14 @@ int model_load(mf_model *m, const char *path, mf_err *err) {
     }
     return MF_OK;
 fail:
+    free(used);
     model_free(m);
     return rc;
 }
 
 void model_free(mf_model *m) {
     if (m->vocab) tok_free(m->vocab);
+    free(m->unused_tensors);
     free(m->layers);
     gguf_close(&m->gguf);
     memset(m, 0, sizeof *m);
@@ -280,4 +381,10 @@ void model_describe(const mf_model *m, char *buf, size_t cap) {
     }
     len = strlen(buf);
     if (d->logit_softcap != 0 && len < cap) snprintf(buf + len, cap - len, ", logit soft-cap %g", d->logit_softcap);
+    len = strlen(buf);
+    if (!rope_is_plain(&m->rope) && len < cap) {
+        char rs[96];
+        rope_describe(&m->rope, rs, sizeof rs);
+        snprintf(buf + len, cap - len, ", rope scaling %s", rs);
+    }
 }

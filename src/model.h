@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "gguf.h"
+#include "rope.h"
 #include "util.h"
 
 typedef enum mf_arch {
@@ -16,11 +17,6 @@ typedef enum mf_arch {
     MF_ARCH_GEMMA3,     /* neox RoPE, GeGLU, q/k norms, pre- and post-norms, embedding scale,
                            sliding-window layers with their own RoPE base */
 } mf_arch;
-
-typedef enum mf_rope_mode {
-    MF_ROPE_NORM = 0,  /* rotate (x[2i], x[2i+1]) */
-    MF_ROPE_NEOX = 1,  /* rotate (x[i], x[i + rope_dim/2]) */
-} mf_rope_mode;
 
 /* The per-architecture descriptor: how a layer is put together, beyond the sizes in
  * mf_hparams (RoPE mode, base and dims are there, as the GGUF keys are). model.c fills
@@ -38,7 +34,6 @@ typedef struct mf_arch_desc {
     int qk_norm;         /* RMSNorm over each head of q and k before RoPE (gemma3) */
     int post_norm;       /* RMSNorm on each block's output before the residual add (gemma3) */
     mf_act act;          /* the FFN's gated activation */
-    float rope_scale;    /* linear RoPE scaling: positions divided by it; 0 or 1: none */
     int sliding_window;  /* keys older than this many positions masked on sliding layers; 0: none */
     int swa_every;       /* with a window: every swa_every-th layer (l % swa_every == swa_every - 1) is
                             global, the others slide; 0: every layer slides (mistral) */
@@ -106,6 +101,15 @@ typedef struct mf_model {
     mf_layer *layers;        /* [n_layer] */
     mf_vocab *vocab;
     uint64_t weight_bytes;   /* sum of bound tensor sizes */
+    /* The RoPE of the global layers and of the sliding ones (gemma3: a base of their own,
+     * unscaled), with the file's scaling (rope.h); rope_freqs is the tensor of Llama 3.x's
+     * per-frequency factors ([rope_dim/2] f32, host == NULL when absent). */
+    mf_rope rope, rope_swa;
+    mf_weight rope_freqs;
+    /* Tensors of the file that no field above binds ("a, b, c"; NULL: none), as `minfer
+     * info` lists them and model_load warns. */
+    char *unused_tensors;
+    int n_unused_tensors;
 } mf_model;
 
 /* Opens path, validates, binds tensors and loads the tokenizer. Errors are
@@ -122,6 +126,9 @@ const char *model_desc_unsupported(const mf_arch_desc *d);
 int model_layer_window(const mf_arch_desc *d, int l);
 /* The RoPE base of layer l: desc.rope_base_swa on sliding layers where set, else hp.rope_base. */
 float model_layer_rope_base(const mf_model *m, int l);
+/* The RoPE of layer l (its base and the file's scaling): &m->rope_swa on sliding layers
+ * with a base of their own, else &m->rope. */
+const mf_rope *model_layer_rope(const mf_model *m, int l);
 /* One line describing the model for stderr / `minfer info`. */
 void model_describe(const mf_model *m, char *buf, size_t cap);
 

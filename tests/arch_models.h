@@ -22,15 +22,27 @@ typedef struct spec {
     float softcap;                        /* final_logit_softcapping (0: absent) */
     const char *skip_tensor;
     int dim, ff;                          /* 0: 32 and 48 */
+    /* RoPE scaling: rope.scaling.type (NULL: absent), .factor, .original_context_length and
+     * .attn_factor (0: absent); rope_freqs.weight [head_dim/2] (NULL: absent) */
+    const char *rope_type;
+    float rope_factor;
+    int rope_orig;
+    float rope_attn;
+    const float *rope_freqs;
+    const char *extra_tensor;             /* a [DIM] tensor no architecture reads (NULL: none) */
 } spec;
 
-typedef struct fill_ctx { int n; uint8_t is_norm[1024]; } fill_ctx;
+typedef struct fill_ctx { int n; uint8_t is_norm[1024]; const float *fixed[1024]; } fill_ctx;
 
 static int arch_fill(void *user, int i, void *dst, uint64_t nbytes) {
     const fill_ctx *f = user;
     mf_rng r;
     mf_rng_seed(&r, 1234 + (uint64_t)i);
     float *p = dst;
+    if (f->fixed[i]) {
+        memcpy(p, f->fixed[i], nbytes);
+        return 0;
+    }
     for (uint64_t k = 0; k < nbytes / 4; k++) {
         const float v = mf_rng_uniform(&r) - 0.5f;
         p[k] = f->is_norm[i] ? 1.0f + 0.5f * v : 0.5f * v;
@@ -62,6 +74,13 @@ static int write_model(const char *path, const spec *s) {
     if (s->pattern) U32("attention.sliding_window_pattern", s->pattern);
     if (s->base_swa) F32("rope.freq_base_swa", s->base_swa);
     if (s->softcap) F32("final_logit_softcapping", s->softcap);
+    if (s->rope_type) {
+        snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+        gguf_w_str(w, key, s->rope_type);
+    }
+    if (s->rope_factor) F32("rope.scaling.factor", s->rope_factor);
+    if (s->rope_orig) U32("rope.scaling.original_context_length", s->rope_orig);
+    if (s->rope_attn) F32("rope.scaling.attn_factor", s->rope_attn);
 #undef U32
 #undef F32
     static char bufs[ARCH_NV][16];
@@ -91,6 +110,11 @@ static int write_model(const char *path, const spec *s) {
             gguf_w_tensor(w, nm, QTYPE_F32, (r) == 1 ? 1 : 2, ne); } } while (0)
     TENSOR("token_embd.weight", DIM, NV, 0);
     TENSOR("output_norm.weight", DIM, 1, 1);
+    if (s->rope_freqs) {
+        fc.fixed[fc.n] = s->rope_freqs;
+        TENSOR("rope_freqs.weight", s->head_dim / 2, 1, 0);
+    }
+    if (s->extra_tensor) TENSOR(s->extra_tensor, DIM, 1, 0);
     for (int l = 0; l < s->n_layer; l++) {
 #define T(sfx, c, r, norm) do { snprintf(name, sizeof name, "blk.%d." sfx, l); TENSOR(name, c, r, norm); } while (0)
         T("attn_norm.weight", DIM, 1, 1);

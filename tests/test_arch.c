@@ -115,6 +115,7 @@ enum { DIM = 32, FF = 48, NV = ARCH_NV, NCTX = 64 };
 typedef struct ref_state {
     const mf_model *m;
     double *kc, *vc; /* [n_layer][NCTX][kv_dim] */
+    const spec *s;   /* the file's RoPE scaling, read from the spec, not from the model */
 } ref_state;
 
 static const float *W(const mf_weight *w) { return w->host; }
@@ -136,13 +137,33 @@ static void ref_mv(double *out, const mf_weight *w, const mf_weight *b, const do
     }
 }
 
-static void ref_rope(double *v, int pos, int hd, double base, int neox) {
+/* The RoPE scalings from their definitions (llama.cpp's llama_rope_scaling_type and
+ * ggml's rope_yarn), in double: per-pair divisors ff, linear positions times 1/factor,
+ * YaRN's NTK-by-parts mix of the two between the pairs whose wavelength spans 32 and 1
+ * turns of the original context, and its attention temperature 1 + 0.1 ln(factor).
+ * scaled 0: the sliding layers of gemma3, which rotate unscaled. */
+static void ref_rope(double *v, int pos, int hd, double base, int neox, const spec *s, int scaled) {
+    const int yarn = scaled && s->rope_type && !strcmp(s->rope_type, "yarn");
+    const double factor = scaled && s->rope_factor && !(s->rope_type && !strcmp(s->rope_type, "none")) ? s->rope_factor : 1.0;
+    double lo = 0, hi = 0, msc = s->rope_attn ? s->rope_attn : 1.0;
+    if (yarn) {
+        const int orig = s->rope_orig ? s->rope_orig : 256; /* context_length */
+        lo = fmax(0, floor(hd * log(orig / (32 * 2 * M_PI)) / (2 * log(base))));
+        hi = fmin(hd - 1, ceil(hd * log(orig / (1 * 2 * M_PI)) / (2 * log(base))));
+        msc *= 1 + 0.1 * log(factor);
+    }
     for (int i = 0; i < hd / 2; i++) {
-        const double th = pos * pow(base, -2.0 * i / hd);
+        double ext = pos * pow(base, -2.0 * i / hd);
+        if (s->rope_freqs) ext /= s->rope_freqs[i];
+        double th = ext / factor;
+        if (yarn) {
+            const double ramp = 1 - fmin(1, fmax(0, (i - lo) / fmax(0.001, hi - lo)));
+            th = th * (1 - ramp) + ext * ramp;
+        }
         const int i0 = neox ? i : 2 * i, i1 = neox ? i + hd / 2 : 2 * i + 1;
-        const double a = v[i0], b = v[i1];
-        v[i0] = a * cos(th) - b * sin(th);
-        v[i1] = a * sin(th) + b * cos(th);
+        const double a = v[i0], b = v[i1], c = cos(th) * msc, sn = sin(th) * msc;
+        v[i0] = a * c - b * sn;
+        v[i1] = a * sn + b * c;
     }
 }
 
@@ -158,13 +179,13 @@ static void ref_step(ref_state *R, int tok, int pos, double *logits) {
         const mf_layer *L = &m->layers[l];
         /* gemma3: layers l % pattern < pattern - 1 slide (their own RoPE base); llama with a
          * window: every layer slides */
-        int win = 0;
+        int win = 0, scaled = 1;
         double base = hp->rope_base;
         if (m->desc.sliding_window) {
             const int pat = m->desc.swa_every;
             if (pat == 0 || l % pat < pat - 1) {
                 win = m->desc.sliding_window;
-                if (m->desc.rope_base_swa) base = m->desc.rope_base_swa;
+                if (m->desc.rope_base_swa) base = m->desc.rope_base_swa, scaled = 0;
             }
         }
         ref_rmsnorm(h, x, W(&L->attn_norm), DIM, hp->norm_eps);
@@ -173,11 +194,11 @@ static void ref_step(ref_state *R, int tok, int pos, double *logits) {
         ref_mv(v, &L->wv, &L->bv, h);
         for (int hh = 0; hh < nh; hh++) {
             if (gemma) ref_rmsnorm(q + hh * hd, q + hh * hd, W(&L->attn_q_norm), hd, hp->norm_eps);
-            ref_rope(q + hh * hd, pos, hd, base, hp->rope_mode == MF_ROPE_NEOX);
+            ref_rope(q + hh * hd, pos, hd, base, hp->rope_mode == MF_ROPE_NEOX, R->s, scaled);
         }
         for (int hh = 0; hh < nkv; hh++) {
             if (gemma) ref_rmsnorm(k + hh * hd, k + hh * hd, W(&L->attn_k_norm), hd, hp->norm_eps);
-            ref_rope(k + hh * hd, pos, hd, base, hp->rope_mode == MF_ROPE_NEOX);
+            ref_rope(k + hh * hd, pos, hd, base, hp->rope_mode == MF_ROPE_NEOX, R->s, scaled);
         }
         double *kc = R->kc + (int64_t)l * NCTX * kvd, *vc = R->vc + (int64_t)l * NCTX * kvd;
         memcpy(kc + (int64_t)pos * kvd, k, sizeof(double) * kvd);
@@ -263,7 +284,7 @@ static void run_forward(const char *what, const spec *s, const char *disable) {
         want[i] = 1;
     }
     ref_state R = { &m, calloc((size_t)s->n_layer * NCTX * 256, sizeof(double)),
-                    calloc((size_t)s->n_layer * NCTX * 256, sizeof(double)) };
+                    calloc((size_t)s->n_layer * NCTX * 256, sizeof(double)), s };
     double *ref = malloc(sizeof(double) * T * NV);
     for (int i = 0; i < T; i++) ref_step(&R, toks[i], i, ref + (int64_t)i * NV);
 
@@ -301,44 +322,65 @@ static void run_forward(const char *what, const spec *s, const char *disable) {
     model_free(&m);
 }
 
+/* The logits of the last of 12 tokens (position 11) of spec s's model on the CPU. */
+static int logits_at_11(const spec *s, float *out) {
+    char path[] = "/tmp/minfer_test_arch_XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    write_model(path, s);
+    mf_model m;
+    mf_err err = { { 0 } };
+    if (model_load(&m, path, &err)) { CHECK(0, "load: %s", err.msg); unlink(path); return -1; }
+    unlink(path);
+    mf_context c;
+    mf_context_params p;
+    context_params_default(&p);
+    p.n_ctx = NCTX;
+    p.device = "cpu";
+    p.n_threads = 2;
+    if (context_init(&c, &m, &p, &err)) { CHECK(0, "init: %s", err.msg); model_free(&m); return -1; }
+    int32_t toks[12];
+    for (int i = 0; i < 12; i++) toks[i] = 10 + 7 * i;
+    const float *lg;
+    const int rc = context_eval(&c, 0, toks, 12, &lg, &err);
+    CHECK(rc == MF_OK, "eval: %s", err.msg);
+    if (rc == MF_OK) memcpy(out, lg, sizeof(float) * NV);
+    context_free(&c);
+    model_free(&m);
+    return rc;
+}
+
+/* 1 when a's and b's logits at position 11 differ by more than 1e-3. */
+static int logits_differ(const spec *a, const spec *b, double *d) {
+    float la[NV], lb[NV];
+    *d = 0;
+    if (logits_at_11(a, la) || logits_at_11(b, lb)) return 0;
+    for (int i = 0; i < NV; i++) *d = fmax(*d, fabs(la[i] - lb[i]));
+    return *d > 1e-3;
+}
+
 /* The same model without the window: its logits must differ past the window (the window is
  * live in the test, not a no-op that both sides skip). */
 static void window_matters(void) {
-    spec a = { "gemma3", 3, 2, 1, 32, 4, 3, 1e6f, 1e4f, 0, NULL, 0, 0 };
+    spec a = { "gemma3", 3, 2, 1, 32, 4, 3, 1e6f, 1e4f, 0, NULL, 0, 0, .rope_type = NULL };
     spec b = a;
     b.window = 0;
     b.pattern = 0;
     b.base_swa = 0;
-    float la[NV], lb[NV];
-    const spec *ss[2] = { &a, &b };
-    float *outs[2] = { la, lb };
-    for (int k = 0; k < 2; k++) {
-        char path[] = "/tmp/minfer_test_arch_XXXXXX";
-        int fd = mkstemp(path);
-        close(fd);
-        write_model(path, ss[k]);
-        mf_model m;
-        mf_err err = { { 0 } };
-        if (model_load(&m, path, &err)) { CHECK(0, "load: %s", err.msg); unlink(path); return; }
-        unlink(path);
-        mf_context c;
-        mf_context_params p;
-        context_params_default(&p);
-        p.n_ctx = NCTX;
-        p.device = "cpu";
-        p.n_threads = 2;
-        if (context_init(&c, &m, &p, &err)) { CHECK(0, "init: %s", err.msg); model_free(&m); return; }
-        int32_t toks[12];
-        for (int i = 0; i < 12; i++) toks[i] = 10 + 7 * i;
-        const float *lg;
-        CHECK(context_eval(&c, 0, toks, 12, &lg, &err) == MF_OK, "eval: %s", err.msg);
-        memcpy(outs[k], lg, sizeof la);
-        context_free(&c);
-        model_free(&m);
-    }
-    double d = 0;
-    for (int i = 0; i < NV; i++) d = fmax(d, fabs(la[i] - lb[i]));
-    CHECK(d > 1e-3, "window 4 vs none at position 11: logits differ by %g only", d);
+    double d;
+    CHECK(logits_differ(&a, &b, &d), "window 4 vs none at position 11: logits differ by %g only", d);
+}
+
+/* Each scaling is live: the same weights without it give other logits (so that the
+ * reference comparison above cannot pass by both sides ignoring it). */
+static void scaling_matters(const char *what, const spec *scaled) {
+    spec plain = *scaled;
+    plain.rope_type = NULL;
+    plain.rope_factor = 0;
+    plain.rope_freqs = NULL;
+    plain.rope_attn = 0;
+    double d;
+    CHECK(logits_differ(scaled, &plain, &d), "%s vs unscaled at position 11: logits differ by %g only", what, d);
 }
 
 /* ------------------------------------------------------------------ descriptor */
@@ -357,7 +399,7 @@ static void test_descriptor(void) {
     mf_model m;
     mf_err err = { { 0 } };
     /* gemma3 with every key */
-    spec g = { "gemma3", 7, 2, 1, 32, 8, 3, 1e6f, 5e3f, 30.0f, NULL, 0, 0 };
+    spec g = { "gemma3", 7, 2, 1, 32, 8, 3, 1e6f, 5e3f, 30.0f, NULL, 0, 0, .rope_type = NULL };
     CHECK(load_spec(&g, &m, &err) == MF_OK, "gemma3 load: %s", err.msg);
     if (!err.msg[0]) {
         const mf_arch_desc *d = &m.desc;
@@ -379,7 +421,7 @@ static void test_descriptor(void) {
         model_free(&m);
     }
     /* gemma3 with the optional keys absent: llama.cpp's defaults (pattern 6, base 10000, no cap) */
-    spec g2 = { "gemma3", 7, 2, 1, 32, 8, 0, 1e6f, 0, 0, NULL, 0, 0 };
+    spec g2 = { "gemma3", 7, 2, 1, 32, 8, 0, 1e6f, 0, 0, NULL, 0, 0, .rope_type = NULL };
     CHECK(load_spec(&g2, &m, &err) == MF_OK, "gemma3 (defaults) load: %s", err.msg);
     if (m.layers) {
         CHECK(m.desc.swa_every == 6 && m.desc.rope_base_swa == 1e4f && m.desc.logit_softcap == 0,
@@ -390,14 +432,14 @@ static void test_descriptor(void) {
         model_free(&m);
     }
     /* gemma3 without a window: every layer global, one base */
-    spec g3 = { "gemma3", 2, 2, 1, 32, 0, 0, 1e6f, 0, 0, NULL, 0, 0 };
+    spec g3 = { "gemma3", 2, 2, 1, 32, 0, 0, 1e6f, 0, 0, NULL, 0, 0, .rope_type = NULL };
     CHECK(load_spec(&g3, &m, &err) == MF_OK, "gemma3 (no window) load: %s", err.msg);
     if (m.layers) {
         CHECK(model_layer_window(&m.desc, 0) == 0 && model_layer_rope_base(&m, 0) == 1e6f, "no window");
         model_free(&m);
     }
     /* llama with a window (mistral): every layer slides, one base */
-    spec l = { "llama", 2, 4, 2, 8, 5, 0, 1e4f, 0, 0, NULL, 0, 0 };
+    spec l = { "llama", 2, 4, 2, 8, 5, 0, 1e4f, 0, 0, NULL, 0, 0, .rope_type = NULL };
     CHECK(load_spec(&l, &m, &err) == MF_OK, "llama+window load: %s", err.msg);
     if (m.layers) {
         CHECK(model_layer_window(&m.desc, 0) == 5 && model_layer_window(&m.desc, 1) == 5 &&
@@ -416,15 +458,90 @@ static void test_descriptor(void) {
     CHECK(rc == MF_ERR_INPUT && strstr(err.msg, "attn_k_norm"), "missing attn_k_norm: %d %s", rc, err.msg);
 }
 
+/* RoPE scaling (issue 57): Llama 3.x per-pair factors, linear and YaRN (with an attention
+ * factor, on qwen2's neox rotation), gemma3's linear scaling of its global layers only:
+ * each forward against the reference and each live; refused and reported defects. */
+static void test_rope_scaling(void) {
+    /* head dim 8: 4 pairs; factors as Llama 3.1's formula gives for a short original
+     * context (pair 0 kept, the slowest divided by 8) */
+    static const float ff8[4] = { 1.0f, 1.5f, 4.0f, 8.0f };
+    static const float ff32[16] = { 1, 1, 1, 1, 1, 1, 1.25f, 1.5f, 2, 3, 4, 5, 6, 7, 8, 8 };
+    spec l3 = { "llama", 2, 4, 2, 8, 0, 0, 1e4f, 0, 0, NULL, 0, 0, .rope_freqs = ff8 };
+    spec lin = { "llama", 2, 4, 2, 8, 0, 0, 1e4f, 0, 0, NULL, 0, 0, .rope_type = "linear", .rope_factor = 4 };
+    spec yarn = { "llama", 2, 4, 2, 8, 0, 0, 1e4f, 0, 0, NULL, 0, 0, .rope_type = "yarn", .rope_factor = 4,
+                  .rope_orig = 64 };
+    spec qyarn = { "qwen2", 2, 4, 2, 32, 0, 0, 1e6f, 0, 0, NULL, 0, 0, .rope_type = "yarn", .rope_factor = 8,
+                   .rope_orig = 64, .rope_attn = 0.9f };
+    spec glin = { "gemma3", 3, 2, 1, 32, 5, 3, 1e6f, 1e4f, 30.0f, NULL, 0, 0, .rope_type = "linear", .rope_factor = 8 };
+    spec l3big = { "llama", 2, 1, 1, 32, 0, 0, 5e5f, 0, 0, NULL, 0, 0, .rope_freqs = ff32 };
+    const struct { const char *what; const spec *s; } cases[] = {
+        { "llama3 factors", &l3 }, { "linear x4", &lin }, { "yarn x4", &yarn },
+        { "qwen2 yarn x8 attn 0.9", &qyarn }, { "gemma3 linear x8", &glin }, { "llama3 factors hd 32", &l3big },
+    };
+    for (size_t i = 0; i < MF_ARRAY_LEN(cases); i++) {
+        char what[96];
+        run_forward(cases[i].what, cases[i].s, NULL);
+        snprintf(what, sizeof what, "%s scalar ops", cases[i].what);
+        run_forward(what, cases[i].s, "avx2");
+        scaling_matters(cases[i].what, cases[i].s);
+    }
+
+    mf_model m;
+    mf_err err = { { 0 } };
+    /* what the loader made of each */
+    if (load_spec(&yarn, &m, &err) == MF_OK) {
+        char d[128];
+        rope_describe(&m.rope, d, sizeof d);
+        CHECK(m.rope.scaling == MF_ROPE_SCALING_YARN && m.rope.freq_scale == 0.25f && m.rope.n_ctx_orig == 64 &&
+                  strstr(d, "yarn x4"),
+              "yarn read as %s", d);
+        model_free(&m);
+    } else CHECK(0, "yarn load: %s", err.msg);
+    if (load_spec(&l3, &m, &err) == MF_OK) {
+        CHECK(m.rope.freq_factors && m.rope.freq_factors[3] == 8.0f && !m.unused_tensors, "rope_freqs bound");
+        model_free(&m);
+    } else CHECK(0, "llama3 load: %s", err.msg);
+    /* the scaling none: a factor in the file is ignored, as llama.cpp does */
+    spec none = lin;
+    none.rope_type = "none";
+    if (load_spec(&none, &m, &err) == MF_OK) {
+        CHECK(rope_is_plain(&m.rope), "type none with a factor: unscaled");
+        model_free(&m);
+    } else CHECK(0, "none load: %s", err.msg);
+
+    /* an unknown type is refused, naming it and the key */
+    spec bad = lin;
+    bad.rope_type = "longrope";
+    int rc = load_spec(&bad, &m, &err);
+    CHECK(rc == MF_ERR_INPUT && strstr(err.msg, "'longrope'") && strstr(err.msg, "llama.rope.scaling.type"),
+          "unknown scaling type: %d %s", rc, err.msg);
+    if (rc == MF_OK) model_free(&m);
+    /* factors out of range, or of the wrong length */
+    static const float ffbad[4] = { 1.0f, 0.0f, 4.0f, 8.0f };
+    bad = l3;
+    bad.rope_freqs = ffbad;
+    rc = load_spec(&bad, &m, &err);
+    CHECK(rc == MF_ERR_INPUT && strstr(err.msg, "rope_freqs.weight[1]"), "zero factor: %d %s", rc, err.msg);
+    if (rc == MF_OK) model_free(&m);
+    /* a tensor that nothing reads is listed, never dropped silently */
+    spec extra = l3;
+    extra.extra_tensor = "blk.0.attn_sinks.weight";
+    if (load_spec(&extra, &m, &err) == MF_OK) {
+        CHECK(m.n_unused_tensors == 1 && m.unused_tensors && !strcmp(m.unused_tensors, "blk.0.attn_sinks.weight"),
+              "unused tensors: %d '%s'", m.n_unused_tensors, m.unused_tensors ? m.unused_tensors : "(null)");
+        model_free(&m);
+    } else CHECK(0, "extra load: %s", err.msg);
+}
+
 int main(void) {
     test_geglu_kernel();
     test_backend_ops();
     test_descriptor();
     /* gemma3: 3 layers, pattern 3 (layers 0, 1 slide with window 5 and base 10000; layer 2
      * global, base 1e6), head dim 32 with 2 q heads and 1 kv head (q dim 64 != DIM), cap 30 */
-    spec gemma = { "gemma3", 3, 2, 1, 32, 5, 3, 1e6f, 1e4f, 30.0f, NULL, 0, 0 };
-    spec qwen = { "qwen2", 2, 4, 2, 8, 0, 0, 1e6f, 0, 0, NULL, 0, 0 };
-    spec mistral = { "llama", 2, 4, 2, 8, 6, 0, 1e4f, 0, 0, NULL, 0, 0 };
+    spec gemma = { "gemma3", 3, 2, 1, 32, 5, 3, 1e6f, 1e4f, 30.0f, NULL, 0, 0, .rope_type = NULL };
+    spec qwen = { "qwen2", 2, 4, 2, 8, 0, 0, 1e6f, 0, 0, NULL, 0, 0, .rope_type = NULL };
+    spec mistral = { "llama", 2, 4, 2, 8, 6, 0, 1e4f, 0, 0, NULL, 0, 0, .rope_type = NULL };
     run_forward("gemma3", &gemma, NULL);
     run_forward("gemma3 scalar ops", &gemma, "avx2");
     run_forward("gemma3 rows", &gemma, "repack");
@@ -433,5 +550,6 @@ int main(void) {
     run_forward("llama+window", &mistral, NULL);
     run_forward("llama+window scalar ops", &mistral, "avx2");
     window_matters();
+    test_rope_scaling();
     return test_summary("test_arch");
 }

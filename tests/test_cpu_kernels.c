@@ -653,7 +653,10 @@ static void test_rope(void) {
             float *x = malloc(sizeof(float) * n * n_heads * head_dim), *y = malloc(sizeof(float) * n * n_heads * head_dim);
             fill_normal(x, (int64_t)n * n_heads * head_dim, 1.0f);
             memcpy(y, x, sizeof(float) * n * n_heads * head_dim);
-            cpu_ref_rope(y, pos, n, n_heads, head_dim, rope_dim, base, (mf_rope_mode)mode);
+            {
+                const mf_rope rp = rope_plain(rope_dim, base, (mf_rope_mode)mode);
+                cpu_ref_rope(y, pos, n, n_heads, head_dim, &rp);
+            }
             float *cs = malloc(sizeof(float) * rope_dim);
             for (int t = 0; t < n; t++) {
                 for (int i = 0; i < rope_dim / 2; i++) {
@@ -914,8 +917,9 @@ static void test_backend_ops(int simd) {
         /* rope on copies */
         float *qr = malloc(sizeof(float) * 14 * dim);
         memcpy(qr, q, sizeof(float) * 14 * dim);
-        be->ops->rope(be, q, &b, n_head, hd, hd, 10000.0f, MF_ROPE_NORM);
-        cpu_ref_rope(qr, pos, n, n_head, hd, hd, 10000.0f, MF_ROPE_NORM);
+        const mf_rope rp = rope_plain(hd, 10000.0f, MF_ROPE_NORM);
+        be->ops->rope(be, q, &b, n_head, hd, &rp);
+        cpu_ref_rope(qr, pos, n, n_head, hd, &rp);
         CHECK(rel_err(q, qr, (int64_t)n * dim) < 1e-6, "backend %s rope, %d threads", simd ? "avx2" : "scalar", threads);
         poison(o, 14 * dim);
         be->ops->attention(be, o, q, k, v, 0, &b);

@@ -49,7 +49,7 @@ static void test_math(void) {
 }
 
 static void test_eval(void) {
-    spec s = { "gemma3", 2, 2, 1, 32, 5, 2, 1e6f, 1e4f, 0, NULL, 32, 48 };
+    spec s = { "gemma3", 2, 2, 1, 32, 5, 2, 1e6f, 1e4f, 0, NULL, 32, 48, .rope_type = NULL };
     char path[] = "/tmp/minfer_test_ppl_XXXXXX";
     int fd = mkstemp(path);
     close(fd);

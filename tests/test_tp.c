@@ -221,9 +221,9 @@ static void test_arch_model(const char *what, const spec *s, const int *ranks, i
 int main(void) {
     test_plan();
     /* name, layers, heads, kv heads, head dim, window, pattern, base, swa base, cap, skip, dim, ff */
-    const spec gemma = { "gemma3", 3, 4, 2, 32, 4, 3, 1e6f, 1e4f, 30.0f, NULL, 0, 64 };
-    const spec qwen = { "qwen2", 2, 6, 3, 8, 0, 0, 1e6f, 0, 0, NULL, 48, 96 };
-    const spec llama = { "llama", 2, 8, 4, 8, 5, 0, 1e4f, 0, 0, NULL, 0, 64 };
+    const spec gemma = { "gemma3", 3, 4, 2, 32, 4, 3, 1e6f, 1e4f, 30.0f, NULL, 0, 64, .rope_type = NULL };
+    const spec qwen = { "qwen2", 2, 6, 3, 8, 0, 0, 1e6f, 0, 0, NULL, 48, 96, .rope_type = NULL };
+    const spec llama = { "llama", 2, 8, 4, 8, 5, 0, 1e4f, 0, 0, NULL, 0, 64, .rope_type = NULL };
     const int r2[] = { 1, 2 }, r3[] = { 2, 3, -3 }, r4[] = { 2, -3, 4 };
     test_arch_model("gemma3", &gemma, r2, 2);
     test_arch_model("qwen2", &qwen, r3, 3);

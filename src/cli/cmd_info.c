@@ -56,6 +56,7 @@ int cmd_info(int argc, char **argv) {
     char desc[512];
     model_describe(&m, desc, sizeof desc);
     printf("model: %s\n", desc);
+    printf("unused tensors: %s\n", m.unused_tensors ? m.unused_tensors : "none");
     printf("tokenizer: %s, %d tokens, bos %d, eos %d, add_bos %d\n",
            tok_get_kind(m.vocab) == TOK_KIND_SPM ? "spm" : "bpe", tok_n_vocab(m.vocab), tok_bos(m.vocab),
            tok_eos(m.vocab), tok_add_bos(m.vocab));

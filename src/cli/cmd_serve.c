@@ -90,6 +90,8 @@ int cmd_serve(int argc, char **argv) {
     double t0 = mf_time_s();
     minfer_model *m = minfer_model_load(model, err, sizeof err);
     if (!m) return cli_load_error(2, model, err);
+    if (minfer_model_unused_tensors(m))
+        mf_log("warning: tensors of the file that this architecture does not use: %s", minfer_model_unused_tensors(m));
     minfer_ctx_params p = { .n_ctx = cp.n_ctx, .n_seq = parallel, .n_batch = parallel > 512 ? parallel : 512,
                             .device = cp.device, .n_threads = cp.n_threads, .n_gpus = cp.n_gpus,
                             .tensor_split = cp.tensor_split };

@@ -22,24 +22,27 @@
 #include "gguf.h"
 #include "opts.h"
 #include "quant.h"
+#include "rope.h"
 
 typedef struct synth_shape {
     const char *name;
     int dim, n_layer, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
     float rope_base;
+    int llama3_rope; /* rope_freqs.weight of Llama 3.1 (factor 8, low/high frequency factors 1 and 4,
+                        original context 8192), as its converter writes into every 3.1/3.2/3.3 file */
 } synth_shape;
 
-/* 7b: llama-2-7B; 8b: llama-3-8B; 70b: llama-2-70B (GQA 64/8; the multi-GPU benchmark's
+/* 7b: llama-2-7B; 8b: llama-3.1-8B (its RoPE factors and context); 70b: llama-2-70B (GQA 64/8; the multi-GPU benchmark's
  * model, ~39 GB at q4_k_m); 1b: TinyLlama-1.1B (llama-2 vocab); tiny: tests; tiny-mha:
  * tests, one kv head per query head at head dim 128 as the 7B has (the one-token attention's
  * paths for that group, attn.cu). */
 static const synth_shape shapes[] = {
-    { "7b", 4096, 32, 11008, 32, 32, 32000, 4096, 10000.0f },
-    { "8b", 4096, 32, 14336, 32, 8, 128256, 8192, 500000.0f },
-    { "70b", 8192, 80, 28672, 64, 8, 32000, 4096, 10000.0f },
-    { "1b", 2048, 22, 5632, 32, 4, 32000, 2048, 10000.0f },
-    { "tiny", 256, 2, 768, 4, 2, 512, 2048, 10000.0f },
-    { "tiny-mha", 256, 2, 768, 2, 2, 512, 2048, 10000.0f },
+    { "7b", 4096, 32, 11008, 32, 32, 32000, 4096, 10000.0f, 0 },
+    { "8b", 4096, 32, 14336, 32, 8, 128256, 131072, 500000.0f, 1 },
+    { "70b", 8192, 80, 28672, 64, 8, 32000, 4096, 10000.0f, 0 },
+    { "1b", 2048, 22, 5632, 32, 4, 32000, 2048, 10000.0f, 0 },
+    { "tiny", 256, 2, 768, 4, 2, 512, 2048, 10000.0f, 0 },
+    { "tiny-mha", 256, 2, 768, 2, 2, 512, 2048, 10000.0f, 0 },
 };
 
 typedef struct synth_tensor {
@@ -47,6 +50,7 @@ typedef struct synth_tensor {
     uint32_t type;
     uint64_t ne[2];
     int is_norm;
+    const float *values; /* f32 contents (rope_freqs), or NULL: random */
 } synth_tensor;
 
 typedef struct synth_job {
@@ -141,6 +145,10 @@ static void *fill_rows(void *arg) {
 static int fill_tensor(void *user, int i, void *dst, uint64_t nbytes) {
     synth_job *job = user;
     const synth_tensor *t = &job->tensors[i];
+    if (t->values) {
+        memcpy(dst, t->values, nbytes);
+        return 0;
+    }
     int64_t rows = (int64_t)t->ne[1];
     int nt = (int)MF_MIN((int64_t)job->n_threads, rows);
     fill_task tasks[256];
@@ -329,7 +337,7 @@ int cmd_synth(int argc, char **argv) {
     }
     gguf_w_u32(w, "llama.vocab_size", (uint32_t)n_vocab);
 
-    int n_tensors = 3 + 9 * n_layer;
+    int n_tensors = 3 + 9 * n_layer + (sh->llama3_rope ? 1 : 0);
     synth_tensor *ts = mf_xcalloc((size_t)n_tensors, sizeof *ts);
     int k = 0;
     uint32_t k_type = base_type == QTYPE_Q4_K ? QTYPE_Q6_K : base_type;
@@ -341,6 +349,13 @@ int cmd_synth(int argc, char **argv) {
     T("token_embd.weight%.0s", "", base_type, dim, n_vocab, 0);
     T("output_norm.weight%.0s", "", QTYPE_F32, dim, 1, 1);
     T("output.weight%.0s", "", k_type, dim, n_vocab, 0);
+    const int head_dim = sh->dim / sh->n_head;
+    float rope_ff[256];
+    if (sh->llama3_rope) {
+        rope_llama3_factors(rope_ff, head_dim, sh->rope_base, 8.0f, 1.0f, 4.0f, 8192);
+        T("rope_freqs.weight%.0s", "", QTYPE_F32, head_dim / 2, 1, 0);
+        ts[k - 1].values = rope_ff;
+    }
     for (int i = 0; i < n_layer; i++) {
         uint32_t more = use_more_bits(i, n_layer) ? k_type : base_type;
         T("blk.%d.attn_norm.weight", i, QTYPE_F32, dim, 1, 1);

@@ -23,6 +23,9 @@ int cli_load(const char *path, const mf_context_params *cp_in, mf_model *m, mf_c
     char desc[512];
     model_describe(m, desc, sizeof desc);
     if (verbose) mf_log("loaded %s in %.2f s: %s", path, mf_time_s() - t0, desc);
+    if (verbose && m->unused_tensors)
+        mf_log("warning: %d tensor(s) of the file are not used by architecture '%s': %s", m->n_unused_tensors,
+               m->hp.arch_name, m->unused_tensors);
     /* Like llama.cpp ("n_ctx_seq > n_ctx_train -- possible training context overflow"),
      * a warning, not an error: the model runs, but its output past the trained length
      * is untested, and scripts written for llama.cpp pass such sizes. */

@@ -12,7 +12,7 @@
 
 int cli_opts_context(cli_opt *o, mf_context_params *cp) {
     int n = 0;
-    o[n++] = (cli_opt){ "--ctx", "N", CLI_OPT_INT, &cp->n_ctx, 1, 1 << 24, 0, 0,
+    o[n++] = (cli_opt){ "-c, --ctx", "N", CLI_OPT_INT, &cp->n_ctx, 1, 1 << 24, 0, 0,
                         "context size in tokens (more than the model's trained context: a warning)",
                         "min(model's, 4096)", NULL };
     o[n++] = (cli_opt){ "--device", "D", CLI_OPT_STR, &cp->device, 0, 0, 0, 0,

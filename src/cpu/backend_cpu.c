@@ -84,13 +84,12 @@ typedef struct cpu_state {
     size_t unp_stride;
     packed_entry *pk;            /* sorted by host */
     int n_pk, cap_pk;
-    /* RoPE tables, one per (rope_dim, base): two, as gemma3's sliding and global layers
-     * alternate between two bases within a step */
+    /* RoPE tables, one per RoPE (dims, base, scaling): two, as gemma3's sliding and
+     * global layers alternate between two bases within a step */
     struct rope_tab {
         float *cs;               /* [n_ctx][rope_dim/2][2] cos, sin */
         uint8_t *ok;             /* [n_ctx] row computed */
-        float base;
-        int dim;
+        mf_rope r;               /* the RoPE it tabulates */
     } rope[2];
     int rope_next;               /* the slot the next new table replaces */
     int profile;                 /* MINFER_CPU_PROFILE=1: time per op kind, printed at destroy */
@@ -537,18 +536,13 @@ static void op_add(mf_backend *be, float *x, const float *y, int64_t n) {
     PROF_END(s, PROF_ADD);
 }
 
-/* RoPE: cos/sin per (position, pair) computed once in double exactly as
- * cpu_ref_rope does, cached per position (the same positions recur in every
- * layer and every step). */
+/* RoPE: cos/sin per (position, pair) computed once by rope_cs, as cpu_ref_rope does,
+ * cached per position (the same positions recur in every layer and every step). */
 static const float *rope_row(struct rope_tab *r, int pos) {
-    const int half = r->dim / 2;
-    float *cs = r->cs + (int64_t)pos * r->dim;
+    const int half = r->r.dim / 2;
+    float *cs = r->cs + (int64_t)pos * r->r.dim;
     if (!r->ok[pos]) {
-        for (int i = 0; i < half; i++) {
-            double theta = (double)pos * pow((double)r->base, -2.0 * i / r->dim);
-            cs[2 * i] = (float)cos(theta);
-            cs[2 * i + 1] = (float)sin(theta);
-        }
+        for (int i = 0; i < half; i++) rope_cs(&r->r, pos, i, &cs[2 * i], &cs[2 * i + 1]);
         r->ok[pos] = 1;
     }
     return cs;
@@ -579,11 +573,12 @@ static void rope_tab_free(struct rope_tab *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* The table of (rope_dim, base), made in the older slot when neither holds it; NULL
- * when memory runs out (the caller takes the reference path). */
-static struct rope_tab *rope_tab_get(cpu_state *s, int rope_dim, float base) {
+/* The table of RoPE rp, made in the older slot when neither holds it; NULL when memory
+ * runs out (the caller takes the reference path). */
+static struct rope_tab *rope_tab_get(cpu_state *s, const mf_rope *rp) {
+    const int rope_dim = rp->dim;
     for (int i = 0; i < 2; i++)
-        if (s->rope[i].cs && s->rope[i].dim == rope_dim && s->rope[i].base == base) return &s->rope[i];
+        if (s->rope[i].cs && rope_equal(&s->rope[i].r, rp)) return &s->rope[i];
     struct rope_tab *r = &s->rope[s->rope_next];
     s->rope_next ^= 1;
     rope_tab_free(r);
@@ -593,23 +588,21 @@ static struct rope_tab *rope_tab_get(cpu_state *s, int rope_dim, float base) {
         rope_tab_free(r);
         return NULL;
     }
-    r->dim = rope_dim;
-    r->base = base;
+    r->r = *rp;
     return r;
 }
 
-static void op_rope(mf_backend *be, float *x, const mf_batch *b, int n_heads, int head_dim, int rope_dim,
-                    float base, mf_rope_mode mode) {
+static void op_rope(mf_backend *be, float *x, const mf_batch *b, int n_heads, int head_dim, const mf_rope *rp) {
     cpu_state *s = st(be);
     PROF_BEGIN(s);
-    struct rope_tab *r = s->simd && s->n_ctx > 0 ? rope_tab_get(s, rope_dim, base) : NULL;
+    struct rope_tab *r = s->simd && s->n_ctx > 0 ? rope_tab_get(s, rp) : NULL;
     int ok = r != NULL;
     for (int i = 0; ok && i < b->n; i++) ok = b->pos[i] >= 0 && b->pos[i] < s->n_ctx;
     if (!ok) {
-        cpu_ref_rope(x, b->pos, b->n, n_heads, head_dim, rope_dim, base, mode);
+        cpu_ref_rope(x, b->pos, b->n, n_heads, head_dim, rp);
     } else {
         for (int i = 0; i < b->n; i++) rope_row(r, b->pos[i]);
-        rope_task t = { r, x, b, n_heads, head_dim, rope_dim, mode };
+        rope_task t = { r, x, b, n_heads, head_dim, rp->dim, rp->mode };
         cpu_pool_run(s->pool, rope_run, &t, (int64_t)b->n * n_heads * head_dim < SMALL_OP ? 1 : 0);
     }
     PROF_END(s, PROF_ROPE);

@@ -18,8 +18,7 @@
 void cpu_ref_matmul(float *out, int ld_out, const float *x, const mf_weight *w, const mf_weight *bias,
                     int n, int64_t r0, int64_t r1, float *wrow);
 void cpu_ref_rmsnorm(float *out, const float *x, const float *w, int n, int dim, float eps);
-void cpu_ref_rope(float *x, const int32_t *pos, int n, int n_heads, int head_dim, int rope_dim,
-                  float base, mf_rope_mode mode);
+void cpu_ref_rope(float *x, const int32_t *pos, int n, int n_heads, int head_dim, const mf_rope *r);
 /* Causal GQA attention of one token against kv cache rows 0..n_kv-1.
  * q, out: [n_head][hd]; kc, vc: [n_kv][n_head_kv][hd] (f32). att: scratch [n_kv]. */
 void cpu_ref_attention_token(float *out, const float *q, const float *kc, const float *vc, int n_kv,

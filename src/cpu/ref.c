@@ -40,19 +40,19 @@ void cpu_ref_rmsnorm(float *out, const float *x, const float *w, int n, int dim,
     }
 }
 
-/* theta_i = pos * base^(-2i/rope_dim). NORM rotates (x[2i], x[2i+1]); NEOX rotates
- * (x[i], x[i + rope_dim/2]). Dims beyond rope_dim pass through. */
-void cpu_ref_rope(float *x, const int32_t *pos, int n, int n_heads, int head_dim, int rope_dim,
-                  float base, mf_rope_mode mode) {
-    const int half = rope_dim / 2;
+/* Pair i rotated by rope_cs's angle (theta_i = pos * base^(-2i/rope_dim) with the file's
+ * scaling: rope.h). NORM rotates (x[2i], x[2i+1]); NEOX rotates (x[i], x[i + rope_dim/2]).
+ * Dims beyond rope_dim pass through. */
+void cpu_ref_rope(float *x, const int32_t *pos, int n, int n_heads, int head_dim, const mf_rope *r) {
+    const int half = r->dim / 2;
     for (int t = 0; t < n; t++) {
         for (int h = 0; h < n_heads; h++) {
             float *v = x + ((int64_t)t * n_heads + h) * head_dim;
             for (int i = 0; i < half; i++) {
-                double theta = (double)pos[t] * pow((double)base, -2.0 * i / rope_dim);
-                float c = (float)cos(theta), s = (float)sin(theta);
-                int i0 = mode == MF_ROPE_NEOX ? i : 2 * i;
-                int i1 = mode == MF_ROPE_NEOX ? i + half : 2 * i + 1;
+                float c, s;
+                rope_cs(r, pos[t], i, &c, &s);
+                int i0 = r->mode == MF_ROPE_NEOX ? i : 2 * i;
+                int i1 = r->mode == MF_ROPE_NEOX ? i + half : 2 * i + 1;
                 float a = v[i0], b = v[i1];
                 v[i0] = a * c - b * s;
                 v[i1] = a * s + b * c;

@@ -333,14 +333,21 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     if (hp->rope_dim > 0) {
         SCRATCH(S->rope_cs, float2, (size_t)S->n_ctx * (hp->rope_dim / 2));
         SCRATCH(S->cs_now, float2, (size_t)hp->rope_dim / 2);
-        cu_rope_table(S, S->rope_cs, S->n_ctx, hp->rope_dim, hp->rope_base);
+        if (m->rope.freq_factors) {
+            const size_t ffb = sizeof(float) * (size_t)(hp->rope_dim / 2);
+            SCRATCH(S->rope_ff, float, hp->rope_dim / 2);
+            if ((e = cudaMemcpyAsync(S->rope_ff, m->rope.freq_factors, ffb, cudaMemcpyHostToDevice, S->stream)) !=
+                cudaSuccess)
+                return mf_fail(err, MF_ERR_DEVICE, "cuda: cudaMemcpyAsync(rope factors): %s", cudaGetErrorString(e));
+        }
+        cu_rope_table(S, S->rope_cs, S->n_ctx, &m->rope, S->rope_ff);
         /* gemma3's sliding layers rotate by a base of their own: a table for it too (without
          * one, rope_cs computes each pair's theta in double precision: the 36 kv_store
          * launches of a gemma-3-270M pp512 took 40 us each) */
         const float swa = m->desc.rope_base_swa;
-        if (swa > 0 && swa != hp->rope_base) {
+        if (swa > 0 && !rope_equal(&m->rope_swa, &m->rope)) {
             SCRATCH(S->rope_cs_swa, float2, (size_t)S->n_ctx * (hp->rope_dim / 2));
-            cu_rope_table(S, S->rope_cs_swa, S->n_ctx, hp->rope_dim, swa);
+            cu_rope_table(S, S->rope_cs_swa, S->n_ctx, &m->rope_swa, S->rope_ff);
             S->rope_base_swa = swa;
         }
     }

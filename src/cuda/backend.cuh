@@ -115,10 +115,12 @@ struct cu_state : cu_ctx {
     float *res_y;
     int64_t res_n;
     const float *res_pn;
-    /* RoPE (cos, sin) table [n_ctx][rope_dim/2] of the model's rope_dim/base */
+    /* RoPE (cos, sin) table [n_ctx][rope_dim/2] of the model's RoPE (m->rope: rope_dim,
+     * base, scaling) */
     float2 *rope_cs;
-    float2 *rope_cs_swa;   /* the same for the sliding layers' base rope_base_swa (gemma3), or NULL */
+    float2 *rope_cs_swa;   /* the same for the sliding layers' RoPE m->rope_swa (gemma3), or NULL */
     float rope_base_swa;
+    float *rope_ff;        /* [rope_dim/2] the per-frequency factors (m->rope_freqs), or NULL */
     float2 *cs_now;        /* the table's row at the step's position (cu_embed), for the attention */
     int cs_now_ok;         /* cs_now written by this forward's embedding (one token) */
     /* attention partials */

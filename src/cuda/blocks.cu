@@ -80,14 +80,23 @@ static void upload_small(cu_state *S, void *dst, const void *src, size_t n) {
     }
 }
 
-/* The precomputed table when the op's parameters are the model's and every
- * position of the batch is inside it (forward_step guarantees < n_ctx; a direct
- * op call need not), else NULL: computed in the kernel, rounded the same way. */
-static const float2 *rope_table(cu_state *S, int rope_dim, float base, const mf_batch *b) {
-    const float2 *t = base == S->hp.rope_base ? S->rope_cs : base == S->rope_base_swa ? S->rope_cs_swa : NULL;
-    if (!t || rope_dim != S->hp.rope_dim) return NULL;
-    for (int i = 0; i < b->n; i++)
-        if (b->pos[i] < 0 || b->pos[i] >= S->n_ctx) return NULL;
+/* The precomputed table when the op's RoPE is the model's and every position of the
+ * batch is inside it (forward_step guarantees < n_ctx; a direct op call need not), else
+ * NULL: computed in the kernel from (dim, base), rounded the same way, which only an
+ * unscaled RoPE can be (rope_cs); a scaled one without its table is an error, never an
+ * unscaled rotation. */
+static const float2 *rope_table(cu_state *S, const mf_rope *r, const mf_batch *b) {
+    const mf_model *m = S->m;
+    const float2 *t = NULL;
+    if (m && rope_equal(r, &m->rope)) t = S->rope_cs;
+    else if (m && rope_equal(r, &m->rope_swa)) t = S->rope_cs_swa ? S->rope_cs_swa : S->rope_cs;
+    for (int i = 0; t && i < b->n; i++)
+        if (b->pos[i] < 0 || b->pos[i] >= S->n_ctx) t = NULL;
+    if (!t && !rope_is_plain(r) && !S->err) {
+        S->err = 1;
+        snprintf(S->errmsg, sizeof S->errmsg, "cuda: a scaled RoPE without its table (positions past n_ctx %d)",
+                 S->n_ctx);
+    }
     return t;
 }
 
@@ -419,11 +428,10 @@ static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weigh
     matmul(S, out, x, w, bias, n, 0, S->tune.xst_pre);
 }
 
-static void op_rope(mf_backend *be, float *x, const mf_batch *b, int n_heads, int head_dim, int rope_dim, float base,
-                    mf_rope_mode mode) {
+static void op_rope(mf_backend *be, float *x, const mf_batch *b, int n_heads, int head_dim, const mf_rope *r) {
     cu_state *S = cu_st(be);
     cu_rope_job j = {x, n_heads};
-    cu_rope(S, &j, 1, meta_pos(S, b), b->n, head_dim, rope_dim, base, (int)mode, rope_table(S, rope_dim, base, b));
+    cu_rope(S, &j, 1, meta_pos(S, b), b->n, head_dim, r->dim, r->base, (int)r->mode, rope_table(S, r, b));
 }
 
 static void op_attention(mf_backend *be, float *out, const float *q, const float *k, const float *v, int layer,
@@ -679,10 +687,11 @@ static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
      * kernel (q and k in memory stay as the GEMV wrote them; nothing reads them after),
      * else the norm launches, then the store kernel rotates q and k */
     cu_attn_args a = attn_args(S, l, b);
-    const float base = model_layer_rope_base(fw->m, l);
+    const mf_rope *rope = model_layer_rope(fw->m, l);
+    const float base = rope->base;
     a.rope = 1;
     a.rope_base = base;
-    a.rope_cs = rope_table(S, hp->rope_dim, base, b);
+    a.rope_cs = rope_table(S, rope, b);
     const int dec = n == 1 && cu_attn_dec_supported(S, hd, hp->n_head / hp->n_head_kv, a.window);
     if (d->qk_norm && dec) {
         a.qn = (const float *)L->attn_q_norm.dev;

@@ -602,7 +602,9 @@ struct cu_rope_job {
 void cu_rope(cu_ctx *S, const cu_rope_job *jobs, int njobs, const int32_t *d_pos, int n, int head_dim,
              int rope_dim, float base, int mode, const float2 *cs);
 /* cs[p][i] = (cos, sin)(p * base^(-2i/rope_dim)) for p < n_ctx, computed in double. */
-void cu_rope_table(cu_ctx *S, float2 *cs, int n_ctx, int rope_dim, float base);
+/* the (cos, sin) table [n_ctx][r->dim/2] of RoPE r with its scaling, as rope.c's rope_cs
+ * computes each entry; d_ff: r->freq_factors on the device (NULL when r has none) */
+void cu_rope_table(cu_ctx *S, float2 *cs, int n_ctx, const mf_rope *r, const float *d_ff);
 
 /* mmv_*.cu: decode GEMV for n <= 8 columns, several matrices of one type/K per launch. */
 #define CU_MMV_MAXMAT 3

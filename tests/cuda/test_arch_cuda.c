@@ -124,13 +124,30 @@ int main(void) {
         return test_summary("test_arch_cuda");
     }
     /* name, layers, heads, kv heads, head dim, window, pattern, base, swa base, cap, skip, dim, ff */
-    const spec gemma256 = { "gemma3", 3, 4, 1, 256, 5, 3, 1e6f, 1e4f, 30.0f, NULL, 64, 128 };
-    const spec gemma32 = { "gemma3", 4, 2, 1, 32, 7, 2, 1e6f, 1e4f, 0, NULL, 64, 96 };
-    const spec qwen = { "qwen2", 2, 4, 2, 16, 0, 0, 1e6f, 0, 0, NULL, 64, 128 };
-    const spec mistral = { "llama", 2, 2, 1, 128, 6, 0, 1e4f, 0, 0, NULL, 64, 128 };
+    const spec gemma256 = { "gemma3", 3, 4, 1, 256, 5, 3, 1e6f, 1e4f, 30.0f, NULL, 64, 128, .rope_type = NULL };
+    const spec gemma32 = { "gemma3", 4, 2, 1, 32, 7, 2, 1e6f, 1e4f, 0, NULL, 64, 96, .rope_type = NULL };
+    const spec qwen = { "qwen2", 2, 4, 2, 16, 0, 0, 1e6f, 0, 0, NULL, 64, 128, .rope_type = NULL };
+    const spec mistral = { "llama", 2, 2, 1, 128, 6, 0, 1e4f, 0, 0, NULL, 64, 128, .rope_type = NULL };
     one("gemma3 hd256", &gemma256);
     one("gemma3 hd32", &gemma32);
     one("qwen2", &qwen);
     one("llama+window hd128", &mistral);
+    /* RoPE scaling (issue 57): the tables, the fused decode attention's RoPE (llama3: hd 128,
+     * n_head == n_kv: the embedding kernel's RoPE row too) and gemma3's unscaled sliding
+     * layers beside its scaled global ones; short original contexts so that 24 positions
+     * reach the scaled pairs */
+    float ff128[64];
+    rope_llama3_factors(ff128, 128, 5e5f, 8, 1, 4, 64);
+    const spec llama3 = { "llama", 2, 2, 2, 128, 0, 0, 5e5f, 0, 0, NULL, 64, 128, .rope_freqs = ff128 };
+    const spec yarn = { "llama", 2, 2, 1, 128, 0, 0, 1e4f, 0, 0, NULL, 64, 128, .rope_type = "yarn",
+                        .rope_factor = 4, .rope_orig = 64 };
+    const spec qyarn = { "qwen2", 2, 4, 2, 16, 0, 0, 1e6f, 0, 0, NULL, 64, 128, .rope_type = "yarn",
+                         .rope_factor = 8, .rope_orig = 64, .rope_attn = 0.9f };
+    const spec glin = { "gemma3", 3, 4, 1, 256, 5, 3, 1e6f, 1e4f, 30.0f, NULL, 64, 128, .rope_type = "linear",
+                        .rope_factor = 8 };
+    one("llama3 factors hd128", &llama3);
+    one("llama yarn x4 hd128", &yarn);
+    one("qwen2 yarn x8 attn 0.9", &qyarn);
+    one("gemma3 hd256 linear x8", &glin);
     return test_summary("test_arch_cuda");
 }

@@ -527,9 +527,10 @@ static void test_rope(env *e, int n, int n_heads, int hd, int rope_dim, int mode
     int32_t tok[64] = {0}, pos[64], seq[64] = {0};
     for (int i = 0; i < n; i++) pos[i] = (int32_t)(mf_rng_u64(&rng) % (maxpos + 1));
     mf_batch b = {n, tok, pos, seq, NULL};
-    e->cpu->ops->rope(e->cpu, xr, &b, n_heads, hd, rope_dim, 10000.0f, mode);
+    const mf_rope rp = rope_plain(rope_dim, 10000.0f, mode);
+    e->cpu->ops->rope(e->cpu, xr, &b, n_heads, hd, &rp);
     float *xd = dev_from(e, x, len);
-    e->gpu->ops->rope(e->gpu, xd, &b, n_heads, hd, rope_dim, 10000.0f, mode);
+    e->gpu->ops->rope(e->gpu, xd, &b, n_heads, hd, &rp);
     float *got = host_of(e, xd, len);
     double er = nerr(got, xr, len);
     CHECK(er < 1e-6, "rope n %d heads %d hd %d dim %d mode %d: err %.3g", n, n_heads, hd, rope_dim, mode, er);
@@ -610,10 +611,11 @@ static double attn_batch(struct attn_io *io, int n, int with_rope) {
     free(poison);
     if (with_rope) {
         /* forward.c's sequence: rope(q), rope(k), attention (fused on the GPU) */
-        e->cpu->ops->rope(e->cpu, io->q, &b, io->n_head, io->hd, io->hd, 10000.0f, MF_ROPE_NORM);
-        e->cpu->ops->rope(e->cpu, io->k, &b, io->n_kv, io->hd, io->hd, 10000.0f, MF_ROPE_NORM);
-        e->gpu->ops->rope(e->gpu, io->qd, &b, io->n_head, io->hd, io->hd, 10000.0f, MF_ROPE_NORM);
-        e->gpu->ops->rope(e->gpu, io->kd, &b, io->n_kv, io->hd, io->hd, 10000.0f, MF_ROPE_NORM);
+        const mf_rope rp = rope_plain(io->hd, 10000.0f, MF_ROPE_NORM);
+        e->cpu->ops->rope(e->cpu, io->q, &b, io->n_head, io->hd, &rp);
+        e->cpu->ops->rope(e->cpu, io->k, &b, io->n_kv, io->hd, &rp);
+        e->gpu->ops->rope(e->gpu, io->qd, &b, io->n_head, io->hd, &rp);
+        e->gpu->ops->rope(e->gpu, io->kd, &b, io->n_kv, io->hd, &rp);
     }
     e->cpu->ops->attention(e->cpu, io->ref, io->q, io->k, io->v, 0, &b);
     e->gpu->ops->attention(e->gpu, io->od, io->qd, io->kd, io->vd, 0, &b);

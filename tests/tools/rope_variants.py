@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""rope_variants.py - stories260K (f32 weights, a trained llama) rewritten with each RoPE
+scaling that llama.cpp reads from a GGUF, for tests/rope_scaling_test.py and for making
+its fixtures with llama.cpp (tests/fixtures/rope/README.md):
+
+  llama3  rope_freqs.weight: Llama 3.1's per-pair factors (factor 8, low/high frequency
+          factors 1 and 4, original context 2048: pairs 0..3 get 1, 1, 1.276, 8)
+  yarn    rope.scaling.type yarn, factor 4, original_context_length 1024 (ramp over
+          pairs 0..3)
+  linear  rope.scaling.type linear, factor 2
+
+Each keeps the weights and the tokenizer and sets context_length 4096 (the prompts are
+up to 4k tokens). Usage: rope_variants.py STORIES260K.gguf OUTDIR -> OUTDIR/NAME.gguf"""
+import math, os, sys
+
+import numpy as np
+import gguf
+
+VARIANTS = ("llama3", "yarn", "linear")
+
+
+def llama3_factors(dim, base, factor, low, high, orig):
+    """Llama 3.1's rope_freqs, as its converter computes them."""
+    lo_wl, hi_wl = orig / low, orig / high
+    out = []
+    for i in range(dim // 2):
+        wl = 2 * math.pi / base ** (-2.0 * i / dim)
+        if wl < hi_wl:
+            out.append(1.0)
+        elif wl > lo_wl:
+            out.append(factor)
+        else:
+            s = (orig / wl - low) / (high - low)
+            out.append(1.0 / ((1 - s) / factor + s))
+    return np.array(out, dtype=np.float32)
+
+
+def field_value(f):
+    return f.contents()
+
+
+def write_variant(src, name, path):
+    r = gguf.GGUFReader(src)
+    arch = field_value(r.fields["general.architecture"])
+    w = gguf.GGUFWriter(path, arch)
+    for k, f in r.fields.items():
+        if k.startswith("GGUF.") or k == "general.architecture":
+            continue
+        v = field_value(f)
+        vt = f.types[0]
+        if k == f"{arch}.context_length":
+            v = 4096
+        if vt == gguf.GGUFValueType.ARRAY:
+            w.add_array(k, v)
+        else:
+            w.add_key_value(k, v, vt)
+    dim = field_value(r.fields[f"{arch}.rope.dimension_count"])
+    if name == "llama3":
+        w.add_tensor("rope_freqs.weight", llama3_factors(dim, 10000.0, 8.0, 1.0, 4.0, 2048))
+    elif name == "yarn":
+        w.add_string(f"{arch}.rope.scaling.type", "yarn")
+        w.add_float32(f"{arch}.rope.scaling.factor", 4.0)
+        w.add_uint32(f"{arch}.rope.scaling.original_context_length", 1024)
+    elif name == "linear":
+        w.add_string(f"{arch}.rope.scaling.type", "linear")
+        w.add_float32(f"{arch}.rope.scaling.factor", 2.0)
+    else:
+        raise SystemExit(f"unknown variant {name}")
+    for t in r.tensors:
+        if t.tensor_type != gguf.GGMLQuantizationType.F32:
+            raise SystemExit(f"{t.name}: {t.tensor_type.name}, want f32")
+        shape = [int(x) for x in reversed(t.shape)]
+        w.add_tensor(t.name, np.asarray(t.data, dtype=np.float32).reshape(shape))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def main():
+    if len(sys.argv) != 3:
+        raise SystemExit(__doc__)
+    src, out = sys.argv[1], sys.argv[2]
+    os.makedirs(out, exist_ok=True)
+    for v in VARIANTS:
+        write_variant(src, v, os.path.join(out, v + ".gguf"))
+
+
+if __name__ == "__main__":
+    main()
