@@ -139,6 +139,17 @@ if [ -n "$SHARED" ]; then
     # the logit parity run below says where and by how much
     if same "$TMP/cpu.txt" "$TMP/gpu.txt"; then echo "info stories260K prompted run: cuda == cpu";
     else echo "info stories260K prompted run: cuda != cpu"; diff "$TMP/cpu.txt" "$TMP/gpu.txt" | head -n 4; fi
+    # RoPE scaling (issue 57): stories260K with Llama 3.1 factors, YaRN and linear, 48 greedy
+    # tokens after 1k and 4k-token prompts equal to llama.cpp's with an f16 cache
+    # (tests/fixtures/rope); the files from tools/stage_device.sh (models/rope) where python
+    # here lacks gguf
+    RV=; [ -d "$SHARED/models/rope" ] && RV=$SHARED/models/rope
+    if [ -n "$RV" ] || python3 -c 'import gguf, numpy' 2>/dev/null; then
+        run_one "rope scaling vs llama.cpp (cuda)" env BUILD="$BUILD" MINFER_SHARED="$SHARED" MINFER_TEST_DEVICE=cuda \
+            ${RV:+MINFER_ROPE_VARIANTS=$RV} python3 tests/rope_scaling_test.py
+    else
+        echo "skip rope scaling (cuda): no models/rope and no python gguf"; S=$((S + 1))
+    fi
     [ -x "$TESTS/test_cuda_forward" ] && run_one "forward stories260K, prompted" \
         env MINFER_TEST_PROMPT="Once upon a time, there was a dog named Max. Max liked to" \
         "$TESTS/test_cuda_forward" "$M" 0 120 0.01

@@ -8,6 +8,8 @@ its fixtures with llama.cpp (tests/fixtures/rope/README.md):
   yarn    rope.scaling.type yarn, factor 4, original_context_length 1024 (ramp over
           pairs 0..3)
   linear  rope.scaling.type linear, factor 2
+  unused  llama3 and a tensor no architecture reads (blk.0.attn_sinks.weight)
+  badtype rope.scaling.type longrope (which minfer does not implement)
 
 Each keeps the weights and the tokenizer and sets context_length 4096 (the prompts are
 up to 4k tokens). Usage: rope_variants.py STORIES260K.gguf OUTDIR -> OUTDIR/NAME.gguf"""
@@ -16,7 +18,7 @@ import math, os, sys
 import numpy as np
 import gguf
 
-VARIANTS = ("llama3", "yarn", "linear")
+VARIANTS = ("llama3", "yarn", "linear", "unused", "badtype")
 
 
 def llama3_factors(dim, base, factor, low, high, orig):
@@ -55,7 +57,7 @@ def write_variant(src, name, path):
         else:
             w.add_key_value(k, v, vt)
     dim = field_value(r.fields[f"{arch}.rope.dimension_count"])
-    if name == "llama3":
+    if name in ("llama3", "unused"):
         w.add_tensor("rope_freqs.weight", llama3_factors(dim, 10000.0, 8.0, 1.0, 4.0, 2048))
     elif name == "yarn":
         w.add_string(f"{arch}.rope.scaling.type", "yarn")
@@ -64,8 +66,13 @@ def write_variant(src, name, path):
     elif name == "linear":
         w.add_string(f"{arch}.rope.scaling.type", "linear")
         w.add_float32(f"{arch}.rope.scaling.factor", 2.0)
+    elif name == "badtype":
+        w.add_string(f"{arch}.rope.scaling.type", "longrope")
+        w.add_float32(f"{arch}.rope.scaling.factor", 4.0)
     else:
         raise SystemExit(f"unknown variant {name}")
+    if name == "unused":
+        w.add_tensor("blk.0.attn_sinks.weight", np.zeros(8, dtype=np.float32))
     for t in r.tensors:
         if t.tensor_type != gguf.GGMLQuantizationType.F32:
             raise SystemExit(f"{t.name}: {t.tensor_type.name}, want f32")

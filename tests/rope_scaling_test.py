@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""rope_scaling_test.py - RoPE scaling against llama.cpp (issue 57): stories260K rewritten
+with Llama 3.1's per-pair factors (rope_freqs.weight), YaRN and linear scaling
+(tests/tools/rope_variants.py); 48 greedy tokens after prompts of 1,103 and 3,794 tokens
+equal llama.cpp's llama-completion's, stored in tests/fixtures/rope/ (make.sh there has the
+command). Each scaling is live: its continuations differ from the unscaled model's. A file
+with a tensor nothing reads gets one warning at load and `minfer info` lists it; an unknown
+scaling type is refused with a message naming it.
+
+MINFER_TEST_DEVICE=cuda runs the same on the GPU (tests/run_cuda.sh); MINFER_ROPE_VARIANTS=DIR
+takes the files rope_variants.py wrote there (a machine without numpy/gguf)."""
+import os, subprocess, sys, tempfile
+
+from tally import Tally
+
+BUILD = os.environ.get("BUILD", "build")
+SHARED = os.environ.get("MINFER_SHARED", "../shared")
+DEVICE = os.environ.get("MINFER_TEST_DEVICE", "cpu")
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIX = os.path.join(HERE, "fixtures", "rope")
+T = Tally("rope_scaling" + ("" if DEVICE == "cpu" else "_" + DEVICE))
+
+src = os.path.join(SHARED, "models", "stories260K.gguf")
+if not os.path.exists(src):
+    T.need(f"{src} absent (../shared is where CI keeps it)")
+    sys.exit(T.result())
+PREBUILT = os.environ.get("MINFER_ROPE_VARIANTS")
+if not PREBUILT:
+    try:
+        import numpy, gguf  # noqa: F401  (rope_variants.py writes the files with them)
+    except ImportError as e:
+        T.need(f"numpy/gguf not importable ({e}); run tools/deps.sh --test")
+        sys.exit(T.result())
+
+BIN = os.path.join(BUILD, "minfer")
+# the GPU keeps an f16 KV cache: llama.cpp's continuations with one (-ctk f16 -ctv f16)
+SFX = ".out" if DEVICE == "cpu" else ".f16kv.out"
+
+
+def run(model, prompt):
+    r = subprocess.run([BIN, "run", "-m", model, "-f", os.path.join(FIX, prompt + ".txt"), "-n", "48", "--temp", "0",
+                        "-c", "4096", "-t", "2", "--device", DEVICE], capture_output=True)
+    return r.returncode, r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    if PREBUILT:
+        tmp = PREBUILT
+    else:
+        subprocess.run([sys.executable, os.path.join(HERE, "tools", "rope_variants.py"), src, tmp], check=True)
+    models = {"none": src}
+    models.update({v: os.path.join(tmp, v + ".gguf") for v in ("llama3", "yarn", "linear")})
+    got = {}
+    for v, path in models.items():
+        for p in ("prompt1k", "prompt4k"):
+            rc, out, err = run(path, p)
+            want = open(os.path.join(FIX, f"{v}.{p}{SFX}"), encoding="utf-8").read()
+            # llama-completion ends with a newline of its own, minfer run with one
+            same = rc == 0 and out.rstrip("\n") == want.rstrip("\n")
+            print(f"  {v} {p}: {'equal to llama.cpp' if same else 'DIFFERS'}")
+            T.check(same, f"{v} {p} on {DEVICE}: exit {rc}\n    minfer:    {out[:120]!r}\n    llama.cpp: {want[:120]!r}"
+                          f"\n    {err.strip()[-300:]}")
+            got[(v, p)] = out
+    for v in ("llama3", "yarn", "linear"):
+        live = any(got[(v, p)] != got[("none", p)] for p in ("prompt1k", "prompt4k"))
+        T.check(live, f"{v}: the same continuations as without scaling")
+    if DEVICE == "cpu":
+        unused = os.path.join(tmp, "unused.gguf")
+        rc, out, err = run(unused, "prompt1k")
+        warn = [l for l in err.splitlines() if "blk.0.attn_sinks.weight" in l]
+        T.check(rc == 0 and len(warn) == 1 and "warning" in warn[0],
+                f"unused tensor: exit {rc}, want one warning naming it, stderr: {err[-400:]!r}")
+        r = subprocess.run([BIN, "info", "-m", unused], capture_output=True, text=True)
+        T.check(r.returncode == 0 and "unused tensors: blk.0.attn_sinks.weight" in r.stdout,
+                f"minfer info lists the unused tensor: {r.stdout[-300:]!r}")
+        r = subprocess.run([BIN, "info", "-m", models["llama3"]], capture_output=True, text=True)
+        T.check("unused tensors: none" in r.stdout and "rope scaling" in r.stdout,
+                f"minfer info of llama3: {r.stdout[-300:]!r}")
+        rc, out, err = run(os.path.join(tmp, "badtype.gguf"), "prompt1k")
+        T.check(rc != 0 and "'longrope'" in err and "rope.scaling.type" in err and "Traceback" not in err,
+                f"unknown scaling type: exit {rc}, stderr {err[-300:]!r}")
+sys.exit(T.result())
