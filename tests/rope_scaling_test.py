@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """rope_scaling_test.py - RoPE scaling against llama.cpp (issue 57): stories260K rewritten
 with Llama 3.1's per-pair factors (rope_freqs.weight), YaRN and linear scaling
-(tests/tools/rope_variants.py); 48 greedy tokens after prompts of 1,103 and 3,794 tokens
+(tests/tools/rope_variants.py); 46 greedy tokens after prompts of 1,103 and 3,794 tokens
 equal llama.cpp's llama-completion's, stored in tests/fixtures/rope/ (make.sh there has the
 command). Each scaling is live: its continuations differ from the unscaled model's. A file
 with a tensor nothing reads gets one warning at load and `minfer info` lists it; an unknown
@@ -38,7 +38,7 @@ SFX = ".out" if DEVICE == "cpu" else ".f16kv.out"
 
 
 def run(model, prompt):
-    r = subprocess.run([BIN, "run", "-m", model, "-f", os.path.join(FIX, prompt + ".txt"), "-n", "48", "--temp", "0",
+    r = subprocess.run([BIN, "run", "-m", model, "-f", os.path.join(FIX, prompt + ".txt"), "-n", "46", "--temp", "0",
                         "-c", "4096", "-t", "2", "--device", DEVICE], capture_output=True)
     return r.returncode, r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
 
