@@ -118,6 +118,9 @@ struct mf_backend {
 mf_backend *cpu_backend_new(int n_threads, mf_err *err);
 mf_backend *cuda_backend_new(int device, mf_err *err);
 int cuda_device_count(void);  /* devices the CUDA runtime sees; 0 without CUDA or a GPU */
+/* Prints the plan (src/cuda/plan.h) of an initialised CUDA backend to file (a FILE *), as
+ * `minfer info --plan cuda` shows it; MF_ERR_DEVICE without CUDA. */
+int cuda_plan_print(mf_backend *be, void *file, mf_err *err);
 /* Tensor parallelism (tp.h) over the CUDA backends bes[0..n), one GPU each, initialised:
  * NCCL loaded at run time (src/cuda/nccl.h), one communicator a rank, and fws[r]->reduce
  * an all-reduce on rank r's stream. NULL with err (no NCCL, no CUDA). */

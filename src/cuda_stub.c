@@ -12,6 +12,11 @@ mf_backend *cuda_backend_new(int device, mf_err *err) {
 
 int cuda_device_count(void) { return 0; }
 
+int cuda_plan_print(mf_backend *be, void *file, mf_err *err) {
+    (void)be, (void)file;
+    return mf_fail(err, MF_ERR_DEVICE, "built without CUDA");
+}
+
 void *cuda_tp_new(mf_backend **bes, struct mf_forward **fws, int n, mf_err *err) {
     (void)bes, (void)fws, (void)n;
     mf_fail(err, MF_ERR_DEVICE, "built without CUDA");

@@ -2,7 +2,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend.h"
 #include "cli.h"
+#include "cuda/plan.h"
 #include "opts.h"
 #include "gguf.h"
 #include "model.h"
@@ -29,16 +31,47 @@ static void print_kv(const gguf_kv *kv) {
     putchar('\n');
 }
 
+/* `--plan [cuda|sm_80|sm_90|sm_120]`: the CUDA blocks' plan for the GPU present (cuda, the
+ * default) or for a device class without one (src/cuda/plan.h). */
+static int print_plan(mf_model *m, const char *what) {
+    enum { N_BATCH = 512 }; /* the contexts' default batch */
+    mf_err err = { { 0 } };
+    if (strcmp(what, "cuda")) {
+        if (cu_plan_print_for_class(m, what, N_BATCH, stdout, &err)) return cli_error(1, "info: --plan: %s", err.msg);
+        return 0;
+    }
+    mf_backend *be = cuda_backend_new(0, &err);
+    if (!be)
+        return cli_error(2, "info: --plan cuda: %s (name a device class instead: %s)", err.msg, cu_device_class_names());
+    int rc = be->init(be, m, 256, 1, N_BATCH, &err);
+    if (!rc) rc = cuda_plan_print(be, stdout, &err);
+    be->destroy(be);
+    return rc ? cli_error(2, "info: --plan cuda: %s", err.msg) : 0;
+}
+
 int cmd_info(int argc, char **argv) {
-    const char *path = NULL;
+    const char *path = NULL, *plan = NULL;
     int show_tensors = 0, verbose = 1;
+    /* --plan takes an optional device: taken out before the option parser sees it */
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--plan")) continue;
+        int take = 1;
+        plan = "cuda";
+        if (i + 1 < argc && argv[i + 1][0] != '-') plan = argv[i + 1], take = 2;
+        for (int j = i; j + take <= argc; j++) argv[j] = j + take < argc ? argv[j + take] : NULL;
+        argc -= take;
+        break;
+    }
     cli_opt opts[2 + CLI_OPTS_MAX_GROUP] = {
         { "-m, --model", "PATH", CLI_OPT_STR, &path, .help = "GGUF model file", .dflt = "" },
         { "--tensors", NULL, CLI_OPT_FLAG, &show_tensors, .set = 1, .help = "list every tensor", .dflt = "" },
     };
     const int n_opts = 2 + cli_opts_verbosity(opts + 2, &verbose);
-    int prc = cli_parse("info", "usage: minfer info -m MODEL [--tensors]",
-                        "  prints the model's metadata, hyperparameters and tensor type census\n", opts,
+    int prc = cli_parse("info", "usage: minfer info -m MODEL [--tensors] [--plan [cuda|sm_80|sm_90|sm_120]]",
+                        "  prints the model's metadata, hyperparameters and tensor type census\n"
+                        "  --plan [DEVICE]       what the CUDA blocks run at each batch width (1, 2-7, 8, 9-127, 128+\n"
+                        "                        tokens), layer by layer: for the GPU present (cuda, the default), or\n"
+                        "                        for a device class without one (sm_80, sm_90, sm_120)\n", opts,
                         n_opts, argc, argv);
     if (prc) return prc < 0 ? 0 : prc;
     mf_log_quiet = !verbose; /* warnings of the loader; the description goes to stdout either way */
@@ -69,6 +102,13 @@ int cmd_info(int argc, char **argv) {
     for (int t = 0; t < QTYPE_COUNT; t++)
         if (count[t]) printf(" %s x%llu (%.1f MiB)", qtype_name(t), (unsigned long long)count[t], bytes[t] / 1048576.0);
     printf("\n");
+    if (plan) {
+        rc = print_plan(&m, plan);
+        if (rc) {
+            model_free(&m);
+            return rc;
+        }
+    }
     if (show_tensors) {
         for (uint64_t i = 0; i < f->n_tensors; i++) {
             const gguf_tensor *t = &f->tensors[i];

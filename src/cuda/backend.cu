@@ -205,35 +205,22 @@ static int resolve_paths(cu_state *S, mf_err *err) {
     int on[CU_PATH_COUNT];
     int rc = paths_resolve(cu_paths, CU_PATH_COUNT, "MINFER_CUDA_DISABLE", on, err);
     if (rc) return rc;
-    for (int i = 0; i < CU_PATH_COUNT; i++) S->on[i] = (unsigned char)on[i];
+    unsigned char asked[CU_PATH_COUNT];
+    for (int i = 0; i < CU_PATH_COUNT; i++) asked[i] = (unsigned char)on[i];
     S->code_arch = cu_code_arch();
     S->tune = *cu_tune_for(S->code_arch);
     S->num_sms = S->prop.multiProcessorCount;
-    S->pdl = S->on[CU_PATH_PDL] && S->prop.major >= 9;
-    /* the TMA ring needs sm_90 code and room for its shared memory (not on 99 KB parts) */
-    if (S->code_arch < 900 || S->prop.sharedMemPerBlockOptin < (size_t)cu_mmv_xst_smem_need()) S->tune.xst_bytes = -1;
-    if (S->tune.xst_bytes < 0) S->on[CU_PATH_TMA_RING] = S->on[CU_PATH_WIDE_RING] = 0;
-    /* the MMQ tiles need ~110 KB a block: not on 99 KB parts (sm_120), labelled there */
-    if (S->prop.sharedMemPerBlockOptin < (size_t)cu_mmq_smem_need()) {
-        S->on[CU_PATH_MMQ] = 0;
-        S->mmq_no_smem = 1;
-    }
-    if (!S->on[CU_PATH_TMA_RING]) S->on[CU_PATH_WIDE_RING] = 0;
-    /* mmf's 8-column kernel on TMA rings (up to ~217 KB a block), else its register form */
-    S->mmf_tma = S->code_arch >= 900 && S->prop.sharedMemPerBlockOptin >= (size_t)cu_mmf_tma_smem_need();
-    /* the fused launches (q8 stores, xstm, xsg, the folded add) exist only in the fused blocks */
-    if (!S->on[CU_PATH_FUSED] || !S->on[CU_PATH_Q8])
-        S->on[CU_PATH_SWIGLU_GEMV] = S->on[CU_PATH_QKV_MIXED] = 0;
-    if (!S->on[CU_PATH_FUSED]) S->on[CU_PATH_ADD_GEMV] = 0;
-    if (!S->on[CU_PATH_TMA_RING]) S->on[CU_PATH_SWIGLU_GEMV] = S->on[CU_PATH_QKV_MIXED] = 0;
-    if (!S->on[CU_PATH_SWIGLU_GEMV]) S->on[CU_PATH_XSG_SHARED] = 0;
-    if (!S->on[CU_PATH_QKV_MIXED]) S->on[CU_PATH_XSTM_STAGED] = 0;
-    if (!S->pdl) S->on[CU_PATH_ATTN_PRE] = 0; /* (only PDL makes reading early pay) */
-    if (!S->on[CU_PATH_FLASH]) S->on[CU_PATH_FLASH_DB] = S->on[CU_PATH_FLASH_GQA] = 0;
-    /* the double-buffered flash forms take 69.6 KB a block at head dim 128, head dim 256
-     * 101 KB (not on 99 KB parts: sm_120; those layers run the split kernel, attn=split) */
-    if (S->prop.sharedMemPerBlockOptin < cu_attn_flash_smem_need(128, 1)) S->on[CU_PATH_FLASH_DB] = 0;
-    S->flash256 = S->prop.sharedMemPerBlockOptin >= cu_attn_flash_smem_need(256, 0);
+    /* the device as the planner sees it; the kernels' shared memory from the launchers */
+    const cu_device_class d = { S->prop.name, S->code_arch, S->num_sms, (long long)S->prop.sharedMemPerBlockOptin };
+    const cu_kernel_needs k = { cu_mmv_xst_smem_need(), cu_mmq_smem_need(), cu_mmf_tma_smem_need(),
+                                (long long)cu_attn_flash_smem_need(128, 1), (long long)cu_attn_flash_smem_need(256, 0) };
+    cu_plan_env_init(&S->env, asked, &d, &k, &S->tune);
+    memcpy(S->on, S->env.on, sizeof S->env.on);
+    S->pdl = S->env.pdl;
+    if (S->env.xst_off) S->tune.xst_bytes = -1;
+    S->mmq_no_smem = S->env.mmq_no_smem;
+    S->mmf_tma = S->env.mmf_tma;
+    S->flash256 = S->env.flash256;
     return MF_OK;
 }
 
@@ -437,9 +424,11 @@ static void be_destroy(mf_backend *be) {
                 mf_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->bq, &L->bk,
                                    &L->bv, &L->wo, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down,
                                    &L->attn_q_norm, &L->attn_k_norm, &L->attn_post_norm, &L->ffn_post_norm};
-                for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++) ws[i]->dev = ws[i]->dev_plane = NULL;
+                for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++) ws[i]->dev = ws[i]->dev_plane = ws[i]->dev_mmf = NULL;
             }
         }
+        if (S->plan_made) cu_plan_free(&S->plan);
+        cu_plan_facts_free(&S->facts);
         free_state(S);
         if (S->stream) cudaStreamDestroy(S->stream);
         free(S);
@@ -450,6 +439,17 @@ static void be_destroy(mf_backend *be) {
 /* ------------------------------------------------------------------------- */
 /* Public entry points                                                       */
 /* ------------------------------------------------------------------------- */
+extern "C" int cuda_plan_print(mf_backend *be, void *file, mf_err *err) {
+    cu_state *S = cu_st(be);
+    if (!S || !S->m) return mf_fail(err, MF_ERR_DEVICE, "cuda: the backend has no model");
+    const cu_plan *p = cu_plan_of(S, 0);
+    char dev[192];
+    snprintf(dev, sizeof dev, "%s (sm_%d code, %d SMs, %zu KiB shared memory a block; batch %d)", S->prop.name,
+             S->code_arch / 10, S->num_sms, (size_t)S->prop.sharedMemPerBlockOptin / 1024, S->n_batch);
+    cu_plan_print(p, S->m, &S->env, dev, file);
+    return 0;
+}
+
 extern "C" int cuda_device_count(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {

@@ -135,6 +135,13 @@ struct cu_state : cu_ctx {
     unsigned mmq_said;     /* the weight types whose MMQ label was printed (bit = type) */
     unsigned mmq_plane_said; /* the same for MMQ on a plane */
     unsigned mmf_said;     /* the weight types whose mmf label was printed (bit = type) */
+    /* the plan (plan.h): the device and paths as the planner sees them (env.on follows
+     * on[] where the scratch or the planes turn a path off), the upload's facts, and the
+     * plan itself, made at the first forward step (fw->reduce: split over ranks or not) */
+    cu_plan_env env;
+    cu_plan_facts facts;
+    cu_plan plan;
+    int plan_made, plan_tp;
     int mmq_no_smem;       /* path mmq off for want of shared memory a block (cu_mmq_smem_need) */
     unsigned f16_said;     /* the same for the f16 fallback */
     /* graphs: graphs[n - 1] replays steps of n tokens; graph is the one being captured */
@@ -194,6 +201,9 @@ uint8_t *cu_cap_pinned(cu_state *S, size_t n, size_t *off);
 void cu_upload_meta(cu_state *S, const mf_batch *b);
 /* Settles what the step still owes (the residual add) before the step ends. */
 void cu_settle(cu_state *S);
+/* The plan (plan.h) for this backend: made at the first call, remade where tp (the model
+ * split over ranks) differs from the plan's (blocks.cu). */
+const cu_plan *cu_plan_of(cu_state *S, int tp);
 /* NULL when the fused blocks run the descriptor; else the first feature they lack. */
 const char *cu_blocks_unfused(const mf_arch_desc *d);
 

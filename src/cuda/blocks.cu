@@ -103,15 +103,49 @@ static const float2 *rope_table(cu_state *S, const mf_rope *r, const mf_batch *b
 /* ------------------------------------------------------------------------- */
 /* Matmul pieces shared by the ops and the blocks                            */
 /* ------------------------------------------------------------------------- */
-/* 1 when n values produced for a GEMV may carry their q8 (the q8 buffer holds them). */
-static int q8_fits(const cu_state *S, int64_t n) {
-    return S->on[CU_PATH_Q8] && S->any_quant && n % 32 == 0 && n <= S->q8_cap;
+/* The plan (plan.h), made at the first forward step from the upload's facts, remade only
+ * where the model turns out split over ranks (tp: a reduce after each block). */
+static void plan_facts(cu_state *S, int tp) {
+    const mf_model *m = S->m;
+    cu_plan_facts *f = &S->facts;
+    cu_plan_facts_free(f);
+    memset(f, 0, sizeof *f);
+    f->n_layer = m->hp.n_layer;
+    f->layer = (cu_layer_facts *)mf_xcalloc((size_t)(f->n_layer > 0 ? f->n_layer : 1), sizeof(cu_layer_facts));
+    for (int l = 0; l < f->n_layer; l++) {
+        const mf_layer *L = &m->layers[l];
+        cu_layer_facts *lf = &f->layer[l];
+        const mf_weight *ws[CU_W_COUNT] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < CU_W_COUNT; i++) {
+            lf->mmf[i] = ws[i]->dev_mmf != NULL;
+            lf->plane[i] = ws[i]->dev_plane != NULL;
+        }
+        lf->gu_on = S->gu && S->gu[l].on;
+        lf->gu_mmf = lf->gu_on && S->gu[l].mmf;
+        lf->gu_plane = lf->gu_on && S->gu[l].plane;
+        lf->qk_adjacent = L->wq.dev_mmf && L->wk.dev_mmf &&
+                          (const uint8_t *)L->wk.dev_mmf ==
+                              (const uint8_t *)L->wq.dev_mmf + cu_mmf_plane_bytes(L->wq.type, (int)L->wq.rows, (int)L->wq.cols);
+    }
+    f->any_quant = S->any_quant;
+    f->n_batch = S->n_batch;
+    f->mq = S->mq.q != NULL;
+    f->mh = S->mh != NULL;
+    f->mh8 = S->mh8 != NULL;
+    f->q8h = S->q8h.qs != NULL;
+    f->x16 = S->x16 != NULL;
+    f->tp = tp;
 }
 
-/* 1 when a GEMV of w over n columns reads q8 activations (a dp4a kernel for the type, and
- * room for them), else f32. */
-static int mmv_takes_q8(const cu_state *S, const mf_weight *w, int n) {
-    return S->on[CU_PATH_Q8] && cu_mmv_q8_supported(w->type) && (int64_t)n * w->cols <= S->q8_cap;
+const cu_plan *cu_plan_of(cu_state *S, int tp) {
+    if (S->plan_made && S->plan_tp == tp) return &S->plan;
+    if (S->plan_made) cu_plan_free(&S->plan);
+    memcpy(S->env.on, S->on, sizeof S->env.on);
+    plan_facts(S, tp);
+    cu_plan_make(&S->plan, S->m, &S->env, &S->facts);
+    S->plan_made = 1;
+    S->plan_tp = tp;
+    return &S->plan;
 }
 
 /* The launch arguments of a GEMV over nmat matrices on x [n][K] (bias: NULL, or one per
@@ -137,14 +171,14 @@ static cu_mmv_args mmv_args(const mf_weight *const *w, float *const *out, const 
 }
 
 /* One GEMV launch over up to three matrices on the same input x [n][K], n <= 8: all of
- * w[0].type, or (mixed) the last of another type (xstm). have_q8: S->q8 already holds
- * x's q8 (else it is quantized here when the launch reads q8). accum: out[0] += W x.
- * Returns 1 when x's q8 is in S->q8 afterwards. */
+ * w[0].type, or (mixed) the last of another type (xstm). q8: the launch reads q8 (the
+ * plan's gemv-q8), else f32. have_q8: S->q8 already holds x's q8 (else it is quantized
+ * here). accum: out[0] += W x. Returns 1 when x's q8 is in S->q8 afterwards. */
 static int gemv(cu_state *S, const mf_weight *const *w, float *const *out, const mf_weight *const *bias, int nmat,
-                int mixed, const float *x, int n, int have_q8, int accum, int ring_pre) {
+                int mixed, const float *x, int n, int q8, int have_q8, int accum, int ring_pre) {
     cu_mmv_args a = mmv_args(w, out, bias, nmat, x, n, accum, ring_pre);
     if (accum) S->n.add_gemv++;
-    if (!mmv_takes_q8(S, w[0], n)) {
+    if (!q8) {
         cu_mmv_f(S, w[0]->type, &a);
         return have_q8;
     }
@@ -176,55 +210,6 @@ static void matmul_gemm(cu_state *S, float *out, const float *x, const mf_weight
     }
 }
 
-/* 1 when the GEMM of w over n > 8 columns runs on the int8 MMQ kernels. */
-static int mmq_takes(const cu_state *S, const mf_weight *w, int n) {
-    return S->on[CU_PATH_MMQ] && S->mq.q && n > CU_MAX_GEMV_COLS && cu_mmq_supported(w->type, w->cols);
-}
-
-/* 1 when a q4_K / q6_K GEMM of n columns runs on path mmf (given its plane: every layer
- * matrix has one when the path is on, cu_build_mmf_planes): from 128 columns on the
- * 128x64 tile, CU_MMF_COLS_MIN..MAX on the column kernel (path mmf-cols). */
-static int mmf_wants(const cu_state *S, const mf_weight *w, int n) {
-    return S->on[CU_PATH_MMF] && S->mh && cu_mmf_supported(w->type, w->cols) &&
-           (n >= CU_MMF_MIN_N || (S->on[CU_PATH_MMF_COLS] && n >= CU_MMF_COLS_MIN && n <= CU_MMF_COLS_MAX));
-}
-
-/* 1 when every GEMM of ws[0..nw) over n columns runs on path mmf (each has its plane) */
-static int mmf_all(const cu_state *S, const mf_weight *const *ws, int nw, int n) {
-    for (int i = 0; i < nw; i++)
-        if (!ws[i]->dev_mmf || !mmf_wants(S, ws[i], n)) return 0;
-    return 1;
-}
-
-/* 1 when a layer's blocks over n <= 8 columns (several sequences a step) run as prefill
- * blocks on path mmf's column kernel instead of the GEMVs: every matrix of the layer
- * has its plane. */
-static int mmf_cols_layer(const cu_state *S, const mf_layer *L, int l, int n) {
-    if (n > CU_MAX_GEMV_COLS) return 0;
-    const mf_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_down};
-    if (!mmf_all(S, ws, (int)MF_ARRAY_LEN(ws), n)) return 0;
-    const int gu = S->gu && S->gu[l].on ? S->gu[l].mmf != NULL : L->w_gate.dev_mmf != NULL && L->w_up.dev_mmf != NULL;
-    return gu && mmf_wants(S, &L->w_gate, n) && mmf_wants(S, &L->w_up, n);
-}
-
-/* 1 when a layer's gate and up run as one GEMM over both (upload.cu gu_pairable) */
-static int gu_one_gemm(const cu_state *S, const mf_layer *L, int l, int n) {
-    return S->gu && S->gu[l].on && ((S->gu[l].mmf && mmf_wants(S, &L->w_gate, n)) || mmq_takes(S, &L->w_gate, n));
-}
-
-/* 1 when a layer's q and k run as one launch of the mmf column kernel (path mmf-qk, below
- * 128 columns): the same type, shape and K, no biases, and k's plane right after q's
- * (build_plane_set lays them out in that order; the gap is align256 of q's bytes). The
- * column kernel sums each output in the same order whatever the launch (the split of K
- * over warps is the tile's, KS 8 in both), so the bits are the two launches'. */
-static int qk_one_gemm(const cu_state *S, const mf_layer *L, int n) {
-    const mf_weight *q = &L->wq, *k = &L->wk;
-    return S->on[CU_PATH_MMF_QK] && n < CU_MMF_MIN_N && q->dev_mmf && k->dev_mmf && q->type == k->type &&
-           q->rows == k->rows && q->cols == k->cols && !L->bq.host && !L->bk.host && mmf_wants(S, q, n) &&
-           2 * q->rows <= INT32_MAX && (q->rows % 16) == 0 &&
-           (const uint8_t *)k->dev_mmf == (const uint8_t *)q->dev_mmf + cu_mmf_plane_bytes(q->type, (int)q->rows, (int)q->cols);
-}
-
 /* The label of the GEMM path a weight type took, once per type (DESIGN.md item 5: a
  * correct fallback is invisible to parity). */
 static void gemm_label(cu_state *S, const mf_weight *w, int mmq, int plane) {
@@ -250,15 +235,14 @@ static void gemm_label(cu_state *S, const mf_weight *w, int mmq, int plane) {
 #define HAVE_MQ 1
 #define HAVE_MH 2
 
-/* The MMQ GEMM, or where fplane (the f16-fragment plane) is given and path mmf takes n
- * columns, the f16 one (mmf.cu). x is converted to the form the kernel reads unless
- * `have` says it is made already. rows from w's first: w.rows, or with out2 also the
- * matrices stored after it (a gate+up pair, planes over all of them or NULL), their
- * rows to out2, [n][w.rows] too. Returns have with the form this GEMM read. */
-static int matmul_mmq(cu_state *S, float *out, const float *x, const mf_weight *w, const float *bias, int n,
+/* The GEMM of kind mm (the plan's mmf, mmq or mmq+plane). x is converted to the form the
+ * kernel reads unless `have` says it is made already. rows from w's first: w.rows, or
+ * with out2 also the matrices stored after it (a gate+up pair, planes over all of them or
+ * NULL), their rows to out2, [n][w.rows] too. Returns have with the form this GEMM read. */
+static int matmul_mmq(cu_state *S, int mm, float *out, const float *x, const mf_weight *w, const float *bias, int n,
                       int have, int accum, int rows, const uint8_t *plane, float *out2, const uint8_t *fplane) {
     const int K = (int)w->cols;
-    if (fplane && mmf_wants(S, w, n)) {
+    if (mm == CU_MM_MMF) {
         if (!(have & HAVE_MH)) cu_mmf_convert(S, S->mh, x, n, K);
         cu_mmf(S, w->type, out, (int)w->rows, fplane, rows, K, S->mh, n, bias, accum, out2, (int)w->rows);
         S->n.mmf[w->type == QTYPE_Q6_K]++;
@@ -275,7 +259,7 @@ static int matmul_mmq(cu_state *S, float *out, const float *x, const mf_weight *
         return have | HAVE_MH;
     }
     if (!(have & HAVE_MQ)) cu_mmq_quantize(S, x, n, K, &S->mq);
-    if (!cu_mmq_plane_on(S, w->type)) plane = NULL;
+    if (mm != CU_MM_MMQ_PLANE) plane = NULL;
     cu_mmq(S, out, (int)w->rows, (const uint8_t *)w->dev, cu_row_stride(w->type, K), w->type, rows, K, &S->mq, n, bias,
            accum, plane, out2, (int)w->rows);
     const int f = w->type == QTYPE_Q4_K ? 0 : w->type == QTYPE_Q6_K ? 1 : 2;
@@ -285,48 +269,49 @@ static int matmul_mmq(cu_state *S, float *out, const float *x, const mf_weight *
     return have | HAVE_MQ;
 }
 
-/* out [n][w.rows] = x [n][w.cols] . W^T (+ bias) for any n: the GEMV up to 8 columns
- * (and for f32 weights, and with paths mma and mmq off, 8 columns at a time), else the
- * int8 MMQ GEMM where it takes the type, else the f16 GEMM.
- * have_q8: up to 8 columns, x's q8 is in S->q8; above, x's MMQ form is in S->mq.
- * Returns the same for afterwards. */
-static int matmul_run(cu_state *S, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n,
-                      int have_q8, int ring_pre) {
+/* out [n][w.rows] = x [n][w.cols] . W^T (+ bias) as the plan's kind mm says (cu_mm).
+ * have: up to 8 columns, x's q8 is in S->q8; above, HAVE_MQ / HAVE_MH. Returns the same
+ * for afterwards. */
+static int matmul_run(cu_state *S, int mm, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n,
+                      int have, int ring_pre) {
     const int K = (int)w->cols, R = (int)w->rows;
     if (n > S->n_batch || K > S->kmax || !w->dev) {
         cu_record(S, cudaErrorInvalidValue, "matmul: batch wider than n_batch, input wider than the model's, or weight not on the device", __FILE__, __LINE__);
         return 0;
     }
-    const int mmf = w->dev_mmf && mmf_wants(S, w, n);
-    if (n <= CU_MAX_GEMV_COLS && !mmf) return gemv(S, &w, &out, &bias, 1, 0, x, n, have_q8, 0, ring_pre);
     const float *bd = bias && bias->host ? (const float *)bias->dev : NULL;
-    if (mmf || mmq_takes(S, w, n))
-        return matmul_mmq(S, out, x, w, bd, n, have_q8, 0, R, (const uint8_t *)w->dev_plane, NULL,
+    switch (mm) {
+    case CU_MM_GEMV_Q8:
+    case CU_MM_GEMV_F32:
+        return gemv(S, &w, &out, &bias, 1, 0, x, n, mm == CU_MM_GEMV_Q8, have, 0, ring_pre);
+    case CU_MM_MMF:
+    case CU_MM_MMQ:
+    case CU_MM_MMQ_PLANE:
+        return matmul_mmq(S, mm, out, x, w, bd, n, have, 0, R, (const uint8_t *)w->dev_plane, NULL,
                           (const uint8_t *)w->dev_mmf);
-    /* f32 weights stay f32 in prefill too (the f16 GEMM would round them; f32 models
-     * are the tiny ones) */
-    if (S->on[CU_PATH_MMA] && w->type != QTYPE_F32 && S->x16) {
+    case CU_MM_F16:
         gemm_label(S, w, 0, 0);
         S->n.mm_f16++;
         matmul_gemm(S, out, x, w, bd, n);
-        return have_q8;
+        return have;
+    default:
+        /* no tensor-core path: f32 GEMVs over groups of 8 tokens */
+        for (int t0 = 0; t0 < n; t0 += CU_MAX_GEMV_COLS) {
+            const int nc = n - t0 < CU_MAX_GEMV_COLS ? n - t0 : CU_MAX_GEMV_COLS;
+            float *o = out + (int64_t)t0 * R;
+            const cu_mmv_args a = mmv_args(&w, &o, &bias, 1, x + (int64_t)t0 * K, nc, 0, 0);
+            cu_mmv_f(S, w->type, &a);
+        }
+        return 0;
     }
-    /* no tensor-core path: f32 GEMVs over groups of 8 tokens */
-    for (int t0 = 0; t0 < n; t0 += CU_MAX_GEMV_COLS) {
-        const int nc = n - t0 < CU_MAX_GEMV_COLS ? n - t0 : CU_MAX_GEMV_COLS;
-        float *o = out + (int64_t)t0 * R;
-        const cu_mmv_args a = mmv_args(&w, &o, &bias, 1, x + (int64_t)t0 * K, nc, 0, 0);
-        cu_mmv_f(S, w->type, &a);
-    }
-    return 0;
 }
 
 /* (the launches of a matmul carry its tensor's name into the launch profile, profile.cu) */
-static int matmul(cu_state *S, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n,
-                  int have_q8, int ring_pre) {
+static int matmul(cu_state *S, int mm, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n,
+                  int have, int ring_pre) {
     S->prof_tag = w->name;
     S->prof_type = w->type;
-    const int r = matmul_run(S, out, x, w, bias, n, have_q8, ring_pre);
+    const int r = matmul_run(S, mm, out, x, w, bias, n, have, ring_pre);
     S->prof_tag = NULL;
     return r;
 }
@@ -361,12 +346,14 @@ static cu_attn_args attn_args(cu_state *S, int layer, const mf_batch *b) {
 /* The attention over the cache (k/v stored already, or by the kernel: a.kin): flash
  * for prefill (tiles of <= 64 consecutive tokens of one sequence), else the split
  * kernel 8 tokens at a time, writing q8 of its output when q8 (n <= 8). */
-static void attn_run(cu_state *S, const cu_attn_args *ap, const float *q, float *out, const mf_batch *b, int q8) {
+/* flash: the plan's flash kernel (prefill tiles; a captured decode graph of 9..64
+ * sequences runs the split kernel) */
+static void attn_run(cu_state *S, const cu_attn_args *ap, const float *q, float *out, const mf_batch *b, int q8, int flash) {
     const cu_attn_args &a = *ap;
     const int n = a.n, hd = a.hd;
     const int64_t qd = (int64_t)a.n_head * hd;
     /* (a sliding layer's window is the flash kernel's too: a.window) */
-    if (n > CU_MAX_GEMV_COLS && S->on[CU_PATH_FLASH] && cu_attn_flash_supported(S, hd) && !S->capturing) {
+    if (flash && !S->capturing) {
         int nt = 0;
         for (int t = 0; t < n;) {
             const int seq = b->seq ? b->seq[t] : 0;
@@ -423,9 +410,12 @@ static void op_rmsnorm(mf_backend *be, float *out, const float *x, const mf_weig
     cu_rmsnorm(cu_st(be), out, (float *)x, NULL, (const float *)w->dev, n, dim, eps, NULL);
 }
 
+/* (the primitive op decides per call, by the plan's rule: the blocks read the plan) */
 static void op_matmul(mf_backend *be, float *out, const float *x, const mf_weight *w, const mf_weight *bias, int n) {
     cu_state *S = cu_st(be);
-    matmul(S, out, x, w, bias, n, 0, S->tune.xst_pre);
+    cu_plan_of(S, S->plan_made ? S->plan_tp : 0);
+    const cu_mm mm = cu_plan_mm(&S->env, &S->facts, w, w->dev_mmf != NULL, w->dev_plane != NULL, n);
+    matmul(S, mm, out, x, w, bias, n, 0, S->tune.xst_pre);
 }
 
 static void op_rope(mf_backend *be, float *x, const mf_batch *b, int n_heads, int head_dim, const mf_rope *r) {
@@ -439,7 +429,7 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
     cu_state *S = cu_st(be);
     cu_attn_args a = attn_args(S, layer, b);
     cu_kv_store(S, &a, (float *)q, (float *)k, v, 0, 0, 0.0f, 0, NULL);
-    attn_run(S, &a, q, out, b, 0);
+    attn_run(S, &a, q, out, b, 0, b->n > CU_MAX_GEMV_COLS && S->on[CU_PATH_FLASH] && cu_attn_flash_supported(S, a.hd));
 }
 
 static void op_swiglu(mf_backend *be, float *out, const float *gate, const float *up, int64_t n) {
@@ -486,7 +476,6 @@ const char *cu_blocks_unfused(const mf_arch_desc *d) {
     if (d->q_scale != 0) return "a q scale";
     return NULL;
 }
-static int desc_fused(const mf_arch_desc *d) { return cu_blocks_unfused(d) == NULL; }
 
 /* The owed add's post-norm, done now in a launch of its own (res_y normed in place). */
 static void settle_post(cu_state *S) {
@@ -503,9 +492,6 @@ void cu_settle(cu_state *S) {
     S->res_y = NULL;
 }
 
-/* out = rmsnorm(x (+ the residual add still owed)) * w over n rows of dim, writing its
- * q8 into S->q8 where a GEMV reads it next (want_q8, n <= 8, room); returns whether
- * it did. */
 /* The residual add owed to x (total values) for the norm about to read x to do (it is
  * no longer owed), or NULL after settling whatever other add was owed. pn: where the
  * caller's kernel applies the add's post-norm itself, its weights (else NULL), or NULL
@@ -524,33 +510,26 @@ static float *take_owed_add(cu_state *S, const float *x, int64_t total, const fl
     return y;
 }
 
-static int norm_in(cu_state *S, float *out, float *x, const mf_weight *w, int n, int want_q8) {
+/* out = rmsnorm(x (+ the residual add still owed)) * w over n rows of dim, writing its q8
+ * into S->q8 too where q8 (the plan's rmsnorm+q8). */
+static void norm_in(cu_state *S, float *out, float *x, const mf_weight *w, int n, int q8) {
     const int dim = S->hp.n_embd;
     const int64_t total = (int64_t)n * dim;
-    const cu_q8 *q = want_q8 && n <= CU_MAX_GEMV_COLS && q8_fits(S, total) ? &S->q8 : NULL;
+    const cu_q8 *q = q8 ? &S->q8 : NULL;
     const float *pn;
     float *y = take_owed_add(S, x, total, &pn);
     if (pn) cu_rmsnorm_post(S, out, x, y, pn, (const float *)w->dev, n, dim, S->hp.norm_eps, q);
     else cu_rmsnorm(S, out, x, y, (const float *)w->dev, n, dim, S->hp.norm_eps, q);
-    return q != NULL;
 }
 
-/* Prefill (n > 8, and 8 on path mmf-cols): out = rmsnorm(x (+ the add owed)) * w for
- * the GEMMs of ws[0..nw), writing the MMQ int8 form into S->mq where any of them runs on
- * the int8 MMQ kernel (path mmq-norm), else, where all run on path mmf (mf: the caller
- * knows their planes) and n < CU_MMF_MIN_N, its f16 form into S->mh (path mmf-in), and
- * the f32 form.
- * Returns HAVE_MQ or HAVE_MH for the form S->mq / S->mh holds. */
-static int norm_in_mq(cu_state *S, float *out, float *x, const mf_weight *w, int n, const mf_weight *const *ws, int nw,
-                      int mf) {
-    int any_mq = 0, all_mq = 1;
-    for (int i = 0; i < nw; i++) {
-        const int t = mmq_takes(S, ws[i], n) && !mmf_wants(S, ws[i], n);
-        any_mq |= t;
-        all_mq &= t;
-    }
-    if (!any_mq && mf && S->on[CU_PATH_MMF_IN] && n < CU_MMF_MIN_N) {
-        const int dim = S->hp.n_embd;
+/* The prefill norm st (the plan's attn_norm or ffn_norm in the GEMM regime): out =
+ * rmsnorm(x (+ the add owed)) * w, with the int8 MMQ form into S->mq (rmsnorm+mmq-form;
+ * out only where st writes f32 too) or the f16 form into S->mh (rmsnorm+f16), each
+ * falling back to the f32 norm where its kernel refuses the width. Returns HAVE_MQ or
+ * HAVE_MH for the form S->mq / S->mh holds. */
+static int norm_gemm(cu_state *S, const cu_stage *st, float *out, float *x, const mf_weight *w, int n) {
+    const int dim = S->hp.n_embd;
+    if (st->kind == CU_NORM_MH) {
         const float *y = take_owed_add(S, x, (int64_t)n * dim, NULL);
         if (cu_rmsnorm_h(S, out, S->mh, x, y, (const float *)w->dev, n, dim, S->hp.norm_eps)) {
             S->n.mmf_norm++;
@@ -559,13 +538,12 @@ static int norm_in_mq(cu_state *S, float *out, float *x, const mf_weight *w, int
         cu_rmsnorm(S, out, x, y, (const float *)w->dev, n, dim, S->hp.norm_eps, NULL);
         return 0;
     }
-    if (!any_mq || !S->on[CU_PATH_MMQ_NORM]) {
+    if (st->kind != CU_NORM_MQ) {
         norm_in(S, out, x, w, n, 0);
         return 0;
     }
-    const int dim = S->hp.n_embd;
     const float *y = take_owed_add(S, x, (int64_t)n * dim, NULL);
-    if (!cu_rmsnorm_mq(S, all_mq ? NULL : out, x, y, (const float *)w->dev, n, dim, S->hp.norm_eps, &S->mq)) {
+    if (!cu_rmsnorm_mq(S, st->writes & CU_F_F32 ? out : NULL, x, y, (const float *)w->dev, n, dim, S->hp.norm_eps, &S->mq)) {
         /* (a width the fused kernel does not split: the norm alone, the GEMMs' prepass after) */
         cu_rmsnorm(S, out, x, y, (const float *)w->dev, n, dim, S->hp.norm_eps, NULL);
         return 0;
@@ -584,71 +562,56 @@ static void owe_add(cu_state *S, float *x, float *y, int64_t n, const float *pn)
     S->res_pn = pn;
 }
 
-/* out = W x for a block's last GEMV (wo, ffn_down) whose result is added to x: into x
- * in the GEMV's store (path add-in-gemv), else into tmp with the add owed. */
-static void gemv_residual(cu_state *S, const mf_weight *w, float *x, float *tmp, const float *in, int n, int have_q8,
-                          int ring_pre) {
-    const int64_t total = (int64_t)n * w->rows;
-    if (S->on[CU_PATH_ADD_GEMV]) {
-        cu_settle(S);
-        gemv(S, &w, &x, NULL, 1, 0, in, n, have_q8, 1, ring_pre);
-        return;
-    }
-    gemv(S, &w, &tmp, NULL, 1, 0, in, n, have_q8, 0, ring_pre);
-    owe_add(S, x, tmp, total, NULL);
-}
-
-/* A block's output y [n][n_embd] into the residual stream x: the ranks' partial sums
- * added (fw->reduce, tp.h), gemma3's post-norm (norm NULL: none), then x += y owed (the
- * next norm adds it, and with path post-norm-add applies the post-norm too). */
-static void block_add(cu_state *S, mf_forward *fw, float *x, float *y, int n, const mf_weight *norm) {
+/* A block's output y [n][n_embd] into the residual stream x as the plan's res says: the
+ * ranks' partial sums added (fw->reduce, tp.h), gemma3's post-norm (norm NULL: none)
+ * launched alone (post-norm-launch) or left to the next norm (owed-post), then x += y
+ * owed (the next norm adds it). */
+static void block_add(cu_state *S, mf_forward *fw, int res, float *x, float *y, int n, const mf_weight *norm) {
     const int64_t total = (int64_t)n * S->hp.n_embd;
     if (fw->reduce) fw->reduce(fw, y, total);
     const float *pn = norm ? (const float *)norm->dev : NULL;
-    if (pn && !S->on[CU_PATH_POST_NORM_ADD]) {
+    if (pn && res == CU_RES_POST_LAUNCH) {
         cu_rmsnorm(S, y, y, NULL, pn, n, S->hp.n_embd, S->hp.norm_eps, NULL);
         pn = NULL;
     }
     owe_add(S, x, y, total, pn);
 }
 
-/* A decode block's last GEMV (wo, ffn_down) and its residual add: into x in the GEMV's
- * store (gemv_residual) unless the block has a post-norm (gemma3) or the model is split
- * over ranks (fw->reduce, tp.h); then tmp = W in, and block_add. */
-static void block_out(cu_state *S, mf_forward *fw, const mf_weight *w, float *x, float *tmp, const float *in, int n,
-                      int have_q8, int ring_pre, const mf_weight *norm) {
-    if (!norm && !fw->reduce) {
-        gemv_residual(S, w, x, tmp, in, n, have_q8, ring_pre);
+/* A decode block's last GEMV (wo, ffn_down: kind mm) and its residual add: into x in the
+ * GEMV's store (add-in-gemv), else into tmp and block_add. */
+static void block_out(cu_state *S, mf_forward *fw, int res, int mm, const mf_weight *w, float *x, float *tmp,
+                      const float *in, int n, int have_q8, int ring_pre, const mf_weight *norm) {
+    const int q8 = mm == CU_MM_GEMV_Q8;
+    if (res == CU_RES_IN_GEMV) {
+        cu_settle(S);
+        gemv(S, &w, &x, NULL, 1, 0, in, n, q8, have_q8, 1, ring_pre);
         return;
     }
-    gemv(S, &w, &tmp, NULL, 1, 0, in, n, have_q8, 0, ring_pre);
-    block_add(S, fw, x, tmp, n, norm);
+    gemv(S, &w, &tmp, NULL, 1, 0, in, n, q8, have_q8, 0, ring_pre);
+    block_add(S, fw, res, x, tmp, n, norm);
 }
 
 static void blk_embed(mf_backend *be, mf_forward *fw, const mf_batch *b) {
     cu_state *S = cu_st(be);
-    if (!S->on[CU_PATH_FUSED] || !desc_fused(&fw->m->desc)) return forward_composed.embed(be, fw, b);
+    if (cu_plan_of(S, fw->reduce != NULL)->composed) return forward_composed.embed(be, fw, b);
     cu_settle(S);
     const float es = fw->m->desc.embd_scale;
     embed_scaled(be, fw->x, &fw->m->tok_embd, b, es != 0 ? es : 1.0f);
 }
 
-/* q, k, v = xb Wq, Wk, Wv (+ biases) over n <= 8 columns: one launch where the three
- * share a type, or where q and k do and v is of the type xstm pairs with them (one
- * token, path qkv-mixed), else a launch per run of one type. */
-static int gemv_qkv(cu_state *S, const mf_layer *L, mf_forward *fw, int n, int have_q8) {
+/* q, k, v = xb Wq, Wk, Wv (+ biases) over n <= 8 columns: one launch (qkv mixed: q and k
+ * of one type, v of the type xstm pairs with them), else a launch per run of one type,
+ * each reading the form of its first matrix. */
+static int gemv_qkv(cu_state *S, const cu_layer_plan *P, const mf_layer *L, mf_forward *fw, int n, int have_q8) {
     const mf_weight *w[3] = {&L->wq, &L->wk, &L->wv};
     float *out[3] = {fw->q, fw->k, fw->v};
     const mf_weight *bias[3] = {&L->bq, &L->bk, &L->bv};
     const int pre = S->tune.xst_pre;
-    const int q8 = mmv_takes_q8(S, w[0], n);
-    const int mixed = S->on[CU_PATH_QKV_MIXED] && n == 1 && q8 && mmv_takes_q8(S, w[2], n) && w[0]->type == w[1]->type &&
-                      w[2]->type != w[0]->type && cu_mmv_mixed_supported(w[0]->type, w[2]->type);
-    if (mixed) return gemv(S, w, out, bias, 3, 1, fw->xb, n, have_q8, 0, pre);
+    if (P->qkv.kind == CU_QKV_MIXED) return gemv(S, w, out, bias, 3, 1, fw->xb, n, 1, have_q8, 0, pre);
     for (int i = 0; i < 3;) {
         int j = i + 1;
         while (j < 3 && w[j]->type == w[i]->type) j++;
-        have_q8 = gemv(S, w + i, out + i, bias + i, j - i, 0, fw->xb, n, have_q8, 0, pre);
+        have_q8 = gemv(S, w + i, out + i, bias + i, j - i, 0, fw->xb, n, P->mm[CU_W_Q + i] == CU_MM_GEMV_Q8, have_q8, 0, pre);
         i = j;
     }
     return have_q8;
@@ -656,33 +619,40 @@ static int gemv_qkv(cu_state *S, const mf_layer *L, mf_forward *fw, int n, int h
 
 static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     cu_state *S = cu_st(be);
-    if (!S->on[CU_PATH_FUSED] || !desc_fused(&fw->m->desc)) return forward_composed.attn(be, fw, l, b);
+    const cu_plan *plan = cu_plan_of(S, fw->reduce != NULL);
+    if (plan->composed) return forward_composed.attn(be, fw, l, b);
     const mf_layer *L = &fw->m->layers[l];
     const mf_hparams *hp = &S->hp;
     const int n = b->n, hd = hp->head_dim;
-    const int decode = n <= CU_MAX_GEMV_COLS && !mmf_cols_layer(S, L, l, n);
-    const mf_weight *qkv[3] = {&L->wq, &L->wk, &L->wv}, *wo1 = &L->wo;
-    int have_q8 = decode ? norm_in(S, fw->xb, fw->x, &L->attn_norm, n, 1)
-                         : norm_in_mq(S, fw->xb, fw->x, &L->attn_norm, n, qkv, 3, mmf_all(S, qkv, 3, n));
+    const cu_layer_plan *P = cu_plan_at(plan, l, n);
+    const int decode = P->regime == CU_RG_GEMV;
+    const mf_arch_desc *d = &fw->m->desc;
+    const mf_weight *post = d->post_norm ? &L->attn_post_norm : NULL;
+    int have;
     if (decode) {
-        gemv_qkv(S, L, fw, n, have_q8);
-    } else if (qk_one_gemm(S, L, n)) {
+        have = P->attn_norm.kind == CU_NORM_Q8;
+        norm_in(S, fw->xb, fw->x, &L->attn_norm, n, have);
+    } else {
+        have = norm_gemm(S, &P->attn_norm, fw->xb, fw->x, &L->attn_norm, n);
+    }
+    if (decode) {
+        gemv_qkv(S, P, L, fw, n, have);
+    } else if (P->qkv.kind == CU_QKV_QK_ONE) {
         /* q and k in one column-kernel launch over both planes (they lie one after the
          * other: upload.cu), rows from wq.rows to fw->k */
         S->prof_tag = "attn_q+k (one GEMM)";
         S->prof_type = L->wq.type;
-        const int mq = matmul_mmq(S, fw->q, fw->xb, &L->wq, NULL, n, have_q8, 0, 2 * (int)L->wq.rows, NULL, fw->k,
+        const int mq = matmul_mmq(S, CU_MM_MMF, fw->q, fw->xb, &L->wq, NULL, n, have, 0, 2 * (int)L->wq.rows, NULL, fw->k,
                                   (const uint8_t *)L->wq.dev_mmf);
         S->prof_tag = NULL;
         S->n.mmf_qk++;
-        matmul(S, fw->v, fw->xb, &L->wv, &L->bv, n, mq, 0);
+        matmul(S, P->mm[CU_W_V], fw->v, fw->xb, &L->wv, &L->bv, n, mq, 0);
     } else {
         /* (one MMQ form of xb serves all three) */
-        int mq = matmul(S, fw->q, fw->xb, &L->wq, &L->bq, n, have_q8, 0);
-        mq = matmul(S, fw->k, fw->xb, &L->wk, &L->bk, n, mq, 0);
-        matmul(S, fw->v, fw->xb, &L->wv, &L->bv, n, mq, 0);
+        int mq = matmul(S, P->mm[CU_W_Q], fw->q, fw->xb, &L->wq, &L->bq, n, have, 0);
+        mq = matmul(S, P->mm[CU_W_K], fw->k, fw->xb, &L->wk, &L->bk, n, mq, 0);
+        matmul(S, P->mm[CU_W_V], fw->v, fw->xb, &L->wv, &L->bv, n, mq, 0);
     }
-    const mf_arch_desc *d = &fw->m->desc;
     /* RoPE and the KV store (and gemma3's q/k norms): inside the one-token attention
      * kernel (q and k in memory stay as the GEMV wrote them; nothing reads them after),
      * else the norm launches, then the store kernel rotates q and k */
@@ -692,8 +662,8 @@ static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     a.rope = 1;
     a.rope_base = base;
     a.rope_cs = rope_table(S, rope, b);
-    const int dec = n == 1 && cu_attn_dec_supported(S, hd, hp->n_head / hp->n_head_kv, a.window);
-    if (d->qk_norm && dec) {
+    const int dec = P->rope.kind == CU_ROPE_IN_ATTN;
+    if (P->qk_norm_in_attn) {
         a.qn = (const float *)L->attn_q_norm.dev;
         a.kn = (const float *)L->attn_k_norm.dev;
         a.norm_eps = hp->norm_eps;
@@ -711,102 +681,100 @@ static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
         cu_kv_store(S, &a, fw->q, fw->k, fw->v, 1, hp->rope_dim, base, (int)hp->rope_mode, a.rope_cs);
         a.rope = 0;
     }
-    const int64_t qd = (int64_t)hp->n_head * hd;
-    const int att_q8 = decode && hd % 32 == 0 && q8_fits(S, (int64_t)n * qd);
+    const int att_q8 = (P->attn.writes & CU_F_Q8) != 0;
     /* 8 columns on path mmf-cols: the attention writes wo's f16 input too (path mmf-in) */
-    const int att_mh = !decode && n <= CU_MAX_GEMV_COLS && S->on[CU_PATH_MMF_IN] && mmf_all(S, &wo1, 1, n);
+    const int att_mh = (P->attn.writes & CU_F_MH) != 0;
     if (att_mh) a.oh = S->mh;
-    attn_run(S, &a, fw->q, fw->att, b, att_q8);
+    attn_run(S, &a, fw->q, fw->att, b, att_q8, P->attn.kind == CU_ATT_FLASH);
     if (decode) {
         /* the kernel ahead of wo: the one-token attention (kernel_attn_dec) where dec */
         const int pre = dec ? S->tune.xst_pre_attn : S->tune.xst_pre;
-        block_out(S, fw, &L->wo, fw->x, fw->xb, fw->att, n, att_q8, pre, d->post_norm ? &L->attn_post_norm : NULL);
+        block_out(S, fw, P->wo_res.kind, P->mm[CU_W_O], &L->wo, fw->x, fw->xb, fw->att, n, att_q8, pre, post);
     } else {
-        matmul(S, fw->xb, fw->att, &L->wo, NULL, n, att_mh ? HAVE_MH : 0, 0);
-        block_add(S, fw, fw->x, fw->xb, n, d->post_norm ? &L->attn_post_norm : NULL);
+        matmul(S, P->mm[CU_W_O], fw->xb, fw->att, &L->wo, NULL, n, att_mh ? HAVE_MH : 0, 0);
+        block_add(S, fw, P->wo_res.kind, fw->x, fw->xb, n, post);
     }
     S->n.fused_blocks++;
 }
 
 static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     cu_state *S = cu_st(be);
-    if (!S->on[CU_PATH_FUSED] || !desc_fused(&fw->m->desc)) return forward_composed.ffn(be, fw, l, b);
+    const cu_plan *plan = cu_plan_of(S, fw->reduce != NULL);
+    if (plan->composed) return forward_composed.ffn(be, fw, l, b);
     const mf_layer *L = &fw->m->layers[l];
     const mf_hparams *hp = &S->hp;
     const int n = b->n, ff = hp->n_ff;
-    const int decode = n <= CU_MAX_GEMV_COLS && !mmf_cols_layer(S, L, l, n);
-    const int gelu = fw->m->desc.act == MF_ACT_GELU; /* GeGLU (gemma3), else SwiGLU */
+    const cu_layer_plan *P = cu_plan_at(plan, l, n);
+    const int decode = P->regime == CU_RG_GEMV;
     const mf_weight *pn = fw->m->desc.post_norm ? &L->ffn_post_norm : NULL;
-    const mf_weight *gu[2] = {&L->w_gate, &L->w_up};
-    const int gu1 = !decode && gu_one_gemm(S, L, l, n);
-    const int gu_mf = gu1 ? S->gu[l].mmf && mmf_wants(S, &L->w_gate, n) : mmf_all(S, gu, 2, n);
-    int have_q8 = decode ? norm_in(S, fw->xb, fw->x, &L->ffn_norm, n, 1)
-                         : norm_in_mq(S, fw->xb, fw->x, &L->ffn_norm, n, gu, 2, gu_mf);
-    if (!decode && !gelu && n <= CU_MAX_GEMV_COLS && gu1 && S->gu[l].mmf && S->mh8 && S->on[CU_PATH_MMF_SWIGLU] &&
-        mmf_wants(S, &L->w_gate, n) && L->w_down.dev_mmf && mmf_wants(S, &L->w_down, n)) {
-        /* 8 columns (path mmf-swiglu): gate+up with the SwiGLU in its store, its f16 into
-         * mh8, which the down GEMM then reads as its mh */
-        const int K = (int)L->w_gate.cols;
-        if (!(have_q8 & HAVE_MH)) cu_mmf_convert(S, S->mh, fw->xb, n, K);
-        S->prof_tag = "ffn_gate+up+swiglu (one GEMM)";
-        S->prof_type = L->w_gate.type;
-        if (cu_mmf_cols_swiglu(S, L->w_gate.type, S->mh8, S->gu[l].mmf, ff, K, S->mh, n)) {
-            S->prof_tag = NULL;
-            S->n.mmf[L->w_gate.type == QTYPE_Q6_K]++;
-            S->n.mmf_cols++;
-            S->n.mmq_gu++;
-            S->n.mmf_swiglu++;
-            __half *mh = S->mh;
-            S->mh = S->mh8;
-            matmul(S, fw->xb, fw->hb, &L->w_down, NULL, n, HAVE_MH, 0);
-            S->mh = mh;
-            block_add(S, fw, fw->x, fw->xb, n, pn);
-            S->n.fused_blocks++;
-            return;
-        }
-        S->prof_tag = NULL;
-        have_q8 |= HAVE_MH;
-    }
     if (!decode) {
-        if (gu1) {
+        int have = norm_gemm(S, &P->ffn_norm, fw->xb, fw->x, &L->ffn_norm, n);
+        if (P->gu.kind == CU_GU_COLS_SWIGLU) {
+            /* 8 columns (path mmf-swiglu): gate+up with the SwiGLU in its store, its f16 into
+             * mh8, which the down GEMM then reads as its mh */
+            const int K = (int)L->w_gate.cols;
+            if (!(have & HAVE_MH)) cu_mmf_convert(S, S->mh, fw->xb, n, K);
+            S->prof_tag = "ffn_gate+up+swiglu (one GEMM)";
+            S->prof_type = L->w_gate.type;
+            if (cu_mmf_cols_swiglu(S, L->w_gate.type, S->mh8, S->gu[l].mmf, ff, K, S->mh, n)) {
+                S->prof_tag = NULL;
+                S->n.mmf[L->w_gate.type == QTYPE_Q6_K]++;
+                S->n.mmf_cols++;
+                S->n.mmq_gu++;
+                S->n.mmf_swiglu++;
+                __half *mh = S->mh;
+                S->mh = S->mh8;
+                matmul(S, P->mm[CU_W_DOWN], fw->xb, fw->hb, &L->w_down, NULL, n, HAVE_MH, 0);
+                S->mh = mh;
+                block_add(S, fw, P->down_res.kind, fw->x, fw->xb, n, pn);
+                S->n.fused_blocks++;
+                return;
+            }
+            /* (refused: the plan's fallback, gate+up one GEMM and the SwiGLU with the f16 prepass) */
+            S->prof_tag = NULL;
+            have |= HAVE_MH;
+        }
+        if (P->gu.kind == CU_GU_ONE_GEMM || P->gu.kind == CU_GU_COLS_SWIGLU) {
             /* gate and up in one launch over both (upload.cu gu_pairable): the same
              * arithmetic per output, one tail wave instead of two */
             S->prof_tag = "ffn_gate+up (one GEMM)";
             S->prof_type = L->w_gate.type;
-            matmul_mmq(S, fw->hb, fw->xb, &L->w_gate, NULL, n, have_q8, 0, 2 * (int)L->w_gate.rows, S->gu[l].plane,
-                       fw->hb2, S->gu[l].mmf);
+            matmul_mmq(S, P->mm[CU_W_GATE], fw->hb, fw->xb, &L->w_gate, NULL, n, have, 0, 2 * (int)L->w_gate.rows,
+                       S->gu[l].plane, fw->hb2, S->gu[l].mmf);
             S->n.mmq_gu++;
             S->prof_tag = NULL;
         } else {
-            const int mq = matmul(S, fw->hb, fw->xb, &L->w_gate, NULL, n, have_q8, 0);
-            matmul(S, fw->hb2, fw->xb, &L->w_up, NULL, n, mq, 0);
+            const int mq = matmul(S, P->mm[CU_W_GATE], fw->hb, fw->xb, &L->w_gate, NULL, n, have, 0);
+            matmul(S, P->mm[CU_W_UP], fw->hb2, fw->xb, &L->w_up, NULL, n, mq, 0);
         }
         /* MMQ or mmf down: SwiGLU and the prepass in one kernel (the f32 product unstored);
          * GeGLU: its own launch, the down GEMM's prepass after */
-        int have = 0;
-        if (gelu) {
+        int hv = 0;
+        const int act = P->gu.kind == CU_GU_COLS_SWIGLU ? P->act.fallback : P->act.kind;
+        if (act == CU_ACT_GEGLU) {
             cu_geglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, NULL);
-        } else if (L->w_down.dev_mmf && mmf_wants(S, &L->w_down, n)) {
+        } else if (act == CU_ACT_SWIGLU_MH) {
             cu_mmf_swiglu(S, S->mh, fw->hb, fw->hb2, n, ff);
-            have = HAVE_MH;
-        } else if (mmq_takes(S, &L->w_down, n)) {
+            hv = HAVE_MH;
+        } else if (act == CU_ACT_SWIGLU_MQ) {
             cu_mmq_quantize_swiglu(S, fw->hb, fw->hb2, n, ff, &S->mq);
-            have = HAVE_MQ;
+            hv = HAVE_MQ;
         } else {
             cu_swiglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, NULL);
         }
-        matmul(S, fw->xb, fw->hb, &L->w_down, NULL, n, have, 0);
-        block_add(S, fw, fw->x, fw->xb, n, pn);
+        matmul(S, P->mm[CU_W_DOWN], fw->xb, fw->hb, &L->w_down, NULL, n, hv, 0);
+        block_add(S, fw, P->down_res.kind, fw->x, fw->xb, n, pn);
         S->n.fused_blocks++;
         return;
     }
+    int have_q8 = P->ffn_norm.kind == CU_NORM_Q8;
+    norm_in(S, fw->xb, fw->x, &L->ffn_norm, n, have_q8);
     const mf_weight *w[2] = {&L->w_gate, &L->w_up};
     float *out[2] = {fw->hb, fw->hb2};
-    const int same = w[0]->type == w[1]->type;
-    const int h_q8 = q8_fits(S, (int64_t)n * ff);
+    const int h_q8 = (P->act.writes & CU_F_Q8) != 0;
     int down_pre = S->tune.xst_pre;
     int done = 0;
-    if (!gelu && S->on[CU_PATH_SWIGLU_GEMV] && n == 1 && same && h_q8 && S->q8h.qs && mmv_takes_q8(S, w[0], 1)) {
+    if (P->gu.kind == CU_GU_XSG) {
         /* gate+up with the SwiGLU in its store (mmv_xsg.cuh xsg/xsgs; it refuses what it cannot
          * take: a bias, other shapes, launches below the ring's size): its q8 goes to q8h,
          * which then becomes the q8 buffer */
@@ -823,26 +791,28 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
             down_pre = S->tune.xst_pre_swiglu;
             done = 1;
         } else {
-            have_q8 = 1;
+            have_q8 = 1; /* (refused: the plan's fallback, one GEMV launch and the SwiGLU) */
         }
     }
     if (!done) {
-        if (same) {
-            gemv(S, w, out, NULL, 2, 0, fw->xb, n, have_q8, 0, S->tune.xst_pre);
+        const int q8 = P->mm[CU_W_GATE] == CU_MM_GEMV_Q8;
+        if (P->gu.kind != CU_GU_TWO_GEMV) {
+            gemv(S, w, out, NULL, 2, 0, fw->xb, n, q8, have_q8, 0, S->tune.xst_pre);
         } else {
-            have_q8 = gemv(S, w, out, NULL, 1, 0, fw->xb, n, have_q8, 0, S->tune.xst_pre);
-            gemv(S, w + 1, out + 1, NULL, 1, 0, fw->xb, n, have_q8, 0, S->tune.xst_pre);
+            have_q8 = gemv(S, w, out, NULL, 1, 0, fw->xb, n, q8, have_q8, 0, S->tune.xst_pre);
+            gemv(S, w + 1, out + 1, NULL, 1, 0, fw->xb, n, P->mm[CU_W_UP] == CU_MM_GEMV_Q8, have_q8, 0, S->tune.xst_pre);
         }
-        if (gelu) cu_geglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, h_q8 ? &S->q8 : NULL);
+        if (P->act.kind == CU_ACT_GEGLU) cu_geglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, h_q8 ? &S->q8 : NULL);
         else cu_swiglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, h_q8 ? &S->q8 : NULL);
     }
-    block_out(S, fw, &L->w_down, fw->x, fw->xb, fw->hb, n, h_q8, down_pre, pn);
+    block_out(S, fw, P->down_res.kind, P->mm[CU_W_DOWN], &L->w_down, fw->x, fw->xb, fw->hb, n, h_q8, down_pre, pn);
     S->n.fused_blocks++;
 }
 
 static int blk_logits(mf_backend *be, mf_forward *fw, const mf_batch *b, float *logits) {
     cu_state *S = cu_st(be);
-    if (!S->on[CU_PATH_FUSED] || !desc_fused(&fw->m->desc)) return forward_composed.logits(be, fw, b, logits);
+    const cu_plan *plan = cu_plan_of(S, fw->reduce != NULL);
+    if (plan->composed) return forward_composed.logits(be, fw, b, logits);
     const mf_model *m = fw->m;
     const mf_hparams *hp = &S->hp;
     const int n = b->n, dim = hp->n_embd, nv = hp->n_vocab;
@@ -851,18 +821,21 @@ static int blk_logits(mf_backend *be, mf_forward *fw, const mf_batch *b, float *
     const int n_out = forward_logit_rows(b, idx);
     if (n_out == n && n <= fw->n_logit) {
         /* every row wants logits (decode steps): no row gather, the norm straight from x */
-        const int have_q8 = norm_in(S, fw->xb, fw->x, &m->output_norm, n, 1);
-        matmul(S, fw->logits, fw->xb, &m->output, NULL, n, have_q8, S->tune.xst_pre);
+        const cu_logits_plan *P = &plan->logits[cu_bucket_of(n)];
+        const int q8 = P->norm.kind == CU_NORM_Q8;
+        norm_in(S, fw->xb, fw->x, &m->output_norm, n, q8);
+        matmul(S, P->mm, fw->logits, fw->xb, &m->output, NULL, n, q8, S->tune.xst_pre);
         if (m->desc.logit_softcap != 0) cu_softcap(S, fw->logits, m->desc.logit_softcap, (int64_t)n * nv);
         be->download(be, logits, fw->logits, sizeof(float) * (size_t)n * nv);
     } else {
         cu_settle(S);
         for (int c0 = 0; c0 < n_out; c0 += fw->n_logit) {
             const int nc = n_out - c0 < fw->n_logit ? n_out - c0 : fw->n_logit;
+            const cu_logits_plan *P = &plan->logits[cu_bucket_of(nc)];
+            const int q8 = P->norm.kind == CU_NORM_Q8;
             op_get_rows(be, fw->xo, fw->x, idx + c0, nc, dim);
-            const cu_q8 *q = nc <= CU_MAX_GEMV_COLS && q8_fits(S, (int64_t)nc * dim) ? &S->q8 : NULL;
-            cu_rmsnorm(S, fw->xo, fw->xo, NULL, (const float *)m->output_norm.dev, nc, dim, hp->norm_eps, q);
-            matmul(S, fw->logits, fw->xo, &m->output, NULL, nc, q != NULL, S->tune.xst_pre);
+            cu_rmsnorm(S, fw->xo, fw->xo, NULL, (const float *)m->output_norm.dev, nc, dim, hp->norm_eps, q8 ? &S->q8 : NULL);
+            matmul(S, P->mm, fw->logits, fw->xo, &m->output, NULL, nc, q8, S->tune.xst_pre);
             if (m->desc.logit_softcap != 0) cu_softcap(S, fw->logits, m->desc.logit_softcap, (int64_t)nc * nv);
             be->download(be, logits + (size_t)c0 * nv, fw->logits, sizeof(float) * (size_t)nc * nv);
         }

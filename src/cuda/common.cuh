@@ -36,6 +36,7 @@ extern "C" {
 #include "quant.h"
 #include "util.h"
 #include "cuda/paths.h"
+#include "cuda/plan.h"
 #include "cuda/tune.h"
 }
 #include "ptx.cuh"

@@ -41,9 +41,7 @@ size_t cu_mmf_plane_bytes(uint32_t type, int R, int K) {
     return (size_t)((R + 15) / 16) * (size_t)(K / 32) *
            (size_t)(type == QTYPE_Q6_K ? mmf_fmt<QTYPE_Q6_K>::rec : mmf_fmt<QTYPE_Q4_K>::rec);
 }
-int cu_mmf_supported(uint32_t type, int64_t K) {
-    return (type == QTYPE_Q4_K || type == QTYPE_Q6_K) && K > 0 && K % 256 == 0;
-}
+int cu_mmf_supported(uint32_t type, int64_t K) { return cu_cap_mmf(type, K); }
 
 /* one warp per (16-row tile, 32-chunk): the lane's 16 nibbles, lanes 0..15 a row's scales */
 static __global__ void kernel_mmf_plane(uint8_t *plane, const uint8_t *W, int64_t stride, int R, int K) {

@@ -531,9 +531,7 @@ static __global__ void kernel_mmq_reduce(float *out, float *out2, int rsplit, in
     gemm_store(out, out2, rsplit, ldo, r, tk, v, bias, accum);
 }
 
-int cu_mmq_supported(uint32_t type, int64_t K) {
-    return (type == QTYPE_Q4_K || type == QTYPE_Q6_K || type == QTYPE_Q8_0) && K > 0 && K % 256 == 0;
-}
+int cu_mmq_supported(uint32_t type, int64_t K) { return cu_cap_mmq(type, K); }
 
 int cu_mmq_npad(int n) { return (n + CU_MMQ_NPAD - 1) / CU_MMQ_NPAD * CU_MMQ_NPAD; }
 

@@ -39,9 +39,7 @@ int cu_mmv_q8_swiglu(cu_ctx *S, uint32_t type, const cu_mmv_args *a, float *h, c
     }
 }
 
-int cu_mmv_mixed_supported(uint32_t t1, uint32_t t2) {
-    return (t1 == QTYPE_Q4_K || t1 == QTYPE_Q5_K) && t2 == QTYPE_Q6_K;
-}
+int cu_mmv_mixed_supported(uint32_t t1, uint32_t t2) { return cu_cap_gemv_mixed(t1, t2); }
 
 void cu_mmv_q8_mixed(cu_ctx *S, uint32_t t1, uint32_t t2, const cu_mmv_args *a) {
     const int64_t xst_bytes = mmv_xst_bytes(S);

@@ -7,15 +7,7 @@
 void cu_mmv_q8_kquant(cu_ctx *S, uint32_t type, const cu_mmv_args *a);
 void cu_mmv_prepare_kquant(void);
 
-int cu_mmv_q8_supported(uint32_t type) {
-    switch (type) {
-    case QTYPE_Q4_0: case QTYPE_Q4_1: case QTYPE_Q5_0: case QTYPE_Q5_1: case QTYPE_Q8_0:
-    case QTYPE_Q4_K: case QTYPE_Q5_K: case QTYPE_Q6_K:
-        return 1;
-    default:
-        return 0;
-    }
-}
+int cu_mmv_q8_supported(uint32_t type) { return cu_cap_gemv_q8(type); }
 
 void cu_mmv_q8(cu_ctx *S, uint32_t type, const cu_mmv_args *a) {
     switch (type) {

@@ -23,12 +23,12 @@ int cu_mmq_plane_on(const cu_state *S, uint32_t type) {
 /* 1 when layer L's gate and up lie one after the other in the weight allocation
  * (cu_upload_weights lays tensors out in collect_weights order, gate then up, each
  * 256-aligned), with one type and shape: the prefill runs them as one MMQ GEMM of 2 x
- * n_ff rows (path mmq-gu; blocks.cu blk_ffn). */
+ * n_ff rows (path mmq-gu; the planner's rule, plan.c). */
 static int gu_pairable(const cu_state *S, const mf_layer *L) {
     const mf_weight *g = &L->w_gate, *u = &L->w_up;
-    return S->on[CU_PATH_MMQ_GU] && g->dev && u->dev && g->dev != u->dev && g->type == u->type &&
-           g->rows == u->rows && g->cols == u->cols && cu_mmq_supported(g->type, g->cols) && 2 * g->rows <= INT32_MAX &&
-           (const uint8_t *)u->dev == (const uint8_t *)g->dev + cu_row_stride(g->type, g->cols) * g->rows;
+    const int adjacent = g->dev && u->dev && g->dev != u->dev &&
+                         (const uint8_t *)u->dev == (const uint8_t *)g->dev + cu_row_stride(g->type, g->cols) * g->rows;
+    return cu_plan_gu_pairable(&S->env, L, adjacent);
 }
 
 /* The two sets of registration-time planes: the int8 MMQ kernels' (mmq_plane.cu: q4_K's
@@ -36,9 +36,7 @@ static int gu_pairable(const cu_state *S, const mf_layer *L) {
 enum plane_set { PLANES_MMQ, PLANES_MMF };
 
 static int plane_takes(const cu_state *S, int set, const mf_weight *w) {
-    if (set == PLANES_MMQ)
-        return cu_mmq_plane_on(S, w->type) && cu_mmq_supported(w->type, w->cols) && w->rows <= INT32_MAX;
-    return cu_mmf_supported(w->type, w->cols) && 2 * w->rows <= INT32_MAX;
+    return set == PLANES_MMQ ? cu_plan_wants_mmq_plane(&S->env, w) : cu_plan_wants_mmf_plane(&S->env, w);
 }
 
 /* One allocation for a set's n planes; 0, with one message, where it fails, or for the
@@ -127,6 +125,7 @@ static void build_plane_set(cu_state *S, mf_model *m, int set) {
 
 /* The MMQ planes, after deciding which layers' gate and up run as one GEMM. */
 void cu_build_planes(cu_state *S, mf_model *m) {
+    memcpy(S->env.on, S->on, sizeof S->env.on);
     S->gu = (cu_gu_pair *)mf_xcalloc((size_t)m->hp.n_layer, sizeof(cu_gu_pair));
     for (int l = 0; l < m->hp.n_layer; l++) S->gu[l].on = gu_pairable(S, &m->layers[l]);
     build_plane_set(S, m, PLANES_MMQ);
@@ -134,6 +133,7 @@ void cu_build_planes(cu_state *S, mf_model *m) {
 
 /* Path mmf's planes (after the MMQ planes: a gate+up pair's is over both, as theirs). */
 void cu_build_mmf_planes(cu_state *S, mf_model *m) {
+    memcpy(S->env.on, S->on, sizeof S->env.on);
     if (S->on[CU_PATH_MMF]) build_plane_set(S, m, PLANES_MMF);
 }
 
