@@ -132,5 +132,23 @@ echo hi | "$BIN" chat -m "$STORIES" -n 4 --temp 1 --seed -1 -q >/dev/null 2>"$TM
 check "chat --seed -1: accepted ($(head -c 200 "$TMP/err"))" bash -c "[ ! -s '$TMP/err' ]"
 expect_err 1 "--seed -2: a usage error" "option --seed: '-2' is not a non-negative integer \(or -1" "$BIN" run -m "$STORIES" --seed -2
 
+# 10. Generated text that cannot be written (a full disk, a closed pipe) is an error:
+# exit 2 and the reason, not exit 0 in silence; so is any command's stdout.
+expect_err 2 "run > /dev/full" "error: writing the generated text to standard output: No space left on device" \
+    bash -c '"$0" run -m "$1" -p "Once upon a time" -n 200 --temp 0 -q >/dev/full' "$BIN" "$STORIES"
+expect_err 2 "chat > /dev/full" "error: writing the generated text to standard output: No space left on device" \
+    bash -c 'echo hello | "$0" chat -m "$1" -n 20 -q >/dev/full' "$BIN" "$STORIES"
+expect_err 2 "info > /dev/full" "error: info: writing standard output: No space left on device" \
+    bash -c '"$0" info -m "$1" -q >/dev/full' "$BIN" "$STORIES"
+# a pipe whose reader is gone, SIGPIPE ignored (as under nohup or some supervisors):
+# write fails with EPIPE. (With SIGPIPE at its default the signal ends the process.)
+closed_pipe() {
+    "$PY" -c 'import os, signal, subprocess, sys
+r, w = os.pipe(); os.close(r)
+sys.exit(subprocess.run(sys.argv[1:], stdout=w, preexec_fn=lambda: signal.signal(signal.SIGPIPE, signal.SIG_IGN)).returncode)' "$@"
+}
+expect_err 2 "run into a closed pipe" "error: writing the generated text to standard output: Broken pipe" \
+    closed_pipe "$BIN" run -m "$STORIES" -p "Once upon a time" -n 200 --temp 0 -q
+
 echo "RESULT e2e_newuser passed=$P failed=$F skipped=$S"
 [ "$F" -eq 0 ]
