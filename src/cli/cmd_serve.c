@@ -27,7 +27,9 @@ static const char serve_notes[] =
     "  Sampling defaults when a request gives none: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05\n"
     "  (llama.cpp's server's); max_tokens: until end-of-generation or the context is full.\n"
     "  SIGINT/SIGTERM: stop taking requests, let running ones finish (--drain seconds), exit 0;\n"
-    "  a second signal cancels them at once.\n";
+    "  a second signal cancels them at once.\n"
+    "  Access log on stderr, a line a request once answered (-q: none): UTC time, client, method,\n"
+    "  path, status, prompt=N generated=N of a generation, seconds, and \"(client hung up)\" where so.\n";
 
 /* Waits up to ms for SIGINT/SIGTERM; returns the signal or 0. */
 static int wait_signal(const sigset_t *set, int ms) {

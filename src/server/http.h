@@ -5,7 +5,9 @@
  * Endpoints: POST /v1/chat/completions, POST /v1/completions (stream: server-sent
  * events ending with "data: [DONE]"), GET /v1/models, GET /health, GET /metrics
  * (Prometheus text), POST /tokenize, POST /detokenize. Every error is an HTTP status
- * with an OpenAI-style body {"error": {"message", "type", "param", "code"}}. */
+ * with an OpenAI-style body {"error": {"message", "type", "param", "code"}}.
+ * Each request ends with an access line on stderr (mf_log, so -q quiets it); a client
+ * that hangs up is said there, not in libmicrohttpd's error lines. */
 #ifndef MINFER_SERVER_HTTP_H
 #define MINFER_SERVER_HTTP_H
 
