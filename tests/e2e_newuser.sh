@@ -119,6 +119,50 @@ check "minfer paths: exit $rc, both tables" bash -c "[ $rc -eq 0 ] && grep -q 'o
 "$BIN" paths --help >"$TMP/ph" 2>&1
 check "minfer paths --help says what they are for" grep -q 'notice' "$TMP/ph"
 
+# 7. chat: when the conversation outgrows the context the oldest turns are dropped (the
+# system message kept) with a notice, and every turn is answered; a message that alone
+# does not fit is an error and the chat goes on. At a terminal, libedit edits the line
+# and recalls the history; Ctrl-C clears the line, twice quits.
+SYS="You are a storyteller who tells short stories to children."
+n_sys=$(printf '%s' "$SYS" | "$BIN" tokenize -m "$STORIES" --no-bos -q | wc -w)
+printf 'Tell me a story.\nAnother one.\nAnd one more.\nOnce more.\nAgain.\nLast one.\n' |
+    "$BIN" chat -m "$STORIES" --ctx 256 -n 24 --temp 0 --system "$SYS" >"$TMP/out" 2>"$TMP/err"; rc=$?
+check "chat past the context: exit $rc, no error ($(grep error "$TMP/err" | head -2))" \
+    bash -c "[ $rc -eq 0 ] && ! grep -q error '$TMP/err'"
+check "chat past the context: the 6 turns answered ($(grep -c 'turn [0-9]*: prefilled' "$TMP/err"))" \
+    [ "$(grep -c 'turn [0-9]*: prefilled' "$TMP/err")" -eq 6 ]
+check "chat past the context: a notice of the dropped turns" \
+    grep -q 'outgrew the context of 256 tokens: dropped the oldest 1 turn (2 messages); the system message is kept' "$TMP/err"
+# after a drop the cache still holds the system message: the next turn reuses its tokens
+after=$(grep -A1 'dropped the oldest' "$TMP/err" | sed -n 's/.*turn [0-9]*: prefilled [0-9]* new tokens, \([0-9]*\) reused.*/\1/p' | head -n 1)
+check "chat past the context: the system message kept (${after:-no} tokens reused, it has $n_sys)" \
+    bash -c "[ -n '$after' ] && [ '$after' -ge '$n_sys' ]"
+{ printf 'x%.0s' $(seq 400); printf '\nhello\n'; } | "$BIN" chat -m "$STORIES" --ctx 256 -n 8 --temp 0 >"$TMP/out" 2>"$TMP/err"; rc=$?
+check "chat: a message longer than the context: said, and the next one answered (exit $rc)" \
+    bash -c "[ $rc -eq 0 ] && grep -q 'error: chat: the message (4[0-9][0-9] tokens with the template) does not fit the context of 256 tokens' '$TMP/err' &&
+        grep -q 'turn 1: prefilled' '$TMP/err'"
+# the same two messages piped, and at a terminal typed with edits and recalled (up
+# arrow): the same turns, token for token (greedy, the same cache). The edits: "héllo",
+# three times left, backspace erases the é (two bytes, one character; with no locale set
+# too), "e". The second line inserts a letter after the left arrow.
+printf 'hello\nhello\n' | "$BIN" chat -m "$STORIES" -n 8 --temp 0 >/dev/null 2>"$TMP/err"
+want=$(grep 'turn [0-9]*: prefilled' "$TMP/err")
+env -u LANG -u LC_ALL -u LC_CTYPE "$PY" tests/tools/pty_run.py --delay 1 \
+    'h\xc3\xa9llo\x1b[D\x1b[D\x1b[D\x7fe\nhelo\x1b[Dl\n/exit\n' -- "$BIN" chat -m "$STORIES" -n 8 --temp 0 >"$TMP/tty" 2>&1; rc=$?
+got=$(tr -d '\r' <"$TMP/tty" | grep -a 'turn [0-9]*: prefilled')
+check "chat at a terminal: edited lines are sent as shown (exit $rc; got '$got', want '$want')" \
+    bash -c "[ $rc -eq 0 ] && [ -n '$want' ] && [ '$got' = '$want' ]"
+"$PY" tests/tools/pty_run.py --delay 1 'hello\n\x1b[A\n/exit\n' -- "$BIN" chat -m "$STORIES" -n 8 --temp 0 >"$TMP/tty" 2>&1; rc=$?
+got=$(tr -d '\r' <"$TMP/tty" | grep -a 'turn [0-9]*: prefilled')
+check "chat at a terminal: up arrow recalls the line before (exit $rc; got '$got', want '$want')" \
+    bash -c "[ $rc -eq 0 ] && [ -n '$want' ] && [ '$got' = '$want' ]"
+check "chat at a terminal: no escape sequence reaches the model: $(grep -a -o '.^\[\[[A-D].' "$TMP/tty" | head -n 1)" \
+    bash -c "! grep -a -q '\^\[\[' '$TMP/tty'"
+"$PY" tests/tools/pty_run.py --delay 1 --timeout 30 'abc\x03hello\n\x03\x03' -- "$BIN" chat -m "$STORIES" -n 8 --temp 0 >"$TMP/tty" 2>&1; rc=$?
+got=$(tr -d '\r' <"$TMP/tty" | grep -a 'turn [0-9]*: prefilled')
+check "chat at a terminal: Ctrl-C drops the line typed so far, twice quits (exit $rc; got '$got')" \
+    bash -c "[ $rc -eq 0 ] && grep -a -q 'Ctrl-C again (or /exit) to quit' '$TMP/tty' && [ '$got' = '$(head -n 1 <<<"$want")' ]"
+
 # 8. --seed -1 is a random seed (llama.cpp's spelling): two runs draw different seeds;
 # other negative seeds are still usage errors.
 for i in 1 2; do

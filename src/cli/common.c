@@ -103,7 +103,7 @@ int cli_generate(mf_context *c, mf_sampler *smp, int seq, const float *logits, c
     gen_keep(g, "", 0);
     while (n < g->n_max) {
         if (g->stop && *g->stop) { g->stopped = 1; break; }
-        if (g->decode_last && c->kv.seqs[seq].n >= c->n_ctx) break;
+        if (g->decode_last && c->kv.seqs[seq].n >= c->n_ctx) { g->ctx_full = 1; break; }
         int32_t tok = sampler_sample(smp, logits);
         sampler_accept(smp, tok);
         if (!g->ignore_eog && tok_is_eog(v, tok)) break;

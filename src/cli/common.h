@@ -30,6 +30,7 @@ typedef struct cli_gen {
     int n_toks;
     volatile sig_atomic_t *stop; /* when non-NULL and non-zero: stop before the next token (Ctrl-C) */
     int stopped;                 /* set when *stop ended the generation */
+    int ctx_full;                /* set when the sequence's cache filled (decode_last) */
 } cli_gen;
 
 /* Starts from the logits of the last evaluated token of seq. Stops early when the
