@@ -115,6 +115,9 @@ $(LIB): $(OBJ_CORE) $(OBJ_CU)
 	ar rcs $@ $^
 endif
 
+# the chat page is assembled into webui.o (.incbin): its object depends on it
+$(BUILD)/src/server/webui.o: src/server/webui/index.html
+
 $(BIN): $(OBJ_CLI) $(OBJ_SRV) $(LIB)
 	$(CC) $(CFLAGS) -o $@ $(OBJ_CLI) $(OBJ_SRV) $(LIB) $(LDLIBS) $(LDLIBS_SRV) $(LDLIBS_CLI)
 

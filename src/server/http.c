@@ -23,6 +23,7 @@
 #include "sampler.h"
 #include "server/request.h"
 #include "server/text.h"
+#include "server/webui.h"
 #include "util.h"
 
 enum { N_STATUS = 12 };
@@ -46,7 +47,7 @@ struct srv_http {
 };
 
 enum route {
-    R_NONE, R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE,
+    R_NONE, R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_WEBUI,
 };
 
 static const struct { const char *path; const char *method; enum route r; } routes[] = {
@@ -60,6 +61,7 @@ static const struct { const char *path; const char *method; enum route r; } rout
     { "/completions", "POST", R_COMPLETIONS },
     { "/tokenize", "POST", R_TOKENIZE },
     { "/detokenize", "POST", R_DETOKENIZE },
+    { "/", "GET", R_WEBUI },
 };
 
 typedef struct conn {
@@ -117,6 +119,27 @@ static enum MHD_Result send_json(srv_http *h, struct MHD_Connection *con, int st
     cJSON_Delete(j);
     if (!s) return MHD_NO;
     return send_text(h, con, status, "application/json", s, strlen(s));
+}
+
+/* The chat page. Its policy keeps every request on this server (connect-src 'self',
+ * nothing else loaded: the assets are in the page) and the page out of frames. */
+static enum MHD_Result send_webui(srv_http *h, struct MHD_Connection *con) {
+    size_t len;
+    const char *html = srv_webui_html(&len);
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)html, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                            "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
+                            "frame-ancestors 'none'");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    enum MHD_Result rc = MHD_queue_response(con, 200, r);
+    MHD_destroy_response(r);
+    count_status(h, 200);
+    return rc;
 }
 
 static cJSON *error_obj(int status, const char *code, const char *msg) {
@@ -793,14 +816,15 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con, const char
         access_begin(cs, con, method, url);
         int path_known = 0;
         for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-            if (strcmp(url, routes[i].path)) continue;
+            if (strcmp(url, routes[i].path) || (routes[i].r == R_WEBUI && !h->cfg.webui)) continue;
             path_known = 1;
             if (!strcmp(method, routes[i].method)) cs->route = routes[i].r;
         }
         cs->answered = 1;
         if (!path_known) return send_error(h, con, 404, "not_found", "no endpoint %s %s", method, url);
         if (cs->route == R_NONE) return send_error(h, con, 405, "method_not_allowed", "%s is not allowed on %s", method, url);
-        if (h->cfg.api_key && cs->route != R_HEALTH) {
+        /* the page itself is public: it asks for the key, and sends it with every request */
+        if (h->cfg.api_key && cs->route != R_HEALTH && cs->route != R_WEBUI) {
             const char *auth = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
             if (!auth) return send_error(h, con, 401, "invalid_api_key", "missing API key: send 'Authorization: Bearer KEY'");
             if (strncmp(auth, "Bearer ", 7) || !key_ok(auth + 7, h->cfg.api_key))
@@ -853,6 +877,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con, const char
     case R_COMPLETIONS: return do_generate(h, con, cs, 0);
     case R_TOKENIZE: return do_tokenize(h, con, cs);
     case R_DETOKENIZE: return do_detokenize(h, con, cs);
+    case R_WEBUI: return send_webui(h, con);
     case R_NONE: break;
     }
     return MHD_NO;

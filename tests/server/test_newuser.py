@@ -157,3 +157,46 @@ def test_client_disconnects_are_not_errors(binary):
         assert s.stop() == 0
     noise = [l for l in s.log if "serve: http:" in l]
     assert not noise, noise
+
+
+# ---------------------------------------------------------------- the chat page at /
+# (its behaviour in a browser: tests/webui_test.py)
+
+def test_chat_page_served_from_the_binary(srv):
+    r = requests.get(srv.url + "/", timeout=10)
+    assert r.status_code == 200
+    assert r.headers["Content-Type"] == "text/html; charset=utf-8"
+    csp = r.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in csp and "connect-src 'self'" in csp, csp
+    page = r.text
+    assert page.startswith("<!doctype html>") and "v1/chat/completions" in page
+    # nothing fetched from elsewhere: no absolute or protocol-relative URL in an attribute,
+    # an import or a fetch (the only links the page makes are in the model's own text)
+    assert not re.search(r"""(src|href|action)\s*=\s*["']?(https?:)?//""", page, re.I)
+    assert not re.search(r"""(@import|url\(|fetch\()\s*["']?(https?:)?//""", page, re.I)
+    # the page is not an API endpoint: other methods are refused
+    assert requests.post(srv.url + "/", timeout=10).status_code == 405
+
+
+def test_no_webui(binary):
+    s = Server(need_model(STORIES), "--no-webui")
+    try:
+        r = requests.get(s.url + "/", timeout=10)
+        assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+        assert requests.get(s.url + "/health", timeout=10).status_code == 200
+    finally:
+        assert s.stop() == 0
+    assert "chat page at" not in "".join(s.log)
+
+
+def test_chat_page_with_api_key(binary):
+    """The page is public (it asks for the key); the API behind it is not."""
+    s = Server(need_model(STORIES), "--api-key", "sekret")
+    try:
+        assert requests.get(s.url + "/", timeout=10).status_code == 200
+        assert requests.get(s.url + "/v1/models", timeout=10).status_code == 401
+        r = requests.get(s.url + "/v1/models", headers={"Authorization": "Bearer sekret"}, timeout=10)
+        assert r.status_code == 200
+    finally:
+        assert s.stop() == 0
+    assert re.search(r"chat page at http://127\.0\.0\.1:\d+/", "".join(s.log))
