@@ -194,5 +194,21 @@ sys.exit(subprocess.run(sys.argv[1:], stdout=w, preexec_fn=lambda: signal.signal
 expect_err 2 "run into a closed pipe" "error: writing the generated text to standard output: Broken pipe" \
     closed_pipe "$BIN" run -m "$STORIES" -p "Once upon a time" -n 200 --temp 0 -q
 
+# 11. The README in a newcomer's order: what minfer is, the two commands, chatting, the
+# models of get-model, the server (an openai client, curl, the request fields), a short
+# table of performance, then the kernel design and the full figures, then the reference.
+# (tests/server/test_newuser.py runs its server snippets.)
+order=("## Set-up: two commands" "## Chatting with a model" "## Models: \`make get-model\`" "## The server"
+       "from openai import OpenAI" "curl http://127.0.0.1:8080/v1/chat/completions" "Request fields"
+       "## Performance" "## Kernel design and full figures" "### Where it stands" "### Environment switches"
+       "## Reference")
+last=0
+for h in "${order[@]}"; do
+    n=$(grep -n -F -- "$h" README.md | head -n 1 | cut -d: -f1)
+    check "README: '$h' after the part before (line ${n:-none}, after $last)" bash -c "[ -n '$n' ] && [ '$n' -gt '$last' ]"
+    last=${n:-$last}
+done
+check "README: what minfer is, before the commands" bash -c "sed -n '1,/^## /p' README.md | grep -q 'runs large language models'"
+
 echo "RESULT e2e_newuser passed=$P failed=$F skipped=$S"
 [ "$F" -eq 0 ]

@@ -1,11 +1,16 @@
 """test_newuser.py - what a new user of the server hit (issue 56): the messages of
 range errors (max_tokens past the context names the max_tokens given; integers print
 as integers), the access log (one line a request; -q quiets it) and no libmicrohttpd
-noise when a client hangs up."""
+noise when a client hangs up, the chat page at / as served (its behaviour in a browser:
+tests/webui_test.py), and the README's openai and curl examples run against a server."""
 import json
+import os
 import re
+import shutil
 import socket
 import struct
+import subprocess
+import sys
 import time
 
 import pytest
@@ -200,3 +205,36 @@ def test_chat_page_with_api_key(binary):
     finally:
         assert s.stop() == 0
     assert re.search(r"chat page at http://127\.0\.0\.1:\d+/", "".join(s.log))
+
+
+# ---------------------------------------------------------------- the README's server snippets (item 11)
+
+README = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
+
+
+def readme_server_section():
+    text = open(README, encoding="utf-8").read()
+    start = text.index("\n## The server")
+    return text[start:text.index("\n## ", start + 1)]
+
+
+def test_readme_openai_snippet_runs(srv):
+    """The README's openai example, pointed at this server, streams an answer."""
+    block = re.search(r"```python\n(.*?)```", readme_server_section(), re.S).group(1)
+    code = block.replace("http://127.0.0.1:8080", srv.url).replace("max_tokens=64", "max_tokens=8")
+    assert srv.url in code
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip(), r.stdout
+
+
+def test_readme_curl_lines_run(srv):
+    if not shutil.which("curl"):
+        pytest.skip("no curl")
+    text = readme_server_section()
+    cmds = re.findall(r"^(curl .*?(?:\\\n.*?)*)$", re.search(r"```sh\n(curl.*?)```", text, re.S).group(1), re.M)
+    assert len(cmds) == 2, cmds
+    for cmd in cmds:
+        r = subprocess.run(["bash", "-c", cmd.replace("http://127.0.0.1:8080", srv.url)], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0 and '"choices"' in r.stdout and '"error"' not in r.stdout, (cmd, r.stdout, r.stderr)
