@@ -3,7 +3,8 @@
 # each: `make test` builds no CUDA where no GPU can run it (make check-cuda does, for
 # CI), `-f -` and unopenable files, -q everywhere, the top-level --help and `minfer
 # paths`, load errors that name the path once, --seed -1, failed writes of the text,
-# chat's piped input and its context that drops the oldest turns.
+# chat's context that drops the oldest turns and its line editing at a terminal, the
+# README's order. (The server's items: tests/server/test_newuser.py, tests/webui_test.py.)
 set -u
 BUILD=${BUILD:-build}
 BIN=$BUILD/minfer
