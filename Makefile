@@ -51,6 +51,8 @@ SRC_CLI  := $(wildcard src/cli/*.c)
 # the HTTP server (minfer serve): libmicrohttpd + cJSON, linked into the binary only
 SRC_SRV  := $(wildcard src/server/*.c)
 LDLIBS_SRV := -lmicrohttpd -lcjson
+# minfer chat's line editing and history at a terminal: libedit (BSD licence, readline's API)
+LDLIBS_CLI := -ledit
 SRC_CU   := $(wildcard src/cuda/*.cu)
 
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC_FOUND))
@@ -91,9 +93,10 @@ endif
 .PHONY: all test run bench clean test-cuda bench-cuda tests-build deps
 all: $(BIN)
 
-# Installs missing Debian packages (libpcre2-dev) on a fresh machine; see README.
+# Installs missing Debian packages (libpcre2-dev, ...) on a fresh machine; see README.
+# Again when tools/deps.sh changes (a new dependency reaches an existing build tree).
 DEPS_STAMP := $(BUILD)/.deps
-$(DEPS_STAMP):
+$(DEPS_STAMP): tools/deps.sh
 	@bash tools/deps.sh
 	@mkdir -p $(BUILD) && touch $@
 deps: $(DEPS_STAMP)
@@ -112,8 +115,11 @@ $(LIB): $(OBJ_CORE) $(OBJ_CU)
 	ar rcs $@ $^
 endif
 
+# the chat page is assembled into webui.o (.incbin): its object depends on it
+$(BUILD)/src/server/webui.o: src/server/webui/index.html
+
 $(BIN): $(OBJ_CLI) $(OBJ_SRV) $(LIB)
-	$(CC) $(CFLAGS) -o $@ $(OBJ_CLI) $(OBJ_SRV) $(LIB) $(LDLIBS) $(LDLIBS_SRV)
+	$(CC) $(CFLAGS) -o $@ $(OBJ_CLI) $(OBJ_SRV) $(LIB) $(LDLIBS) $(LDLIBS_SRV) $(LDLIBS_CLI)
 
 # ---- sanitizer build for tests (CPU only: CUDA objects are not instrumented) ----
 $(ASAN_BUILD)/%.o: %.c

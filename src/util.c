@@ -60,9 +60,11 @@ void mf_log(const char *fmt, ...) {
     if (mf_log_quiet) return;
     va_list ap;
     va_start(ap, fmt);
+    flockfile(stderr); /* one line, whole, while other threads log (the server's access lines) */
     fputs("minfer: ", stderr);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
+    funlockfile(stderr);
     va_end(ap);
 }
 

@@ -3,7 +3,8 @@
 # each: `make test` builds no CUDA where no GPU can run it (make check-cuda does, for
 # CI), `-f -` and unopenable files, -q everywhere, the top-level --help and `minfer
 # paths`, load errors that name the path once, --seed -1, failed writes of the text,
-# chat's piped input and its context that drops the oldest turns.
+# chat's context that drops the oldest turns and its line editing at a terminal, the
+# README's order. (The server's items: tests/server/test_newuser.py, tests/webui_test.py.)
 set -u
 BUILD=${BUILD:-build}
 BIN=$BUILD/minfer
@@ -119,6 +120,50 @@ check "minfer paths: exit $rc, both tables" bash -c "[ $rc -eq 0 ] && grep -q 'o
 "$BIN" paths --help >"$TMP/ph" 2>&1
 check "minfer paths --help says what they are for" grep -q 'notice' "$TMP/ph"
 
+# 7. chat: when the conversation outgrows the context the oldest turns are dropped (the
+# system message kept) with a notice, and every turn is answered; a message that alone
+# does not fit is an error and the chat goes on. At a terminal, libedit edits the line
+# and recalls the history; Ctrl-C clears the line, twice quits.
+SYS="You are a storyteller who tells short stories to children."
+n_sys=$(printf '%s' "$SYS" | "$BIN" tokenize -m "$STORIES" --no-bos -q | wc -w)
+printf 'Tell me a story.\nAnother one.\nAnd one more.\nOnce more.\nAgain.\nLast one.\n' |
+    "$BIN" chat -m "$STORIES" --ctx 256 -n 24 --temp 0 --system "$SYS" >"$TMP/out" 2>"$TMP/err"; rc=$?
+check "chat past the context: exit $rc, no error ($(grep error "$TMP/err" | head -2))" \
+    bash -c "[ $rc -eq 0 ] && ! grep -q error '$TMP/err'"
+check "chat past the context: the 6 turns answered ($(grep -c 'turn [0-9]*: prefilled' "$TMP/err"))" \
+    [ "$(grep -c 'turn [0-9]*: prefilled' "$TMP/err")" -eq 6 ]
+check "chat past the context: a notice of the dropped turns" \
+    grep -q 'outgrew the context of 256 tokens: dropped the oldest 1 turn (2 messages); the system message is kept' "$TMP/err"
+# after a drop the cache still holds the system message: the next turn reuses its tokens
+after=$(grep -A1 'dropped the oldest' "$TMP/err" | sed -n 's/.*turn [0-9]*: prefilled [0-9]* new tokens, \([0-9]*\) reused.*/\1/p' | head -n 1)
+check "chat past the context: the system message kept (${after:-no} tokens reused, it has $n_sys)" \
+    bash -c "[ -n '$after' ] && [ '$after' -ge '$n_sys' ]"
+{ printf 'x%.0s' $(seq 400); printf '\nhello\n'; } | "$BIN" chat -m "$STORIES" --ctx 256 -n 8 --temp 0 >"$TMP/out" 2>"$TMP/err"; rc=$?
+check "chat: a message longer than the context: said, and the next one answered (exit $rc)" \
+    bash -c "[ $rc -eq 0 ] && grep -q 'error: chat: the message (4[0-9][0-9] tokens with the template) does not fit the context of 256 tokens' '$TMP/err' &&
+        grep -q 'turn 1: prefilled' '$TMP/err'"
+# the same two messages piped, and at a terminal typed with edits and recalled (up
+# arrow): the same turns, token for token (greedy, the same cache). The edits: "héllo",
+# three times left, backspace erases the é (two bytes, one character; with no locale set
+# too), "e". The second line inserts a letter after the left arrow.
+printf 'hello\nhello\n' | "$BIN" chat -m "$STORIES" -n 8 --temp 0 >/dev/null 2>"$TMP/err"
+want=$(grep 'turn [0-9]*: prefilled' "$TMP/err")
+env -u LANG -u LC_ALL -u LC_CTYPE "$PY" tests/tools/pty_run.py --delay 1 \
+    'h\xc3\xa9llo\x1b[D\x1b[D\x1b[D\x7fe\nhelo\x1b[Dl\n/exit\n' -- "$BIN" chat -m "$STORIES" -n 8 --temp 0 >"$TMP/tty" 2>&1; rc=$?
+got=$(tr -d '\r' <"$TMP/tty" | grep -a 'turn [0-9]*: prefilled')
+check "chat at a terminal: edited lines are sent as shown (exit $rc; got '$got', want '$want')" \
+    bash -c "[ $rc -eq 0 ] && [ -n '$want' ] && [ '$got' = '$want' ]"
+"$PY" tests/tools/pty_run.py --delay 1 'hello\n\x1b[A\n/exit\n' -- "$BIN" chat -m "$STORIES" -n 8 --temp 0 >"$TMP/tty" 2>&1; rc=$?
+got=$(tr -d '\r' <"$TMP/tty" | grep -a 'turn [0-9]*: prefilled')
+check "chat at a terminal: up arrow recalls the line before (exit $rc; got '$got', want '$want')" \
+    bash -c "[ $rc -eq 0 ] && [ -n '$want' ] && [ '$got' = '$want' ]"
+check "chat at a terminal: no escape sequence reaches the model: $(grep -a -o '.^\[\[[A-D].' "$TMP/tty" | head -n 1)" \
+    bash -c "! grep -a -q '\^\[\[' '$TMP/tty'"
+"$PY" tests/tools/pty_run.py --delay 1 --timeout 30 'abc\x03hello\n\x03\x03' -- "$BIN" chat -m "$STORIES" -n 8 --temp 0 >"$TMP/tty" 2>&1; rc=$?
+got=$(tr -d '\r' <"$TMP/tty" | grep -a 'turn [0-9]*: prefilled')
+check "chat at a terminal: Ctrl-C drops the line typed so far, twice quits (exit $rc; got '$got')" \
+    bash -c "[ $rc -eq 0 ] && grep -a -q 'Ctrl-C again (or /exit) to quit' '$TMP/tty' && [ '$got' = '$(head -n 1 <<<"$want")' ]"
+
 # 8. --seed -1 is a random seed (llama.cpp's spelling): two runs draw different seeds;
 # other negative seeds are still usage errors.
 for i in 1 2; do
@@ -131,6 +176,40 @@ check "--seed -1: a seed drawn each run ($s1, $s2)" bash -c "[ -n '$s1' ] && [ -
 echo hi | "$BIN" chat -m "$STORIES" -n 4 --temp 1 --seed -1 -q >/dev/null 2>"$TMP/err"
 check "chat --seed -1: accepted ($(head -c 200 "$TMP/err"))" bash -c "[ ! -s '$TMP/err' ]"
 expect_err 1 "--seed -2: a usage error" "option --seed: '-2' is not a non-negative integer \(or -1" "$BIN" run -m "$STORIES" --seed -2
+
+# 10. Generated text that cannot be written (a full disk, a closed pipe) is an error:
+# exit 2 and the reason, not exit 0 in silence; so is any command's stdout.
+expect_err 2 "run > /dev/full" "error: writing the generated text to standard output: No space left on device" \
+    bash -c '"$0" run -m "$1" -p "Once upon a time" -n 200 --temp 0 -q >/dev/full' "$BIN" "$STORIES"
+expect_err 2 "chat > /dev/full" "error: writing the generated text to standard output: No space left on device" \
+    bash -c 'echo hello | "$0" chat -m "$1" -n 20 -q >/dev/full' "$BIN" "$STORIES"
+expect_err 2 "info > /dev/full" "error: info: writing standard output: No space left on device" \
+    bash -c '"$0" info -m "$1" -q >/dev/full' "$BIN" "$STORIES"
+# a pipe whose reader is gone, SIGPIPE ignored (as under nohup or some supervisors):
+# write fails with EPIPE. (With SIGPIPE at its default the signal ends the process.)
+closed_pipe() {
+    "$PY" -c 'import os, signal, subprocess, sys
+r, w = os.pipe(); os.close(r)
+sys.exit(subprocess.run(sys.argv[1:], stdout=w, preexec_fn=lambda: signal.signal(signal.SIGPIPE, signal.SIG_IGN)).returncode)' "$@"
+}
+expect_err 2 "run into a closed pipe" "error: writing the generated text to standard output: Broken pipe" \
+    closed_pipe "$BIN" run -m "$STORIES" -p "Once upon a time" -n 200 --temp 0 -q
+
+# 11. The README in a newcomer's order: what minfer is, the two commands, chatting, the
+# models of get-model, the server (an openai client, curl, the request fields), a short
+# table of performance, then the kernel design and the full figures, then the reference.
+# (tests/server/test_newuser.py runs its server snippets.)
+order=("## Set-up: two commands" "## Chatting with a model" "## Models: \`make get-model\`" "## The server"
+       "from openai import OpenAI" "curl http://127.0.0.1:8080/v1/chat/completions" "Request fields"
+       "## Performance" "## Kernel design and full figures" "### Where it stands" "### Environment switches"
+       "## Reference")
+last=0
+for h in "${order[@]}"; do
+    n=$(grep -n -F -- "$h" README.md | head -n 1 | cut -d: -f1)
+    check "README: '$h' after the part before (line ${n:-none}, after $last)" bash -c "[ -n '$n' ] && [ '$n' -gt '$last' ]"
+    last=${n:-$last}
+done
+check "README: what minfer is, before the commands" bash -c "sed -n '1,/^## /p' README.md | grep -q 'runs large language models'"
 
 echo "RESULT e2e_newuser passed=$P failed=$F skipped=$S"
 [ "$F" -eq 0 ]

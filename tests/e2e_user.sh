@@ -100,7 +100,8 @@ for cmd in run chat tokenize info bench synth; do
         QUANT) val=q8_0 ;; "") val= ;; *) val=x ;;
         esac
         # bench --ctx must hold every test (the default pp512 and tg128); synth's paths fail late
-        [ "$cmd $short" = "bench --ctx" ] && val=1024
+        # (-c, --ctx since issue 57: the spellings' line starts with -c)
+        case "$cmd $short" in "bench --ctx" | "bench -c") val=1024 ;; esac
         [ "$cmd $meta" = "synth PATH" ] && val=$TMP/nodir/y.gguf
         # --tensor-split takes one number per --gpus rank (the CPU split on a machine without a GPU)
         pre=()

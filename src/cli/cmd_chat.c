@@ -1,7 +1,13 @@
 /* cmd_chat.c - `minfer chat`: interactive multi-turn chat. The KV cache is kept
  * between turns: each turn tokenizes only the text that the template adds after
- * what the cache already holds, so only the new turn is prefilled. */
+ * what the cache already holds, so only the new turn is prefilled. At a terminal,
+ * libedit edits the line (arrow keys, Ctrl-A/E/W, ...) and keeps the session's
+ * history (up/down). When the conversation outgrows the context, its oldest turns
+ * are dropped, the system message kept. */
+#include <editline/readline.h>
 #include <errno.h>
+#include <langinfo.h>
+#include <locale.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,11 +24,15 @@
 static const char chat_notes[] =
     "  reads one user message per line on stdin. Commands: /help, /reset (clear the history),\n"
     "  /exit (or end of input) to quit; a line starting with // sends the rest, starting with /.\n"
-    "  Ctrl-C stops the answer being generated; twice in a row at the prompt, quits.\n";
+    "  Ctrl-C stops the answer being generated; twice in a row at the prompt, quits.\n"
+    "  At a terminal the line can be edited (arrows, Home/End, Ctrl-A/E/K/W) and up/down recall\n"
+    "  this session's lines (libedit; ~/.editrc applies). When the conversation no longer fits\n"
+    "  --ctx, its oldest turns are dropped (the system message kept), said on stderr.\n";
 
 /* SIGINT: counted, not fatal. The generation loop polls the count between tokens;
- * at the prompt, fgets returns with EINTR (the handler is installed without
- * SA_RESTART) and a second Ctrl-C in a row quits. */
+ * at the prompt, getline or libedit's readline returns with EINTR (the handler is
+ * installed without SA_RESTART, and libedit's own handlers are off) and a second
+ * Ctrl-C in a row quits. */
 static volatile sig_atomic_t chat_sigint;
 static void on_sigint(int sig) {
     (void)sig;
@@ -49,6 +59,70 @@ static void push_msg(chat_state *s, const char *role, const char *content) {
     s->msgs[s->n].role = mf_xstrdup(role);
     s->msgs[s->n].content = mf_xstrdup(content);
     s->n++;
+}
+
+static int has_system(const chat_state *s) { return s->n > 0 && !strcmp(s->msgs[0].role, "system"); }
+
+/* The conversation rendered without its `skip` oldest messages after the system
+ * message; NULL when the template cannot render it. */
+static char *render_from(const chat_state *s, chat_tmpl tmpl, int skip) {
+    const int first = has_system(s);
+    chat_msg *v = mf_xmalloc(sizeof *v * (size_t)s->n);
+    int k = 0;
+    if (first) v[k++] = s->msgs[0];
+    for (int i = first + skip; i < s->n; i++) v[k++] = s->msgs[i];
+    char *text = chat_render(tmpl, v, k, 1);
+    free(v);
+    return text;
+}
+
+/* skip after one more turn (a user message and the answer that followed it) is
+ * dropped; -1 when only the newest message would be left. */
+static int skip_turn(const chat_state *s, int skip) {
+    const int i = has_system(s) + skip;
+    const int k = i + 1 < s->n - 1 && !strcmp(s->msgs[i + 1].role, "assistant") ? 2 : 1;
+    return i + k <= s->n - 1 ? skip + k : -1;
+}
+
+/* Frees the `skip` oldest messages after the system message. */
+static void drop_msgs(chat_state *s, int skip) {
+    const int first = has_system(s);
+    for (int i = first; i < first + skip; i++) {
+        free((char *)s->msgs[i].role);
+        free((char *)s->msgs[i].content);
+    }
+    memmove(s->msgs + first, s->msgs + first + skip, sizeof(chat_msg) * (size_t)(s->n - first - skip));
+    s->n -= skip;
+}
+
+/* libedit works in the character set of LC_CTYPE: UTF-8 while it starts and edits a
+ * line, so that a multi-byte character moves and erases as one (the environment's, or
+ * C.UTF-8 where that is not UTF-8: the model's text is UTF-8 anyway); the C locale for
+ * the rest of the program. */
+static void edit_locale(int on) {
+    if (!on) { setlocale(LC_CTYPE, "C"); return; }
+    if (!setlocale(LC_CTYPE, "") || strcmp(nl_langinfo(CODESET), "UTF-8")) setlocale(LC_CTYPE, "C.UTF-8");
+}
+
+/* One line of input without its line end (malloc'd), or NULL at the end of the input
+ * or when Ctrl-C interrupted the wait (chat_sigint > 0). At a terminal, libedit. */
+static char *read_line(int tty) {
+    if (tty) {
+        edit_locale(1);
+        char *l = readline("> ");
+        edit_locale(0);
+        if (l && *l) add_history(l);
+        return l;
+    }
+    char *l = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&l, &cap, stdin);
+    if (n < 0) {
+        free(l);
+        return NULL;
+    }
+    while (n && (l[n - 1] == '\n' || l[n - 1] == '\r')) l[--n] = 0;
+    return l;
 }
 
 static void reset_msgs(chat_state *s, const char *system) {
@@ -144,6 +218,15 @@ int cmd_chat(int argc, char **argv) {
         return cli_error(1, "%s", err.msg); /* err says "sampler: ..." */
     }
     int interactive = isatty(0);
+    if (interactive) {
+        rl_readline_name = "minfer"; /* for ~/.editrc */
+        rl_catch_signals = 0;         /* Ctrl-C is ours: readline returns, chat_sigint says why */
+        rl_instream = stdin;
+        rl_outstream = isatty(2) || !isatty(1) ? stderr : stdout; /* the prompt and the echo: not into 2>log */
+        edit_locale(1);
+        using_history(); /* starts libedit, which reads the character set now */
+        edit_locale(0);
+    }
     struct sigaction sa, old_sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
@@ -151,11 +234,12 @@ int cmd_chat(int argc, char **argv) {
     sa.sa_flags = 0; /* no SA_RESTART: Ctrl-C at the prompt returns from fgets */
     sigaction(SIGINT, &sa, &old_sa);
     if (verbose) chat_help(); /* -q: none, also at a terminal (/help prints them) */
-    char line[65536];
+    int turn = 0;
+    char *line = NULL;
     for (;;) {
-        if (interactive) { fputs("> ", stderr); fflush(stderr); }
-        if (!fgets(line, sizeof line, stdin)) {
-            if (ferror(stdin) && errno == EINTR && chat_sigint > 0) {
+        free(line);
+        if (!(line = read_line(interactive))) {
+            if (chat_sigint > 0) {
                 clearerr(stdin);
                 if (chat_sigint >= 2) break;
                 fputs("\nminfer: chat: Ctrl-C again (or /exit) to quit\n", stderr);
@@ -177,39 +261,59 @@ int cmd_chat(int argc, char **argv) {
             continue;
         }
         push_msg(&s, "user", text);
-        char *full = chat_render(tmpl, s.msgs, s.n, 1);
-        if (!full) { rc = cli_error(2, "chat: cannot render the conversation"); break; }
-        /* Tokenize only what follows the cached text; if the template re-rendered the
-         * history differently, start over from the whole text. */
-        size_t cl = strlen(s.cached_text);
+        /* Tokenize only what follows the cached text (if the template re-rendered the
+         * history differently, the whole text). Past the context, less the room kept for
+         * the answer, drop the oldest turns until it fits (issue 56: every later turn
+         * failed); the cache then keeps what still matches, the system message. */
+        const int room = MF_MIN(n_predict, c.n_ctx / 4);
+        int skip = 0, n_new = -1, reuse = 0, total = 0, cut = 0;
+        char *full = NULL;
         int32_t *ids = NULL;
-        int n_new;
-        if (s.n_cached > 0 && !strncmp(full, s.cached_text, cl)) {
-            n_new = tok_encode(m.vocab, full + cl, strlen(full + cl), 0, 1, &ids, &err);
-        } else {
-            s.n_cached = 0;
-            n_new = tok_encode(m.vocab, full, strlen(full), tok_add_bos(m.vocab), 1, &ids, &err);
-        }
-        if (n_new < 0) { free(full); rc = cli_error(2, "tokenizer: %s", err.msg); break; }
-        if (s.n_cached + n_new + 1 > c.n_ctx) {
+        for (;;) {
+            if (!(full = render_from(&s, tmpl, skip))) break;
+            size_t cl = strlen(s.cached_text);
+            reuse = s.n_cached > 0 && !strncmp(full, s.cached_text, cl);
+            n_new = reuse ? tok_encode(m.vocab, full + cl, strlen(full + cl), 0, 1, &ids, &err)
+                          : tok_encode(m.vocab, full, strlen(full), tok_add_bos(m.vocab), 1, &ids, &err);
+            if (n_new < 0) break;
+            total = (reuse ? s.n_cached : 0) + n_new;
+            int next = total + room > c.n_ctx ? skip_turn(&s, skip) : -1;
+            if (next < 0) break; /* fits with room for the answer, or nothing older to drop */
             free(full);
             free(ids);
-            cli_error(2, "chat: the conversation no longer fits the context of %d tokens; /reset or use --ctx", c.n_ctx);
-            s.n--; /* drop the message that did not fit */
+            ids = NULL;
+            skip = next;
+            cut++;
+        }
+        if (!full) { rc = cli_error(2, "chat: cannot render the conversation"); break; }
+        if (n_new < 0) { free(full); rc = cli_error(2, "tokenizer: %s", err.msg); break; }
+        if (total + 1 > c.n_ctx) { /* the message alone (with the system message) does not fit */
+            free(full);
+            free(ids);
+            cli_error(2, "chat: the message (%d tokens with the template%s) does not fit the context of %d tokens; use --ctx",
+                      total, has_system(&s) ? " and the system message" : "", c.n_ctx);
+            s.n--; /* drop the message that did not fit; the history stays */
             free((char *)s.msgs[s.n].role);
             free((char *)s.msgs[s.n].content);
             continue;
         }
+        if (skip) {
+            drop_msgs(&s, skip);
+            mf_log("chat: the conversation outgrew the context of %d tokens: dropped the oldest %d turn%s (%d message%s)%s",
+                   c.n_ctx, cut, cut == 1 ? "" : "s", skip, skip == 1 ? "" : "s",
+                   has_system(&s) ? "; the system message is kept" : "");
+        }
+        if (!reuse) s.n_cached = 0;
         memcpy(s.cached + s.n_cached, ids, sizeof(int32_t) * (size_t)n_new);
         s.n_cached += n_new;
         free(ids);
         free(s.cached_text);
         s.cached_text = full;
+        turn++;
 
         const float *logits;
         if ((rc = context_eval(&c, 0, s.cached, s.n_cached, &logits, &err))) { rc = cli_error(cli_status_exit(rc), "%s", err.msg); break; }
-        mf_log("turn %d: prefilled %d new tokens, %d reused from the cache", (s.n + 1) / 2, c.last_evaluated,
-               c.last_reused);
+        mf_log("turn %d: prefilled %d new tokens, %d reused from the cache", turn, c.last_evaluated, c.last_reused);
         cli_gen g = { .n_max = n_predict, .ignore_eog = ignore_eos, .decode_last = 1, .keep_text = 1,
                       .toks = s.cached, .n_toks = s.n_cached, .stop = &chat_sigint };
         int n_gen = cli_generate(&c, smp, 0, logits, &g, &err);
@@ -226,10 +330,14 @@ int cmd_chat(int argc, char **argv) {
         if (g.stopped) {
             mf_log("chat: answer stopped (Ctrl-C); %d tokens kept", n_gen);
             chat_sigint = 1; /* a second Ctrl-C at the prompt quits */
+        } else if (g.ctx_full) {
+            mf_log("chat: the answer stopped at the end of the context (%d tokens); the oldest turns make room for "
+                   "the next message", c.n_ctx);
         }
         push_msg(&s, "assistant", g.text);
         free(g.text);
     }
+    free(line);
     sigaction(SIGINT, &old_sa, NULL);
     reset_msgs(&s, NULL);
     free(s.msgs);

@@ -21,13 +21,17 @@
 static const char serve_notes[] =
     "  Endpoints: POST /v1/chat/completions, POST /v1/completions (\"stream\": true for server-sent\n"
     "  events), GET /v1/models, GET /health, GET /metrics (Prometheus), POST /tokenize, POST /detokenize.\n"
+    "  GET / is a chat page (streamed answers, Markdown, settings, conversations kept in the browser;\n"
+    "  every asset is in the binary, nothing is fetched from elsewhere; with --api-key it asks for the key).\n"
     "  --parallel slots are decoded together, one token each a step; a waiting prompt is read --chunk\n"
     "  tokens a step beside them; requests beyond the slots queue. A request takes the slot whose cache\n"
     "  shares the longest prefix with its prompt and evaluates only the rest. --ctx is per slot.\n"
     "  Sampling defaults when a request gives none: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05\n"
     "  (llama.cpp's server's); max_tokens: until end-of-generation or the context is full.\n"
     "  SIGINT/SIGTERM: stop taking requests, let running ones finish (--drain seconds), exit 0;\n"
-    "  a second signal cancels them at once.\n";
+    "  a second signal cancels them at once.\n"
+    "  Access log on stderr, a line a request once answered (-q: none): UTC time, client, method,\n"
+    "  path, status, prompt=N generated=N of a generation, seconds, and \"(client hung up)\" where so.\n";
 
 /* Waits up to ms for SIGINT/SIGTERM; returns the signal or 0. */
 static int wait_signal(const sigset_t *set, int ms) {
@@ -38,7 +42,7 @@ static int wait_signal(const sigset_t *set, int ms) {
 
 int cmd_serve(int argc, char **argv) {
     const char *model = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL, *tmpl = NULL;
-    int port = 8080, parallel = 4, chunk = 128, timeout = 30, max_conn = 256, drain = 30, verbose = 1;
+    int port = 8080, parallel = 4, chunk = 128, timeout = 30, max_conn = 256, drain = 30, verbose = 1, webui = 1;
     int max_body_kib = 1024;
     mf_context_params cp;
     context_params_default(&cp);
@@ -67,6 +71,8 @@ int cmd_serve(int argc, char **argv) {
                            .help = "open connections at most (one thread each)" };
     opts[n++] = (cli_opt){ "--drain", "S", CLI_OPT_INT, &drain, 0, 86400,
                            .help = "on SIGINT/SIGTERM, seconds running requests may take to finish" };
+    opts[n++] = (cli_opt){ "--no-webui", NULL, CLI_OPT_FLAG, &webui, .set = 0,
+                           .help = "no chat page at / (the API alone)", .dflt = "" };
     n += cli_opts_verbosity(opts + n, &verbose);
     int prc = cli_parse("serve", "usage: minfer serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [options]",
                         serve_notes, opts, n, argc, argv);
@@ -112,7 +118,7 @@ int cmd_serve(int argc, char **argv) {
     base = base ? base + 1 : model;
     srv_config cfg = { .host = host, .port = port, .api_key = api_key, .model_name = alias ? alias : base,
                        .chat_template = tmpl, .max_body = (size_t)max_body_kib * 1024, .timeout_s = timeout,
-                       .max_connections = max_conn };
+                       .max_connections = max_conn, .webui = webui };
     srv_http *h = srv_http_start(&cfg, m, e, minfer_ctx_n_ctx(c), err, sizeof err);
     if (!h) {
         srv_engine_free(e);
@@ -126,6 +132,9 @@ int cmd_serve(int argc, char **argv) {
             v6 ? "[" : "", host, v6 ? "]" : "", srv_http_port(h), cfg.model_name, srv_http_template(h), parallel,
             minfer_ctx_n_ctx(c));
     fflush(stderr);
+    if (webui)
+        mf_log("serve: chat page at http://%s%s%s:%d/ (--no-webui: none)", v6 ? "[" : "", host, v6 ? "]" : "",
+               srv_http_port(h));
 
     int sig;
     while ((sig = wait_signal(&sigs, 1000)) == 0) {}

@@ -84,33 +84,44 @@ static void gen_keep(cli_gen *g, const char *s, int len) {
     g->text[g->len] = 0;
 }
 
+/* Writes and flushes each piece as it comes (the reader sees tokens as they are made);
+ * 0, or an errno: a full disk, a closed pipe (SIGPIPE ignored), a revoked terminal. */
+static int gen_write(const char *s, int len) {
+    errno = 0;
+    if ((len > 0 && fwrite(s, 1, (size_t)len, stdout) != (size_t)len) || fflush(stdout) != 0 || ferror(stdout))
+        return errno ? errno : EIO;
+    return 0;
+}
+
 int cli_generate(mf_context *c, mf_sampler *smp, int seq, const float *logits, cli_gen *g, mf_err *err) {
     const mf_vocab *v = c->m->vocab;
     tok_stream ts;
     tok_stream_init(&ts);
     ts.first = g->strip_first;
     char out[1024];
-    int n = 0, rc = MF_OK;
+    int n = 0, rc = MF_OK, werr = 0;
     gen_keep(g, "", 0);
     while (n < g->n_max) {
         if (g->stop && *g->stop) { g->stopped = 1; break; }
-        if (g->decode_last && c->kv.seqs[seq].n >= c->n_ctx) break;
+        if (g->decode_last && c->kv.seqs[seq].n >= c->n_ctx) { g->ctx_full = 1; break; }
         int32_t tok = sampler_sample(smp, logits);
         sampler_accept(smp, tok);
         if (!g->ignore_eog && tok_is_eog(v, tok)) break;
         n++;
         int len = tok_stream_push(&ts, v, tok, out, sizeof out);
-        fwrite(out, 1, (size_t)len, stdout);
-        fflush(stdout);
+        if ((werr = gen_write(out, len))) break; /* nobody reads the rest: stop generating (issue 56) */
         gen_keep(g, out, len);
         if (n == g->n_max && !g->decode_last) break;
         if ((rc = context_decode1(c, seq, tok, &logits, err))) break;
         if (g->toks) g->toks[g->n_toks++] = tok;
     }
-    int len = tok_stream_flush(&ts, out, sizeof out);
-    fwrite(out, 1, (size_t)len, stdout);
-    fputc('\n', stdout);
-    fflush(stdout); /* the text line ends before any timing line on a shared terminal */
-    gen_keep(g, out, len);
+    if (!werr) {
+        int len = tok_stream_flush(&ts, out, sizeof out);
+        werr = gen_write(out, len);
+        /* the text line ends before any timing line on a shared terminal */
+        if (!werr) werr = gen_write("\n", 1);
+        if (!werr) gen_keep(g, out, len);
+    }
+    if (werr && !rc) rc = mf_fail(err, MF_ERR_IO, "writing the generated text to standard output: %s", strerror(werr));
     return rc ? rc : n;
 }

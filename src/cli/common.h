@@ -30,12 +30,14 @@ typedef struct cli_gen {
     int n_toks;
     volatile sig_atomic_t *stop; /* when non-NULL and non-zero: stop before the next token (Ctrl-C) */
     int stopped;                 /* set when *stop ended the generation */
+    int ctx_full;                /* set when the sequence's cache filled (decode_last) */
 } cli_gen;
 
 /* Starts from the logits of the last evaluated token of seq. Stops early when the
  * sequence's cache is full and a token would need evaluating. Ends the printed text
  * with a newline. Returns the number of tokens sampled (the end-of-generation token
- * not counted), or a negative status with err filled. */
+ * not counted), or a negative status with err filled; a write to stdout that fails
+ * (a full disk, a closed pipe) stops it with MF_ERR_IO and the reason. */
 int cli_generate(mf_context *c, mf_sampler *smp, int seq, const float *logits, cli_gen *g, mf_err *err);
 
 /* Reads a whole file (text prompt), "-" standard input; NULL + message (with the

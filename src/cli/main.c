@@ -1,4 +1,5 @@
 /* main.c - the minfer command line: dispatch to subcommands (cli.h). */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -95,8 +96,17 @@ int main(int argc, char **argv) {
         { "bench", cmd_bench }, { "synth", cmd_synth }, { "info", cmd_info },   { "serve", cmd_serve },
         { "perplexity", cmd_perplexity }, { "paths", cmd_paths },
     };
-    for (size_t i = 0; i < MF_ARRAY_LEN(cmds); i++)
-        if (!strcmp(cmd, cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
+    for (size_t i = 0; i < MF_ARRAY_LEN(cmds); i++) {
+        if (strcmp(cmd, cmds[i].name)) continue;
+        int rc = cmds[i].fn(argc - 1, argv + 1);
+        /* Output that did not reach its file is a failure, whichever command wrote it
+         * (`minfer info > /dev/full` exited 0: issue 56). A command that saw its write
+         * fail has said so already (rc != 0). */
+        errno = 0;
+        if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout)))
+            rc = cli_error(2, "%s: writing standard output: %s", cmd, errno ? strerror(errno) : "write error");
+        return rc;
+    }
     return cli_error(1, "unknown %s '%s' (commands: run, chat, tokenize, bench, synth, info, perplexity, serve, paths; see minfer --help)",
                      cmd[0] == '-' ? "option" : "command", cmd);
 }

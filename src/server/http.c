@@ -23,6 +23,7 @@
 #include "sampler.h"
 #include "server/request.h"
 #include "server/text.h"
+#include "server/webui.h"
 #include "util.h"
 
 enum { N_STATUS = 12 };
@@ -46,7 +47,7 @@ struct srv_http {
 };
 
 enum route {
-    R_NONE, R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE,
+    R_NONE, R_HEALTH, R_MODELS, R_METRICS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_WEBUI,
 };
 
 static const struct { const char *path; const char *method; enum route r; } routes[] = {
@@ -60,6 +61,7 @@ static const struct { const char *path; const char *method; enum route r; } rout
     { "/completions", "POST", R_COMPLETIONS },
     { "/tokenize", "POST", R_TOKENIZE },
     { "/detokenize", "POST", R_DETOKENIZE },
+    { "/", "GET", R_WEBUI },
 };
 
 typedef struct conn {
@@ -68,7 +70,21 @@ typedef struct conn {
     size_t len, cap;
     int too_big;
     int answered;  /* a response was queued on the first call */
+    /* the access log line, written when the request completes */
+    double t_start;            /* mf_time_s() at the headers */
+    struct timespec wall;      /* the same moment, CLOCK_REALTIME */
+    char client[INET6_ADDRSTRLEN];
+    char method[8], path[256]; /* as received, control bytes escaped: no forged lines */
+    int status;                /* of the response queued; 0: none */
+    int n_prompt, n_gen;       /* of the job; -1: not a generation */
+    int gone;                  /* the client hung up */
 } conn;
+
+/* The request this thread is answering. With one thread per connection, a request's
+ * handler calls, its stream reader, libmicrohttpd's log lines about it and its
+ * completion all run on its connection's thread: count_status and mhd_log reach the
+ * request's access-log fields through this, without a conn argument in every call. */
+static _Thread_local conn *tl_conn;
 
 /* ---------------------------------------------------------------- responses */
 
@@ -79,6 +95,7 @@ static void count_status(srv_http *h, int status) {
     if (status_codes[k]) h->by_status[k]++;
     else h->other_status++;
     pthread_mutex_unlock(&h->mu);
+    if (tl_conn) tl_conn->status = status;
 }
 
 static enum MHD_Result send_text(srv_http *h, struct MHD_Connection *con, int status, const char *type, char *text,
@@ -102,6 +119,27 @@ static enum MHD_Result send_json(srv_http *h, struct MHD_Connection *con, int st
     cJSON_Delete(j);
     if (!s) return MHD_NO;
     return send_text(h, con, status, "application/json", s, strlen(s));
+}
+
+/* The chat page. Its policy keeps every request on this server (connect-src 'self',
+ * nothing else loaded: the assets are in the page) and the page out of frames. */
+static enum MHD_Result send_webui(srv_http *h, struct MHD_Connection *con) {
+    size_t len;
+    const char *html = srv_webui_html(&len);
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)html, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                            "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
+                            "frame-ancestors 'none'");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    enum MHD_Result rc = MHD_queue_response(con, 200, r);
+    MHD_destroy_response(r);
+    count_status(h, 200);
+    return rc;
 }
 
 static cJSON *error_obj(int status, const char *code, const char *msg) {
@@ -322,6 +360,7 @@ static int build_prompt(srv_http *h, const srv_request *rq, int32_t **ids, int *
 typedef struct stream {
     srv_http *h;
     srv_job *j;
+    conn *cs;            /* valid while the reader runs (the request is live) */
     struct MHD_Connection *con;
     int fd, is_chat, include_usage, logprobs;
     char id[64];
@@ -425,12 +464,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
             int gone = client_gone(s->fd);
             srv_engine_lock(s->h->e);
             if (gone) {
+                s->cs->n_gen = s->j->n_gen;
+                s->cs->gone = 1; /* libmicrohttpd's "application reported error" is not news */
                 srv_engine_unlock(s->h->e);
                 srv_engine_cancel(s->h->e, s->j);
                 return MHD_CONTENT_READER_END_WITH_ERROR;
             }
         }
         stream_collect(s);
+        s->cs->n_prompt = s->j->n_prompt;
+        s->cs->n_gen = s->j->n_gen;
         srv_engine_unlock(s->h->e);
     }
     size_t n = s->len - s->off < max ? s->len - s->off : max;
@@ -514,6 +557,7 @@ static enum MHD_Result do_generate(srv_http *h, struct MHD_Connection *con, conn
         memset(s, 0, sizeof *s);
         s->h = h;
         s->j = j;
+        s->cs = cs;
         s->con = con;
         s->fd = fd;
         s->is_chat = is_chat;
@@ -540,12 +584,17 @@ static enum MHD_Result do_generate(srv_http *h, struct MHD_Connection *con, conn
         int gone = client_gone(fd);
         srv_engine_lock(h->e);
         if (gone) {
+            cs->n_prompt = j->n_prompt;
+            cs->n_gen = j->n_gen;
+            cs->gone = 1; /* libmicrohttpd's "application reported internal error" is not news */
             srv_engine_unlock(h->e);
             srv_engine_cancel(h->e, j);
             srv_job_release(h->e, j);
             return MHD_NO; /* nobody to answer: close */
         }
     }
+    cs->n_prompt = j->n_prompt;
+    cs->n_gen = j->n_gen;
     if (j->finish == SRV_FINISH_ERROR || j->finish == SRV_FINISH_CANCELLED) {
         char msg[300];
         snprintf(msg, sizeof msg, "%s", j->finish == SRV_FINISH_ERROR ? j->err : "the request was cancelled (server shutting down)");
@@ -695,6 +744,61 @@ static enum MHD_Result do_models(srv_http *h, struct MHD_Connection *con) {
     return send_json(h, con, 200, r);
 }
 
+/* ---------------------------------------------------------------- access log */
+
+/* Copies s into out (cap bytes) with bytes below 0x21 and from 0x7f up written %XX:
+ * the URL is the client's (libmicrohttpd has decoded its %XX), and a newline in it
+ * must not start a line of its own in the log. Cut with "..." past cap. */
+static void log_escape(char *out, size_t cap, const char *s) {
+    size_t o = 0;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        int esc = c < 0x21 || c >= 0x7f;
+        if (o + (esc ? 3 : 1) + 4 > cap) { memcpy(out + o, "...", 3); o += 3; break; }
+        if (esc) o += (size_t)snprintf(out + o, cap - o, "%%%02X", c);
+        else out[o++] = (char)c;
+    }
+    out[o] = 0;
+}
+
+static void access_begin(conn *cs, struct MHD_Connection *con, const char *method, const char *url) {
+    cs->t_start = mf_time_s();
+    clock_gettime(CLOCK_REALTIME, &cs->wall);
+    cs->n_prompt = cs->n_gen = -1;
+    log_escape(cs->method, sizeof cs->method, method);
+    log_escape(cs->path, sizeof cs->path, url);
+    snprintf(cs->client, sizeof cs->client, "-");
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, cs->client, sizeof cs->client);
+    else if (sa && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, cs->client, sizeof cs->client);
+}
+
+/* One line a request, when its response has been sent (or the client went away):
+ *   minfer: serve: 2026-12-07T21:30:01.123Z 127.0.0.1 POST /v1/completions 200 prompt=5 generated=34 0.456s
+ * UTC time of the request, client, method, path, status ("-": none was sent), the
+ * tokens of a generation, the seconds until the last byte; "(client hung up)" or
+ * another reason at the end when the request did not complete. -q: none. */
+static void access_log(const conn *cs, enum MHD_RequestTerminationCode toe) {
+    struct tm tm;
+    gmtime_r(&cs->wall.tv_sec, &tm);
+    char when[80], status[16] = "-", toks[48] = "";
+    snprintf(when, sizeof when, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+             tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(cs->wall.tv_nsec / 1000000));
+    if (cs->status) snprintf(status, sizeof status, "%d", cs->status);
+    if (cs->n_prompt >= 0) snprintf(toks, sizeof toks, " prompt=%d generated=%d", cs->n_prompt, cs->n_gen);
+    const char *why = cs->gone || toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT || toe == MHD_REQUEST_TERMINATED_READ_ERROR
+                          ? " (client hung up)"
+                      : toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? " (timed out: --timeout)"
+                      : toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? " (server stopped)"
+                      : toe == MHD_REQUEST_TERMINATED_WITH_ERROR      ? " (error while sending)"
+                                                                      : "";
+    mf_log("serve: %s %s %s %s %s%s %.3fs%s", when, cs->client, cs->method, cs->path, status, toks,
+           mf_time_s() - cs->t_start, why);
+}
+
 /* ---------------------------------------------------------------- dispatch */
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *con, const char *url, const char *method,
@@ -702,21 +806,25 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con, const char
     (void)version;
     srv_http *h = cls;
     conn *cs = *con_cls;
+    tl_conn = cs;
     if (!cs) { /* headers only: everything that can be answered before the body */
         cs = calloc(1, sizeof *cs);
         if (!cs) return MHD_NO;
         *con_cls = cs;
+        tl_conn = cs;
         __atomic_add_fetch(&h->in_flight, 1, __ATOMIC_SEQ_CST);
+        access_begin(cs, con, method, url);
         int path_known = 0;
         for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-            if (strcmp(url, routes[i].path)) continue;
+            if (strcmp(url, routes[i].path) || (routes[i].r == R_WEBUI && !h->cfg.webui)) continue;
             path_known = 1;
             if (!strcmp(method, routes[i].method)) cs->route = routes[i].r;
         }
         cs->answered = 1;
         if (!path_known) return send_error(h, con, 404, "not_found", "no endpoint %s %s", method, url);
         if (cs->route == R_NONE) return send_error(h, con, 405, "method_not_allowed", "%s is not allowed on %s", method, url);
-        if (h->cfg.api_key && cs->route != R_HEALTH) {
+        /* the page itself is public: it asks for the key, and sends it with every request */
+        if (h->cfg.api_key && cs->route != R_HEALTH && cs->route != R_WEBUI) {
             const char *auth = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
             if (!auth) return send_error(h, con, 401, "invalid_api_key", "missing API key: send 'Authorization: Bearer KEY'");
             if (strncmp(auth, "Bearer ", 7) || !key_ok(auth + 7, h->cfg.api_key))
@@ -769,28 +877,42 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *con, const char
     case R_COMPLETIONS: return do_generate(h, con, cs, 0);
     case R_TOKENIZE: return do_tokenize(h, con, cs);
     case R_DETOKENIZE: return do_detokenize(h, con, cs);
+    case R_WEBUI: return send_webui(h, con);
     case R_NONE: break;
     }
     return MHD_NO;
 }
 
 static void completed(void *cls, struct MHD_Connection *con, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)con; (void)toe;
+    (void)con;
     srv_http *h = cls;
     conn *cs = *con_cls;
+    tl_conn = NULL;
     if (!cs) return;
+    access_log(cs, toe);
     __atomic_sub_fetch(&h->in_flight, 1, __ATOMIC_SEQ_CST);
     free(cs->body);
     free(cs);
     *con_cls = NULL;
 }
 
+/* libmicrohttpd's own messages. Those about a client that hung up (a reset or closed
+ * socket while sending, or our reader or handler ending a request whose client is
+ * gone) are ordinary: the access line says "client hung up" instead (issue 56). */
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     (void)cls;
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+    static const char *const hangups[] = {
+        "forcibly closed by remote peer", "no longer available for sending", "socket is not connected",
+        "Socket has been disconnected", "Connection socket is closed",
+    };
+    int hangup = 0;
+    for (size_t i = 0; i < MF_ARRAY_LEN(hangups); i++) hangup |= strstr(line, hangups[i]) != NULL;
+    if (hangup && tl_conn) tl_conn->gone = 1;
+    if (hangup || (tl_conn && tl_conn->gone)) return;
     mf_log("serve: http: %s", line);
 }
 

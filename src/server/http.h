@@ -4,8 +4,11 @@
  *
  * Endpoints: POST /v1/chat/completions, POST /v1/completions (stream: server-sent
  * events ending with "data: [DONE]"), GET /v1/models, GET /health, GET /metrics
- * (Prometheus text), POST /tokenize, POST /detokenize. Every error is an HTTP status
- * with an OpenAI-style body {"error": {"message", "type", "param", "code"}}. */
+ * (Prometheus text), POST /tokenize, POST /detokenize, and GET / the chat page
+ * (webui.h; no API key needed for the page itself). Every error is an HTTP status
+ * with an OpenAI-style body {"error": {"message", "type", "param", "code"}}.
+ * Each request ends with an access line on stderr (mf_log, so -q quiets it); a client
+ * that hangs up is said there, not in libmicrohttpd's error lines. */
 #ifndef MINFER_SERVER_HTTP_H
 #define MINFER_SERVER_HTTP_H
 
@@ -23,6 +26,7 @@ typedef struct srv_config {
     size_t max_body;        /* request bodies above this are 413 */
     int timeout_s;          /* a connection idle this long (no bytes either way) is closed */
     int max_connections;
+    int webui;              /* serve the chat page at / (--no-webui: 0) */
 } srv_config;
 
 typedef struct srv_http srv_http;

@@ -3,10 +3,12 @@ the terminal, as at a shell), types the given input a line at a time, and prints
 the terminal showed. For the tests of what minfer does at a terminal (chat's line
 editing, -q).
     python3 tests/tools/pty_run.py [--delay S] [--timeout S] INPUT -- COMMAND ARGS...
-INPUT is typed as given, after escapes (\\n, \\x1b) are decoded; a line is sent when the
-previous one has been echoed or after --delay seconds. Exits with the command's status."""
+INPUT is typed as given, after escapes (\\n, \\x1b) are decoded, a piece at a time: a
+line, or text ending in a Ctrl-C (\\x03, on its own so the signal finds the program
+waiting), each --delay seconds after the one before. Exits with the command's status."""
 import os
 import pty
+import re
 import select
 import sys
 import time
@@ -26,7 +28,7 @@ def main():
     pid, fd = pty.fork()
     if pid == 0:
         os.execvp(cmd[0], cmd)
-    chunks = [c + b"\n" for c in text.split(b"\n")[:-1]] + ([text.split(b"\n")[-1]] if not text.endswith(b"\n") else [])
+    chunks = re.findall(rb"[^\n\x03]*[\n\x03]|[^\n\x03]+$", text)
     out = b""
     deadline = time.time() + timeout
     next_send = time.time() + delay
