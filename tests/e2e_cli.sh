@@ -187,5 +187,27 @@ for M in "$SHARED/models/stories260K.gguf" models/SmolLM2-135M-Instruct.Q4_1.ggu
     check "chat turn 2 reuses the cache ($t2 after $t1)" test "$r2" -ge "$n1" -a "$n2" -gt 0 -a "$n2" -lt $((r2 + n2))
 done
 
+# The CUDA plan (issue 50): printed for a device class on a machine without a GPU, every
+# bucket; an unknown class and (without a GPU or CUDA) `--plan cuda` are clear errors.
+if [ -f "$SHARED/models/stories260K.gguf" ]; then
+    M=$SHARED/models/stories260K.gguf
+    "$BIN" info -m "$M" --plan sm_90 >"$TMP/plan.out" 2>"$TMP/plan.err"
+    check "info --plan sm_90 exit 0" [ $? -eq 0 ]
+    for b in "1 token:" "2-7 tokens:" "8 tokens:" "9-127 tokens:" "128+ tokens:"; do
+        check "info --plan sm_90 shows the bucket '$b'" grep -q "^  $b" "$TMP/plan.out"
+    done
+    check "info --plan sm_90: f32 weights on the f32 GEMV" grep -q "gemv-f32" "$TMP/plan.out"
+    "$BIN" info -m "$M" --plan sm_120 >"$TMP/plan120.out" 2>&1
+    check "info --plan sm_120 exit 0" [ $? -eq 0 ]
+    expect_exit 1 "info --plan sm_75 (unknown class)" "$BIN" info -m "$M" --plan sm_75
+    check "the unknown class is named with the known ones" grep -q "sm_75.*sm_80, sm_90, sm_120" "$TMP/err"
+    if ! nvidia-smi -L >/dev/null 2>&1; then
+        expect_exit 2 "info --plan (cuda) without a GPU" "$BIN" info -m "$M" --plan
+        check "info --plan without a GPU names the device classes" grep -q "sm_80, sm_90, sm_120" "$TMP/err"
+    fi
+else
+    skip "info --plan: stories260K absent"
+fi
+
 echo "RESULT e2e_cli passed=$P failed=$F skipped=$S"
 [ "$F" -eq 0 ]

@@ -444,7 +444,7 @@ extern "C" int cuda_plan_print(mf_backend *be, void *file, mf_err *err) {
     if (!S || !S->m) return mf_fail(err, MF_ERR_DEVICE, "cuda: the backend has no model");
     const cu_plan *p = cu_plan_of(S, 0);
     char dev[192];
-    snprintf(dev, sizeof dev, "%s (sm_%d code, %d SMs, %zu KiB shared memory a block; batch %d)", S->prop.name,
+    snprintf(dev, sizeof dev, "%.80s (sm_%d code, %d SMs, %zu KiB shared memory a block; batch %d)", S->prop.name,
              S->code_arch / 10, S->num_sms, (size_t)S->prop.sharedMemPerBlockOptin / 1024, S->n_batch);
     cu_plan_print(p, S->m, &S->env, dev, file);
     return 0;
