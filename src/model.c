@@ -80,8 +80,14 @@ static int load_hparams(mf_model *m, mf_err *err) {
     } else if (!strcmp(a, "gemma3")) {
         hp->arch = MF_ARCH_GEMMA3;
         hp->rope_mode = MF_ROPE_NEOX;
+    } else if (!strcmp(a, "qwen3")) {
+        hp->arch = MF_ARCH_QWEN3;
+        hp->rope_mode = MF_ROPE_NEOX;
+    } else if (!strcmp(a, "qwen3moe") || !strcmp(a, "mixtral") || !strcmp(a, "deepseek2") || !strcmp(a, "gpt-oss")) {
+        return mf_fail(err, MF_ERR_INPUT, "model: architecture '%s' is a mixture of experts, which minfer does not run "
+                       "yet (supported: llama, mistral, qwen2, qwen3, gemma3)", a);
     } else {
-        return mf_fail(err, MF_ERR_INPUT, "model: unsupported architecture '%s' (supported: llama, mistral, qwen2, gemma3)",
+        return mf_fail(err, MF_ERR_INPUT, "model: unsupported architecture '%s' (supported: llama, mistral, qwen2, qwen3, gemma3)",
                        a);
     }
     if ((rc = get_hp(f, a, "embedding_length", &hp->n_embd, 1, err))) return rc;
@@ -92,12 +98,17 @@ static int load_hparams(mf_model *m, mf_err *err) {
     if ((rc = get_hp(f, a, "attention.head_count_kv", &hp->n_head_kv, 0, err))) return rc;
     hp->n_ctx_train = 2048;
     if ((rc = get_hp(f, a, "context_length", &hp->n_ctx_train, 0, err))) return rc;
-    if (hp->n_embd % hp->n_head)
-        return mf_fail(err, MF_ERR_INPUT, "model: embedding_length %d not divisible by head_count %d", hp->n_embd, hp->n_head);
     if (hp->n_head % hp->n_head_kv)
         return mf_fail(err, MF_ERR_INPUT, "model: head_count %d not divisible by head_count_kv %d", hp->n_head, hp->n_head_kv);
-    hp->head_dim = hp->n_embd / hp->n_head;
+    /* the head dim: attention.key_length where the file has it (gemma3, qwen3: independent
+     * of n_embd / n_head), else n_embd / n_head */
+    hp->head_dim = 0;
     if ((rc = get_hp(f, a, "attention.key_length", &hp->head_dim, 0, err))) return rc;
+    if (!hp->head_dim) {
+        if (hp->n_embd % hp->n_head)
+            return mf_fail(err, MF_ERR_INPUT, "model: embedding_length %d not divisible by head_count %d", hp->n_embd, hp->n_head);
+        hp->head_dim = hp->n_embd / hp->n_head;
+    }
     /* each factor is <= 2^30 (get_hp), their product must fit the ints the shapes are
      * computed in (2^30 heads of dim 2 overflowed; found by fuzz/fuzz_gguf.c) */
     if ((int64_t)hp->n_head * hp->head_dim > (1 << 30))
@@ -131,6 +142,10 @@ void model_arch_desc(mf_arch arch, mf_arch_desc *d) {
         d->qk_norm = 1;
         d->post_norm = 1;
         d->act = MF_ACT_GELU;
+        break;
+    case MF_ARCH_QWEN3: /* neox RoPE (hp); q and k RMS-normed per head before RoPE (llama.cpp
+                           src/models/qwen3.cpp), no biases */
+        d->qk_norm = 1;
         break;
     }
 }

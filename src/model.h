@@ -16,6 +16,7 @@ typedef enum mf_arch {
     MF_ARCH_QWEN2,      /* neox RoPE, q/k/v biases */
     MF_ARCH_GEMMA3,     /* neox RoPE, GeGLU, q/k norms, pre- and post-norms, embedding scale,
                            sliding-window layers with their own RoPE base */
+    MF_ARCH_QWEN3,      /* neox RoPE, q/k norms, no biases, head dim from attention.key_length */
 } mf_arch;
 
 /* The per-architecture descriptor: how a layer is put together, beyond the sizes in
@@ -31,7 +32,7 @@ typedef enum mf_act {
 
 typedef struct mf_arch_desc {
     int qkv_bias;        /* q/k/v projections have biases (qwen2) */
-    int qk_norm;         /* RMSNorm over each head of q and k before RoPE (gemma3) */
+    int qk_norm;         /* RMSNorm over each head of q and k before RoPE (gemma3, qwen3) */
     int post_norm;       /* RMSNorm on each block's output before the residual add (gemma3) */
     mf_act act;          /* the FFN's gated activation */
     int sliding_window;  /* keys older than this many positions masked on sliding layers; 0: none */

@@ -1,5 +1,5 @@
 /* arch_models.h - tiny hand-made GGUF models of each architecture the descriptor covers
- * (gemma3, qwen2, llama with a sliding window), f32 weights, for tests/test_arch.c (CPU
+ * (gemma3, qwen2, qwen3, llama with a sliding window), f32 weights, for tests/test_arch.c (CPU
  * against a double reference) and tests/cuda/test_arch_cuda.c (CUDA against the CPU).
  * Norm weights are 1 + noise (as the gemma converter's 1 + w), the rest small noise. */
 #ifndef MINFER_TESTS_ARCH_MODELS_H
@@ -101,7 +101,7 @@ static int write_model(const char *path, const spec *s) {
     gguf_w_arr(w, "tokenizer.ggml.token_type", GGUF_VTYPE_I32, types, NV);
     gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 1);
     gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2);
-    const int gemma = !strcmp(a, "gemma3"), qwen = !strcmp(a, "qwen2");
+    const int gemma = !strcmp(a, "gemma3"), qwen = !strcmp(a, "qwen2"), qwen3 = !strcmp(a, "qwen3");
     const int qd = s->n_head * s->head_dim, kvd = s->n_kv * s->head_dim;
 #define TENSOR(nm, c, r, norm) do { \
         if (!s->skip_tensor || strcmp(s->skip_tensor, nm)) { \
@@ -126,9 +126,11 @@ static int write_model(const char *path, const spec *s) {
             T("attn_k.bias", kvd, 1, 0);
             T("attn_v.bias", kvd, 1, 0);
         }
-        if (gemma) {
+        if (gemma || qwen3) {
             T("attn_q_norm.weight", s->head_dim, 1, 1);
             T("attn_k_norm.weight", s->head_dim, 1, 1);
+        }
+        if (gemma) {
             T("post_attention_norm.weight", DIM, 1, 1);
             T("post_ffw_norm.weight", DIM, 1, 1);
         }

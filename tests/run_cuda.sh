@@ -141,12 +141,12 @@ if [ -n "$SHARED" ]; then
     else echo "info stories260K prompted run: cuda != cpu"; diff "$TMP/cpu.txt" "$TMP/gpu.txt" | head -n 4; fi
     # RoPE scaling (issue 57): stories260K with Llama 3.1 factors, YaRN and linear, 48 greedy
     # tokens after 1k and 4k-token prompts equal to llama.cpp's with an f16 cache
-    # (tests/fixtures/rope); the files from tools/stage_device.sh (models/rope) where python
+    # (tests/fixtures/variants); the files from tools/stage_device.sh (models/rope) where python
     # here lacks gguf
     RV=; [ -d "$SHARED/models/rope" ] && RV=$SHARED/models/rope
     if [ -n "$RV" ] || python3 -c 'import gguf, numpy' 2>/dev/null; then
-        run_one "rope scaling vs llama.cpp (cuda)" env BUILD="$BUILD" MINFER_SHARED="$SHARED" MINFER_TEST_DEVICE=cuda \
-            ${RV:+MINFER_ROPE_VARIANTS=$RV} python3 tests/rope_scaling_test.py
+        run_one "rope scaling and qwen3 vs llama.cpp (cuda)" env BUILD="$BUILD" MINFER_SHARED="$SHARED" MINFER_TEST_DEVICE=cuda \
+            ${RV:+MINFER_ROPE_VARIANTS=$RV} python3 tests/variants_oracle_test.py
     else
         echo "skip rope scaling (cuda): no models/rope and no python gguf"; S=$((S + 1))
     fi

@@ -193,11 +193,11 @@ static void ref_step(ref_state *R, int tok, int pos, double *logits) {
         ref_mv(k, &L->wk, &L->bk, h);
         ref_mv(v, &L->wv, &L->bv, h);
         for (int hh = 0; hh < nh; hh++) {
-            if (gemma) ref_rmsnorm(q + hh * hd, q + hh * hd, W(&L->attn_q_norm), hd, hp->norm_eps);
+            if (m->desc.qk_norm) ref_rmsnorm(q + hh * hd, q + hh * hd, W(&L->attn_q_norm), hd, hp->norm_eps);
             ref_rope(q + hh * hd, pos, hd, base, hp->rope_mode == MF_ROPE_NEOX, R->s, scaled);
         }
         for (int hh = 0; hh < nkv; hh++) {
-            if (gemma) ref_rmsnorm(k + hh * hd, k + hh * hd, W(&L->attn_k_norm), hd, hp->norm_eps);
+            if (m->desc.qk_norm) ref_rmsnorm(k + hh * hd, k + hh * hd, W(&L->attn_k_norm), hd, hp->norm_eps);
             ref_rope(k + hh * hd, pos, hd, base, hp->rope_mode == MF_ROPE_NEOX, R->s, scaled);
         }
         double *kc = R->kc + (int64_t)l * NCTX * kvd, *vc = R->vc + (int64_t)l * NCTX * kvd;
@@ -547,6 +547,16 @@ int main(void) {
     run_forward("gemma3 rows", &gemma, "repack");
     run_forward("qwen2", &qwen, NULL);
     run_forward("qwen2 scalar ops", &qwen, "avx2");
+    /* qwen3: q/k norms, neox RoPE, head dim 16 from key_length with 4 heads over DIM 32 (q dim
+     * 64 != DIM), GQA 4/2, no biases */
+    spec qwen3 = { "qwen3", 2, 4, 2, 16, 0, 0, 1e6f, 0, 0, NULL, 0, 0, .rope_type = NULL };
+    run_forward("qwen3", &qwen3, NULL);
+    run_forward("qwen3 scalar ops", &qwen3, "avx2");
+    spec qwen3y = qwen3;
+    qwen3y.rope_type = "yarn";
+    qwen3y.rope_factor = 4;
+    qwen3y.rope_orig = 64;
+    run_forward("qwen3 yarn x4", &qwen3y, NULL);
     run_forward("llama+window", &mistral, NULL);
     run_forward("llama+window scalar ops", &mistral, "avx2");
     window_matters();

@@ -52,10 +52,10 @@ SHARED=${MINFER_SHARED:-../shared}
 for f in stories260K.gguf stories260K.greedy200.txt; do
     if [ -f "$SHARED/models/$f" ]; then cp "$SHARED/models/$f" "$DIR/models/"; fi
 done
-# stories260K with each RoPE scaling (tests/rope_scaling_test.py on the GPU: no gguf there)
+# stories260K with each RoPE scaling (tests/variants_oracle_test.py on the GPU: no gguf there)
 if [ -f "$SHARED/models/stories260K.gguf" ]; then
     PY=python3; [ -x build/venv/bin/python3 ] && PY=build/venv/bin/python3
-    "$PY" tests/tools/rope_variants.py "$SHARED/models/stories260K.gguf" "$DIR/models/rope" ||
+    "$PY" tests/tools/stories_variants.py "$SHARED/models/stories260K.gguf" "$DIR/models/rope" ||
         echo "stage_device: no RoPE variants (python lacks gguf: tools/deps.sh --test)" >&2
 fi
 du -sh "$DIR"

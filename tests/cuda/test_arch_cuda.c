@@ -149,5 +149,9 @@ int main(void) {
     one("llama yarn x4 hd128", &yarn);
     one("qwen2 yarn x8 attn 0.9", &qyarn);
     one("gemma3 hd256 linear x8", &glin);
+    /* qwen3 (issue 51): q/k norms in the one-token attention kernel at head dim 128 (gemma3's
+     * are at 256), key_length 128 over a dim of 64, GQA 4/2 */
+    const spec qwen3 = { "qwen3", 2, 4, 2, 128, 0, 0, 1e6f, 0, 0, NULL, 64, 128, .rope_type = NULL };
+    one("qwen3 hd128", &qwen3);
     return test_summary("test_arch_cuda");
 }

@@ -26,7 +26,7 @@ int main(int argc, char **argv) {
     mf_context c;
     mf_context_params p;
     context_params_default(&p);
-    p.n_ctx = 4096; /* prompts up to 4k tokens (tests/fixtures/rope) */
+    p.n_ctx = 4096; /* prompts up to 4k tokens (tests/fixtures/variants) */
     p.device = argc > 4 ? argv[4] : "cpu";
     if (context_init(&c, &m, &p, &err)) { fprintf(stderr, "greedy_trace: %s\n", err.msg); model_free(&m); return 2; }
     int32_t *ids = NULL;

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""rope_scaling_test.py - RoPE scaling against llama.cpp (issue 57): stories260K rewritten
-with Llama 3.1's per-pair factors (rope_freqs.weight), YaRN and linear scaling
-(tests/tools/rope_variants.py); 46 greedy tokens after prompts of 1,103 and 3,794 tokens
-equal llama.cpp's llama-completion's, stored in tests/fixtures/rope/ (make.sh there has the
+"""variants_oracle_test.py - RoPE scaling (issue 57) and qwen3 (issue 51) against llama.cpp:
+stories260K rewritten with Llama 3.1's per-pair factors (rope_freqs.weight), YaRN and linear
+scaling, and as qwen3 (neox RoPE, q/k norms per head) (tests/tools/stories_variants.py); 46 greedy tokens after prompts of 1,103 and 3,794 tokens
+equal llama.cpp's llama-completion's, stored in tests/fixtures/variants/ (make.sh there has the
 command). Each scaling is live: its continuations differ from the unscaled model's. A file
 with a tensor nothing reads gets one warning at load and `minfer info` lists it; an unknown
 scaling type is refused with a message naming it.
 
 MINFER_TEST_DEVICE=cuda runs the same on the GPU (tests/run_cuda.sh); MINFER_ROPE_VARIANTS=DIR
-takes the files rope_variants.py wrote there (a machine without numpy/gguf)."""
+takes the files stories_variants.py wrote there (a machine without numpy/gguf)."""
 import os, subprocess, sys, tempfile
 
 from tally import Tally
@@ -17,8 +17,8 @@ BUILD = os.environ.get("BUILD", "build")
 SHARED = os.environ.get("MINFER_SHARED", "../shared")
 DEVICE = os.environ.get("MINFER_TEST_DEVICE", "cpu")
 HERE = os.path.dirname(os.path.abspath(__file__))
-FIX = os.path.join(HERE, "fixtures", "rope")
-T = Tally("rope_scaling" + ("" if DEVICE == "cpu" else "_" + DEVICE))
+FIX = os.path.join(HERE, "fixtures", "variants")
+T = Tally("variants_oracle" + ("" if DEVICE == "cpu" else "_" + DEVICE))
 
 src = os.path.join(SHARED, "models", "stories260K.gguf")
 if not os.path.exists(src):
@@ -27,7 +27,7 @@ if not os.path.exists(src):
 PREBUILT = os.environ.get("MINFER_ROPE_VARIANTS")
 if not PREBUILT:
     try:
-        import numpy, gguf  # noqa: F401  (rope_variants.py writes the files with them)
+        import numpy, gguf  # noqa: F401  (stories_variants.py writes the files with them)
     except ImportError as e:
         T.need(f"numpy/gguf not importable ({e}); run tools/deps.sh --test")
         sys.exit(T.result())
@@ -47,9 +47,9 @@ with tempfile.TemporaryDirectory() as tmp:
     if PREBUILT:
         tmp = PREBUILT
     else:
-        subprocess.run([sys.executable, os.path.join(HERE, "tools", "rope_variants.py"), src, tmp], check=True)
+        subprocess.run([sys.executable, os.path.join(HERE, "tools", "stories_variants.py"), src, tmp], check=True)
     models = {"none": src}
-    models.update({v: os.path.join(tmp, v + ".gguf") for v in ("llama3", "yarn", "linear")})
+    models.update({v: os.path.join(tmp, v + ".gguf") for v in ("llama3", "yarn", "linear", "qwen3")})
     got = {}
     for v, path in models.items():
         for p in ("prompt1k", "prompt4k"):
@@ -61,7 +61,7 @@ with tempfile.TemporaryDirectory() as tmp:
             T.check(same, f"{v} {p} on {DEVICE}: exit {rc}\n    minfer:    {out[:120]!r}\n    llama.cpp: {want[:120]!r}"
                           f"\n    {err.strip()[-300:]}")
             got[(v, p)] = out
-    for v in ("llama3", "yarn", "linear"):
+    for v in ("llama3", "yarn", "linear", "qwen3"):
         live = any(got[(v, p)] != got[("none", p)] for p in ("prompt1k", "prompt4k"))
         T.check(live, f"{v}: the same continuations as without scaling")
     if DEVICE == "cpu":

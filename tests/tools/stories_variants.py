@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""rope_variants.py - stories260K (f32 weights, a trained llama) rewritten with each RoPE
-scaling that llama.cpp reads from a GGUF, for tests/rope_scaling_test.py and for making
-its fixtures with llama.cpp (tests/fixtures/rope/README.md):
+"""stories_variants.py - stories260K (f32 weights, a trained llama) rewritten as the files
+the tests compare with llama.cpp: each RoPE scaling that llama.cpp reads from a GGUF
+(tests/variants_oracle_test.py, fixtures in tests/fixtures/variants/, make.sh there) and other
+architectures over the same weights (the same test and fixtures):
 
   llama3  rope_freqs.weight: Llama 3.1's per-pair factors (factor 8, low/high frequency
           factors 1 and 4, original context 2048: pairs 0..3 get 1, 1, 1.276, 8)
@@ -10,15 +11,17 @@ its fixtures with llama.cpp (tests/fixtures/rope/README.md):
   linear  rope.scaling.type linear, factor 2
   unused  llama3 and a tensor no architecture reads (blk.0.attn_sinks.weight)
   badtype rope.scaling.type longrope (which minfer does not implement)
+  qwen3   general.architecture qwen3 (neox RoPE), with attn_q_norm / attn_k_norm weights of
+          1 + 0.25 * uniform(-1, 1) noise (seeded) per head dim
 
 Each keeps the weights and the tokenizer and sets context_length 4096 (the prompts are
-up to 4k tokens). Usage: rope_variants.py STORIES260K.gguf OUTDIR -> OUTDIR/NAME.gguf"""
+up to 4k tokens). Usage: stories_variants.py STORIES260K.gguf OUTDIR -> OUTDIR/NAME.gguf"""
 import math, os, sys
 
 import numpy as np
 import gguf
 
-VARIANTS = ("llama3", "yarn", "linear", "unused", "badtype")
+VARIANTS = ("llama3", "yarn", "linear", "unused", "badtype", "qwen3")
 
 
 def llama3_factors(dim, base, factor, low, high, orig):
@@ -43,20 +46,23 @@ def field_value(f):
 
 def write_variant(src, name, path):
     r = gguf.GGUFReader(src)
-    arch = field_value(r.fields["general.architecture"])
+    src_arch = field_value(r.fields["general.architecture"])
+    arch = "qwen3" if name == "qwen3" else src_arch
     w = gguf.GGUFWriter(path, arch)
     for k, f in r.fields.items():
         if k.startswith("GGUF.") or k == "general.architecture":
             continue
         v = field_value(f)
         vt = f.types[0]
+        if k.startswith(src_arch + "."):
+            k = arch + k[len(src_arch):]
         if k == f"{arch}.context_length":
             v = 4096
         if vt == gguf.GGUFValueType.ARRAY:
             w.add_array(k, v)
         else:
             w.add_key_value(k, v, vt)
-    dim = field_value(r.fields[f"{arch}.rope.dimension_count"])
+    dim = field_value(r.fields[f"{src_arch}.rope.dimension_count"])
     if name in ("llama3", "unused"):
         w.add_tensor("rope_freqs.weight", llama3_factors(dim, 10000.0, 8.0, 1.0, 4.0, 2048))
     elif name == "yarn":
@@ -66,6 +72,8 @@ def write_variant(src, name, path):
     elif name == "linear":
         w.add_string(f"{arch}.rope.scaling.type", "linear")
         w.add_float32(f"{arch}.rope.scaling.factor", 2.0)
+    elif name == "qwen3":
+        pass
     elif name == "badtype":
         w.add_string(f"{arch}.rope.scaling.type", "longrope")
         w.add_float32(f"{arch}.rope.scaling.factor", 4.0)
@@ -73,6 +81,12 @@ def write_variant(src, name, path):
         raise SystemExit(f"unknown variant {name}")
     if name == "unused":
         w.add_tensor("blk.0.attn_sinks.weight", np.zeros(8, dtype=np.float32))
+    if name == "qwen3":
+        rng = np.random.default_rng(7)
+        n_layer = field_value(r.fields[f"{src_arch}.block_count"])
+        for l in range(n_layer):
+            for t in ("attn_q_norm", "attn_k_norm"):
+                w.add_tensor(f"blk.{l}.{t}.weight", (1 + 0.25 * rng.uniform(-1, 1, dim)).astype(np.float32))
     for t in r.tensors:
         if t.tensor_type != gguf.GGMLQuantizationType.F32:
             raise SystemExit(f"{t.name}: {t.tensor_type.name}, want f32")
