@@ -212,28 +212,28 @@ ifeq ($(CUDA),1)
 CUDA_LAB_BIN := $(BUILD)/bench/cuda_gemv
 $(BUILD)/bench/cuda_gemv: bench/cuda_gemv.cu bench/cuda_check.h bench/lab_ctx.h bench/lab_util.h $(wildcard src/cuda/mmv*.cu src/cuda/*.cuh) $(LIB)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) -lm -lpthread
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) -lpcre2-8 -lm -lpthread
 bench/cuda-gemv: $(BUILD)/bench/cuda_gemv
 bench-cuda: $(BUILD)/bench/cuda_gemv
 .PHONY: bench/cuda-gemv
 # GPU kernel lab: prefill MMQ tiles and pipeline depths (bench/cuda_mmq.cu includes mmq.cu)
 $(BUILD)/bench/cuda_mmq: bench/cuda_mmq.cu bench/cuda_check.h bench/lab_ctx.h bench/lab_util.h src/cuda/mmq.cu $(wildcard src/cuda/*.cuh) $(LIB)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) -lm -lpthread
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) -lpcre2-8 -lm -lpthread
 bench/cuda-mmq: $(BUILD)/bench/cuda_mmq
 bench-cuda: $(BUILD)/bench/cuda_mmq
 .PHONY: bench/cuda-mmq
 # GPU kernel lab: q4_K prefill on f16 tensor cores, weights dequantized in registers (bench/cuda_mmf.cu)
 $(BUILD)/bench/cuda_mmf: bench/cuda_mmf.cu bench/cuda_check.h bench/lab_ctx.h bench/lab_util.h src/cuda/mmq.cu src/cuda/mmf.cu $(wildcard src/cuda/*.cuh) $(LIB)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) -lm -lpthread
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) -lpcre2-8 -lm -lpthread
 bench/cuda-mmf: $(BUILD)/bench/cuda_mmf
 bench-cuda: $(BUILD)/bench/cuda_mmf
 .PHONY: bench/cuda-mmf
 # GPU kernel lab: prefill flash attention, K/V tiles shared by a GQA group's heads (bench/cuda_attn.cu)
 $(BUILD)/bench/cuda_attn: bench/cuda_attn.cu bench/cuda_check.h bench/lab_ctx.h bench/lab_util.h src/cuda/attn_flash.cu $(wildcard src/cuda/*.cuh) $(LIB)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) -lm -lpthread
+	$(NVCC) $(NVCCFLAGS) -o $@ $< $(LIB) -lpcre2-8 -lm -lpthread
 bench/cuda-attn: $(BUILD)/bench/cuda_attn
 bench-cuda: $(BUILD)/bench/cuda_attn
 .PHONY: bench/cuda-attn
