@@ -123,11 +123,11 @@ static void composed_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *
     const mf_layer *L = &fw->m->layers[l];
     const int n = b->n, dim = hp->n_embd;
     op->rmsnorm(be, fw->xb, fw->x, &L->ffn_norm, n, dim, hp->norm_eps);
-    op->matmul(be, fw->hb, fw->xb, &L->w_gate, NULL, n);
-    op->matmul(be, fw->hb2, fw->xb, &L->w_up, NULL, n);
+    op->matmul(be, fw->hb, fw->xb, &L->ffn.gate, NULL, n);
+    op->matmul(be, fw->hb2, fw->xb, &L->ffn.up, NULL, n);
     if (fw->m->desc.act == MF_ACT_GELU) op->geglu(be, fw->hb, fw->hb, fw->hb2, (int64_t)n * hp->n_ff);
     else op->swiglu(be, fw->hb, fw->hb, fw->hb2, (int64_t)n * hp->n_ff);
-    op->matmul(be, fw->xb, fw->hb, &L->w_down, NULL, n);
+    op->matmul(be, fw->xb, fw->hb, &L->ffn.down, NULL, n);
     if (fw->reduce) fw->reduce(fw, fw->xb, (int64_t)n * dim);
     if (fw->m->desc.post_norm) op->rmsnorm(be, fw->xb, fw->xb, &L->ffn_post_norm, n, dim, hp->norm_eps);
     op->add(be, fw->x, fw->xb, (int64_t)n * dim);

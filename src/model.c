@@ -40,6 +40,94 @@ static int bind(mf_model *m, uint8_t *used, mf_weight *w, const char *name, int6
     w->host = t->data;
     w->nbytes = t->nbytes;
     w->name = t->cname;
+    w->n_slices = 1;
+    w->slice_bytes = t->nbytes;
+    return MF_OK;
+}
+
+static int get_hp(const gguf_file *f, const char *arch, const char *suffix, int *out, int required, mf_err *err);
+
+/* The 3-D tensor `name` of n matrices [rows][cols] (ne = [cols, rows, n]) into w, as
+ * n_slices slices (a layer's experts). */
+static int bind_slices(mf_model *m, uint8_t *used, mf_weight *w, const char *name, int64_t cols, int64_t rows,
+                       int64_t n, mf_err *err) {
+    memset(w, 0, sizeof *w);
+    const gguf_tensor *t = gguf_find_tensor(&m->gguf, name);
+    if (!t) return mf_fail(err, MF_ERR_INPUT, "model: missing tensor '%s'", name);
+    used[t - m->gguf.tensors] = 1;
+    if ((int64_t)t->ne[0] != cols || (int64_t)t->ne[1] != rows || (int64_t)t->ne[2] != n || t->ne[3] != 1)
+        return mf_fail(err, MF_ERR_INPUT, "model: tensor '%s' has shape [%llu, %llu, %llu, %llu], expected [%lld, %lld, %lld]",
+                       name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
+                       (unsigned long long)t->ne[3], (long long)cols, (long long)rows, (long long)n);
+    const qtype_traits *tr = qtype_get(t->type);
+    if (!tr || !tr->supported)
+        return mf_fail(err, MF_ERR_INPUT, "model: tensor '%s' has unsupported type %s", name, qtype_name(t->type));
+    w->type = t->type;
+    w->cols = cols;
+    w->rows = rows;
+    w->host = t->data;
+    w->nbytes = t->nbytes;
+    w->name = t->cname;
+    w->n_slices = n;
+    w->slice_bytes = t->nbytes / (uint64_t)n;
+    return MF_OK;
+}
+
+/* Layer i's FFN: dense (ffn_gate/up/down) or, where the file has a router (ffn_gate_inp),
+ * experts (ffn_{gate,up,down}_exps of expert_count slices of expert_feed_forward_length,
+ * else feed_forward_length). Layouts minfer does not implement are errors naming them:
+ * shared experts, expert biases, a gating function other than softmax. */
+static int bind_ffn(mf_model *m, uint8_t *used, int i, mf_ffn *f, mf_err *err) {
+    const mf_hparams *hp = &m->hp;
+    const int dim = hp->n_embd;
+    char name[96];
+    int rc;
+    memset(f, 0, sizeof *f);
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", i);
+    if (!gguf_find_tensor(&m->gguf, name)) {
+        f->n_expert = f->n_used = 1;
+#define BINDF(field, suffix, c, r)                                             \
+        snprintf(name, sizeof name, "blk.%d." suffix, i);                      \
+        if ((rc = bind(m, used, &f->field, name, c, r, 0, err))) return rc;
+        BINDF(gate, "ffn_gate.weight", dim, hp->n_ff);
+        BINDF(up, "ffn_up.weight", dim, hp->n_ff);
+        BINDF(down, "ffn_down.weight", hp->n_ff, dim);
+#undef BINDF
+        return MF_OK;
+    }
+    const char *a = hp->arch_name;
+    const char *unsupported[][2] = {
+        { "ffn_gate_shexp.weight", "shared experts (ffn_*_shexp)" },
+        { "exp_probs_b.bias", "expert score biases (exp_probs_b)" },
+    };
+    for (size_t k = 0; k < MF_ARRAY_LEN(unsupported); k++) {
+        snprintf(name, sizeof name, "blk.%d.%s", i, unsupported[k][0]);
+        if (gguf_find_tensor(&m->gguf, name))
+            return mf_fail(err, MF_ERR_INPUT, "model: %s: %s are not supported", name, unsupported[k][1]);
+    }
+    int n = 0, n_used = 0, ff = hp->n_ff, gating = 0;
+    if ((rc = get_hp(&m->gguf, a, "expert_count", &n, 1, err))) return rc;
+    if ((rc = get_hp(&m->gguf, a, "expert_used_count", &n_used, 1, err))) return rc;
+    if ((rc = get_hp(&m->gguf, a, "expert_feed_forward_length", &ff, 0, err))) return rc;
+    if ((rc = get_hp(&m->gguf, a, "expert_gating_func", &gating, 0, err))) return rc;
+    /* llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE: 1 softmax (the default), 2 sigmoid */
+    if (gating && gating != 1)
+        return mf_fail(err, MF_ERR_INPUT, "model: %s.expert_gating_func %d: only softmax gating (1) is supported", a, gating);
+    if (n > 4096 || n_used > n)
+        return mf_fail(err, MF_ERR_INPUT, "model: %d experts with %d used a token out of range", n, n_used);
+    f->n_expert = n;
+    f->n_used = n_used;
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", i);
+    if ((rc = bind(m, used, &f->router, name, dim, n, 0, err))) return rc;
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", i);
+    if ((rc = bind_slices(m, used, &f->gate, name, dim, ff, n, err))) return rc;
+    snprintf(name, sizeof name, "blk.%d.ffn_up_exps.weight", i);
+    if ((rc = bind_slices(m, used, &f->up, name, dim, ff, n, err))) return rc;
+    snprintf(name, sizeof name, "blk.%d.ffn_down_exps.weight", i);
+    if ((rc = bind_slices(m, used, &f->down, name, ff, dim, n, err))) return rc;
+    if (f->gate.type != f->up.type)
+        return mf_fail(err, MF_ERR_INPUT, "model: layer %d's gate and up experts of two types (%s, %s)", i,
+                       qtype_name(f->gate.type), qtype_name(f->up.type));
     return MF_OK;
 }
 
@@ -80,15 +168,16 @@ static int load_hparams(mf_model *m, mf_err *err) {
     } else if (!strcmp(a, "gemma3")) {
         hp->arch = MF_ARCH_GEMMA3;
         hp->rope_mode = MF_ROPE_NEOX;
-    } else if (!strcmp(a, "qwen3")) {
+    } else if (!strcmp(a, "qwen3") || !strcmp(a, "qwen3moe")) {
+        /* qwen3moe: qwen3's attention, FFNs of experts (bind_ffn) */
         hp->arch = MF_ARCH_QWEN3;
         hp->rope_mode = MF_ROPE_NEOX;
-    } else if (!strcmp(a, "qwen3moe") || !strcmp(a, "mixtral") || !strcmp(a, "deepseek2") || !strcmp(a, "gpt-oss")) {
-        return mf_fail(err, MF_ERR_INPUT, "model: architecture '%s' is a mixture of experts, which minfer does not run "
-                       "yet (supported: llama, mistral, qwen2, qwen3, gemma3)", a);
+    } else if (!strcmp(a, "mixtral") || !strcmp(a, "deepseek2") || !strcmp(a, "gpt-oss")) {
+        return mf_fail(err, MF_ERR_INPUT, "model: architecture '%s' is not supported (supported: llama and Mixtral's "
+                       "llama files, mistral, qwen2, qwen3, qwen3moe, gemma3)", a);
     } else {
-        return mf_fail(err, MF_ERR_INPUT, "model: unsupported architecture '%s' (supported: llama, mistral, qwen2, qwen3, gemma3)",
-                       a);
+        return mf_fail(err, MF_ERR_INPUT, "model: unsupported architecture '%s' (supported: llama, mistral, qwen2, qwen3, "
+                       "qwen3moe, gemma3)", a);
     }
     if ((rc = get_hp(f, a, "embedding_length", &hp->n_embd, 1, err))) return rc;
     if ((rc = get_hp(f, a, "block_count", &hp->n_layer, 1, err))) return rc;
@@ -185,6 +274,7 @@ static int arch_desc_from_file(mf_model *m, mf_err *err) {
 
 const char *model_desc_unsupported(const mf_arch_desc *d) {
     if (d->sliding_window < 0 || d->swa_every < 0) return "a negative sliding window";
+    if (d->n_expert > 1) return "a mixture-of-experts FFN";
     return NULL;
 }
 
@@ -341,9 +431,11 @@ int model_load(mf_model *m, const char *path, mf_err *err) {
         BIND(bv, "attn_v.bias", kv_dim, 1, !with_bias);
         BIND(wo, "attn_output.weight", q_dim, dim, 0);
         BIND(ffn_norm, "ffn_norm.weight", dim, 1, 0);
-        BIND(w_gate, "ffn_gate.weight", dim, hp->n_ff, 0);
-        BIND(w_up, "ffn_up.weight", dim, hp->n_ff, 0);
-        BIND(w_down, "ffn_down.weight", hp->n_ff, dim, 0);
+        if ((rc = bind_ffn(m, used, i, &L->ffn, err))) goto fail;
+        if (L->ffn.n_expert > 1) {
+            m->desc.n_expert = L->ffn.n_expert;
+            m->desc.n_expert_used = L->ffn.n_used;
+        }
         BIND(attn_q_norm, "attn_q_norm.weight", hp->head_dim, 1, !m->desc.qk_norm);
         BIND(attn_k_norm, "attn_k_norm.weight", hp->head_dim, 1, !m->desc.qk_norm);
         BIND(attn_post_norm, "post_attention_norm.weight", dim, 1, !m->desc.post_norm);
@@ -396,6 +488,10 @@ void model_describe(const mf_model *m, char *buf, size_t cap) {
     }
     len = strlen(buf);
     if (d->logit_softcap != 0 && len < cap) snprintf(buf + len, cap - len, ", logit soft-cap %g", d->logit_softcap);
+    len = strlen(buf);
+    if (d->n_expert > 1 && len < cap && m->layers)
+        snprintf(buf + len, cap - len, ", %d experts of ff %lld, %d used a token", d->n_expert,
+                 (long long)m->layers[0].ffn.gate.rows, d->n_expert_used);
     len = strlen(buf);
     if (!rope_is_plain(&m->rope) && len < cap) {
         char rs[96];

@@ -44,6 +44,8 @@ typedef struct mf_arch_desc {
     float q_scale;       /* q *= q_scale before attention, whose own scale is 1/sqrt(head_dim): the
                             attention scale of a model that is not 1/sqrt(head_dim) (gemma3 27B);
                             0: none */
+    int n_expert;        /* FFNs of this many experts (mf_ffn); 0 or 1: dense */
+    int n_expert_used;   /* experts chosen a token */
 } mf_arch_desc;
 
 /* A weight tensor: ne0 = cols (input features, fastest), ne1 = rows (outputs).
@@ -57,7 +59,23 @@ typedef struct mf_weight {
     void *dev_plane;     /* backend-owned derived form (CUDA: the q6_K MMQ plane, mmq.cu), else NULL */
     void *dev_mmf;       /* backend-owned (CUDA: the q4_K f16-fragment plane, mmf.cu), else NULL */
     const char *name;    /* tensor name, for messages */
+    int64_t n_slices;    /* a 3-D tensor of experts: n_slices matrices of [rows][cols] one after
+                            another, slice_bytes apart (host + e * slice_bytes); 1 for a matrix */
+    uint64_t slice_bytes;
 } mf_weight;
+
+/* A layer's FFN: a router over n_expert experts, each a gated FFN (gate, up: [dim] ->
+ * [ff]; down: [ff] -> [dim]), n_used of them chosen per token by the router's top scores and
+ * their outputs summed with those scores' softmax, renormalised over the chosen (qwen3moe,
+ * Mixtral). A dense FFN is one expert of weight 1: n_expert = n_used = 1, no router, and
+ * gate/up/down plain matrices (as calm reads them). Experts' matrices are the file's 3-D
+ * tensors (ffn_gate_exps, ...): one mf_weight each of n_expert slices. */
+typedef struct mf_ffn {
+    int n_expert, n_used;
+    mf_weight router;        /* [dim] -> [n_expert] (ffn_gate_inp); host NULL for a dense FFN */
+    mf_weight gate, up;      /* [dim] -> [ff], n_expert slices */
+    mf_weight down;          /* [ff] -> [dim], n_expert slices */
+} mf_ffn;
 
 typedef struct mf_layer {
     mf_weight attn_norm;             /* [dim] f32 */
@@ -65,8 +83,7 @@ typedef struct mf_layer {
     mf_weight bq, bk, bv;            /* qwen2 biases (host == NULL when absent) */
     mf_weight wo;                    /* [n_head*hd] -> [dim] */
     mf_weight ffn_norm;              /* [dim] f32 */
-    mf_weight w_gate, w_up;          /* [dim] -> [n_ff] */
-    mf_weight w_down;                /* [n_ff] -> [dim] */
+    mf_ffn ffn;                      /* dense: gate, up [dim] -> [n_ff], down [n_ff] -> [dim] */
     /* gemma3 (host == NULL when absent): */
     mf_weight attn_q_norm, attn_k_norm;      /* [head_dim] f32, RMSNorm of each q / k head */
     mf_weight attn_post_norm, ffn_post_norm; /* [dim] f32, RMSNorm of each block's output */

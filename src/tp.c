@@ -74,10 +74,10 @@ int tp_plan(const mf_model *m, int n, const float *split, mf_tp_plan *p, mf_err 
                        hp->n_head_kv);
     p->n = n;
     const int G = hp->n_head / hp->n_head_kv;
-    /* FFN rows in whole blocks of every layer's w_down (the column split) */
+    /* FFN rows in whole blocks of every layer's ffn.down (the column split) */
     int fu = 1;
     for (int l = 0; l < hp->n_layer; l++) {
-        const int bd = blck(m->layers[l].w_down.type);
+        const int bd = blck(m->layers[l].ffn.down.type);
         if (bd > fu) fu = bd;
     }
     if (split_units(hp->n_head_kv, 1, n, split, p->kv0) || split_units(hp->n_ff, fu, n, split, p->ff0))
@@ -156,20 +156,20 @@ int tp_shard(const mf_model *m, const mf_tp_plan *p, int r, mf_tp_shard *s, mf_e
         D->wq = rows_of(&L->wq, (int64_t)k0 * G * hd, (int64_t)nk * G * hd);
         D->wk = rows_of(&L->wk, (int64_t)k0 * hd, (int64_t)nk * hd);
         D->wv = rows_of(&L->wv, (int64_t)k0 * hd, (int64_t)nk * hd);
-        D->w_gate = rows_of(&L->w_gate, f0, nf);
-        D->w_up = rows_of(&L->w_up, f0, nf);
+        D->ffn.gate = rows_of(&L->ffn.gate, f0, nf);
+        D->ffn.up = rows_of(&L->ffn.up, f0, nf);
         /* (the biases, 1-row tensors of the outputs: their slices are columns) */
         int rc = cols_of(s, &L->bq, (int64_t)k0 * G * hd, (int64_t)nk * G * hd, &D->bq, err);
         if (!rc) rc = cols_of(s, &L->bk, (int64_t)k0 * hd, (int64_t)nk * hd, &D->bk, err);
         if (!rc) rc = cols_of(s, &L->bv, (int64_t)k0 * hd, (int64_t)nk * hd, &D->bv, err);
         if (!rc) rc = cols_of(s, &L->wo, (int64_t)k0 * G * hd, (int64_t)nk * G * hd, &D->wo, err);
-        if (!rc) rc = cols_of(s, &L->w_down, f0, nf, &D->w_down, err);
+        if (!rc) rc = cols_of(s, &L->ffn.down, f0, nf, &D->ffn.down, err);
         if (rc) {
             tp_shard_free(s);
             return rc;
         }
-        const mf_weight *ws[] = {&D->wq, &D->wk, &D->wv, &D->wo, &D->w_gate, &D->w_up, &D->w_down};
-        const mf_weight *wl[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        const mf_weight *ws[] = {&D->wq, &D->wk, &D->wv, &D->wo, &D->ffn.gate, &D->ffn.up, &D->ffn.down};
+        const mf_weight *wl[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn.gate, &L->ffn.up, &L->ffn.down};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) bytes += ws[i]->nbytes - wl[i]->nbytes;
     }
     s->m.weight_bytes = m->weight_bytes + bytes; /* (unsigned wrap: the sum comes out right) */

@@ -2,12 +2,12 @@
  *
  * Rank r holds the kv heads kv0[r] .. kv0[r+1]-1 with their query heads (GQA groups stay
  * whole) and the FFN rows ff0[r] .. ff0[r+1]-1:
- *   wq, wk, wv (+ biases), w_gate, w_up   split by rows (output features): row slices of
+ *   wq, wk, wv (+ biases), ffn.gate, ffn.up   split by rows (output features): row slices of
  *                                         the file's bytes, no copy
- *   wo, w_down                            split by columns (input features): each row's
+ *   wo, ffn.down                            split by columns (input features): each row's
  *                                         slice of blocks, repacked into a buffer of its own
  *   norms, q/k norms, embedding, output   whole on every rank
- * Each rank's wo and w_down produce a partial sum of the full output; the forward adds
+ * Each rank's wo and ffn.down produce a partial sum of the full output; the forward adds
  * the ranks' partials (an all-reduce, mf_forward.reduce) before the post-norm and the
  * residual add, so every rank holds the same residual stream and the same logits. The KV
  * cache of a rank holds its kv heads only.
@@ -29,9 +29,9 @@ typedef struct mf_tp_plan {
 } mf_tp_plan;
 
 /* Splits m over n ranks, in proportion to split[0..n-1] (positive; NULL: evenly): kv
- * heads rounded to whole heads (at least one a rank), FFN rows to w_down's block size.
+ * heads rounded to whole heads (at least one a rank), FFN rows to ffn.down's block size.
  * MF_ERR_USAGE with a message when n is out of range, exceeds the kv heads, or a
- * boundary falls inside a block of wo or w_down. */
+ * boundary falls inside a block of wo or ffn.down. */
 int tp_plan(const mf_model *m, int n, const float *split, mf_tp_plan *p, mf_err *err);
 
 /* Rank r's shard: a model whose hparams count its heads and FFN rows and whose layer

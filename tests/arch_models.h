@@ -30,6 +30,10 @@ typedef struct spec {
     float rope_attn;
     const float *rope_freqs;
     const char *extra_tensor;             /* a [DIM] tensor no architecture reads (NULL: none) */
+    /* experts (mf_ffn): n_expert > 1 writes a router and ffn_*_exps of ff_expert (0: FF) rows;
+     * moe_tensor: one more tensor of each layer (blk.L.NAME, [DIM]); gating: expert_gating_func */
+    int n_expert, n_expert_used, ff_expert, gating;
+    const char *moe_tensor;
 } spec;
 
 typedef struct fill_ctx { int n; uint8_t is_norm[1024]; const float *fixed[1024]; } fill_ctx;
@@ -81,6 +85,12 @@ static int write_model(const char *path, const spec *s) {
     if (s->rope_factor) F32("rope.scaling.factor", s->rope_factor);
     if (s->rope_orig) U32("rope.scaling.original_context_length", s->rope_orig);
     if (s->rope_attn) F32("rope.scaling.attn_factor", s->rope_attn);
+    if (s->n_expert) {
+        U32("expert_count", s->n_expert);
+        U32("expert_used_count", s->n_expert_used);
+        if (s->ff_expert) U32("expert_feed_forward_length", s->ff_expert);
+        if (s->gating) U32("expert_gating_func", s->gating);
+    }
 #undef U32
 #undef F32
     static char bufs[ARCH_NV][16];
@@ -101,8 +111,12 @@ static int write_model(const char *path, const spec *s) {
     gguf_w_arr(w, "tokenizer.ggml.token_type", GGUF_VTYPE_I32, types, NV);
     gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 1);
     gguf_w_u32(w, "tokenizer.ggml.eos_token_id", 2);
-    const int gemma = !strcmp(a, "gemma3"), qwen = !strcmp(a, "qwen2"), qwen3 = !strcmp(a, "qwen3");
+    const int gemma = !strcmp(a, "gemma3"), qwen = !strcmp(a, "qwen2"), qwen3 = !strcmp(a, "qwen3") || !strcmp(a, "qwen3moe");
     const int qd = s->n_head * s->head_dim, kvd = s->n_kv * s->head_dim;
+#define TENSOR3(nm, c, r, e) do { \
+            uint64_t ne[3] = { (c), (r), (e) }; \
+            fc.is_norm[fc.n++] = 0; \
+            gguf_w_tensor(w, nm, QTYPE_F32, 3, ne); } while (0)
 #define TENSOR(nm, c, r, norm) do { \
         if (!s->skip_tensor || strcmp(s->skip_tensor, nm)) { \
             uint64_t ne[2] = { (c), (r) }; \
@@ -136,9 +150,24 @@ static int write_model(const char *path, const spec *s) {
         }
         T("attn_output.weight", qd, DIM, 0);
         T("ffn_norm.weight", DIM, 1, 1);
-        T("ffn_gate.weight", DIM, FF, 0);
-        T("ffn_up.weight", DIM, FF, 0);
-        T("ffn_down.weight", FF, DIM, 0);
+        if (s->n_expert) {
+            const int EF = s->ff_expert ? s->ff_expert : FF;
+            T("ffn_gate_inp.weight", DIM, s->n_expert, 0);
+            snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", l);
+            TENSOR3(name, DIM, EF, s->n_expert);
+            snprintf(name, sizeof name, "blk.%d.ffn_up_exps.weight", l);
+            TENSOR3(name, DIM, EF, s->n_expert);
+            snprintf(name, sizeof name, "blk.%d.ffn_down_exps.weight", l);
+            TENSOR3(name, EF, DIM, s->n_expert);
+            if (s->moe_tensor) {
+                snprintf(name, sizeof name, "blk.%d.%s", l, s->moe_tensor);
+                TENSOR(name, DIM, 1, 0);
+            }
+        } else {
+            T("ffn_gate.weight", DIM, FF, 0);
+            T("ffn_up.weight", DIM, FF, 0);
+            T("ffn_down.weight", FF, DIM, 0);
+        }
 #undef T
     }
 #undef TENSOR

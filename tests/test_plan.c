@@ -72,9 +72,9 @@ static void make_model(mf_model *m, mf_arch arch, const mix *x) {
         set_w(&L->wk, x->base, DIM, kvd);
         set_w(&L->wv, v, DIM, kvd);
         set_w(&L->wo, x->base, qd, DIM);
-        set_w(&L->w_gate, x->base, DIM, hp->n_ff);
-        set_w(&L->w_up, x->base, DIM, hp->n_ff);
-        set_w(&L->w_down, v, hp->n_ff, DIM);
+        set_w(&L->ffn.gate, x->base, DIM, hp->n_ff);
+        set_w(&L->ffn.up, x->base, DIM, hp->n_ff);
+        set_w(&L->ffn.down, v, hp->n_ff, DIM);
         if (arch == MF_ARCH_QWEN2) {
             set_w(&L->bq, QTYPE_F32, qd, 1);
             set_w(&L->bk, QTYPE_F32, kvd, 1);
@@ -85,7 +85,7 @@ static void make_model(mf_model *m, mf_arch arch, const mix *x) {
 }
 
 static const mf_weight *wof(const mf_layer *L, int i) {
-    const mf_weight *ws[CU_W_COUNT] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down };
+    const mf_weight *ws[CU_W_COUNT] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn.gate, &L->ffn.up, &L->ffn.down };
     return ws[i];
 }
 
@@ -161,7 +161,7 @@ static void check_plan(const char *what, const cu_plan *p, const mf_model *m, co
             }
             if (lp->gu.kind == CU_GU_ONE_GEMM) {
                 sn->gu_one++;
-                if (!e->on[CU_PATH_MMQ_GU] || L->w_gate.type != L->w_up.type) BAD("mmq-gu where it cannot run");
+                if (!e->on[CU_PATH_MMQ_GU] || L->ffn.gate.type != L->ffn.up.type) BAD("mmq-gu where it cannot run");
             }
             if (lp->attn.kind == CU_ATT_FLASH) {
                 sn->flash++;

@@ -1,7 +1,7 @@
 /* test_tp.c - tensor parallelism (src/tp.c) on the CPU, where its ranks are CPU backends
  * and the all-reduce is the host one:
  *   - the plan: even and uneven splits of kv heads and FFN rows, rounded to whole heads
- *     and to w_down's blocks; refused: more ranks than kv heads or than FFN blocks, a wo
+ *     and to ffn.down's blocks; refused: more ranks than kv heads or than FFN blocks, a wo
  *     split inside a block of its type, --tensor-split lists that do not parse;
  *   - the shards: each rank's row slices are the model's bytes, its wo / ffn_down column
  *     slices each row's blocks, byte for byte, and its hparams count its heads and rows;
@@ -32,7 +32,7 @@ static void fake_model(mf_model *m, mf_layer *L, int nl, int nh, int nkv, int hd
     memset(L, 0, sizeof(mf_layer) * (size_t)nl);
     m->hp.n_layer = nl, m->hp.n_head = nh, m->hp.n_head_kv = nkv, m->hp.head_dim = hd, m->hp.n_ff = ff;
     m->hp.n_embd = nh * hd;
-    for (int l = 0; l < nl; l++) L[l].wo.type = wo_t, L[l].w_down.type = down_t;
+    for (int l = 0; l < nl; l++) L[l].wo.type = wo_t, L[l].ffn.down.type = down_t;
     m->layers = L;
 }
 
@@ -108,9 +108,9 @@ static void test_shards(const char *what, const mf_model *m, int n) {
             const uint64_t rq = qtype_row_size(A->wq.type, (uint64_t)A->wq.cols);
             bad += B->wq.rows != (int64_t)nk * G * hd ||
                    memcmp(B->wq.host, (const uint8_t *)A->wq.host + rq * (uint64_t)p.kv0[r] * G * hd, B->wq.nbytes);
-            bad += B->w_up.rows != nf ||
-                   B->w_up.host != (const uint8_t *)A->w_up.host +
-                                       qtype_row_size(A->w_up.type, (uint64_t)A->w_up.cols) * (uint64_t)p.ff0[r];
+            bad += B->ffn.up.rows != nf ||
+                   B->ffn.up.host != (const uint8_t *)A->ffn.up.host +
+                                       qtype_row_size(A->ffn.up.type, (uint64_t)A->ffn.up.cols) * (uint64_t)p.ff0[r];
             /* wo: row y of the shard is row y's blocks from column kv0 * G * hd */
             const uint64_t ro = qtype_row_size(A->wo.type, (uint64_t)A->wo.cols);
             const uint64_t so = qtype_row_size(A->wo.type, (uint64_t)B->wo.cols);
@@ -119,12 +119,12 @@ static void test_shards(const char *what, const mf_model *m, int n) {
             for (int64_t y = 0; y < A->wo.rows && !bad; y++)
                 bad += memcmp((const uint8_t *)B->wo.host + so * (uint64_t)y,
                               (const uint8_t *)A->wo.host + ro * (uint64_t)y + off, so) != 0;
-            const uint64_t rd = qtype_row_size(A->w_down.type, (uint64_t)A->w_down.cols);
-            const uint64_t sd = qtype_row_size(A->w_down.type, (uint64_t)nf);
-            const uint64_t offd = qtype_row_size(A->w_down.type, (uint64_t)p.ff0[r]);
-            for (int64_t y = 0; y < A->w_down.rows && !bad; y++)
-                bad += memcmp((const uint8_t *)B->w_down.host + sd * (uint64_t)y,
-                              (const uint8_t *)A->w_down.host + rd * (uint64_t)y + offd, sd) != 0;
+            const uint64_t rd = qtype_row_size(A->ffn.down.type, (uint64_t)A->ffn.down.cols);
+            const uint64_t sd = qtype_row_size(A->ffn.down.type, (uint64_t)nf);
+            const uint64_t offd = qtype_row_size(A->ffn.down.type, (uint64_t)p.ff0[r]);
+            for (int64_t y = 0; y < A->ffn.down.rows && !bad; y++)
+                bad += memcmp((const uint8_t *)B->ffn.down.host + sd * (uint64_t)y,
+                              (const uint8_t *)A->ffn.down.host + rd * (uint64_t)y + offd, sd) != 0;
             if (A->bq.host)
                 bad += B->bq.cols != (int64_t)nk * G * hd ||
                        memcmp(B->bq.host, (const float *)A->bq.host + (int64_t)p.kv0[r] * G * hd, 4 * (size_t)B->bq.cols);

@@ -748,7 +748,7 @@ static void pack_model(cpu_state *s, const mf_model *m) {
     uint64_t bytes = 0;
     for (int l = 0; l < m->hp.n_layer; l++) {
         const mf_layer *L = &m->layers[l];
-        const mf_weight *ws[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down };
+        const mf_weight *ws[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn.gate, &L->ffn.up, &L->ffn.down };
         for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++) {
             const cpu_packed *p = pk_get(s, ws[i]);
             if (p) bytes += (uint64_t)p->n_groups * p->group_bytes;

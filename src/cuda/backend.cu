@@ -352,7 +352,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         int64_t wmax = 0;
         for (int l = 0; l < hp->n_layer; l++) {
             const mf_layer *L = &m->layers[l];
-            const mf_weight *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            const mf_weight *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn.gate, &L->ffn.up, &L->ffn.down};
             for (size_t i = 0; i < MF_ARRAY_LEN(ms); i++)
                 if (ms[i]->host && ms[i]->rows * kp > wmax) wmax = ms[i]->rows * kp;
         }
@@ -422,7 +422,7 @@ static void be_destroy(mf_backend *be) {
             for (int l = 0; l < m->hp.n_layer && m->layers; l++) {
                 mf_layer *L = &m->layers[l];
                 mf_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->bq, &L->bk,
-                                   &L->bv, &L->wo, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down,
+                                   &L->bv, &L->wo, &L->ffn_norm, &L->ffn.gate, &L->ffn.up, &L->ffn.down,
                                    &L->attn_q_norm, &L->attn_k_norm, &L->attn_post_norm, &L->ffn_post_norm};
                 for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++) ws[i]->dev = ws[i]->dev_plane = ws[i]->dev_mmf = NULL;
             }

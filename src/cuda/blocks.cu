@@ -115,7 +115,7 @@ static void plan_facts(cu_state *S, int tp) {
     for (int l = 0; l < f->n_layer; l++) {
         const mf_layer *L = &m->layers[l];
         cu_layer_facts *lf = &f->layer[l];
-        const mf_weight *ws[CU_W_COUNT] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        const mf_weight *ws[CU_W_COUNT] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn.gate, &L->ffn.up, &L->ffn.down};
         for (int i = 0; i < CU_W_COUNT; i++) {
             lf->mmf[i] = ws[i]->dev_mmf != NULL;
             lf->plane[i] = ws[i]->dev_plane != NULL;
@@ -712,19 +712,19 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
         if (P->gu.kind == CU_GU_COLS_SWIGLU) {
             /* 8 columns (path mmf-swiglu): gate+up with the SwiGLU in its store, its f16 into
              * mh8, which the down GEMM then reads as its mh */
-            const int K = (int)L->w_gate.cols;
+            const int K = (int)L->ffn.gate.cols;
             if (!(have & HAVE_MH)) cu_mmf_convert(S, S->mh, fw->xb, n, K);
             S->prof_tag = "ffn_gate+up+swiglu (one GEMM)";
-            S->prof_type = L->w_gate.type;
-            if (cu_mmf_cols_swiglu(S, L->w_gate.type, S->mh8, S->gu[l].mmf, ff, K, S->mh, n)) {
+            S->prof_type = L->ffn.gate.type;
+            if (cu_mmf_cols_swiglu(S, L->ffn.gate.type, S->mh8, S->gu[l].mmf, ff, K, S->mh, n)) {
                 S->prof_tag = NULL;
-                S->n.mmf[L->w_gate.type == QTYPE_Q6_K]++;
+                S->n.mmf[L->ffn.gate.type == QTYPE_Q6_K]++;
                 S->n.mmf_cols++;
                 S->n.mmq_gu++;
                 S->n.mmf_swiglu++;
                 __half *mh = S->mh;
                 S->mh = S->mh8;
-                matmul(S, P->mm[CU_W_DOWN], fw->xb, fw->hb, &L->w_down, NULL, n, HAVE_MH, 0);
+                matmul(S, P->mm[CU_W_DOWN], fw->xb, fw->hb, &L->ffn.down, NULL, n, HAVE_MH, 0);
                 S->mh = mh;
                 block_add(S, fw, P->down_res.kind, fw->x, fw->xb, n, pn);
                 S->n.fused_blocks++;
@@ -738,14 +738,14 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
             /* gate and up in one launch over both (upload.cu gu_pairable): the same
              * arithmetic per output, one tail wave instead of two */
             S->prof_tag = "ffn_gate+up (one GEMM)";
-            S->prof_type = L->w_gate.type;
-            matmul_mmq(S, P->mm[CU_W_GATE], fw->hb, fw->xb, &L->w_gate, NULL, n, have, 0, 2 * (int)L->w_gate.rows,
+            S->prof_type = L->ffn.gate.type;
+            matmul_mmq(S, P->mm[CU_W_GATE], fw->hb, fw->xb, &L->ffn.gate, NULL, n, have, 0, 2 * (int)L->ffn.gate.rows,
                        S->gu[l].plane, fw->hb2, S->gu[l].mmf);
             S->n.mmq_gu++;
             S->prof_tag = NULL;
         } else {
-            const int mq = matmul(S, P->mm[CU_W_GATE], fw->hb, fw->xb, &L->w_gate, NULL, n, have, 0);
-            matmul(S, P->mm[CU_W_UP], fw->hb2, fw->xb, &L->w_up, NULL, n, mq, 0);
+            const int mq = matmul(S, P->mm[CU_W_GATE], fw->hb, fw->xb, &L->ffn.gate, NULL, n, have, 0);
+            matmul(S, P->mm[CU_W_UP], fw->hb2, fw->xb, &L->ffn.up, NULL, n, mq, 0);
         }
         /* MMQ or mmf down: SwiGLU and the prepass in one kernel (the f32 product unstored);
          * GeGLU: its own launch, the down GEMM's prepass after */
@@ -762,14 +762,14 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
         } else {
             cu_swiglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, NULL);
         }
-        matmul(S, P->mm[CU_W_DOWN], fw->xb, fw->hb, &L->w_down, NULL, n, hv, 0);
+        matmul(S, P->mm[CU_W_DOWN], fw->xb, fw->hb, &L->ffn.down, NULL, n, hv, 0);
         block_add(S, fw, P->down_res.kind, fw->x, fw->xb, n, pn);
         S->n.fused_blocks++;
         return;
     }
     int have_q8 = P->ffn_norm.kind == CU_NORM_Q8;
     norm_in(S, fw->xb, fw->x, &L->ffn_norm, n, have_q8);
-    const mf_weight *w[2] = {&L->w_gate, &L->w_up};
+    const mf_weight *w[2] = {&L->ffn.gate, &L->ffn.up};
     float *out[2] = {fw->hb, fw->hb2};
     const int h_q8 = (P->act.writes & CU_F_Q8) != 0;
     int down_pre = S->tune.xst_pre;
@@ -805,7 +805,7 @@ static void blk_ffn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
         if (P->act.kind == CU_ACT_GEGLU) cu_geglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, h_q8 ? &S->q8 : NULL);
         else cu_swiglu(S, fw->hb, fw->hb, fw->hb2, (int64_t)n * ff, h_q8 ? &S->q8 : NULL);
     }
-    block_out(S, fw, P->down_res.kind, P->mm[CU_W_DOWN], &L->w_down, fw->x, fw->xb, fw->hb, n, h_q8, down_pre, pn);
+    block_out(S, fw, P->down_res.kind, P->mm[CU_W_DOWN], &L->ffn.down, fw->x, fw->xb, fw->hb, n, h_q8, down_pre, pn);
     S->n.fused_blocks++;
 }
 

@@ -142,13 +142,13 @@ int cu_plan_wants_mmf_plane(const cu_plan_env *e, const mf_weight *w) {
 }
 
 int cu_plan_gu_pairable(const cu_plan_env *e, const mf_layer *L, int adjacent) {
-    const mf_weight *g = &L->w_gate, *u = &L->w_up;
+    const mf_weight *g = &L->ffn.gate, *u = &L->ffn.up;
     return e->on[CU_PATH_MMQ_GU] && adjacent && g->host && u->host && g->host != u->host && g->type == u->type &&
            g->rows == u->rows && g->cols == u->cols && cu_cap_mmq(g->type, g->cols) && 2 * g->rows <= INT32_MAX;
 }
 
 static const mf_weight *layer_w(const mf_layer *L, int i) {
-    const mf_weight *ws[CU_W_COUNT] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down };
+    const mf_weight *ws[CU_W_COUNT] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn.gate, &L->ffn.up, &L->ffn.down };
     return ws[i];
 }
 
@@ -181,7 +181,7 @@ void cu_plan_facts_assume(cu_plan_facts *f, cu_plan_env *e, const mf_model *m, i
     for (int l = 0; l < hp->n_layer; l++) {
         const mf_layer *L = &m->layers[l];
         cu_layer_facts *lf = &f->layer[l];
-        const long long gb = cu_plan_row_stride(L->w_gate.type, L->w_gate.cols) * L->w_gate.rows;
+        const long long gb = cu_plan_row_stride(L->ffn.gate.type, L->ffn.gate.cols) * L->ffn.gate.rows;
         lf->gu_on = e->on[CU_PATH_MMQ] && cu_plan_gu_pairable(e, L, gb % 256 == 0);
         for (int i = 0; i < CU_W_COUNT; i++) {
             const mf_weight *w = layer_w(L, i);
@@ -262,12 +262,12 @@ static int mmf_cols_layer(const planner *P, int l, int n) {
     const cu_layer_facts *lf = &P->f->layer[l];
     const mf_layer *L = &P->m->layers[l];
     const int gu = lf->gu_on ? lf->gu_mmf : lf->mmf[CU_W_GATE] && lf->mmf[CU_W_UP];
-    return gu && mmf_wants(P->e, P->f, &L->w_gate, n) && mmf_wants(P->e, P->f, &L->w_up, n);
+    return gu && mmf_wants(P->e, P->f, &L->ffn.gate, n) && mmf_wants(P->e, P->f, &L->ffn.up, n);
 }
 
 static int gu_one_gemm(const planner *P, int l, int n) {
     const cu_layer_facts *lf = &P->f->layer[l];
-    const mf_weight *g = &P->m->layers[l].w_gate;
+    const mf_weight *g = &P->m->layers[l].ffn.gate;
     return lf->gu_on && ((lf->gu_mmf && mmf_wants(P->e, P->f, g, n)) || mmq_takes(P->e, P->f, g, n));
 }
 
@@ -372,17 +372,17 @@ static void plan_layer(const planner *P, int l, int n, cu_layer_plan *lp) {
     /* ---- FFN ---- */
     const int gu1 = !decode && gu_one_gemm(P, l, n);
     static const int gu[2] = { CU_W_GATE, CU_W_UP };
-    const int gu_mf = gu1 ? lf->gu_mmf && mmf_wants(e, P->f, &L->w_gate, n) : mmf_all(P, l, gu, 2, n);
+    const int gu_mf = gu1 ? lf->gu_mmf && mmf_wants(e, P->f, &L->ffn.gate, n) : mmf_all(P, l, gu, 2, n);
     lp->ffn_norm = decode ? norm_gemv(P, n) : norm_gemm(P, l, gu, 2, gu_mf, n);
     const uint8_t xf = lp->ffn_norm.writes;
     const int ff = hp->n_ff;
     if (!decode) {
-        const int down_mmf = lf->mmf[CU_W_DOWN] && mmf_wants(e, P->f, &L->w_down, n);
+        const int down_mmf = lf->mmf[CU_W_DOWN] && mmf_wants(e, P->f, &L->ffn.down, n);
         if (gu1) /* one GEMM over the pair's planes */
             lp->mm[CU_W_GATE] = lp->mm[CU_W_UP] =
-                (uint8_t)cu_plan_mm(e, P->f, &L->w_gate, lf->gu_mmf, lf->gu_plane, n);
+                (uint8_t)cu_plan_mm(e, P->f, &L->ffn.gate, lf->gu_mmf, lf->gu_plane, n);
         if (!gelu && n <= GEMV_COLS && gu1 && lf->gu_mmf && P->f->mh8 && e->on[CU_PATH_MMF_SWIGLU] &&
-            mmf_wants(e, P->f, &L->w_gate, n) && down_mmf) {
+            mmf_wants(e, P->f, &L->ffn.gate, n) && down_mmf) {
             /* (the column kernel refuses without TMA rings, ff % 16, or a K it splits deep) */
             lp->gu = (cu_stage){ CU_GU_COLS_SWIGLU, CU_F_MH, converts(CU_MM_MMF, xf), 1, CU_GU_ONE_GEMM };
             lp->act = (cu_stage){ CU_ACT_IN_GU, CU_F_MH, 0, 1, CU_ACT_SWIGLU_MH };
@@ -391,16 +391,16 @@ static void plan_layer(const planner *P, int l, int n, cu_layer_plan *lp) {
                                  (uint8_t)(converts(lp->mm[CU_W_GATE], xf) | converts(lp->mm[CU_W_UP], xf)), 0, 0 };
             if (gelu) lp->act = (cu_stage){ CU_ACT_GEGLU, CU_F_F32, 0, 0, 0 };
             else if (down_mmf) lp->act = (cu_stage){ CU_ACT_SWIGLU_MH, CU_F_MH, 0, 0, 0 };
-            else if (mmq_takes(e, P->f, &L->w_down, n)) lp->act = (cu_stage){ CU_ACT_SWIGLU_MQ, CU_F_MQ, 0, 0, 0 };
+            else if (mmq_takes(e, P->f, &L->ffn.down, n)) lp->act = (cu_stage){ CU_ACT_SWIGLU_MQ, CU_F_MQ, 0, 0, 0 };
             else lp->act = (cu_stage){ CU_ACT_SWIGLU, CU_F_F32, 0, 0, 0 };
         }
     } else {
-        const int same = L->w_gate.type == L->w_up.type;
+        const int same = L->ffn.gate.type == L->ffn.up.type;
         const int h_q8 = q8_fits(P, ff);
         if (same) lp->mm[CU_W_UP] = lp->mm[CU_W_GATE]; /* (one launch: the gate's form) */
         const uint8_t hform = (uint8_t)(CU_F_F32 | (h_q8 ? CU_F_Q8 : 0));
         const uint8_t cv = (uint8_t)(converts(lp->mm[CU_W_GATE], xf) | converts(lp->mm[CU_W_UP], xf));
-        if (!gelu && e->on[CU_PATH_SWIGLU_GEMV] && n == 1 && same && h_q8 && P->f->q8h && gemv_q8(e, &L->w_gate)) {
+        if (!gelu && e->on[CU_PATH_SWIGLU_GEMV] && n == 1 && same && h_q8 && P->f->q8h && gemv_q8(e, &L->ffn.gate)) {
             /* (the launch refuses a bias, other shapes, launches below its ring's size:
              * the pair GEMV and the SwiGLU kernel then) */
             lp->gu = (cu_stage){ CU_GU_XSG, hform, cv, 1, CU_GU_PAIR_GEMV };
@@ -500,7 +500,7 @@ static void print_layer(FILE *o, const cu_layer_plan *lp, const mf_model *m, int
             lp->attn.may_refuse ? " (split when captured in a graph)" : "", cu_mm_name(lp->mm[CU_W_O]), res_name(lp->wo_res.kind));
     fprintf(o, "      ffn:  %s -> %s | %s, %s/%s (%s, %s)%s | act %s -> %s | down %s, %s\n", norm_name(lp->ffn_norm.kind),
             forms(lp->ffn_norm.writes, f1), gu_name(lp->gu.kind), cu_mm_name(lp->mm[CU_W_GATE]),
-            cu_mm_name(lp->mm[CU_W_UP]), qtype_name(L->w_gate.type), qtype_name(L->w_up.type),
+            cu_mm_name(lp->mm[CU_W_UP]), qtype_name(L->ffn.gate.type), qtype_name(L->ffn.up.type),
             !lp->gu.may_refuse ? ""
             : lp->gu.kind == CU_GU_XSG ? " (where it refuses: gate+up one GEMV launch, swiglu)"
                                        : " (where it refuses: gate+up one GEMM, swiglu+f16 prepass)",
@@ -528,14 +528,14 @@ void cu_plan_print(const cu_plan *p, const mf_model *m, const cu_plan_env *e, co
             int first = 1;
             for (int k = 0; k < l; k++)
                 if (!memcmp(&p->layer[b][k], lp, sizeof *lp) && m->layers[k].wq.type == m->layers[l].wq.type &&
-                    m->layers[k].wv.type == m->layers[l].wv.type && m->layers[k].w_down.type == m->layers[l].w_down.type)
+                    m->layers[k].wv.type == m->layers[l].wv.type && m->layers[k].ffn.down.type == m->layers[l].ffn.down.type)
                     first = 0;
             if (!first) continue;
             char ls[256];
             int len = 0;
             for (int k = l; k < p->n_layer && len < (int)sizeof ls - 8; k++)
                 if (!memcmp(&p->layer[b][k], lp, sizeof *lp) && m->layers[k].wq.type == m->layers[l].wq.type &&
-                    m->layers[k].wv.type == m->layers[l].wv.type && m->layers[k].w_down.type == m->layers[l].w_down.type)
+                    m->layers[k].wv.type == m->layers[l].wv.type && m->layers[k].ffn.down.type == m->layers[l].ffn.down.type)
                     len += snprintf(ls + len, sizeof ls - (size_t)len, "%s%d", len ? "," : "", k);
             fprintf(o, "    layers %s (%s):\n", ls, lp->regime == CU_RG_GEMV ? "GEMVs" : "GEMMs");
             print_layer(o, lp, m, l);

@@ -25,7 +25,7 @@ int cu_mmq_plane_on(const cu_state *S, uint32_t type) {
  * 256-aligned), with one type and shape: the prefill runs them as one MMQ GEMM of 2 x
  * n_ff rows (path mmq-gu; the planner's rule, plan.c). */
 static int gu_pairable(const cu_state *S, const mf_layer *L) {
-    const mf_weight *g = &L->w_gate, *u = &L->w_up;
+    const mf_weight *g = &L->ffn.gate, *u = &L->ffn.up;
     const int adjacent = g->dev && u->dev && g->dev != u->dev &&
                          (const uint8_t *)u->dev == (const uint8_t *)g->dev + cu_row_stride(g->type, g->cols) * g->rows;
     return cu_plan_gu_pairable(&S->env, L, adjacent);
@@ -86,11 +86,11 @@ static void build_plane_set(cu_state *S, mf_model *m, int set) {
         size_t off = 0;
         for (int l = 0; l < m->hp.n_layer; l++) {
             mf_layer *L = &m->layers[l];
-            mf_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            mf_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn.gate, &L->ffn.up, &L->ffn.down};
             for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++) {
                 mf_weight *w = ws[i];
-                const int pair = S->gu && S->gu[l].on && (w == &L->w_gate || w == &L->w_up);
-                if (pair && w == &L->w_up) continue; /* (in the gate's plane) */
+                const int pair = S->gu && S->gu[l].on && (w == &L->ffn.gate || w == &L->ffn.up);
+                if (pair && w == &L->ffn.up) continue; /* (in the gate's plane) */
                 if (!w->dev || !plane_takes(S, set, w)) continue;
                 const int rows = (int)(pair ? 2 * w->rows : w->rows), K = (int)w->cols;
                 const size_t nb = align256(set == PLANES_MMQ ? cu_mmq_plane_bytes(w->type, rows, K)
@@ -168,7 +168,7 @@ static int collect_weights(mf_model *m, mf_weight **list, int cap) {
     for (int l = 0; l < m->hp.n_layer; l++) {
         mf_layer *L = &m->layers[l];
         mf_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->bq, &L->bk,
-                           &L->bv, &L->wo, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down,
+                           &L->bv, &L->wo, &L->ffn_norm, &L->ffn.gate, &L->ffn.up, &L->ffn.down,
                            &L->attn_q_norm, &L->attn_k_norm, &L->attn_post_norm, &L->ffn_post_norm};
         for (size_t i = 0; i < MF_ARRAY_LEN(ws) && n < cap; i++) list[n++] = ws[i];
     }
@@ -183,7 +183,7 @@ int cu_count_xs_wide(const mf_model *m) {
     if (top->host && cu_mmv_q8_supported(top->type) && !cu_mmv_xs_takes(top->type, (int)top->cols)) n++;
     for (int l = 0; l < m->hp.n_layer && m->layers; l++) {
         const mf_layer *L = &m->layers[l];
-        const mf_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        const mf_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn.gate, &L->ffn.up, &L->ffn.down};
         for (size_t i = 0; i < MF_ARRAY_LEN(ws); i++)
             if (ws[i]->host && cu_mmv_q8_supported(ws[i]->type) && !cu_mmv_xs_takes(ws[i]->type, (int)ws[i]->cols))
                 n++;
@@ -273,7 +273,7 @@ int cu_check_model(cu_state *S, const mf_model *m, mf_err *err) {
             if (vs[i]->host && vs[i]->type != QTYPE_F32)
                 return mf_fail(err, MF_ERR_INPUT, "cuda: %s must be f32 (is %s)", vs[i]->name,
                                qtype_name(vs[i]->type));
-        const mf_weight *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        const mf_weight *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->ffn.gate, &L->ffn.up, &L->ffn.down};
         for (size_t i = 0; i < MF_ARRAY_LEN(ms); i++) {
             if (!ms[i]->host) continue;
             if (cu_type_is_quant(ms[i]->type)) S->any_quant = 1;

@@ -709,8 +709,8 @@ static void test_attention(int n_head, int n_kv, int hd, int n_seq, const int *s
 /* Every weight of the one-layer model, into ws[15]; returns the count. */
 static int layer_list(env *e, mf_weight **ws) {
     mf_layer *L = &e->m.layers[0];
-    mf_weight *all[] = {&L->attn_norm, &L->ffn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
-                        &L->w_down, &L->bq, &L->bk, &L->bv, &e->m.output_norm, &e->m.output, &e->m.tok_embd};
+    mf_weight *all[] = {&L->attn_norm, &L->ffn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->ffn.gate, &L->ffn.up,
+                        &L->ffn.down, &L->bq, &L->bk, &L->bv, &e->m.output_norm, &e->m.output, &e->m.tok_embd};
     memcpy(ws, all, sizeof all);
     return (int)MF_ARRAY_LEN(all);
 }
@@ -732,9 +732,9 @@ static void layer_weights(env *e, uint32_t tqk, uint32_t tv, uint32_t to, uint32
     L->wk = make_weight(tqk, kvd, dim, sd);
     L->wv = make_weight(tv, kvd, dim, sd);
     L->wo = make_weight(to, dim, qd, sq);
-    L->w_gate = make_weight(tgu, hp->n_ff, dim, sd);
-    L->w_up = make_weight(tgu, hp->n_ff, dim, sd);
-    L->w_down = make_weight(td, dim, hp->n_ff, sf);
+    L->ffn.gate = make_weight(tgu, hp->n_ff, dim, sd);
+    L->ffn.up = make_weight(tgu, hp->n_ff, dim, sd);
+    L->ffn.down = make_weight(td, dim, hp->n_ff, sf);
     if (bias) {
         L->bq = make_weight(QTYPE_F32, 1, qd, 0.5f);
         L->bk = make_weight(QTYPE_F32, 1, kvd, 0.5f);
