@@ -68,6 +68,11 @@ typedef struct mf_ops {
     void (*scale)(mf_backend *be, float *x, float s, int64_t n);
     /* x[i] = c * tanh(x[i] / c), i < n (logit soft-capping). */
     void (*softcap)(mf_backend *be, float *x, float c, int64_t n);
+    /* Mixture of experts: out[t][:] = sum over j < k, in order, of w[t*k+j] * ys[rows[t*k+j]][:]
+     * (each token's chosen experts' outputs, weighted; rows and w in host memory), t < n,
+     * rows of width dim. */
+    void (*moe_combine)(mf_backend *be, float *out, const float *ys, const int32_t *rows, const float *w, int n, int k,
+                        int dim);
 } mf_ops;
 
 /* Blocks: whole pieces of the step over the forward's buffers (forward.h), for the

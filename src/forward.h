@@ -23,6 +23,14 @@ typedef struct mf_forward {
     float *hb;      /* [n_batch][n_ff] gate, then silu(gate)*up */
     float *hb2;     /* [n_batch][n_ff] up */
     float *xo;      /* [n_logit][dim] final-normed rows that want logits */
+    /* a mixture of experts (desc.n_expert > 1): the router's scores [n_batch][n_expert], the
+     * rows of each expert's tokens gathered [n_batch*k][dim], their hidden states
+     * [n_batch*k][ff] x2 and outputs [n_batch*k][dim] (backend memory); the routing on the
+     * host: scores, each token's experts (ids) and weights, and each (token, slot)'s row */
+    float *moe_scores, *moe_x, *moe_h, *moe_h2, *moe_y;
+    float *moe_host;
+    int32_t *moe_ids, *moe_rows, *moe_tok;
+    float *moe_w;
     float *logits;  /* [n_logit][n_vocab] backend memory */
     int n_logit;    /* rows of logits computed at a time: min(n_batch, FORWARD_LOGIT_ROWS) */
     /* Tensor parallelism (tp.h): x [n] (backend memory) = the sum of every rank's x, in
@@ -33,6 +41,9 @@ typedef struct mf_forward {
     void *reduce_ctx;
 } mf_forward;
 
+/* A mixture of experts' router on the host: scores [n][E] -> each token's k experts ids and
+ * their weights w [n][k] (softmax, top k, renormalised; forward.c says how, as llama.cpp). */
+void forward_moe_route(const float *scores, int n, int E, int k, int32_t *ids, float *w);
 /* Allocates scratch in backend memory; be->init must have run with the same
  * n_ctx / n_seq / n_batch. */
 int forward_init(mf_forward *fw, mf_backend *be, const mf_model *m, int n_ctx, int n_seq, int n_batch, mf_err *err);

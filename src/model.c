@@ -108,6 +108,9 @@ static int bind_ffn(mf_model *m, uint8_t *used, int i, mf_ffn *f, mf_err *err) {
     int n = 0, n_used = 0, ff = hp->n_ff, gating = 0;
     if ((rc = get_hp(&m->gguf, a, "expert_count", &n, 1, err))) return rc;
     if ((rc = get_hp(&m->gguf, a, "expert_used_count", &n_used, 1, err))) return rc;
+    if (n_used > n) return mf_fail(err, MF_ERR_INPUT, "model: %d experts with %d used a token out of range", n, n_used);
+    /* llama.cpp: qwen3moe's experts default to n_ff / n_used rows, Mixtral's to n_ff */
+    if (!strcmp(a, "qwen3moe") && n_used > 0) ff = hp->n_ff / n_used;
     if ((rc = get_hp(&m->gguf, a, "expert_feed_forward_length", &ff, 0, err))) return rc;
     if ((rc = get_hp(&m->gguf, a, "expert_gating_func", &gating, 0, err))) return rc;
     /* llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE: 1 softmax (the default), 2 sigmoid */
@@ -274,7 +277,6 @@ static int arch_desc_from_file(mf_model *m, mf_err *err) {
 
 const char *model_desc_unsupported(const mf_arch_desc *d) {
     if (d->sliding_window < 0 || d->swa_every < 0) return "a negative sliding window";
-    if (d->n_expert > 1) return "a mixture-of-experts FFN";
     return NULL;
 }
 

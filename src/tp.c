@@ -72,6 +72,8 @@ int tp_plan(const mf_model *m, int n, const float *split, mf_tp_plan *p, mf_err 
     if (n > hp->n_head_kv)
         return mf_fail(err, MF_ERR_USAGE, "--gpus %d: the model has %d kv heads; each GPU needs at least one", n,
                        hp->n_head_kv);
+    if (n > 1 && m->desc.n_expert > 1)
+        return mf_fail(err, MF_ERR_USAGE, "--gpus %d: a model of experts is not split over devices yet (one device)", n);
     p->n = n;
     const int G = hp->n_head / hp->n_head_kv;
     /* FFN rows in whole blocks of every layer's ffn.down (the column split) */

@@ -683,6 +683,27 @@ static void op_get_rows(mf_backend *be, float *dst, const float *src, const int3
         memmove(dst + (int64_t)j * width, src + (int64_t)idx[j] * width, sizeof(float) * width);
 }
 
+/* out[t] = sum over slots j in order of w[t*k+j] * ys[rows[t*k+j]] (the product rounded to
+ * f32 before each add, as ggml's mul then add) */
+static void op_moe_combine(mf_backend *be, float *out, const float *ys, const int32_t *rows, const float *w, int n, int k,
+                           int dim) {
+    (void)be;
+    for (int t = 0; t < n; t++) {
+        float *o = out + (int64_t)t * dim;
+        for (int j = 0; j < k; j++) {
+            const float *y = ys + (int64_t)rows[t * k + j] * dim;
+            const float wj = w[t * k + j];
+            if (j == 0)
+                for (int i = 0; i < dim; i++) o[i] = y[i] * wj;
+            else
+                for (int i = 0; i < dim; i++) {
+                    const float p = y[i] * wj;
+                    o[i] += p;
+                }
+        }
+    }
+}
+
 static const mf_ops cpu_ops = {
     .embed = op_embed,
     .rmsnorm = op_rmsnorm,
@@ -695,6 +716,7 @@ static const mf_ops cpu_ops = {
     .geglu = op_geglu,
     .scale = op_scale,
     .softcap = op_softcap,
+    .moe_combine = op_moe_combine,
 };
 
 /* ------------------------------------------------------------------------- */

@@ -13,6 +13,9 @@ architectures over the same weights (the same test and fixtures):
   badtype rope.scaling.type longrope (which minfer does not implement)
   qwen3   general.architecture qwen3 (neox RoPE), with attn_q_norm / attn_k_norm weights of
           1 + 0.25 * uniform(-1, 1) noise (seeded) per head dim
+  qwen3moe  qwen3's attention and an FFN of 4 experts, 2 used a token: expert e's gate/up/down
+          the dense ones times 1 + 0.3 * uniform(-1, 1) noise, a router of 0.5 * normal
+          noise (seeded)
 
 Each keeps the weights and the tokenizer and sets context_length 4096 (the prompts are
 up to 4k tokens). Usage: stories_variants.py STORIES260K.gguf OUTDIR -> OUTDIR/NAME.gguf"""
@@ -21,7 +24,7 @@ import math, os, sys
 import numpy as np
 import gguf
 
-VARIANTS = ("llama3", "yarn", "linear", "unused", "badtype", "qwen3")
+VARIANTS = ("llama3", "yarn", "linear", "unused", "badtype", "qwen3", "qwen3moe")
 
 
 def llama3_factors(dim, base, factor, low, high, orig):
@@ -47,7 +50,7 @@ def field_value(f):
 def write_variant(src, name, path):
     r = gguf.GGUFReader(src)
     src_arch = field_value(r.fields["general.architecture"])
-    arch = "qwen3" if name == "qwen3" else src_arch
+    arch = name if name in ("qwen3", "qwen3moe") else src_arch
     w = gguf.GGUFWriter(path, arch)
     for k, f in r.fields.items():
         if k.startswith("GGUF.") or k == "general.architecture":
@@ -72,7 +75,7 @@ def write_variant(src, name, path):
     elif name == "linear":
         w.add_string(f"{arch}.rope.scaling.type", "linear")
         w.add_float32(f"{arch}.rope.scaling.factor", 2.0)
-    elif name == "qwen3":
+    elif name in ("qwen3", "qwen3moe"):
         pass
     elif name == "badtype":
         w.add_string(f"{arch}.rope.scaling.type", "longrope")
@@ -81,17 +84,31 @@ def write_variant(src, name, path):
         raise SystemExit(f"unknown variant {name}")
     if name == "unused":
         w.add_tensor("blk.0.attn_sinks.weight", np.zeros(8, dtype=np.float32))
-    if name == "qwen3":
+    if name == "qwen3moe":
+        w.add_uint32(f"{arch}.expert_count", 4)
+        w.add_uint32(f"{arch}.expert_used_count", 2)
+        w.add_uint32(f"{arch}.expert_feed_forward_length", field_value(r.fields[f"{src_arch}.feed_forward_length"]))
+    if name in ("qwen3", "qwen3moe"):
         rng = np.random.default_rng(7)
         n_layer = field_value(r.fields[f"{src_arch}.block_count"])
         for l in range(n_layer):
             for t in ("attn_q_norm", "attn_k_norm"):
                 w.add_tensor(f"blk.{l}.{t}.weight", (1 + 0.25 * rng.uniform(-1, 1, dim)).astype(np.float32))
+    rng_e = np.random.default_rng(11)
     for t in r.tensors:
         if t.tensor_type != gguf.GGMLQuantizationType.F32:
             raise SystemExit(f"{t.name}: {t.tensor_type.name}, want f32")
         shape = [int(x) for x in reversed(t.shape)]
-        w.add_tensor(t.name, np.asarray(t.data, dtype=np.float32).reshape(shape))
+        a = np.asarray(t.data, dtype=np.float32).reshape(shape)
+        part = t.name.split(".")
+        if name == "qwen3moe" and len(part) == 4 and part[2] in ("ffn_gate", "ffn_up", "ffn_down"):
+            experts = np.stack([a * (1 + 0.3 * rng_e.uniform(-1, 1, a.shape)) for _ in range(4)]).astype(np.float32)
+            w.add_tensor(f"blk.{part[1]}.{part[2]}_exps.weight", experts)
+            if part[2] == "ffn_gate":
+                dim_model = a.shape[1]
+                w.add_tensor(f"blk.{part[1]}.ffn_gate_inp.weight", (0.5 * rng_e.standard_normal((4, dim_model))).astype(np.float32))
+            continue
+        w.add_tensor(t.name, a)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
