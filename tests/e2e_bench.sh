@@ -78,12 +78,12 @@ expect_exit 1 "bench -s with -n 0" "generation length" "$BIN" bench -m "$M" -n 0
 "$BIN" bench --help >"$TMP/help" 2>&1
 check "bench --help: -s" grep -q -- '-s LIST' "$TMP/help"
 check "bench --help: prefill per sequence" grep -q 'prefill is per sequence' "$TMP/help"
-check "bench --help: --ctx exactly N" grep -Eq -- '^  --ctx N +exactly N positions' "$TMP/help"
+check "bench --help: --ctx exactly N" grep -Eq -- '^  (-c, )?--ctx N +exactly N positions' "$TMP/help"
 
 # The option table (issue 32): --help lists every option bench takes, with its default,
 # and each bad value is a usage error (exit 1, one line naming the option) before the
 # model is opened (the model path does not exist: opening it would be exit 2).
-for o in '-m, --model PATH' '-p LIST' '-n LIST' '-s LIST' '-r N' '-b N' '--ctx N' '--device D' '-t, --threads N' '-o FMT'; do
+for o in '-m, --model PATH' '-p LIST' '-n LIST' '-s LIST' '-r N' '-b N' '-c, --ctx N' '--device D' '-t, --threads N' '-o FMT'; do
     check "bench --help lists '$o'" grep -Eq -- "^  $o( |\$)" "$TMP/help"
 done
 check "bench --help: the defaults (512, 128, 3, md)" bash -c "grep -q 'default 512)' '$TMP/help' &&
