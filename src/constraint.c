@@ -87,7 +87,7 @@ typedef struct mask_entry {
 enum { CACHE_MAX = 256, CACHE_BYTES = 8 << 20 };
 
 struct mf_constraint {
-    gram *g;
+    const gram *g;
     const gram_vocab *tv;
     gram_state *st;
     int strip;            /* the next non-empty token's leading space is not output */
@@ -106,14 +106,12 @@ void constraint_free(mf_constraint *c) {
     free(c->row);
     free(c->bits);
     gram_state_free(c->st);
-    gram_free(c->g);
     free(c);
 }
 
-mf_constraint *constraint_new(gram *g, const gram_vocab *tv, int strip_first, mf_err *err) {
+mf_constraint *constraint_new(const gram *g, const gram_vocab *tv, int strip_first, mf_err *err) {
     mf_constraint *c = calloc(1, sizeof *c);
     if (!c) {
-        gram_free(g);
         mf_fail(err, MF_ERR_NOMEM, "grammar: out of memory");
         return NULL;
     }
@@ -134,6 +132,15 @@ mf_constraint *constraint_new(gram *g, const gram_vocab *tv, int strip_first, mf
         return NULL;
     }
     return c;
+}
+
+int constraint_reset(mf_constraint *c, int strip_first, mf_err *err) {
+    gram_state *st = gram_state_new(c->g, err);
+    if (!st) return MF_ERR_NOMEM;
+    gram_state_free(c->st);
+    c->st = st;
+    c->strip = strip_first;
+    return MF_OK;
 }
 
 static uint64_t key_hash(const int32_t *k, size_t n, int strip) {

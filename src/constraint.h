@@ -6,7 +6,7 @@
  *
  *   gram_vocab *tv = constraint_vocab(m->vocab, &err);                  once per model
  *   gram *g; constraint_compile(&g, CONSTRAINT_JSON_SCHEMA, text, len, &err);
- *   mf_constraint *c = constraint_new(g, tv, strip_first, &err);        takes g
+ *   mf_constraint *c = constraint_new(g, tv, strip_first, &err);        g, tv borrowed
  *   per step:  const float *row = constraint_apply(c, logits, &n_allowed);
  *              tok = sampler_sample(smp, row);  constraint_accept(c, tok);
  *
@@ -39,12 +39,15 @@ int constraint_compile(gram **out, constraint_kind kind, const char *text, size_
 
 typedef struct mf_constraint mf_constraint;
 
-/* A matcher at the start of g over tv. Takes ownership of g (freed with the
- * constraint, or here on failure). strip_first: the first non-empty token's leading
- * space is not output (SPM after BOS alone: cli_gen's strip_first), so it is not
- * matched either. NULL with err on failure. */
-mf_constraint *constraint_new(gram *g, const gram_vocab *tv, int strip_first, mf_err *err);
+/* A matcher at the start of g over tv; g and tv must outlive it (one compiled
+ * grammar may serve many constraints). strip_first: the first non-empty token's
+ * leading space is not output (SPM after BOS alone: cli_gen's strip_first), so it is
+ * not matched either. NULL with err on failure. */
+mf_constraint *constraint_new(const gram *g, const gram_vocab *tv, int strip_first, mf_err *err);
 void constraint_free(mf_constraint *c);
+/* Back to the start of the grammar (a new answer); the mask cache stays. MF_OK or
+ * MF_ERR_NOMEM. */
+int constraint_reset(mf_constraint *c, int strip_first, mf_err *err);
 
 /* logits[n_vocab] with every token the grammar does not allow next set to -inf, in
  * a buffer the constraint owns (valid until the next call); *n_allowed = how many

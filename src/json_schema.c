@@ -151,12 +151,12 @@ static const char *const prim_name[P_COUNT] = {
     "json-date-time", "json-uuid", "json-free-key",
 };
 
-/* The fixed rules. Whitespace is at most a space or a newline and 20 blanks: a model
- * cannot pad forever. Strings: any character but " \ and controls, or an escape;
+/* The fixed rules. Whitespace is one space, or a newline and up to 16 spaces of
+ * indentation: a model cannot pad forever (small models love long runs of spaces). Strings: any character but " \ and controls, or an escape;
  * \u escapes of surrogate halves are left out (a lone half is no character, and a
  * pair would count as two in minLength while the validator counts one). */
 static const char *const prim_body[P_COUNT] = {
-    "( [ \\n] [ \\t]{0,20} )?",
+    "( \" \" | \"\\n\" \" \"{0,16} )?",
     "json-object | json-array | json-string | json-number | json-bool | json-null",
     "\"{\" ws ( json-member ( \",\" ws json-member )* )? \"}\"",
     "json-string ws \":\" ws json-value ws",
@@ -1849,7 +1849,7 @@ const char *json_object_gbnf(void) {
            "json-number ::= json-integer ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?\n"
            "json-bool ::= \"true\" | \"false\"\n"
            "json-null ::= \"null\"\n"
-           "ws ::= ( [ \\n] [ \\t]{0,20} )?\n";
+           "ws ::= ( \" \" | \"\\n\" \" \"{0,16} )?\n";
 }
 
 int json_tool_call_gbnf(const json_tool *tools, int n_tools, const json_tool_format *fmt, char **gbnf,

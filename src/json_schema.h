@@ -18,8 +18,8 @@
  *   examples, $schema, $id, $comment, deprecated, readOnly, writeOnly) are ignored.
  * Subsets: strings are written with the escapes \" \\ \/ \b \f \n \r \t and \uXXXX
  * (no surrogate halves); integers have at most 16 digits, numbers' fractions at most
- * 16, exponents 2; a date's February has 28 days; optional whitespace is a space or a
- * newline and up to 20 blanks.
+ * 16, exponents 2; a date's February has 28 days; optional whitespace is one space,
+ * or a newline and up to 16 spaces.
  * Anything else (a keyword outside these lists, a remote $ref, multipleOf, an
  * unsupported format or regex feature) is an error naming the keyword and the path
  * of the schema that holds it, e.g. "json schema: #/properties/age: unsupported

@@ -312,7 +312,11 @@ static void test_constraint(void) {
     row = constraint_apply(c, logits, &n);
     CHECK(n == 1 && row[eog] == logits[eog], "done: only EOG (%d allowed)", n);
     CHECK(constraint_accept(c, eog, &err) == MF_OK, "EOG at the end");
+    CHECK(constraint_reset(c, 0, &err) == MF_OK && !constraint_is_complete(c), "reset");
+    row = constraint_apply(c, logits, &n);
+    CHECK(row[paren] == logits[paren] && isinf(row[a]), "after reset: the first step again");
     constraint_free(c);
+    gram_free(g);
 
     /* strip_first: " a" is matched as "a" for the first token only */
     g = parse("root ::= \"a\" \" b\"");
@@ -329,6 +333,7 @@ static void test_constraint(void) {
     row = constraint_apply(c, logits, &n);
     CHECK(!isinf(row[sp_b]) && isinf(row[a]), "strip: later tokens keep their space");
     constraint_free(c);
+    gram_free(g);
 
     /* a grammar this vocabulary cannot write: nothing allowed */
     g = parse("root ::= \"#\"");
@@ -336,6 +341,7 @@ static void test_constraint(void) {
     constraint_apply(c, logits, &n);
     CHECK(n == 0, "dead end: %d allowed", n);
     constraint_free(c);
+    gram_free(g);
     free(logits);
     toy_free(&t);
 }
@@ -530,6 +536,7 @@ static void test_model_vocab(void) {
                (mf_time_s() - t0) * 1e3, worst * 1e3);
         free(ids);
         constraint_free(c);
+        gram_free(g);
         gram_vocab_free(tv);
     }
     tok_free(v);

@@ -120,10 +120,10 @@ int main(int argc, char **argv) {
         mf_rng_seed(&rng, seed);
         gram *g = load(path, schema);
         char *text = mf_xmalloc(1 << 16);
+        mf_constraint *c = constraint_new(g, tv, 0, &err);
+        if (!c) { fprintf(stderr, "gram_tool: %s\n", err.msg); return 2; }
         for (int k = 0; k < n; k++) {
-            gram *gk = k ? load(path, schema) : g; /* each constraint owns its grammar */
-            mf_constraint *c = constraint_new(gk, tv, 0, &err);
-            if (!c) { fprintf(stderr, "gram_tool: %s\n", err.msg); return 2; }
+            if (k && constraint_reset(c, 0, &err)) { fprintf(stderr, "gram_tool: %s\n", err.msg); return 2; }
             size_t tl = 0;
             int done = 0;
             for (int step = 0; step < maxlen && !done; step++) {
@@ -147,8 +147,9 @@ int main(int argc, char **argv) {
             }
             if (done) put_json_string(text, tl);
             else puts("null");
-            constraint_free(c);
         }
+        constraint_free(c);
+        gram_free(g);
         free(text); free(w); free(toks); free(lens); free(eog);
         gram_vocab_free(tv);
         return 0;
