@@ -72,6 +72,8 @@ static void job_free(srv_job *j) {
     free(j->toks);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     sampler_free(j->smp);
+    minfer_constraint_free(j->con);
+    minfer_grammar_free(j->grammar);
     pthread_cond_destroy(&j->cond);
     free(j);
 }
@@ -122,6 +124,7 @@ int srv_engine_submit(srv_engine *e, srv_job *j) {
         snprintf(j->err, sizeof j->err, "%.255s", err.msg);
         return -1;
     }
+    if (j->grammar && !(j->con = minfer_constraint_new(j->grammar, j->err, sizeof j->err))) return -1;
     j->t_submit = mf_time_s();
     pthread_mutex_lock(&e->mu);
     if (e->draining || e->quit) {
@@ -244,10 +247,23 @@ typedef struct sampled {
     char piece[256];
     int piece_len;
     char *big;            /* a piece longer than 256 bytes */
+    int done;             /* the job's grammar is done: nothing can follow this token */
+    int failed;           /* the grammar cannot go on: err says why */
+    char err[200];
 } sampled;
 
 static void sample(srv_engine *e, srv_job *j, const float *logits, sampled *o) {
     memset(o, 0, sizeof *o);
+    if (j->con) { /* the grammar's tokens only: the others -inf (logprobs are of this row too) */
+        int n_allowed;
+        logits = minfer_constraint_apply(j->con, logits, &n_allowed);
+        if (n_allowed == 0) {
+            o->failed = 1;
+            snprintf(o->err, sizeof o->err, "the grammar cannot go on: no token of this model's vocabulary continues "
+                                            "the text");
+            return;
+        }
+    }
     o->tok = sampler_sample(j->smp, logits);
     if (j->logprobs) {
         o->n_top = j->top_logprobs;
@@ -255,6 +271,15 @@ static void sample(srv_engine *e, srv_job *j, const float *logits, sampled *o) {
         o->n_top = sampler_logprobs(j->smp, logits, o->tok, o->n_top, &o->lp, o->top);
     }
     sampler_accept(j->smp, o->tok);
+    if (j->con) {
+        if (minfer_constraint_accept(j->con, o->tok, o->err, sizeof o->err)) {
+            o->failed = 1;
+            free(o->top);
+            o->top = NULL;
+            return;
+        }
+        o->done = minfer_constraint_done(j->con);
+    }
     o->eog = minfer_token_is_eog(e->m, o->tok);
     if (!o->eog) {
         int n = minfer_token_to_piece(e->m, o->tok, o->piece, sizeof o->piece);
@@ -269,6 +294,7 @@ static void sample(srv_engine *e, srv_job *j, const float *logits, sampled *o) {
 /* lock held: publishes one sampled token of j: text, stop strings, limits. */
 static void publish(srv_engine *e, srv_job *j, sampled *o) {
     if (j->finish != SRV_RUNNING) { free(o->top); free(o->big); return; }
+    if (o->failed) { job_finish(e, j, SRV_FINISH_ERROR, o->err); return; }
     if (j->t_first == 0.0) j->t_first = mf_time_s();
     if (o->eog) {
         free(o->top);
@@ -304,6 +330,7 @@ static void publish(srv_engine *e, srv_job *j, sampled *o) {
             return;
         }
     }
+    if (o->done) { job_finish(e, j, SRV_FINISH_STOP, NULL); return; } /* the grammar's text is complete */
     if (j->n_gen >= j->max_tokens) { job_finish(e, j, SRV_FINISH_LENGTH, NULL); return; }
     if (e->slot_n[j->slot] >= e->n_ctx) { job_finish(e, j, SRV_FINISH_LENGTH, NULL); return; }
     j->next = o->tok;
