@@ -121,6 +121,9 @@ const float *minfer_constraint_apply(minfer_constraint *k, const float *logits, 
 /* Advances over the sampled token: 0, or -1 (with err) when the grammar does not
  * allow it (k unchanged). */
 int minfer_constraint_accept(minfer_constraint *k, int32_t tok, char *err, size_t err_cap);
+/* 1 when the grammar allows tok next (k unchanged): for greedy decoding, the
+ * model's best token, when allowed, is the best allowed one (no mask needed). */
+int minfer_constraint_allows(minfer_constraint *k, int32_t tok);
 /* 1 when the text so far is complete (end of generation allowed), resp. when nothing
  * more can follow (generation should end). */
 int minfer_constraint_complete(const minfer_constraint *k);

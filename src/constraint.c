@@ -229,6 +229,16 @@ int constraint_accept(mf_constraint *c, int32_t tok, mf_err *err) {
     return MF_OK;
 }
 
+int constraint_allows(mf_constraint *c, int32_t tok) {
+    if (tok < 0 || tok >= gram_vocab_n(c->tv)) return 0;
+    if (gram_vocab_is_eog(c->tv, tok)) return gram_state_is_accepting(c->st);
+    size_t len;
+    const char *p = gram_vocab_token(c->tv, tok, &len);
+    const int strip = c->strip && len && p[0] == ' ';
+    if (len <= (size_t)strip) return 0;
+    return gram_state_can_accept(c->st, p + strip, len - (size_t)strip);
+}
+
 int constraint_is_complete(const mf_constraint *c) { return gram_state_is_accepting(c->st); }
 int constraint_is_done(const mf_constraint *c) { return gram_state_is_done(c->st); }
 int constraint_overflowed(const mf_constraint *c) { return gram_state_overflowed(c->st); }

@@ -62,6 +62,10 @@ const uint32_t *constraint_mask(mf_constraint *c, int *n_allowed);
  * state is then unchanged). An end-of-generation token is accepted where the text is
  * complete and changes nothing. */
 int constraint_accept(mf_constraint *c, int32_t tok, mf_err *err);
+/* Would constraint_accept take tok? (State unchanged.) For greedy decoding: when
+ * the model's own best token is allowed it is also the best allowed one, and no mask
+ * needs making. */
+int constraint_allows(mf_constraint *c, int32_t tok);
 /* The text so far is complete (end of generation allowed). */
 int constraint_is_complete(const mf_constraint *c);
 /* Nothing more can follow: generation should end here. */

@@ -1,7 +1,8 @@
 /* grammar.c - GBNF parser, pushdown matcher and vocabulary-trie token masks (see
  * grammar.h for the model). The semantics follow llama.cpp's llama-grammar.cpp; the
  * code is minfer's own: the matcher keeps its stack set serialized in one int32
- * buffer so that the mask walk can keep one set per trie depth in a LIFO arena. */
+ * buffer, so that the mask walk can store each distinct set once and remember the
+ * step from a set over a byte (struct setstore). */
 #include "grammar.h"
 
 #include <stdlib.h>
@@ -810,6 +811,7 @@ static int step_byte(const gram *g, const int32_t *in, uint8_t b, gram_work *w) 
     int32_t pval = in[SET_PVAL], prem = in[SET_PREM] & 0xFF, lead = (in[SET_PREM] >> 8) & 0xFF;
     int32_t total = in[SET_PREM] >> 16;
     int complete = 0;
+    w->overflow = 0;
     uint32_t cp = 0;
     if (prem == 0) {
         if (b < 0x80) cp = b, complete = 1;
@@ -853,11 +855,32 @@ static int step_byte(const gram *g, const int32_t *in, uint8_t b, gram_work *w) 
 
 typedef struct mask_frame mask_frame;
 
+/* The stack sets met during one mask walk, each stored once (interned by content),
+ * and the steps between them: step[(set, byte)] = the set after that byte, or dead.
+ * Most trie nodes then cost one lookup: inside a JSON string, every plain character
+ * leads back to the same set, so its step is made once per walk and byte value, not
+ * once per token. Entries of an earlier walk are told apart by a generation stamp,
+ * so a walk starts without clearing the tables. */
+typedef struct setstore {
+    ibuf data;          /* the sets, one after another */
+    uint32_t *off;      /* [n] set i is data[off[i] .. off[i] + len[i]) */
+    uint32_t *len;
+    int32_t n, cap;
+    uint32_t gen;       /* this walk's stamp */
+    int32_t *tab;       /* [tab_cap] set ids by content hash (open addressing) */
+    uint32_t *tab_gen;
+    uint32_t tab_cap;
+    uint64_t *memo_key; /* [memo_cap] set id << 8 | byte */
+    int32_t *memo_val;  /* the next set's id, or -1: no stack survives */
+    uint32_t *memo_gen;
+    uint32_t memo_cap, memo_n;
+} setstore;
+
 struct gram_state {
     const gram *g;
     ibuf set;       /* the current stack set */
     ibuf tmp;       /* a candidate set while a multi-byte accept is under way */
-    ibuf arena;     /* gram_mask: one set per trie depth */
+    setstore ss;    /* gram_mask: the distinct sets of one walk and the steps between them */
     mask_frame *frames; /* gram_mask: [frames_cap] the walk's path */
     int32_t frames_cap;
     uint64_t mask_work;  /* gram_mask: steps and expansions so far */
@@ -867,7 +890,9 @@ struct gram_state {
 
 void gram_state_free(gram_state *s) {
     if (!s) return;
-    free(s->set.v); free(s->tmp.v); free(s->arena.v); free(s->frames);
+    free(s->set.v); free(s->tmp.v); free(s->frames);
+    free(s->ss.data.v); free(s->ss.off); free(s->ss.len); free(s->ss.tab); free(s->ss.tab_gen);
+    free(s->ss.memo_key); free(s->ss.memo_val); free(s->ss.memo_gen);
     work_free(&s->w);
     free(s);
 }
@@ -1102,46 +1127,154 @@ fail:
 
 typedef struct mask_frame {
     int32_t node, child;
-    size_t set_off;
+    int32_t set;        /* the set at this node (setstore id) */
 } mask_frame;
 
-/* Depth-first walk of the subtree below `start` from the set at arena offset 0
- * (the child `skip` of start left out); a child is entered only when some stack
- * survives its byte, so a dead prefix prunes its whole subtree. */
-static int mask_walk(gram_state *s, const gram_vocab *tv, int32_t start, int32_t skip, mask_frame *fr, uint32_t *bits) {
+static uint64_t set_hash(const int32_t *v, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint32_t)v[i]) * 1099511628211ull;
+    return h ^ h >> 31;
+}
+
+/* A new walk: every table entry of the last one becomes stale at once. */
+static void ss_begin(setstore *ss) {
+    ss->n = 0;
+    ss->data.n = 0;
+    ss->memo_n = 0;
+    if (++ss->gen == 0) { /* wrapped: clear the stamps for real */
+        if (ss->tab_gen) memset(ss->tab_gen, 0, ss->tab_cap * sizeof *ss->tab_gen);
+        if (ss->memo_gen) memset(ss->memo_gen, 0, ss->memo_cap * sizeof *ss->memo_gen);
+        ss->gen = 1;
+    }
+}
+
+/* Grows the id table to hold n + 1 sets at half load (rehashing this walk's ids). */
+static int ss_grow_tab(setstore *ss) {
+    if ((uint64_t)(ss->n + 1) * 2 <= ss->tab_cap) return 0;
+    uint32_t cap = ss->tab_cap ? 2 * ss->tab_cap : 1024;
+    int32_t *tab = malloc(cap * sizeof *tab);
+    uint32_t *tg = calloc(cap, sizeof *tg);
+    if (!tab || !tg) { free(tab); free(tg); return -1; }
+    for (int32_t id = 0; id < ss->n; id++) {
+        uint32_t k = (uint32_t)set_hash(ss->data.v + ss->off[id], ss->len[id]) & (cap - 1);
+        while (tg[k] == ss->gen) k = (k + 1) & (cap - 1);
+        tab[k] = id, tg[k] = ss->gen;
+    }
+    free(ss->tab); free(ss->tab_gen);
+    ss->tab = tab, ss->tab_gen = tg, ss->tab_cap = cap;
+    return 0;
+}
+
+/* The id of set v[0..n) in the store, added when new; -1 when a limit or memory
+ * says no. */
+static int32_t ss_intern(setstore *ss, const int32_t *v, size_t n) {
+    if (ss_grow_tab(ss)) return -1;
+    uint64_t h = set_hash(v, n);
+    uint32_t k = (uint32_t)h & (ss->tab_cap - 1);
+    while (ss->tab_gen[k] == ss->gen) {
+        int32_t id = ss->tab[k];
+        if (ss->len[id] == n && !memcmp(ss->data.v + ss->off[id], v, n * sizeof *v)) return id;
+        k = (k + 1) & (ss->tab_cap - 1);
+    }
+    if (ss->data.n + n > GRAM_MAX_ARENA_INTS || ibuf_reserve(&ss->data, n)) return -1;
+    if (ss->n == ss->cap) {
+        int32_t cap = ss->cap ? 2 * ss->cap : 256;
+        uint32_t *off = realloc(ss->off, (size_t)cap * sizeof *off);
+        if (off) ss->off = off;
+        uint32_t *len = off ? realloc(ss->len, (size_t)cap * sizeof *len) : NULL;
+        if (!len) return -1;
+        ss->len = len, ss->cap = cap;
+    }
+    int32_t id = ss->n++;
+    ss->off[id] = (uint32_t)ss->data.n;
+    ss->len[id] = (uint32_t)n;
+    memcpy(ss->data.v + ss->data.n, v, n * sizeof *v);
+    ss->data.n += n;
+    ss->tab[k] = id, ss->tab_gen[k] = ss->gen;
+    return id;
+}
+
+/* The remembered step from set `id` over byte b: 1 with *next (-1: dead), else 0. */
+static int ss_memo_get(const setstore *ss, int32_t id, uint8_t b, int32_t *next) {
+    if (!ss->memo_cap) return 0;
+    uint64_t key = (uint64_t)id << 8 | b;
+    uint32_t k = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & (ss->memo_cap - 1);
+    while (ss->memo_gen[k] == ss->gen) {
+        if (ss->memo_key[k] == key) { *next = ss->memo_val[k]; return 1; }
+        k = (k + 1) & (ss->memo_cap - 1);
+    }
+    return 0;
+}
+
+/* Remembers a step (nothing happens when the table cannot grow: the step is then
+ * simply made again next time). */
+static void ss_memo_put(setstore *ss, int32_t id, uint8_t b, int32_t next) {
+    if ((uint64_t)(ss->memo_n + 1) * 2 > ss->memo_cap) {
+        uint32_t cap = ss->memo_cap ? 2 * ss->memo_cap : 4096;
+        if (cap > (1u << 24)) return;
+        uint64_t *mk = malloc(cap * sizeof *mk);
+        int32_t *mv = malloc(cap * sizeof *mv);
+        uint32_t *mg = calloc(cap, sizeof *mg);
+        if (!mk || !mv || !mg) { free(mk); free(mv); free(mg); return; }
+        for (uint32_t i = 0; i < ss->memo_cap; i++) {
+            if (ss->memo_gen[i] != ss->gen) continue;
+            uint32_t k = (uint32_t)((ss->memo_key[i] * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+            while (mg[k] == ss->gen) k = (k + 1) & (cap - 1);
+            mk[k] = ss->memo_key[i], mv[k] = ss->memo_val[i], mg[k] = ss->gen;
+        }
+        free(ss->memo_key); free(ss->memo_val); free(ss->memo_gen);
+        ss->memo_key = mk, ss->memo_val = mv, ss->memo_gen = mg, ss->memo_cap = cap;
+    }
+    uint64_t key = (uint64_t)id << 8 | b;
+    uint32_t k = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & (ss->memo_cap - 1);
+    while (ss->memo_gen[k] == ss->gen) k = (k + 1) & (ss->memo_cap - 1);
+    ss->memo_key[k] = key, ss->memo_val[k] = next, ss->memo_gen[k] = ss->gen;
+    ss->memo_n++;
+}
+
+/* Depth-first walk of the subtree below `start` from set `set0` (the child `skip` of
+ * start left out); a child is entered only when some stack survives its byte, so a
+ * dead prefix prunes its whole subtree. */
+static int mask_walk(gram_state *s, const gram_vocab *tv, int32_t start, int32_t skip, int32_t set0, mask_frame *fr,
+                     uint32_t *bits) {
+    setstore *ss = &s->ss;
     int count = 0, top = 0;
-    fr[0] = (mask_frame){ start, tv->nodes[start].child_lo, 0 };
+    fr[0] = (mask_frame){ start, tv->nodes[start].child_lo, set0 };
     while (top >= 0) {
         mask_frame *f = &fr[top];
         if (f->child == tv->nodes[f->node].child_hi) {
-            if (top) s->arena.n = f->set_off;
             top--;
             continue;
         }
         int32_t ci = f->child++;
         if (top == 0 && ci == skip) continue;
         const trie_node *c = &tv->nodes[ci];
-        int ok = step_byte(s->g, s->arena.v + f->set_off, c->byte, &s->w);
-        s->mask_work += s->w.n_expand + 1;
-        if (s->mask_work > GRAM_MAX_MASK_WORK) { /* a hostile grammar: the rest stays disallowed */
-            s->n_overflow++;
-            break;
+        int32_t next;
+        if (!ss_memo_get(ss, f->set, c->byte, &next)) {
+            int ok = step_byte(s->g, ss->data.v + ss->off[f->set], c->byte, &s->w);
+            s->mask_work += s->w.n_expand + 1;
+            if (s->mask_work > GRAM_MAX_MASK_WORK) { /* a hostile grammar: the rest stays disallowed */
+                s->n_overflow++;
+                break;
+            }
+            if (!ok) {
+                s->n_overflow += s->w.overflow;
+                if (s->w.overflow) continue; /* a limit, not the grammar: not remembered */
+                next = -1;
+            } else if ((next = ss_intern(ss, s->w.out.v, s->w.out.n)) < 0) {
+                s->n_overflow++;
+                continue;
+            }
+            ss_memo_put(ss, f->set, c->byte, next);
         }
-        if (!ok) {
-            s->n_overflow += s->w.overflow;
-            continue;
-        }
+        if (next < 0) continue;
         for (int32_t t = c->tok_lo; t < c->tok_hi; t++) {
             int32_t id = tv->toks[t];
             bits[id >> 5] |= 1u << (id & 31);
             count++;
         }
         if (c->child_lo == c->child_hi) continue;
-        size_t off = s->arena.n;
-        if (off + s->w.out.n > GRAM_MAX_ARENA_INTS || ibuf_reserve(&s->arena, s->w.out.n)) { s->n_overflow++; continue; }
-        memcpy(s->arena.v + off, s->w.out.v, s->w.out.n * sizeof *s->arena.v);
-        s->arena.n += s->w.out.n;
-        fr[++top] = (mask_frame){ ci, c->child_lo, off };
+        fr[++top] = (mask_frame){ ci, c->child_lo, next };
     }
     return count;
 }
@@ -1153,7 +1286,9 @@ int gram_mask(gram_state *s, const gram_vocab *tv, int strip_space, uint32_t *bi
         s->frames_cap = tv->max_len + 2;
         s->frames = malloc((size_t)s->frames_cap * sizeof *s->frames);
     }
-    if (!s->frames || ibuf_copy(&s->arena, s->set.v, s->set.n)) { s->n_overflow++; return -1; }
+    ss_begin(&s->ss);
+    int32_t set0 = s->frames ? ss_intern(&s->ss, s->set.v, s->set.n) : -1;
+    if (set0 < 0) { s->n_overflow++; return -1; }
     /* the ' ' child of the root: with strip_space, a token's leading space is not
      * output, so that subtree is walked from the current set instead (the token " "
      * alone, which would print nothing, stays out) */
@@ -1162,11 +1297,8 @@ int gram_mask(gram_state *s, const gram_vocab *tv, int strip_space, uint32_t *bi
     for (int32_t c = root->child_lo; c < root->child_hi && strip_space; c++)
         if (tv->nodes[c].byte == ' ') space = c;
     s->mask_work = 0;
-    int count = mask_walk(s, tv, 0, space, s->frames, bits);
-    if (space >= 0) {
-        s->arena.n = s->set.n;
-        count += mask_walk(s, tv, space, -1, s->frames, bits);
-    }
+    int count = mask_walk(s, tv, 0, space, set0, s->frames, bits);
+    if (space >= 0) count += mask_walk(s, tv, space, -1, set0, s->frames, bits);
     if (gram_state_is_accepting(s))
         for (int i = 0; i < tv->n_eog; i++) {
             int32_t id = tv->eog[i];

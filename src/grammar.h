@@ -40,7 +40,7 @@ enum {
     GRAM_MAX_DEPTH = 4096,        /* elements on one stack (nesting of the text) */
     GRAM_MAX_EXPAND = 1 << 16,    /* stack expansions of one code point step */
     GRAM_MAX_SET_INTS = 1 << 20,  /* ints of one stack set (stacks times their depth) */
-    GRAM_MAX_ARENA_INTS = 1 << 24, /* ints of the stack sets a mask walk holds at once */
+    GRAM_MAX_ARENA_INTS = 1 << 24, /* ints of the distinct stack sets one mask walk stores */
     GRAM_MAX_MASK_WORK = 1 << 26, /* steps and expansions of one mask: past it the rest is disallowed */
     GRAM_MAX_VOCAB = 1 << 24,     /* tokens of a vocabulary */
     GRAM_MAX_TOKEN_BYTES = 1 << 16, /* bytes of one token */

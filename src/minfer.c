@@ -214,5 +214,6 @@ int minfer_constraint_accept(minfer_constraint *k, int32_t tok, char *err, size_
     return 0;
 }
 
+int minfer_constraint_allows(minfer_constraint *k, int32_t tok) { return constraint_allows(k->c, tok); }
 int minfer_constraint_complete(const minfer_constraint *k) { return constraint_is_complete(k->c); }
 int minfer_constraint_done(const minfer_constraint *k) { return constraint_is_done(k->c); }

@@ -138,17 +138,21 @@ int cli_generate(mf_context *c, mf_sampler *smp, int seq, const float *logits, c
     while (n < g->n_max) {
         if (g->stop && *g->stop) { g->stopped = 1; break; }
         if (g->decode_last && c->kv.seqs[seq].n >= c->n_ctx) { g->ctx_full = 1; break; }
-        const float *row = logits;
-        if (g->con) { /* the grammar's tokens only (every other logit -inf) */
+        int32_t tok = -1;
+        /* greedy: the model's best token, when the grammar allows it, is the best allowed one */
+        if (g->con && sampler_greedy(smp) && !constraint_allows(g->con, tok = sampler_sample(smp, logits))) tok = -1;
+        if (g->con && tok < 0) { /* the grammar's tokens only (every other logit -inf) */
             int n_allowed;
-            row = constraint_apply(g->con, logits, &n_allowed);
+            const float *row = constraint_apply(g->con, logits, &n_allowed);
             if (n_allowed == 0) {
                 rc = mf_fail(err, MF_ERR_INPUT, "grammar: no token of the model's vocabulary can continue the text "
                              "here%s", constraint_overflowed(g->con) ? " (a limit of the grammar engine was hit)" : "");
                 break;
             }
+            tok = sampler_sample(smp, row);
+        } else if (!g->con) {
+            tok = sampler_sample(smp, logits);
         }
-        int32_t tok = sampler_sample(smp, row);
         sampler_accept(smp, tok);
         if (g->con && (rc = constraint_accept(g->con, tok, err))) break;
         /* under a grammar an end-of-generation token comes only where its text is complete */

@@ -254,7 +254,13 @@ typedef struct sampled {
 
 static void sample(srv_engine *e, srv_job *j, const float *logits, sampled *o) {
     memset(o, 0, sizeof *o);
-    if (j->con) { /* the grammar's tokens only: the others -inf (logprobs are of this row too) */
+    /* greedy without logprobs: the model's best token, when the grammar allows it, is the
+     * best allowed one, and no mask is needed */
+    int32_t best = -1;
+    if (j->con && !j->logprobs && sampler_greedy(j->smp) &&
+        !minfer_constraint_allows(j->con, best = sampler_sample(j->smp, logits)))
+        best = -1;
+    if (j->con && best < 0) { /* the grammar's tokens only: the others -inf (logprobs are of this row too) */
         int n_allowed;
         logits = minfer_constraint_apply(j->con, logits, &n_allowed);
         if (n_allowed == 0) {
@@ -264,7 +270,7 @@ static void sample(srv_engine *e, srv_job *j, const float *logits, sampled *o) {
             return;
         }
     }
-    o->tok = sampler_sample(j->smp, logits);
+    o->tok = best >= 0 ? best : sampler_sample(j->smp, logits);
     if (j->logprobs) {
         o->n_top = j->top_logprobs;
         o->top = o->n_top ? mf_xmalloc(sizeof *o->top * (size_t)o->n_top) : NULL;

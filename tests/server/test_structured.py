@@ -142,3 +142,21 @@ def test_parallel_constrained(stories):
         if s is not None:
             assert ch.finish_reason == "stop", ch.text
             validate(ch.text, s)
+
+
+def test_greedy_shortcut_exact(stories):
+    """Greedy decoding skips the mask where the model's best token is allowed; with
+    logprobs the mask is always made. Both must give the same text."""
+    for path, base in (("/v1/completions", {"prompt": "Once upon a time"}),
+                       ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Describe a person."}]})):
+        out = []
+        for lp in (False, True):
+            body = {**base, "json_schema": PERSON, "temperature": 0, "max_tokens": 300}
+            if lp:
+                body["logprobs"] = True if "messages" in base else 1
+            r = requests.post(stories.url + path, json=body, timeout=60)
+            assert r.status_code == 200, r.text
+            ch = r.json()["choices"][0]
+            out.append(ch["text"] if "text" in ch else ch["message"]["content"])
+        assert out[0] == out[1]
+        validate(out[0], PERSON)

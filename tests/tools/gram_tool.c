@@ -10,13 +10,19 @@
  *       walking token masks over a toy vocabulary (bytes, a few UTF-8 characters and JSON
  *       pieces) with weights that favour closing punctuation, so walks end. A walk that
  *       reaches MAXLEN tokens (default 400) without a complete sentence prints null.
+ *   gram_tool bench MODEL.gguf (GRAMMAR.gbnf | --schema SCHEMA.json) TEXTFILE
+ *       the cost of constraining a model's vocabulary: the trie's and the grammar's build
+ *       times, then along the tokens of TEXT (which must be a sentence of the grammar)
+ *       each mask computed afresh and through the cache (mean and worst, ms).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "constraint.h"
+#include "gguf.h"
 #include "grammar.h"
+#include "tokenizer.h"
 #include "json_schema.h"
 #include "util.h"
 
@@ -152,6 +158,60 @@ int main(int argc, char **argv) {
         gram_free(g);
         free(text); free(w); free(toks); free(lens); free(eog);
         gram_vocab_free(tv);
+        return 0;
+    }
+    if (!strcmp(cmd, "bench") && argc >= 5) {
+        int schema = !strcmp(argv[3], "--schema");
+        if (argc < 5 + schema) { fprintf(stderr, "usage: gram_tool bench MODEL (G | --schema S) TEXT\n"); return 1; }
+        gguf_file f;
+        mf_vocab *v = NULL;
+        if (gguf_open(&f, argv[2], &err) || tok_load(&v, &f, &err)) { fprintf(stderr, "gram_tool: %s\n", err.msg); return 2; }
+        double t0 = mf_time_s();
+        gram_vocab *tv = constraint_vocab(v, &err);
+        double t_trie = mf_time_s() - t0;
+        if (!tv) { fprintf(stderr, "gram_tool: %s\n", err.msg); return 2; }
+        t0 = mf_time_s();
+        gram *g = load(argv[3 + schema], schema);
+        double t_compile = mf_time_s() - t0;
+        size_t n;
+        char *text = read_all(argv[4 + schema], &n);
+        int32_t *ids = NULL;
+        int nt = tok_encode(v, text, n, 0, 0, &ids, &err);
+        mf_constraint *cached = constraint_new(g, tv, 0, &err);
+        if (nt < 0 || !cached) { fprintf(stderr, "gram_tool: %s\n", err.msg); return 2; }
+        gram_state *st = gram_state_new(g, &err);
+        uint32_t *bits = mf_xmalloc((size_t)gram_mask_words(tv) * sizeof *bits);
+        double fresh = 0, fresh_max = 0, hit = 0, hit_max = 0;
+        for (int i = 0; i < nt; i++) {
+            double a = mf_time_s();
+            gram_mask(st, tv, 0, bits);
+            double b = mf_time_s();
+            int na;
+            constraint_mask(cached, &na);
+            double c = mf_time_s();
+            fresh += b - a, hit += c - b;
+            fresh_max = b - a > fresh_max ? b - a : fresh_max;
+            hit_max = c - b > hit_max ? c - b : hit_max;
+            size_t len;
+            const char *p = gram_vocab_token(tv, ids[i], &len);
+            if (!gram_state_accept(st, p, len) || constraint_accept(cached, ids[i], &err)) {
+                fprintf(stderr, "gram_tool: token %d (%d) of the text is refused\n", i, ids[i]);
+                return 3;
+            }
+        }
+        uint64_t hits, misses;
+        constraint_stats(cached, &hits, &misses);
+        printf("vocab %d tokens: trie %.1f ms; grammar %.2f ms; %d tokens: mask %.3f ms mean, %.3f worst; with the "
+               "cache %.3f mean, %.3f worst (%llu hits, %llu misses)\n",
+               gram_vocab_n(tv), t_trie * 1e3, t_compile * 1e3, nt, fresh / nt * 1e3, fresh_max * 1e3, hit / nt * 1e3,
+               hit_max * 1e3, (unsigned long long)hits, (unsigned long long)misses);
+        free(bits); free(ids); free(text);
+        gram_state_free(st);
+        constraint_free(cached);
+        gram_free(g);
+        gram_vocab_free(tv);
+        tok_free(v);
+        gguf_close(&f);
         return 0;
     }
     fprintf(stderr, "gram_tool: unknown command or missing arguments\n");
