@@ -12,6 +12,7 @@
 #include "constraint.h"
 #include "grammar.h"
 #include "json_schema.h"
+#include "minfer.h"
 #include "test.h"
 #include "tokenizer.h"
 
@@ -543,6 +544,57 @@ static void test_model_vocab(void) {
     gguf_close(&f);
 }
 
+/* the public API (include/minfer.h): stories260K's vocabulary under a schema, random
+ * logits drawn greedily through the mask until the grammar is done */
+static void test_public_api(void) {
+    const char *shared = test_shared_dir();
+    if (!shared) { SKIP("../shared absent: no stories260K"); return; }
+    char path[1200], err[256] = "";
+    snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared);
+    minfer_model *m = minfer_model_load(path, err, sizeof err);
+    if (!m) { SKIP("%s: %s", path, err); return; }
+    CHECK(!minfer_grammar_new(m, 7, "x", 1, err, sizeof err) && strstr(err, "unknown kind"), "bad kind: %s", err);
+    CHECK(!minfer_grammar_new(m, MINFER_GRAMMAR_JSON_SCHEMA, "{\"type\":1}", 10, err, sizeof err) && strstr(err, "'type'"),
+          "bad schema: %s", err);
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":9},"
+                         "\"s\":{\"enum\":[\"a\",\"b\"]}},\"required\":[\"n\",\"s\"],\"additionalProperties\":false}";
+    minfer_grammar *g = minfer_grammar_new(m, MINFER_GRAMMAR_JSON_SCHEMA, schema, strlen(schema), err, sizeof err);
+    CHECK(g != NULL, "grammar: %s", err);
+    minfer_constraint *k = g ? minfer_constraint_new(g, err, sizeof err) : NULL;
+    CHECK(k != NULL, "constraint: %s", err);
+    if (k) {
+        const int nv = minfer_n_vocab(m);
+        float *logits = malloc((size_t)nv * sizeof *logits);
+        mf_rng rng;
+        mf_rng_seed(&rng, 54);
+        char text[512];
+        size_t tl = 0;
+        int steps = 0, ok = 1;
+        while (!minfer_constraint_done(k) && steps++ < 200 && ok) {
+            for (int i = 0; i < nv; i++) logits[i] = mf_rng_normal(&rng);
+            int n_allowed;
+            const float *row = minfer_constraint_apply(k, logits, &n_allowed);
+            int best = -1;
+            for (int i = 0; i < nv; i++)
+                if (!isinf(row[i]) && (best < 0 || row[i] > row[best])) best = i;
+            ok = n_allowed > 0 && best >= 0 && minfer_constraint_allows(k, best) &&
+                 minfer_constraint_accept(k, best, err, sizeof err) == 0;
+            if (ok && !minfer_token_is_eog(m, best) && tl < sizeof text - 64)
+                tl += (size_t)minfer_token_to_piece(m, best, text + tl, sizeof text - 1 - tl);
+            if (ok && minfer_token_is_eog(m, best)) break;
+        }
+        text[tl] = 0;
+        CHECK(ok && minfer_constraint_complete(k), "public API walk: '%s' (%s)", text, err);
+        CHECK(text[0] == '{' && strstr(text, "\"n\"") && strstr(text, "\"s\""), "public API text: '%s'", text);
+        /* a token the grammar does not allow: refused with a message, the state unchanged */
+        CHECK(minfer_constraint_accept(k, minfer_token_bos(m), err, sizeof err) == -1 && err[0], "refused: %s", err);
+        free(logits);
+    }
+    minfer_constraint_free(k);
+    minfer_grammar_free(g);
+    minfer_model_free(m);
+}
+
 int main(void) {
     test_parse_errors();
     test_matching();
@@ -554,5 +606,6 @@ int main(void) {
     test_schema();
     test_tool_calls();
     test_model_vocab();
+    test_public_api();
     return test_summary("test_grammar");
 }
