@@ -86,6 +86,8 @@ int minfer_ctx_n_seq(const minfer_ctx *c);
 int minfer_ctx_n_batch(const minfer_ctx *c);
 /* Positions per sequence (after defaults). */
 int minfer_ctx_n_ctx(const minfer_ctx *c);
+/* 1 when the context runs on a GPU (the host waits during a forward step). */
+int minfer_ctx_on_gpu(const minfer_ctx *c);
 /* What the last minfer_eval did: tokens it took from the cache and tokens it ran
  * through the model (the server's prompt-cache figures). */
 void minfer_ctx_last_eval(const minfer_ctx *c, int *reused, int *evaluated);
@@ -121,6 +123,11 @@ const float *minfer_constraint_apply(minfer_constraint *k, const float *logits, 
 /* Advances over the sampled token: 0, or -1 (with err) when the grammar does not
  * allow it (k unchanged). */
 int minfer_constraint_accept(minfer_constraint *k, int32_t tok, char *err, size_t err_cap);
+/* Starts making the current state's mask on a helper thread, to overlap the next
+ * forward step (a GPU's: on the CPU the forward has the cores); k must not be used
+ * until minfer_constraint_prefetch_wait. */
+void minfer_constraint_prefetch(minfer_constraint *k);
+void minfer_constraint_prefetch_wait(minfer_constraint *k);
 /* 1 when the grammar allows tok next (k unchanged): for greedy decoding, the
  * model's best token, when allowed, is the best allowed one (no mask needed). */
 int minfer_constraint_allows(minfer_constraint *k, int32_t tok);

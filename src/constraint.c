@@ -2,6 +2,7 @@
 #include "constraint.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,10 +98,25 @@ struct mf_constraint {
     mask_entry *cache;    /* [cache_cap] */
     int cache_n, cache_cap;
     uint64_t clock, hits, misses;
+    /* constraint_prefetch's helper thread: started on first use; `job` is set to ask
+     * for a mask and cleared when it is made */
+    pthread_t worker;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int worker_on, job, quit;
 };
 
 void constraint_free(mf_constraint *c) {
     if (!c) return;
+    if (c->worker_on) {
+        pthread_mutex_lock(&c->mu);
+        c->quit = 1;
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        pthread_join(c->worker, NULL);
+        pthread_mutex_destroy(&c->mu);
+        pthread_cond_destroy(&c->cv);
+    }
     for (int i = 0; i < c->cache_n; i++) { free(c->cache[i].key); free(c->cache[i].bits); }
     free(c->cache);
     free(c->row);
@@ -187,6 +203,49 @@ const uint32_t *constraint_mask(mf_constraint *c, int *n_allowed) {
     *e = (mask_entry){ h, k, kn + 1, b, n, c->clock };
     if (slot == c->cache_n) c->cache_n++;
     return e->bits;
+}
+
+/* ---------------------------------------------------------------- prefetch */
+
+static void *prefetch_main(void *arg) {
+    mf_constraint *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->job && !c->quit) pthread_cond_wait(&c->cv, &c->mu);
+        if (c->quit) break;
+        pthread_mutex_unlock(&c->mu);
+        int n;
+        constraint_mask(c, &n); /* the owner waits: nothing else touches c meanwhile */
+        pthread_mutex_lock(&c->mu);
+        c->job = 0;
+        pthread_cond_broadcast(&c->cv);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+void constraint_prefetch(mf_constraint *c) {
+    if (!c->worker_on) {
+        if (pthread_mutex_init(&c->mu, NULL)) return;
+        if (pthread_cond_init(&c->cv, NULL)) { pthread_mutex_destroy(&c->mu); return; }
+        if (pthread_create(&c->worker, NULL, prefetch_main, c)) {
+            pthread_cond_destroy(&c->cv);
+            pthread_mutex_destroy(&c->mu);
+            return;
+        }
+        c->worker_on = 1;
+    }
+    pthread_mutex_lock(&c->mu);
+    c->job = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void constraint_prefetch_wait(mf_constraint *c) {
+    if (!c->worker_on) return;
+    pthread_mutex_lock(&c->mu);
+    while (c->job) pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
 }
 
 const float *constraint_apply(mf_constraint *c, const float *logits, int *n_allowed) {

@@ -72,6 +72,13 @@ int constraint_is_complete(const mf_constraint *c);
 int constraint_is_done(const mf_constraint *c);
 /* Steps refused because a matcher limit was hit (grammar.h). */
 int constraint_overflowed(const mf_constraint *c);
+/* Starts making the current state's mask on a helper thread (into the cache), so
+ * that it overlaps what the caller does next, typically the forward step of the
+ * token just accepted (on a GPU the host only waits there). The caller must not touch
+ * c until constraint_prefetch_wait, which every prefetch must be followed by. Where
+ * the thread cannot start, the mask is simply made later, on demand. */
+void constraint_prefetch(mf_constraint *c);
+void constraint_prefetch_wait(mf_constraint *c);
 /* Mask cache figures: lookups that hit, masks computed. */
 void constraint_stats(const mf_constraint *c, uint64_t *hits, uint64_t *misses);
 

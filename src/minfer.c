@@ -143,6 +143,7 @@ int minfer_seq_clear(minfer_ctx *c, int seq, char *err, size_t err_cap) {
 int minfer_ctx_n_seq(const minfer_ctx *c) { return c->c.n_seq; }
 int minfer_ctx_n_batch(const minfer_ctx *c) { return c->c.n_batch; }
 int minfer_ctx_n_ctx(const minfer_ctx *c) { return c->c.n_ctx; }
+int minfer_ctx_on_gpu(const minfer_ctx *c) { return strcmp(c->c.be->name, "cpu") != 0; }
 
 void minfer_ctx_last_eval(const minfer_ctx *c, int *reused, int *evaluated) {
     if (reused) *reused = c->c.last_reused;
@@ -214,6 +215,8 @@ int minfer_constraint_accept(minfer_constraint *k, int32_t tok, char *err, size_
     return 0;
 }
 
+void minfer_constraint_prefetch(minfer_constraint *k) { constraint_prefetch(k->c); }
+void minfer_constraint_prefetch_wait(minfer_constraint *k) { constraint_prefetch_wait(k->c); }
 int minfer_constraint_allows(minfer_constraint *k, int32_t tok) { return constraint_allows(k->c, tok); }
 int minfer_constraint_complete(const minfer_constraint *k) { return constraint_is_complete(k->c); }
 int minfer_constraint_done(const minfer_constraint *k) { return constraint_is_done(k->c); }

@@ -314,6 +314,23 @@ static void test_constraint(void) {
     CHECK(n == 1 && row[eog] == logits[eog], "done: only EOG (%d allowed)", n);
     CHECK(constraint_accept(c, eog, &err) == MF_OK, "EOG at the end");
     CHECK(constraint_reset(c, 0, &err) == MF_OK && !constraint_is_complete(c), "reset");
+    /* a mask made ahead on the helper thread is the one constraint_apply then finds */
+    for (int round = 0; round < 3; round++) {
+        uint64_t h0, m0, h1, m1;
+        constraint_stats(c, &h0, &m0);
+        constraint_prefetch(c);
+        constraint_prefetch_wait(c);
+        constraint_stats(c, &h1, &m1);
+        row = constraint_apply(c, logits, &n);
+        uint64_t h2, m2;
+        constraint_stats(c, &h2, &m2);
+        CHECK(h1 + m1 == h0 + m0 + 1 && h2 == h1 + 1 && m2 == m1, "prefetch round %d: the apply hits the cache", round);
+        CHECK(round ? !isinf(row[a]) : row[paren] == logits[paren], "prefetched mask, round %d", round);
+        CHECK(constraint_accept(c, round ? a : paren, &err) == MF_OK, "accept after prefetch");
+    }
+    constraint_prefetch(c); /* freed while prefetched and waited: the thread is joined */
+    constraint_prefetch_wait(c);
+    CHECK(constraint_reset(c, 0, &err) == MF_OK, "reset again");
     row = constraint_apply(c, logits, &n);
     CHECK(row[paren] == logits[paren] && isinf(row[a]), "after reset: the first step again");
     constraint_free(c);

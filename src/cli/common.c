@@ -163,7 +163,12 @@ int cli_generate(mf_context *c, mf_sampler *smp, int seq, const float *logits, c
         gen_keep(g, out, len);
         const int done = g->con && constraint_is_done(g->con); /* nothing can follow */
         if ((n == g->n_max || done) && !g->decode_last) break;
-        if ((rc = context_decode1(c, seq, tok, &logits, err))) break;
+        /* on a GPU the next mask is made while the host waits for the forward step */
+        const int overlap = g->con && !done && n < g->n_max && strcmp(c->be->name, "cpu") != 0;
+        if (overlap) constraint_prefetch(g->con);
+        rc = context_decode1(c, seq, tok, &logits, err);
+        if (overlap) constraint_prefetch_wait(g->con);
+        if (rc) break;
         if (g->toks) g->toks[g->n_toks++] = tok;
         if (done) break;
     }

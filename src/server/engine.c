@@ -16,6 +16,7 @@ struct srv_engine {
     minfer_model *m;
     minfer_ctx *c;
     int n_slots, n_ctx, n_vocab, chunk;
+    int on_gpu;           /* masks of constrained jobs are made during the decode step */
     pthread_t thread;
     int started;
     pthread_mutex_t mu;
@@ -385,9 +386,16 @@ static void *engine_main(void *arg) {
         pthread_mutex_unlock(&e->mu);
 
         if (n_dec) {
+            /* on a GPU each constrained job's next mask is made while the host waits for
+             * the step (one helper thread a job); on the CPU the step has the cores */
+            const int overlap = e->on_gpu;
+            for (int i = 0; overlap && i < n_dec; i++)
+                if (e->rows[i]->con) minfer_constraint_prefetch(e->rows[i]->con);
             double t0 = mf_time_s();
             const float *logits = minfer_decode_batch(e->c, e->seqs, e->step_toks, n_dec, err, sizeof err);
             double dt = mf_time_s() - t0;
+            for (int i = 0; overlap && i < n_dec; i++)
+                if (e->rows[i]->con) minfer_constraint_prefetch_wait(e->rows[i]->con);
             sampled *smp = mf_xmalloc(sizeof *smp * (size_t)n_dec);
             if (logits)
                 for (int i = 0; i < n_dec; i++) sample(e, e->rows[i], logits + (size_t)i * (size_t)e->n_vocab, &smp[i]);
@@ -457,6 +465,7 @@ srv_engine *srv_engine_new(minfer_model *m, minfer_ctx *c, int chunk, char *err,
     e->n_slots = minfer_ctx_n_seq(c);
     e->n_ctx = minfer_ctx_n_ctx(c);
     e->n_vocab = minfer_n_vocab(m);
+    e->on_gpu = minfer_ctx_on_gpu(c);
     e->chunk = chunk > 0 ? chunk : 128;
     if (e->n_slots > minfer_ctx_n_batch(c)) {
         snprintf(err, cap, "%d slots but %d tokens a step: one decode step could not take every slot", e->n_slots,
