@@ -1211,7 +1211,7 @@ static int ss_memo_get(const setstore *ss, int32_t id, uint8_t b, int32_t *next)
 static void ss_memo_put(setstore *ss, int32_t id, uint8_t b, int32_t next) {
     if ((uint64_t)(ss->memo_n + 1) * 2 > ss->memo_cap) {
         uint32_t cap = ss->memo_cap ? 2 * ss->memo_cap : 4096;
-        if (cap > (1u << 24)) return;
+        if (cap > (1u << 21)) return; /* 2M steps (32 MB): past that, steps are made again */
         uint64_t *mk = malloc(cap * sizeof *mk);
         int32_t *mv = malloc(cap * sizeof *mv);
         uint32_t *mg = calloc(cap, sizeof *mg);
