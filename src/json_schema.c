@@ -1451,6 +1451,11 @@ static int gen_object(conv *c, const cJSON *s, const char *hint, sbuf *b) {
         if (!cJSON_IsString(e)) return cfail(c, "'required' must be a list of names");
     if (addl && !cJSON_IsBool(addl) && !cJSON_IsObject(addl))
         return cfail(c, "'additionalProperties' must be a boolean or a schema");
+    /* nothing declared: any object ({"type": "object"} alone asks for one, not for {}) */
+    if (!props && !req && (!addl || cJSON_IsTrue(addl))) {
+        sb_puts(b, use(c, P_OBJECT));
+        return 0;
+    }
     for (const cJSON *p = props ? props->child : NULL; p; p = p->next)
         for (const cJSON *d = props->child; d != p; d = d->next)
             if (!strcmp(d->string, p->string)) return cfail(c, "property '%.60s' given twice", p->string);

@@ -3,9 +3,10 @@
  *
  * Supported (an output of the grammar always validates; where JSON Schema allows
  * more than a grammar can say simply, the grammar allows a subset, noted here):
- *   type (a name or a list), properties / required / additionalProperties (false or
- *   absent: no other keys, the usual wish of structured output; true or a schema:
- *   other keys after the declared ones), enum / const, items / prefixItems /
+ *   type (a name or a list), properties / required / additionalProperties (false, or
+ *   absent beside declared properties: no other keys, the usual wish of structured
+ *   output; true or a schema: other keys after the declared ones; an object schema
+ *   that declares nothing: any object), enum / const, items / prefixItems /
  *   minItems / maxItems, anyOf, oneOf (branches of disjoint types, or objects told
  *   apart by a required property's const or enum values: otherwise one output could
  *   match two branches), allOf (merged into one schema), $ref to "#" or "#/..."

@@ -451,6 +451,8 @@ static void test_schema(void) {
           { "{}", "{\"a\":true}", "{\"b\":null,\"a\":true}", "{\"b\":null,\"c\":1}" } },
         { "{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"integer\"}},\"additionalProperties\":{\"type\":\"string\"}}",
           { "{\"k\":1,\"x\":\"y\"}", "{\"kk\":\"v\"}", "{\"\":\"\",\"k2\":\"\"}", "{}" }, { "{\"k\":\"s\"}", "{\"x\":1}", "{\"k\":1,\"k\":2}", "[]" } },
+        { "{\"type\":\"object\"}", { "{}", "{\"a\": [1, {\"b\": null}]}", "{ \"x\" : \"y\" , \"z\": 1 }", "{\"\":0}" },
+          { "[]", "{\"a\"}", "{,}", "null" } },
         { "{\"type\":\"array\",\"prefixItems\":[{\"const\":1},{\"type\":\"string\"}],\"items\":{\"type\":\"boolean\"},\"minItems\":1,\"maxItems\":3}",
           { "[1]", "[1,\"x\"]", "[1, \"x\", true]", "[ 1 ]" }, { "[]", "[2]", "[1,\"x\",true,false]", "[1,true]" } },
         { "{\"$defs\":{\"l\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/l\"}}},\"$ref\":\"#/$defs/l\"}",
