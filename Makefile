@@ -34,7 +34,8 @@ endif
 OPT      ?= -O2
 CFLAGS   ?= $(OPT) -g
 CFLAGS   += -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -Isrc -Iinclude -pthread
-LDLIBS   += -lpcre2-8 -lm -pthread
+# cJSON: the server's requests and the JSON-schema constraints (src/json_schema.c)
+LDLIBS   += -lpcre2-8 -lcjson -lm -pthread
 ifeq ($(SAN),1)
 CFLAGS   += $(SANFLAGS)
 endif
@@ -48,9 +49,9 @@ SIMDFLAGS = $(if $(findstring _avx2,$<),$(AVX2FLAGS))$(if $(findstring _avx512,$
 
 SRC_CORE := $(wildcard src/*.c) $(wildcard src/cpu/*.c) $(wildcard src/cuda/*.c)
 SRC_CLI  := $(wildcard src/cli/*.c)
-# the HTTP server (minfer serve): libmicrohttpd + cJSON, linked into the binary only
+# the HTTP server (minfer serve): libmicrohttpd, linked into the binary only
 SRC_SRV  := $(wildcard src/server/*.c)
-LDLIBS_SRV := -lmicrohttpd -lcjson
+LDLIBS_SRV := -lmicrohttpd
 # minfer chat's line editing and history at a terminal: libedit (BSD licence, readline's API)
 LDLIBS_CLI := -ledit
 SRC_CU   := $(wildcard src/cuda/*.cu)
@@ -132,7 +133,7 @@ $(ASAN_LIB): $(ASAN_OBJ)
 
 $(ASAN_BUILD)/tests/%: tests/%.c $(wildcard tests/*.h) $(ASAN_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SANFLAGS) -UMINFER_CUDA -o $@ $< $(ASAN_LIB) -lpcre2-8 -lm -pthread
+	$(CC) $(CFLAGS) $(SANFLAGS) -UMINFER_CUDA -o $@ $< $(ASAN_LIB) -lpcre2-8 -lcjson -lm -pthread
 
 # Small helper programs for tests (tests/tools/*.c -> build/tools/NAME), normal build.
 TOOL_SRC := $(wildcard tests/tools/*.c)
@@ -274,6 +275,8 @@ FUZZ_CFLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -Isrc -Iinclude -pthread -Wall -Wex
 FUZZ_SRC    := $(wildcard fuzz/fuzz_*.c)
 FUZZ_BIN    := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_LIBSRC := src/gguf.c src/quant.c src/util.c src/tokenizer.c src/unicode.c src/chat.c src/model.c
+# the grammar engine and the JSON-schema converter (fuzz_grammar)
+FUZZ_LIBSRC += src/grammar.c src/json_schema.c src/constraint.c
 # the server's pure request parser (fuzz_request) and its UTF-8 helpers; cJSON
 FUZZ_LIBSRC += src/server/request.c src/server/text.c
 FUZZ_LIBS   := -lpcre2-8 -lcjson -lm -pthread

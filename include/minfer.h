@@ -86,9 +86,55 @@ int minfer_ctx_n_seq(const minfer_ctx *c);
 int minfer_ctx_n_batch(const minfer_ctx *c);
 /* Positions per sequence (after defaults). */
 int minfer_ctx_n_ctx(const minfer_ctx *c);
+/* 1 when the context runs on a GPU (the host waits during a forward step). */
+int minfer_ctx_on_gpu(const minfer_ctx *c);
 /* What the last minfer_eval did: tokens it took from the cache and tokens it ran
  * through the model (the server's prompt-cache figures). */
 void minfer_ctx_last_eval(const minfer_ctx *c, int *reused, int *evaluated);
+
+/* Structured output: the tokens sampled constrained to a GBNF grammar (llama.cpp's
+ * syntax, rule "root"), to JSON valid against a JSON schema, or to any JSON object.
+ *
+ *   minfer_grammar *g = minfer_grammar_new(m, MINFER_GRAMMAR_JSON_SCHEMA, schema, len, err, sizeof err);
+ *   minfer_constraint *k = minfer_constraint_new(g, err, sizeof err);     // one per sequence
+ *   each step: row = minfer_constraint_apply(k, logits, &n_allowed);    // other tokens -inf
+ *              tok = (your sampler over row); minfer_constraint_accept(k, tok, err, sizeof err);
+ *              stop at end of generation, or when minfer_constraint_done(k)
+ *
+ * A grammar is read-only once made: any number of constraints and threads may share
+ * it; it must outlive them, and the model must outlive it. A constraint belongs to
+ * one sequence and one thread at a time. */
+typedef struct minfer_grammar minfer_grammar;
+typedef struct minfer_constraint minfer_constraint;
+enum { MINFER_GRAMMAR_GBNF = 0, MINFER_GRAMMAR_JSON_SCHEMA = 1, MINFER_GRAMMAR_JSON_OBJECT = 2 };
+
+/* Compiles text[0..len) (unused for JSON_OBJECT); NULL with a message naming the
+ * problem (a grammar's line and column, a schema's keyword and path). The first call
+ * on a model builds its vocabulary trie (shared by all its grammars). */
+minfer_grammar *minfer_grammar_new(minfer_model *m, int kind, const char *text, size_t len, char *err, size_t err_cap);
+void minfer_grammar_free(minfer_grammar *g);
+minfer_constraint *minfer_constraint_new(const minfer_grammar *g, char *err, size_t err_cap);
+void minfer_constraint_free(minfer_constraint *k);
+/* logits[n_vocab] with the tokens the grammar does not allow next at -inf (a buffer
+ * of k, valid until the next call); *n_allowed = how many it allows (0: it cannot go
+ * on with this vocabulary; stop with an error). End-of-generation tokens are allowed
+ * only where the text is complete. */
+const float *minfer_constraint_apply(minfer_constraint *k, const float *logits, int *n_allowed);
+/* Advances over the sampled token: 0, or -1 (with err) when the grammar does not
+ * allow it (k unchanged). */
+int minfer_constraint_accept(minfer_constraint *k, int32_t tok, char *err, size_t err_cap);
+/* Starts making the current state's mask on a helper thread, to overlap the next
+ * forward step (a GPU's: on the CPU the forward has the cores); k must not be used
+ * until minfer_constraint_prefetch_wait. */
+void minfer_constraint_prefetch(minfer_constraint *k);
+void minfer_constraint_prefetch_wait(minfer_constraint *k);
+/* 1 when the grammar allows tok next (k unchanged): for greedy decoding, the
+ * model's best token, when allowed, is the best allowed one (no mask needed). */
+int minfer_constraint_allows(minfer_constraint *k, int32_t tok);
+/* 1 when the text so far is complete (end of generation allowed), resp. when nothing
+ * more can follow (generation should end). */
+int minfer_constraint_complete(const minfer_constraint *k);
+int minfer_constraint_done(const minfer_constraint *k);
 
 #ifdef __cplusplus
 }

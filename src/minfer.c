@@ -5,12 +5,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+
+#include "constraint.h"
 #include "context.h"
 #include "model.h"
 #include "tokenizer.h"
 
-struct minfer_model { mf_model m; };
+struct minfer_model {
+    mf_model m;
+    gram_vocab *tv;          /* the vocabulary trie of constraints, made on first use */
+    pthread_mutex_t tv_mu;   /* guards making it */
+};
 struct minfer_ctx { mf_context c; };
+struct minfer_grammar {
+    gram *g;
+    const gram_vocab *tv;
+};
+struct minfer_constraint { mf_constraint *c; };
 
 static void copy_err(const mf_err *e, char *err, size_t cap) {
     if (err && cap) snprintf(err, cap, "%s", e->msg);
@@ -21,11 +33,14 @@ minfer_model *minfer_model_load(const char *path, char *err, size_t err_cap) {
     mf_err e = { { 0 } };
     if (!m) { snprintf(err, err_cap, "out of memory"); return NULL; }
     if (model_load(&m->m, path, &e)) { copy_err(&e, err, err_cap); free(m); return NULL; }
+    pthread_mutex_init(&m->tv_mu, NULL);
     return m;
 }
 
 void minfer_model_free(minfer_model *m) {
     if (!m) return;
+    gram_vocab_free(m->tv);
+    pthread_mutex_destroy(&m->tv_mu);
     model_free(&m->m);
     free(m);
 }
@@ -128,8 +143,80 @@ int minfer_seq_clear(minfer_ctx *c, int seq, char *err, size_t err_cap) {
 int minfer_ctx_n_seq(const minfer_ctx *c) { return c->c.n_seq; }
 int minfer_ctx_n_batch(const minfer_ctx *c) { return c->c.n_batch; }
 int minfer_ctx_n_ctx(const minfer_ctx *c) { return c->c.n_ctx; }
+int minfer_ctx_on_gpu(const minfer_ctx *c) { return strcmp(c->c.be->name, "cpu") != 0; }
 
 void minfer_ctx_last_eval(const minfer_ctx *c, int *reused, int *evaluated) {
     if (reused) *reused = c->c.last_reused;
     if (evaluated) *evaluated = c->c.last_evaluated;
 }
+
+/* ---------------------------------------------------------------- structured output */
+
+minfer_grammar *minfer_grammar_new(minfer_model *m, int kind, const char *text, size_t len, char *err, size_t err_cap) {
+    mf_err e = { { 0 } };
+    if (kind < MINFER_GRAMMAR_GBNF || kind > MINFER_GRAMMAR_JSON_OBJECT) {
+        if (err && err_cap) snprintf(err, err_cap, "grammar: unknown kind %d", kind);
+        return NULL;
+    }
+    if (!text && kind != MINFER_GRAMMAR_JSON_OBJECT) {
+        if (err && err_cap) snprintf(err, err_cap, "grammar: no text");
+        return NULL;
+    }
+    minfer_grammar *g = calloc(1, sizeof *g);
+    if (!g) { if (err && err_cap) snprintf(err, err_cap, "out of memory"); return NULL; }
+    if (constraint_compile(&g->g, (constraint_kind)kind, text, len, &e)) {
+        copy_err(&e, err, err_cap);
+        free(g);
+        return NULL;
+    }
+    pthread_mutex_lock(&m->tv_mu);
+    if (!m->tv) m->tv = constraint_vocab(m->m.vocab, &e);
+    g->tv = m->tv;
+    pthread_mutex_unlock(&m->tv_mu);
+    if (!g->tv) {
+        copy_err(&e, err, err_cap);
+        minfer_grammar_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void minfer_grammar_free(minfer_grammar *g) {
+    if (!g) return;
+    gram_free(g->g);
+    free(g);
+}
+
+minfer_constraint *minfer_constraint_new(const minfer_grammar *g, char *err, size_t err_cap) {
+    mf_err e = { { 0 } };
+    minfer_constraint *k = calloc(1, sizeof *k);
+    if (!k) { if (err && err_cap) snprintf(err, err_cap, "out of memory"); return NULL; }
+    if (!(k->c = constraint_new(g->g, g->tv, 0, &e))) {
+        copy_err(&e, err, err_cap);
+        free(k);
+        return NULL;
+    }
+    return k;
+}
+
+void minfer_constraint_free(minfer_constraint *k) {
+    if (!k) return;
+    constraint_free(k->c);
+    free(k);
+}
+
+const float *minfer_constraint_apply(minfer_constraint *k, const float *logits, int *n_allowed) {
+    return constraint_apply(k->c, logits, n_allowed);
+}
+
+int minfer_constraint_accept(minfer_constraint *k, int32_t tok, char *err, size_t err_cap) {
+    mf_err e = { { 0 } };
+    if (constraint_accept(k->c, tok, &e)) { copy_err(&e, err, err_cap); return -1; }
+    return 0;
+}
+
+void minfer_constraint_prefetch(minfer_constraint *k) { constraint_prefetch(k->c); }
+void minfer_constraint_prefetch_wait(minfer_constraint *k) { constraint_prefetch_wait(k->c); }
+int minfer_constraint_allows(minfer_constraint *k, int32_t tok) { return constraint_allows(k->c, tok); }
+int minfer_constraint_complete(const minfer_constraint *k) { return constraint_is_complete(k->c); }
+int minfer_constraint_done(const minfer_constraint *k) { return constraint_is_done(k->c); }

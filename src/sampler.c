@@ -108,6 +108,7 @@ void sampler_free(mf_sampler *s) {
 }
 
 uint64_t sampler_seed(const mf_sampler *s) { return s->seed; }
+int sampler_greedy(const mf_sampler *s) { return s->p.temp <= 0.0f; }
 
 /* ---------------------------------------------------------------- penalties */
 

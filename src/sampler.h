@@ -83,6 +83,10 @@ typedef struct sampler_logprob {
 } sampler_logprob;
 int sampler_logprobs(mf_sampler *s, const float *logits, int32_t tok, int k, float *tok_lp, sampler_logprob *top);
 
+/* 1 when the sampler is greedy (temp <= 0): its choice is the argmax of the
+ * penalised logits, and drawing consumes no randomness. */
+int sampler_greedy(const mf_sampler *s);
+
 /* The seed actually used (the clock-derived one when SAMPLER_SEED_RANDOM was asked),
  * so a run can be repeated. */
 uint64_t sampler_seed(const mf_sampler *s);

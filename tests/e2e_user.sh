@@ -97,7 +97,7 @@ for cmd in run chat tokenize info bench synth; do
         case "$meta" in
         N) val=1 ;; T | P | R) val=0.5 ;; K | S) val=3 ;; D) val=cpu ;; NAME) val=chatml ;;
         PATH) val=/dev/null ;; TEXT) val=hi ;; LIST) val=8 ;; FMT) val=json ;; SHAPE) val=tiny ;;
-        QUANT) val=q8_0 ;; "") val= ;; *) val=x ;;
+        QUANT) val=q8_0 ;; GBNF) val='root ::= "a"' ;; SCHEMA) val='{}' ;; "") val= ;; *) val=x ;;
         esac
         # bench --ctx must hold every test (the default pp512 and tg128); synth's paths fail late
         # (-c, --ctx since issue 57: the spellings' line starts with -c)
@@ -113,7 +113,8 @@ for cmd in run chat tokenize info bench synth; do
             rc=$?
             if [ $rc -ne 2 ]; then bad=1; echo "  $cmd $opt $val: exit $rc: $(cat "$TMP/e")" >&2; fi
         done
-    done < <(sed -n 's/^  \(-[-a-zA-Z0-9]*\)\(, \(--[-a-z0-9]*\)\)\{0,1\} \{0,1\}\([A-Z]*\) .*/\1|\3|\4/p' "$TMP/help")
+    # (a head longer than the name column ends its line: "-j, --json-schema SCHEMA")
+    done < <(sed -n 's/^  \(-[-a-zA-Z0-9]*\)\(, \(--[-a-z0-9]*\)\)\{0,1\} \{0,1\}\([A-Z]*\)\( .*\)\{0,1\}$/\1|\3|\4/p' "$TMP/help")
     check "$cmd: each of the $n option spellings in --help is accepted by the parser" [ "$bad" -eq 0 -a "$n" -gt 0 ]
 done
 # bench and synth moved onto the tables: every option their hand-written parsers took is

@@ -15,8 +15,10 @@
 #       python tests with $BUILD/venv/bin/python3 when it exists and $PYTHON lacks them.
 #   tools/deps.sh --fuzz    also clang and its libFuzzer runtime (make fuzz)
 #       The server tests (tests/server, pytest) need openai (the official client, PyPI),
-#       requests and pytest: where $PYTHON lacks them they go into the same venv. The chat
-#       page's test needs a Chromium: Debian's chromium-headless-shell where none is found.
+#       requests and pytest, and the structured-output tests (tests/*schema*_test.py,
+#       tests/structured_test.py) jsonschema as their oracle: where $PYTHON lacks them
+#       they go into the same venv. The chat page's test needs a Chromium: Debian's
+#       chromium-headless-shell where none is found.
 #   With CI=true, test dependencies that cannot be installed are an error (exit 1), so a
 #   CI run never passes with its oracles skipped.
 set -euo pipefail
@@ -78,14 +80,15 @@ test_deps() {
     has_oracle_deps "$VENV/bin/python3"
 }
 
-has_server_deps() { "$1" -c "import openai, requests, pytest" 2>/dev/null; }
+has_server_deps() { "$1" -c "import openai, requests, pytest, jsonschema" 2>/dev/null; }
 
-# openai, requests, pytest for tests/server: into $VENV unless $PY has them (test_deps made
+# openai, requests, pytest for tests/server and jsonschema for the structured-output
+# tests: into $VENV unless $PY has them (test_deps made
 # $VENV where $PY lacked numpy/gguf; otherwise it is made here the same way).
 server_deps() {
     if has_server_deps "$PY"; then return 0; fi
     if [ -x "$VENV/bin/python3" ] && has_server_deps "$VENV/bin/python3"; then return 0; fi
-    echo "minfer: setting up openai/requests/pytest in $VENV for the server tests" >&2
+    echo "minfer: setting up openai/requests/pytest/jsonschema in $VENV for the server and schema tests" >&2
     if [ ! -x "$VENV/bin/python3" ]; then
         local real
         real=$(readlink -f "$(command -v "$PY" || echo /usr/bin/python3)")
@@ -95,7 +98,7 @@ server_deps() {
         mkdir -p "$(dirname "$VENV")"
         "$PY" -m venv --system-site-packages "$VENV" >&2 || { rm -rf "$VENV"; return 1; }
     fi
-    "$VENV/bin/python3" -m pip install --quiet --disable-pip-version-check openai requests pytest >&2 || return 1
+    "$VENV/bin/python3" -m pip install --quiet --disable-pip-version-check openai requests pytest jsonschema >&2 || return 1
     has_server_deps "$VENV/bin/python3"
 }
 
@@ -130,10 +133,10 @@ case "${1:-}" in
     fi
     if ! server_deps; then
         if [ "${CI:-}" = "true" ]; then
-            echo "minfer: error: could not install openai/requests/pytest for the server tests (CI=true: no skipping)" >&2
+            echo "minfer: error: could not install openai/requests/pytest/jsonschema for the server and schema tests (CI=true: no skipping)" >&2
             exit 1
         fi
-        echo "minfer: warning: could not install openai/requests/pytest; the server tests will skip" >&2
+        echo "minfer: warning: could not install openai/requests/pytest/jsonschema; the server and schema tests will skip" >&2
     fi
     # (tests/webui_test.py says so too, and fails instead under CI=true)
     browser_deps || echo "minfer: warning: could not install chromium-headless-shell; the chat page's browser test will skip" >&2

@@ -144,7 +144,8 @@ int cmd_chat(int argc, char **argv) {
     context_params_default(&cp);
     mf_sampler_params sp;
     sampler_params_default(&sp);
-    cli_opt opts[8 + 3 * CLI_OPTS_MAX_GROUP];
+    cli_constraint_opts co = { 0 };
+    cli_opt opts[8 + 4 * CLI_OPTS_MAX_GROUP];
     int n = 0;
     opts[n++] = (cli_opt){ "-m, --model", "PATH", CLI_OPT_STR, &model, .help = "GGUF model file (required)", .dflt = "" };
     opts[n++] = (cli_opt){ "--chat-template", "NAME", CLI_OPT_STR, &tmpl_name,
@@ -157,6 +158,7 @@ int cmd_chat(int argc, char **argv) {
     opts[n++] = (cli_opt){ "--ignore-eos", NULL, CLI_OPT_FLAG, &ignore_eos, .set = 1,
                            .help = "answers go on past end-of-generation tokens (to -n or Ctrl-C)", .dflt = "" };
     n += cli_opts_sampler(opts + n, &sp);
+    n += cli_opts_constraint(opts + n, &co);
     n += cli_opts_context(opts + n, &cp);
     n += cli_opts_verbosity(opts + n, &verbose);
     int prc = cli_parse("chat", "usage: minfer chat -m MODEL [options]", chat_notes, opts, n, argc, argv);
@@ -176,11 +178,14 @@ int cmd_chat(int argc, char **argv) {
     if (cli_context_check(&cp)) return 1;
     mf_err perr = { { 0 } };
     if (sampler_params_check(&sp, 1, &perr)) return cli_error(1, "%s", perr.msg);
+    gram *gr = NULL; /* every answer's grammar, when one was given */
+    int rc = cli_constraint_compile(&co, &gr);
+    if (rc) return rc;
 
     mf_model m;
     mf_context c;
-    int rc = cli_load(model, &cp, &m, &c, verbose);
-    if (rc) return rc;
+    rc = cli_load(model, &cp, &m, &c, verbose);
+    if (rc) { gram_free(gr); return rc; }
     static char default_system[1024];
     if (!tmpl_name) {
         gguf_str src = { 0 };
@@ -212,10 +217,20 @@ int cmd_chat(int argc, char **argv) {
     s.cached = mf_xmalloc(sizeof(int32_t) * (size_t)c.n_ctx);
     mf_err err = { { 0 } };
     mf_sampler *smp = sampler_new(&sp, m.hp.n_vocab, &err);
-    if (!smp) {
+    gram_vocab *tv = NULL;
+    mf_constraint *con = NULL;
+    if (!smp || (gr && (rc = cli_constraint_new(gr, &m, 0, &tv, &con)))) {
+        if (!smp) rc = cli_error(1, "%s", err.msg); /* err says "sampler: ..." */
+        sampler_free(smp);
+        gram_free(gr);
+        gram_vocab_free(tv);
+        free(s.cached);
+        reset_msgs(&s, NULL);
+        free(s.msgs);
+        free(s.cached_text);
         context_free(&c);
         model_free(&m);
-        return cli_error(1, "%s", err.msg); /* err says "sampler: ..." */
+        return rc;
     }
     int interactive = isatty(0);
     if (interactive) {
@@ -314,8 +329,9 @@ int cmd_chat(int argc, char **argv) {
         const float *logits;
         if ((rc = context_eval(&c, 0, s.cached, s.n_cached, &logits, &err))) { rc = cli_error(cli_status_exit(rc), "%s", err.msg); break; }
         mf_log("turn %d: prefilled %d new tokens, %d reused from the cache", turn, c.last_evaluated, c.last_reused);
+        if (con && (rc = constraint_reset(con, 0, &err))) { rc = cli_error(2, "%s", err.msg); break; }
         cli_gen g = { .n_max = n_predict, .ignore_eog = ignore_eos, .decode_last = 1, .keep_text = 1,
-                      .toks = s.cached, .n_toks = s.n_cached, .stop = &chat_sigint };
+                      .toks = s.cached, .n_toks = s.n_cached, .stop = &chat_sigint, .con = con };
         int n_gen = cli_generate(&c, smp, 0, logits, &g, &err);
         s.n_cached = g.n_toks;
         if (n_gen < 0) {
@@ -333,6 +349,8 @@ int cmd_chat(int argc, char **argv) {
         } else if (g.ctx_full) {
             mf_log("chat: the answer stopped at the end of the context (%d tokens); the oldest turns make room for "
                    "the next message", c.n_ctx);
+        } else if (con && !constraint_is_complete(con)) {
+            mf_log("warning: the answer stopped after %d tokens, before the grammar's text was complete (-n)", n_gen);
         }
         push_msg(&s, "assistant", g.text);
         free(g.text);
@@ -344,6 +362,9 @@ int cmd_chat(int argc, char **argv) {
     free(s.cached_text);
     free(s.cached);
     sampler_free(smp);
+    constraint_free(con);
+    gram_vocab_free(tv);
+    gram_free(gr);
     context_free(&c);
     model_free(&m);
     return rc;

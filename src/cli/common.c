@@ -93,6 +93,40 @@ static int gen_write(const char *s, int len) {
     return 0;
 }
 
+int cli_constraint_compile(const cli_constraint_opts *co, gram **g) {
+    *g = NULL;
+    const char *given[4] = { co->grammar, co->grammar_file, co->json_schema, co->json_schema_file };
+    static const char *names[4] = { "--grammar", "--grammar-file", "--json-schema", "--json-schema-file" };
+    int which = -1;
+    for (int i = 0; i < 4; i++) {
+        if (!given[i]) continue;
+        if (which >= 0) return cli_error(1, "give one of %s and %s, not both", names[which], names[i]);
+        which = i;
+    }
+    if (which < 0) return 0;
+    size_t len;
+    char *text;
+    if (which == 1 || which == 3) {
+        if (!(text = cli_read_file(given[which], &len))) return 2;
+    } else {
+        text = mf_xstrdup(given[which]);
+        len = strlen(text);
+    }
+    mf_err err = { { 0 } };
+    int rc = constraint_compile(g, which < 2 ? CONSTRAINT_GBNF : CONSTRAINT_JSON_SCHEMA, text, len, &err);
+    free(text);
+    if (rc) return cli_error(2, "%s%s%s", which == 1 || which == 3 ? given[which] : names[which], ": ", err.msg);
+    return 0;
+}
+
+int cli_constraint_new(const gram *g, const mf_model *m, int strip_first, gram_vocab **tv, mf_constraint **con) {
+    mf_err err = { { 0 } };
+    *con = NULL;
+    if (!*tv && !(*tv = constraint_vocab(m->vocab, &err))) return cli_error(2, "%s", err.msg);
+    if (!(*con = constraint_new(g, *tv, strip_first, &err))) return cli_error(2, "%s", err.msg);
+    return 0;
+}
+
 int cli_generate(mf_context *c, mf_sampler *smp, int seq, const float *logits, cli_gen *g, mf_err *err) {
     const mf_vocab *v = c->m->vocab;
     tok_stream ts;
@@ -104,16 +138,39 @@ int cli_generate(mf_context *c, mf_sampler *smp, int seq, const float *logits, c
     while (n < g->n_max) {
         if (g->stop && *g->stop) { g->stopped = 1; break; }
         if (g->decode_last && c->kv.seqs[seq].n >= c->n_ctx) { g->ctx_full = 1; break; }
-        int32_t tok = sampler_sample(smp, logits);
+        int32_t tok = -1;
+        /* greedy: the model's best token, when the grammar allows it, is the best allowed one */
+        if (g->con && sampler_greedy(smp) && !constraint_allows(g->con, tok = sampler_sample(smp, logits))) tok = -1;
+        if (g->con && tok < 0) { /* the grammar's tokens only (every other logit -inf) */
+            int n_allowed;
+            const float *row = constraint_apply(g->con, logits, &n_allowed);
+            if (n_allowed == 0) {
+                rc = mf_fail(err, MF_ERR_INPUT, "grammar: no token of the model's vocabulary can continue the text "
+                             "here%s", constraint_overflowed(g->con) ? " (a limit of the grammar engine was hit)" : "");
+                break;
+            }
+            tok = sampler_sample(smp, row);
+        } else if (!g->con) {
+            tok = sampler_sample(smp, logits);
+        }
         sampler_accept(smp, tok);
-        if (!g->ignore_eog && tok_is_eog(v, tok)) break;
+        if (g->con && (rc = constraint_accept(g->con, tok, err))) break;
+        /* under a grammar an end-of-generation token comes only where its text is complete */
+        if ((!g->ignore_eog || g->con) && tok_is_eog(v, tok)) break;
         n++;
         int len = tok_stream_push(&ts, v, tok, out, sizeof out);
         if ((werr = gen_write(out, len))) break; /* nobody reads the rest: stop generating (issue 56) */
         gen_keep(g, out, len);
-        if (n == g->n_max && !g->decode_last) break;
-        if ((rc = context_decode1(c, seq, tok, &logits, err))) break;
+        const int done = g->con && constraint_is_done(g->con); /* nothing can follow */
+        if ((n == g->n_max || done) && !g->decode_last) break;
+        /* on a GPU the next mask is made while the host waits for the forward step */
+        const int overlap = g->con && !done && n < g->n_max && strcmp(c->be->name, "cpu") != 0;
+        if (overlap) constraint_prefetch(g->con);
+        rc = context_decode1(c, seq, tok, &logits, err);
+        if (overlap) constraint_prefetch_wait(g->con);
+        if (rc) break;
         if (g->toks) g->toks[g->n_toks++] = tok;
+        if (done) break;
     }
     if (!werr) {
         int len = tok_stream_flush(&ts, out, sizeof out);

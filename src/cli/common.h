@@ -6,8 +6,10 @@
 #include <signal.h>
 #include <stddef.h>
 
+#include "constraint.h"
 #include "context.h"
 #include "model.h"
+#include "opts.h"
 #include "sampler.h"
 
 /* Loads the model and creates a context; prints one line of progress and one line
@@ -31,6 +33,8 @@ typedef struct cli_gen {
     volatile sig_atomic_t *stop; /* when non-NULL and non-zero: stop before the next token (Ctrl-C) */
     int stopped;                 /* set when *stop ended the generation */
     int ctx_full;                /* set when the sequence's cache filled (decode_last) */
+    mf_constraint *con;          /* when non-NULL: only tokens it allows are sampled, and the
+                                    generation ends where its grammar's text is done */
 } cli_gen;
 
 /* Starts from the logits of the last evaluated token of seq. Stops early when the
@@ -43,5 +47,13 @@ int cli_generate(mf_context *c, mf_sampler *smp, int seq, const float *logits, c
 /* Reads a whole file (text prompt), "-" standard input; NULL + message (with the
  * reason: strerror) on failure. *len set. */
 char *cli_read_file(const char *path, size_t *len);
+
+/* The constraint options (cli_opts_constraint) compiled, before a model is loaded:
+ * 0 with *g (NULL when none was given), or an exit code with the error printed (1:
+ * two of them given, 2: a file that cannot be read, a grammar or schema refused). */
+int cli_constraint_compile(const cli_constraint_opts *co, gram **g);
+/* The model's vocabulary trie and a constraint over g: 0, or an exit code (2) with
+ * the error printed. */
+int cli_constraint_new(const gram *g, const mf_model *m, int strip_first, gram_vocab **tv, mf_constraint **con);
 
 #endif

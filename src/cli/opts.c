@@ -40,6 +40,19 @@ int cli_opts_sampler(cli_opt *o, mf_sampler_params *sp) {
     return n;
 }
 
+int cli_opts_constraint(cli_opt *o, cli_constraint_opts *co) {
+    int n = 0;
+    o[n++] = (cli_opt){ "--grammar", "GBNF", CLI_OPT_STR, &co->grammar, 0, 0, 0, 0,
+                        "constrain the output to a GBNF grammar (llama.cpp's syntax; rule root)", "", NULL };
+    o[n++] = (cli_opt){ "--grammar-file", "PATH", CLI_OPT_STR, &co->grammar_file, 0, 0, 0, 0,
+                        "the same, the grammar read from a file", "", NULL };
+    o[n++] = (cli_opt){ "-j, --json-schema", "SCHEMA", CLI_OPT_STR, &co->json_schema, 0, 0, 0, 0,
+                        "constrain the output to JSON valid against a JSON schema ('{}': any JSON value)", "", NULL };
+    o[n++] = (cli_opt){ "--json-schema-file", "PATH", CLI_OPT_STR, &co->json_schema_file, 0, 0, 0, 0,
+                        "the same, the schema read from a file", "", NULL };
+    return n;
+}
+
 int cli_opts_verbosity(cli_opt *o, int *verbose) {
     int n = 0;
     o[n++] = (cli_opt){ "-v, --verbose", NULL, CLI_OPT_FLAG, verbose, 0, 0, 0, 1,

@@ -53,6 +53,12 @@ typedef struct cli_opt {
 #define CLI_OPTS_MAX_GROUP 8
 int cli_opts_context(cli_opt *out, mf_context_params *cp);
 int cli_opts_sampler(cli_opt *out, mf_sampler_params *sp);
+/* --grammar, --grammar-file, --json-schema, --json-schema-file (run and chat): the
+ * output constrained to a GBNF grammar or a JSON schema (at most one of the four). */
+typedef struct cli_constraint_opts {
+    const char *grammar, *grammar_file, *json_schema, *json_schema_file;
+} cli_constraint_opts;
+int cli_opts_constraint(cli_opt *out, cli_constraint_opts *co);
 /* -v/--verbose and -q/--quiet, both writing *verbose. */
 int cli_opts_verbosity(cli_opt *out, int *verbose);
 

@@ -16,6 +16,7 @@ struct srv_engine {
     minfer_model *m;
     minfer_ctx *c;
     int n_slots, n_ctx, n_vocab, chunk;
+    int on_gpu;           /* masks of constrained jobs are made during the decode step */
     pthread_t thread;
     int started;
     pthread_mutex_t mu;
@@ -72,6 +73,8 @@ static void job_free(srv_job *j) {
     free(j->toks);
     for (int i = 0; i < j->n_stop; i++) free(j->stop[i]);
     sampler_free(j->smp);
+    minfer_constraint_free(j->con);
+    minfer_grammar_free(j->grammar);
     pthread_cond_destroy(&j->cond);
     free(j);
 }
@@ -122,6 +125,7 @@ int srv_engine_submit(srv_engine *e, srv_job *j) {
         snprintf(j->err, sizeof j->err, "%.255s", err.msg);
         return -1;
     }
+    if (j->grammar && !(j->con = minfer_constraint_new(j->grammar, j->err, sizeof j->err))) return -1;
     j->t_submit = mf_time_s();
     pthread_mutex_lock(&e->mu);
     if (e->draining || e->quit) {
@@ -244,17 +248,45 @@ typedef struct sampled {
     char piece[256];
     int piece_len;
     char *big;            /* a piece longer than 256 bytes */
+    int done;             /* the job's grammar is done: nothing can follow this token */
+    int failed;           /* the grammar cannot go on: err says why */
+    char err[200];
 } sampled;
 
 static void sample(srv_engine *e, srv_job *j, const float *logits, sampled *o) {
     memset(o, 0, sizeof *o);
-    o->tok = sampler_sample(j->smp, logits);
+    /* greedy without logprobs: the model's best token, when the grammar allows it, is the
+     * best allowed one, and no mask is needed */
+    int32_t best = -1;
+    if (j->con && !j->logprobs && sampler_greedy(j->smp) &&
+        !minfer_constraint_allows(j->con, best = sampler_sample(j->smp, logits)))
+        best = -1;
+    if (j->con && best < 0) { /* the grammar's tokens only: the others -inf (logprobs are of this row too) */
+        int n_allowed;
+        logits = minfer_constraint_apply(j->con, logits, &n_allowed);
+        if (n_allowed == 0) {
+            o->failed = 1;
+            snprintf(o->err, sizeof o->err, "the grammar cannot go on: no token of this model's vocabulary continues "
+                                            "the text");
+            return;
+        }
+    }
+    o->tok = best >= 0 ? best : sampler_sample(j->smp, logits);
     if (j->logprobs) {
         o->n_top = j->top_logprobs;
         o->top = o->n_top ? mf_xmalloc(sizeof *o->top * (size_t)o->n_top) : NULL;
         o->n_top = sampler_logprobs(j->smp, logits, o->tok, o->n_top, &o->lp, o->top);
     }
     sampler_accept(j->smp, o->tok);
+    if (j->con) {
+        if (minfer_constraint_accept(j->con, o->tok, o->err, sizeof o->err)) {
+            o->failed = 1;
+            free(o->top);
+            o->top = NULL;
+            return;
+        }
+        o->done = minfer_constraint_done(j->con);
+    }
     o->eog = minfer_token_is_eog(e->m, o->tok);
     if (!o->eog) {
         int n = minfer_token_to_piece(e->m, o->tok, o->piece, sizeof o->piece);
@@ -269,6 +301,7 @@ static void sample(srv_engine *e, srv_job *j, const float *logits, sampled *o) {
 /* lock held: publishes one sampled token of j: text, stop strings, limits. */
 static void publish(srv_engine *e, srv_job *j, sampled *o) {
     if (j->finish != SRV_RUNNING) { free(o->top); free(o->big); return; }
+    if (o->failed) { job_finish(e, j, SRV_FINISH_ERROR, o->err); return; }
     if (j->t_first == 0.0) j->t_first = mf_time_s();
     if (o->eog) {
         free(o->top);
@@ -304,6 +337,7 @@ static void publish(srv_engine *e, srv_job *j, sampled *o) {
             return;
         }
     }
+    if (o->done) { job_finish(e, j, SRV_FINISH_STOP, NULL); return; } /* the grammar's text is complete */
     if (j->n_gen >= j->max_tokens) { job_finish(e, j, SRV_FINISH_LENGTH, NULL); return; }
     if (e->slot_n[j->slot] >= e->n_ctx) { job_finish(e, j, SRV_FINISH_LENGTH, NULL); return; }
     j->next = o->tok;
@@ -352,9 +386,16 @@ static void *engine_main(void *arg) {
         pthread_mutex_unlock(&e->mu);
 
         if (n_dec) {
+            /* on a GPU each constrained job's next mask is made while the host waits for
+             * the step (one helper thread a job); on the CPU the step has the cores */
+            const int overlap = e->on_gpu;
+            for (int i = 0; overlap && i < n_dec; i++)
+                if (e->rows[i]->con) minfer_constraint_prefetch(e->rows[i]->con);
             double t0 = mf_time_s();
             const float *logits = minfer_decode_batch(e->c, e->seqs, e->step_toks, n_dec, err, sizeof err);
             double dt = mf_time_s() - t0;
+            for (int i = 0; overlap && i < n_dec; i++)
+                if (e->rows[i]->con) minfer_constraint_prefetch_wait(e->rows[i]->con);
             sampled *smp = mf_xmalloc(sizeof *smp * (size_t)n_dec);
             if (logits)
                 for (int i = 0; i < n_dec; i++) sample(e, e->rows[i], logits + (size_t)i * (size_t)e->n_vocab, &smp[i]);
@@ -424,6 +465,7 @@ srv_engine *srv_engine_new(minfer_model *m, minfer_ctx *c, int chunk, char *err,
     e->n_slots = minfer_ctx_n_seq(c);
     e->n_ctx = minfer_ctx_n_ctx(c);
     e->n_vocab = minfer_n_vocab(m);
+    e->on_gpu = minfer_ctx_on_gpu(c);
     e->chunk = chunk > 0 ? chunk : 128;
     if (e->n_slots > minfer_ctx_n_batch(c)) {
         snprintf(err, cap, "%d slots but %d tokens a step: one decode step could not take every slot", e->n_slots,

@@ -45,6 +45,11 @@ typedef struct srv_job {
     int logprobs, top_logprobs;
     char *stop[4];         /* owned, n_stop non-empty strings */
     int n_stop;
+    /* structured output: when set, only tokens it allows are sampled and the job
+     * finishes (stop) where nothing more can follow. Owned; the tools issue's
+     * constrained calls put a grammar here too (json_tool_call_gbnf, then
+     * minfer_grammar_new with MINFER_GRAMMAR_GBNF). */
+    minfer_grammar *grammar;
     double t_submit;
 
     /* shared: read and written under the engine's mutex */
@@ -67,6 +72,7 @@ typedef struct srv_job {
     int pos;               /* prompt tokens in the slot so far (prefill) */
     int32_t next;          /* sampled token to feed at the next decode step */
     mf_sampler *smp;
+    minfer_constraint *con; /* the grammar's matcher (srv_engine_submit makes it) */
     int refs;              /* submitter + engine */
     struct srv_job *qnext; /* queue link */
     srv_utf8_dec dec;      /* token bytes -> UTF-8 (an incomplete character held) */

@@ -535,6 +535,15 @@ static enum MHD_Result do_generate(srv_http *h, struct MHD_Connection *con, conn
     j->top_logprobs = rq.top_logprobs;
     for (int i = 0; i < rq.n_stop; i++) j->stop[i] = mf_xstrdup(rq.stop[i]);
     j->n_stop = rq.n_stop;
+    if (rq.constraint >= 0) { /* compiled here, in the HTTP thread: a bad grammar is the client's 400 */
+        const char *t = rq.constraint_text;
+        j->grammar = minfer_grammar_new(h->m, rq.constraint, t, t ? strlen(t) : 0, err, sizeof err);
+        if (!j->grammar) {
+            srv_request_free(&rq);
+            srv_job_release(h->e, j);
+            return send_error(h, con, 400, NULL, "%s", err);
+        }
+    }
     int want_stream = rq.stream, include_usage = rq.include_usage;
     srv_request_free(&rq);
     if (__atomic_load_n(&h->refusing, __ATOMIC_SEQ_CST) || srv_engine_submit(h->e, j)) {

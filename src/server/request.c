@@ -173,6 +173,66 @@ static int parse_common(const cJSON *root, srv_request *r, char *err, size_t cap
     return 0;
 }
 
+/* Structured output: at most one of response_format (OpenAI: text, json_object,
+ * json_schema), grammar (GBNF text) and json_schema (a schema; llama.cpp's server
+ * takes both of these). The schema is kept as JSON text for the converter. */
+static int parse_constraint(const cJSON *root, srv_request *r, char *err, size_t cap) {
+    const cJSON *rf = field(root, "response_format"), *gr = field(root, "grammar"), *js = field(root, "json_schema");
+    if (!!rf + !!gr + !!js > 1) return fail(err, cap, "give one of 'response_format', 'grammar' and 'json_schema'");
+    const cJSON *schema = NULL;
+    if (gr) {
+        if (!cJSON_IsString(gr)) return fail(err, cap, "'grammar' must be a string (a GBNF grammar)");
+        if (!(r->constraint_text = strdup(gr->valuestring))) return fail(err, cap, "out of memory");
+        r->constraint = 0; /* MINFER_GRAMMAR_GBNF */
+        return 0;
+    }
+    if (js) schema = js;
+    if (rf) {
+        static const char *const rff[] = { "type", "json_schema", "schema", NULL };
+        if (!cJSON_IsObject(rf)) return fail(err, cap, "'response_format' must be an object");
+        int rc = check_fields(rf, rff, "'response_format'", err, cap);
+        if (rc) return rc;
+        const cJSON *t = field(rf, "type");
+        if (!t || !cJSON_IsString(t))
+            return fail(err, cap, "'response_format.type' must be 'text', 'json_object' or 'json_schema'");
+        const char *ts = t->valuestring;
+        if (!strcmp(ts, "text")) {
+            if (field(rf, "json_schema") || field(rf, "schema"))
+                return fail(err, cap, "'response_format' of type 'text' takes no schema");
+            return 0;
+        }
+        if (!strcmp(ts, "json_object")) { /* llama.cpp's server also takes a "schema" here */
+            if (field(rf, "json_schema")) return fail(err, cap, "'response_format.json_schema' needs type 'json_schema'");
+            schema = field(rf, "schema");
+            if (!schema) { r->constraint = 2; return 0; } /* MINFER_GRAMMAR_JSON_OBJECT */
+        } else if (!strcmp(ts, "json_schema")) {
+            static const char *const jsf[] = { "name", "description", "schema", "strict", NULL };
+            const cJSON *o = field(rf, "json_schema");
+            if (field(rf, "schema")) return fail(err, cap, "the schema goes in 'response_format.json_schema.schema'");
+            if (!o || !cJSON_IsObject(o))
+                return fail(err, cap, "'response_format.json_schema' must be an object with a 'schema'");
+            if ((rc = check_fields(o, jsf, "'response_format.json_schema'", err, cap))) return rc;
+            const cJSON *nm = field(o, "name"), *st = field(o, "strict"), *ds = field(o, "description");
+            if (nm && !cJSON_IsString(nm)) return fail(err, cap, "'response_format.json_schema.name' must be a string");
+            if (ds && !cJSON_IsString(ds))
+                return fail(err, cap, "'response_format.json_schema.description' must be a string");
+            if (st && !cJSON_IsBool(st)) return fail(err, cap, "'response_format.json_schema.strict' must be true or false");
+            schema = field(o, "schema");
+            if (!schema) return fail(err, cap, "'response_format.json_schema.schema' is required");
+        } else {
+            return fail(err, cap, "'response_format.type' '%.40s' is not supported (text, json_object, json_schema)", ts);
+        }
+    }
+    if (!schema) return 0;
+    if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema)) return fail(err, cap, "a JSON schema must be an object or a boolean");
+    char *text = cJSON_PrintUnformatted(schema);
+    r->constraint_text = text ? strdup(text) : NULL;
+    cJSON_free(text);
+    if (!r->constraint_text) return fail(err, cap, "out of memory");
+    r->constraint = 1; /* MINFER_GRAMMAR_JSON_SCHEMA */
+    return 0;
+}
+
 /* Message content: a string, or a list of {"type": "text", "text": ...} parts
  * (joined); images and other part types are not supported. */
 static int parse_content(const cJSON *c, int i, char **out, char *err, size_t cap) {
@@ -265,6 +325,7 @@ int srv_request_parse(const char *body, size_t len, int is_chat, srv_request *ou
     memset(out, 0, sizeof *out);
     out->is_chat = is_chat;
     out->max_tokens = -1;
+    out->constraint = -1;
     /* llama.cpp's server's sampling defaults (src/sampler.c sampler_params_default) */
     out->temperature = 0.8f;
     out->top_k = 40;
@@ -276,15 +337,16 @@ int srv_request_parse(const char *body, size_t len, int is_chat, srv_request *ou
     static const char *const chat_fields[] = {
         "messages", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
         "seed", "stop", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "n", "stream",
-        "stream_options", "user", "logit_bias", NULL
+        "stream_options", "user", "logit_bias", "response_format", "grammar", "json_schema", NULL
     };
     static const char *const cmpl_fields[] = {
         "prompt", "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop",
         "presence_penalty", "frequency_penalty", "logprobs", "n", "stream", "stream_options", "user",
-        "logit_bias", "echo", "best_of", NULL
+        "logit_bias", "echo", "best_of", "response_format", "grammar", "json_schema", NULL
     };
     rc = check_fields(root, is_chat ? chat_fields : cmpl_fields, NULL, err, cap);
     if (!rc) rc = parse_common(root, out, err, cap);
+    if (!rc) rc = parse_constraint(root, out, err, cap);
     if (!rc && is_chat) {
         rc = parse_messages(root, out, err, cap);
         double v;
@@ -323,9 +385,11 @@ void srv_request_free(srv_request *r) {
     free(r->prompt);
     free(r->prompt_ids);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->constraint_text);
     int is_chat = r->is_chat;
     memset(r, 0, sizeof *r);
     r->is_chat = is_chat;
+    r->constraint = -1;
 }
 
 int srv_tokenize_parse(const char *body, size_t len, char **content, int *add_special, int *parse_special, char *err,

@@ -40,6 +40,11 @@ typedef struct srv_request {
     int top_logprobs;     /* and this many alternatives per token (0..20) */
     int stream;
     int include_usage;    /* stream_options.include_usage */
+    /* structured output: response_format {"type": "json_object"} or {"type":
+     * "json_schema", "json_schema": {"schema": ...}}, or llama.cpp's "grammar" (GBNF)
+     * and "json_schema" fields; compiled later (http.c), against the model */
+    int constraint;       /* -1: none, else MINFER_GRAMMAR_GBNF / _JSON_SCHEMA / _JSON_OBJECT */
+    char *constraint_text; /* the GBNF text, or the schema as JSON text; NULL for JSON_OBJECT */
 } srv_request;
 
 /* Parses body[0..len) (need not be NUL-terminated) for /v1/chat/completions
