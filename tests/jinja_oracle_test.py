@@ -329,8 +329,12 @@ def fetch_llama_templates(t):
     return {name: open(os.path.join(cache, name), encoding="utf-8").read() for name, _ in files}
 
 
-def gguf_chat_template(path):
-    """tokenizer.chat_template of a GGUF file (a minimal reader of the key/value header)."""
+def gguf_meta(path):
+    """The chat template, BOS and EOS text of a GGUF file (a minimal reader of its key/value
+    header): {"template": str or None, "bos": str or None, "eos": str or None}."""
+    want = {"tokenizer.chat_template", "tokenizer.ggml.tokens", "tokenizer.ggml.bos_token_id",
+            "tokenizer.ggml.eos_token_id"}
+    got = {}
     with open(path, "rb") as f:
         if f.read(4) != b"GGUF":
             return None
@@ -342,29 +346,80 @@ def gguf_chat_template(path):
         def rstr():
             n, = struct.unpack("<Q", f.read(8))
             return f.read(n)
-        sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+        sizes = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 
-        def skip(t):
+        def read(t, keep):
             if t in sizes:
-                f.seek(sizes[t], 1)
-            elif t == 8:
-                rstr()
-            elif t == 9:
+                fmt = "<" + sizes[t]
+                return struct.unpack(fmt, f.read(struct.calcsize(fmt)))[0]
+            if t == 8:
+                return rstr().decode("utf-8", "replace") if keep else rstr()
+            if t == 9:
                 et, n = struct.unpack("<IQ", f.read(12))
-                if et in sizes:
-                    f.seek(sizes[et] * n, 1)
-                else:
-                    for _ in range(n):
-                        skip(et)
-            else:
-                raise ValueError(f"GGUF type {t}")
+                if not keep and et in sizes:
+                    f.seek(struct.calcsize("<" + sizes[et]) * n, 1)
+                    return None
+                return [read(et, keep) for _ in range(n)]
+            raise ValueError(f"GGUF type {t}")
         for _ in range(n_kv):
             key = rstr().decode("utf-8", "replace")
             t, = struct.unpack("<I", f.read(4))
-            if key == "tokenizer.chat_template" and t == 8:
-                return rstr().decode("utf-8")
-            skip(t)
-    return None
+            v = read(t, key in want)
+            if key in want:
+                got[key] = v
+    toks = got.get("tokenizer.ggml.tokens") or []
+
+    def tok(k):
+        i = got.get(k)
+        return toks[i] if isinstance(i, int) and 0 <= i < len(toks) else None
+    return {"template": got.get("tokenizer.chat_template"), "bos": tok("tokenizer.ggml.bos_token_id"),
+            "eos": tok("tokenizer.ggml.eos_token_id")}
+
+
+def openai_messages(msgs):
+    """A conversation as an OpenAI client sends it: tool-call arguments as JSON text."""
+    out = []
+    for m in msgs:
+        m = dict(m)
+        if "tool_calls" in m:
+            m["tool_calls"] = [dict(c, function=dict(c["function"], arguments=json.dumps(c["function"]["arguments"])))
+                               for c in m["tool_calls"]]
+        out.append(m)
+    return out
+
+
+def template_command(t, env, models):
+    """`minfer template -m MODEL` (the server's rendering path: OpenAI messages normalized,
+    the model's BOS/EOS text, tools None when absent) against jinja2 over the same request."""
+    binary = os.path.join(BUILD_DIR, "minfer")
+    if not os.path.exists(binary):
+        t.check(False, f"{binary} is missing (make)")
+        return
+    for path, meta in models:
+        for cname, msgs in CONVERSATIONS.items():
+            for tools in (None, TOOLS):
+                req = {"model": "x", "messages": openai_messages(msgs), "max_tokens": 5}
+                if tools:
+                    req["tools"] = tools
+                if cname.startswith("reasoning"):
+                    req["chat_template_kwargs"] = {"enable_thinking": False}
+                r = subprocess.run([binary, "template", "-m", path, "-q"], input=json.dumps(req).encode(),
+                                   capture_output=True, timeout=60)
+                ctx = {"messages": [dict(m, content=m.get("content") or "") for m in msgs], "tools": tools,
+                       "documents": None, "add_generation_prompt": True}
+                if meta["bos"]:
+                    ctx["bos_token"] = meta["bos"]
+                if meta["eos"]:
+                    ctx["eos_token"] = meta["eos"]
+                ctx.update(req.get("chat_template_kwargs", {}))
+                ok, want = oracle_render(env, meta["template"], ctx)
+                label = f"minfer template -m {os.path.basename(path)} / {cname}{' + tools' if tools else ''}"
+                if ok:
+                    t.check(r.returncode == 0 and r.stdout.decode("utf-8") == want,
+                            f"{label}: exit {r.returncode}, {r.stderr.decode()[-300:]}\n  want {want[-200:]!r}\n  got  {r.stdout.decode('utf-8', 'replace')[-200:]!r}")
+                else:
+                    t.check(r.returncode == 2 and b"chat template" in r.stderr,
+                            f"{label}: jinja2 fails ({want}); minfer: exit {r.returncode} {r.stderr.decode()[-300:]}")
 
 # ---------------------------------------------------------------- main
 
@@ -397,11 +452,12 @@ def main():
     if llama:
         for name, src in sorted(llama.items()):
             templates["llama.cpp/" + name] = src
-    models = sorted(glob.glob(os.path.join(ROOT, os.environ.get("MODELS_DIR", "models"), "*.gguf")))
-    for p in models:
-        src = gguf_chat_template(p)
-        if src:
-            templates["gguf/" + os.path.basename(p)] = src
+    models = []
+    for p in sorted(glob.glob(os.path.join(ROOT, os.environ.get("MODELS_DIR", "models"), "*.gguf"))):
+        meta = gguf_meta(p)
+        if meta and meta["template"]:
+            templates["gguf/" + os.path.basename(p)] = meta["template"]
+            models.append((p, meta))
     if not any(k.startswith("gguf/") for k in templates):
         t.skip("no models/*.gguf with a chat template here (scripts/get-model NAME fetches them)")
     extra = os.environ.get("MINFER_JINJA_EXTRA")
@@ -455,6 +511,7 @@ def main():
             print(f"  both fail: {label}\n    jinja2: {a[:200]}\n    minfer: {b[:200]}")
     for k, v in sorted(per_template_fail.items()):
         print(f"  {v} failing renders: {k}", file=sys.stderr)
+    template_command(t, env, models)
     return t.result()
 
 

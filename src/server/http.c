@@ -20,6 +20,8 @@
 #include <time.h>
 
 #include "chat.h"
+#include "jinja.h"
+#include "prompt.h"
 #include "sampler.h"
 #include "server/request.h"
 #include "server/text.h"
@@ -35,8 +37,8 @@ struct srv_http {
     minfer_model *m;
     srv_engine *e;
     int n_ctx, n_vocab, port;
-    chat_tmpl tmpl;
-    char default_system[1024]; /* the chatml template's own, when it has one */
+    prompt_tmpl tmpl;          /* the model's chat template (read-only after the start: shared by handlers) */
+    char tmpl_short[64];       /* srv_http_template's words */
     int refusing;
     int in_flight;             /* requests begun and not yet completed (atomic): a stream
                                   whose generation ended may still be sending */
@@ -311,8 +313,10 @@ static int tokenize_text(const srv_http *h, const char *text, size_t len, int ad
     return got;
 }
 
-/* Token ids of a generation request; 0, or an HTTP status with the message. */
-static int build_prompt(srv_http *h, const srv_request *rq, int32_t **ids, int *n, char *err, size_t cap) {
+/* Token ids of a generation request (body: its JSON, already checked by
+ * srv_request_parse); 0, or an HTTP status with the message. */
+static int build_prompt(srv_http *h, const srv_request *rq, const char *body, size_t body_len, int32_t **ids, int *n,
+                        char *err, size_t cap) {
     *ids = NULL;
     *n = 0;
     if (rq->prompt_ids) {
@@ -328,21 +332,27 @@ static int build_prompt(srv_http *h, const srv_request *rq, int32_t **ids, int *
         return 0;
     }
     char *text;
+    int add_bos = 1;
     if (rq->is_chat) {
-        int has_system = 0;
-        for (int i = 0; i < rq->n_msgs; i++) has_system |= !strcmp(rq->msgs[i].role, "system");
-        int extra = !has_system && h->default_system[0];
-        chat_msg *msgs = mf_xmalloc(sizeof *msgs * (size_t)(rq->n_msgs + 1));
-        if (extra) msgs[0] = (chat_msg){ "system", h->default_system };
-        for (int i = 0; i < rq->n_msgs; i++) msgs[extra + i] = (chat_msg){ rq->msgs[i].role, rq->msgs[i].content };
-        text = chat_render(h->tmpl, msgs, rq->n_msgs + extra, 1);
-        free(msgs);
-        if (!text) { snprintf(err, cap, "cannot render the conversation"); return 500; }
+        /* the request's messages as template values, straight from the body (its numbers,
+         * key order and unicode exactly as sent), through the model's template */
+        jinja_env *e = jinja_env_new();
+        jinja_error je;
+        jinja_value *root = e ? jinja_json_parse(e, body, body_len, &je) : NULL;
+        prompt_request r = { .add_generation_prompt = 1 };
+        size_t tlen = 0;
+        text = NULL;
+        if (!root) snprintf(err, cap, "out of memory");
+        else if ((r.messages = prompt_messages(e, jinja_dict_get(root, "messages"), err, cap)))
+            text = prompt_render(&h->tmpl, e, &r, &tlen, err, cap);
+        jinja_env_free(e);
+        if (!text) return root ? 400 : 500;
+        add_bos = prompt_add_bos(&h->tmpl, text, 1);
     } else {
         text = mf_xstrdup(rq->prompt);
     }
     int cap_ids;
-    int got = tokenize_text(h, text, strlen(text), 1, 1, h->n_ctx + 8, ids, &cap_ids);
+    int got = tokenize_text(h, text, strlen(text), add_bos, 1, h->n_ctx + 8, ids, &cap_ids);
     if (got > cap_ids) { /* longer than the context anyway; the count is what matters */
         *n = got;
         free(text);
@@ -501,7 +511,7 @@ static enum MHD_Result do_generate(srv_http *h, struct MHD_Connection *con, conn
     if (st) return send_error(h, con, st, NULL, "%s", err);
     int32_t *ids = NULL;
     int n = 0;
-    st = build_prompt(h, &rq, &ids, &n, err, sizeof err);
+    st = build_prompt(h, &rq, cs->body, cs->len, &ids, &n, err, sizeof err);
     if (st) {
         srv_request_free(&rq);
         free(ids);
@@ -929,25 +939,27 @@ srv_http *srv_http_start(const srv_config *cfg, minfer_model *m, srv_engine *e, 
     h->started = (long)time(NULL);
     pthread_mutex_init(&h->mu, NULL);
 
-    if (cfg->chat_template) {
-        if (chat_from_name(cfg->chat_template, &h->tmpl)) {
-            snprintf(err, cap, "unknown chat template '%s'", cfg->chat_template);
-            goto fail;
-        }
-    } else {
-        size_t len = 0;
+    {
+        size_t len = 0, alen = 0;
         const char *src = minfer_model_meta_str(m, "tokenizer.chat_template", &len);
-        char eos_text[64] = "";
-        int32_t eos = minfer_token_eos(m);
-        if (eos >= 0) {
-            int n = minfer_token_to_text(m, eos, eos_text, sizeof eos_text - 1);
-            eos_text[n < (int)sizeof eos_text ? n : (int)sizeof eos_text - 1] = 0;
-        }
-        if (chat_detect_len(src, src ? len : 0, eos >= 0 ? eos_text : NULL, &h->tmpl))
-            mf_log("serve: warning: %s chat template; using chatml (--chat-template NAME to choose)",
-                   src ? "unrecognised" : "no");
-        else if (src && h->tmpl == CHAT_TMPL_CHATML)
-            chat_default_system(src, len, h->default_system, sizeof h->default_system);
+        const char *arch = minfer_model_meta_str(m, "general.architecture", &alen);
+        char arch_name[64] = "", bos[64] = "", eos[64] = "";
+        if (arch && alen < sizeof arch_name) memcpy(arch_name, arch, alen);
+        int32_t ids[2] = { minfer_token_bos(m), minfer_token_eos(m) };
+        char *texts[2] = { bos, eos };
+        for (int k = 0; k < 2; k++)
+            if (ids[k] >= 0) {
+                int tn = minfer_token_to_text(m, ids[k], texts[k], sizeof bos - 1);
+                texts[k][tn >= 0 && tn < (int)sizeof bos ? tn : 0] = 0;
+            }
+        prompt_source ps = { .src = src, .len = src ? len : 0, .arch = arch_name, .bos_text = bos[0] ? bos : NULL,
+                             .eos_text = eos[0] ? eos : NULL, .file = cfg->chat_template_file, .name = cfg->chat_template };
+        if (prompt_init(&h->tmpl, &ps, err, cap)) goto fail;
+        if (h->tmpl.jinja) snprintf(h->tmpl_short, sizeof h->tmpl_short, "%s", cfg->chat_template_file ? "from --chat-template-file" : "the model's own");
+        else snprintf(h->tmpl_short, sizeof h->tmpl_short, "%s (built-in%s)", chat_name(h->tmpl.family),
+                      cfg->chat_template ? "" : ", fallback");
+        if (!h->tmpl.jinja && src && !cfg->chat_template) mf_log("serve: warning: chat template: %s", h->tmpl.label);
+        else mf_log("serve: chat template: %s", h->tmpl.label);
     }
 
     struct sockaddr_storage ss;
@@ -980,19 +992,21 @@ srv_http *srv_http_start(const srv_config *cfg, minfer_model *m, srv_engine *e, 
     h->port = di ? di->port : cfg->port;
     return h;
 fail:
+    prompt_free(&h->tmpl);
     pthread_mutex_destroy(&h->mu);
     free(h);
     return NULL;
 }
 
 int srv_http_port(const srv_http *h) { return h->port; }
-const char *srv_http_template(const srv_http *h) { return chat_name(h->tmpl); }
+const char *srv_http_template(const srv_http *h) { return h->tmpl_short; }
 void srv_http_refuse(srv_http *h) { __atomic_store_n(&h->refusing, 1, __ATOMIC_SEQ_CST); }
 int srv_http_in_flight(srv_http *h) { return __atomic_load_n(&h->in_flight, __ATOMIC_SEQ_CST); }
 
 void srv_http_stop(srv_http *h) {
     if (!h) return;
     if (h->d) MHD_stop_daemon(h->d);
+    prompt_free(&h->tmpl);
     pthread_mutex_destroy(&h->mu);
     free(h);
 }
