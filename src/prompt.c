@@ -43,6 +43,13 @@ static char *read_file(const char *path, size_t *len, char *err, size_t cap) {
     return buf;
 }
 
+/* What a Jinja template shows of tools and reasoning (its source read as toolcall.h does). */
+static void set_tool_traits(prompt_tmpl *p, const char *src, size_t len) {
+    p->takes_tools = jinja_tmpl_uses(p->jinja, "tools");
+    p->tool_format = p->takes_tools ? tc_detect(src, len) : TC_FORMAT_NONE;
+    p->thinks = tc_template_thinks(src, len);
+}
+
 int prompt_init(prompt_tmpl *p, const prompt_source *s, char *err, size_t cap) {
     memset(p, 0, sizeof *p);
     if (err && cap) err[0] = 0;
@@ -56,6 +63,7 @@ int prompt_init(prompt_tmpl *p, const prompt_source *s, char *err, size_t cap) {
         char *src = read_file(s->file, &n, err, cap);
         if (!src) return 2;
         p->jinja = jinja_parse(src, n, &je);
+        if (p->jinja) set_tool_traits(p, src, n);
         free(src);
         if (!p->jinja) {
             snprintf(err, cap, "%s: %s", s->file, jinja_error_str(&je, where, sizeof where));
@@ -83,6 +91,7 @@ int prompt_init(prompt_tmpl *p, const prompt_source *s, char *err, size_t cap) {
     if (s->src && s->len) {
         p->jinja = jinja_parse(s->src, s->len, &je);
         if (p->jinja) {
+            set_tool_traits(p, s->src, s->len);
             snprintf(p->label, sizeof p->label, "the model's own chat template (tokenizer.chat_template, %zu bytes)", s->len);
             return 0;
         }

@@ -13,6 +13,7 @@
 
 #include "chat.h"
 #include "jinja.h"
+#include "toolcall.h"
 
 /* Where a model's template comes from; the caller reads these off the model. */
 typedef struct prompt_source {
@@ -32,6 +33,9 @@ typedef struct prompt_tmpl {
     char bos[64], eos[64];      /* bos_token, eos_token of the render ("" when none) */
     char label[512];            /* what renders, for logs: "the model's own chat template (...)",
                                    "built-in chatml (fallback: ...)" */
+    int takes_tools;            /* the Jinja template reads `tools` (a family never does) */
+    tc_format tool_format;      /* how the template has the model write a tool call (toolcall.h) */
+    int thinks;                 /* the template writes <think> blocks (a reasoning model's) */
 } prompt_tmpl;
 
 /* Chooses a model's template: file > name > the model's Jinja template > the family
