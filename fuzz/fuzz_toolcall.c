@@ -2,7 +2,7 @@
  * output (src/toolcall.c). The output is model text, which a user's prompt can steer to
  * anything: hostile input.
  *
- * Input: byte 0 picks the format (modulo 6) and the flags (bit 3 reasoning, bit 4 the
+ * Input: byte 0 picks the format (modulo 7) and the flags (bit 3 reasoning, bit 4 the
  * prompt opened <think>); the rest is the output.
  *
  * Checked beyond ASan/UBSan: the parse succeeds; the reasoning and content are
@@ -25,7 +25,7 @@ static char *const tools[] = { "get_weather", "search", "f" };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    tc_opts o = { .format = (tc_format)(data[0] % 6), .tools = tools, .n_tools = 3, .reasoning = (data[0] >> 3) & 1,
+    tc_opts o = { .format = (tc_format)(data[0] % 7), .tools = tools, .n_tools = 3, .reasoning = (data[0] >> 3) & 1,
                   .think_open = (data[0] >> 4) & 1 };
     const char *text = (const char *)data + 1;
     size_t n = size - 1;

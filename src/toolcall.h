@@ -12,8 +12,14 @@
  *                 v3, Nemo)
  *   mistral-args  [TOOL_CALLS]N[ARGS]{...}, repeated (Mistral Small 3.2, Devstral,
  *                 Ministral 3)
- *   generic       a template of none of these: <tool_call> blocks, or the whole answer one
- *                 {"name": N, "arguments"|"parameters": {...}} object naming a tool
+ *   deepseek      <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>N\n```json\n{...}\n```
+ *                 <｜tool▁call▁end｜>...<｜tool▁calls▁end｜> (DeepSeek-R1 and its distills), or
+ *                 N<｜tool▁sep｜>{...} inside the call markers (DeepSeek-V3.1)
+ *   generic       a template of none of these: the hermes forms
+ * Inside <tool_call>, besides a JSON object: <function=N><parameter=K>V</parameter>...
+ * </function> (Qwen3-Coder, Qwen3.5, Nemotron 3) and N<arg_key>K</arg_key><arg_value>V
+ * </arg_value>... (GLM-4.5/4.6), their arguments made a JSON object (a value that reads as
+ * JSON as itself, else a string).
  * A call's arguments are the JSON object exactly as the model wrote it (the streamed
  * deltas and the whole answer agree byte for byte); a block that does not hold a valid
  * call stays text.
@@ -34,6 +40,7 @@ typedef enum tc_format {
     TC_FORMAT_MISTRAL,
     TC_FORMAT_MISTRAL_ARGS,
     TC_FORMAT_GENERIC,
+    TC_FORMAT_DEEPSEEK,
 } tc_format;
 
 /* The format a chat template's source implies (TC_FORMAT_GENERIC when it shows none). */

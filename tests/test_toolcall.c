@@ -113,6 +113,27 @@ static void test_formats(void) {
     CHECK(!tc_parse(with_id, strlen(with_id), 1, &a, &r) && r.n_calls == 1 && r.calls[0].id &&
           !strcmp(r.calls[0].id, "abc123xyz"), "mistral-args: the call id kept");
     tc_result_free(&r);
+    expect("hermes, XML parameters (Qwen3-Coder)",
+           "Checking.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+           "</function>\n</tool_call>", h, "Checking.", "", 1,
+           (const char *const[]){ "get_weather", "{\"city\": \"Paris\", \"days\": 3}" });
+    expect("hermes, GLM's arg_key/arg_value", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris \"Nord\"</arg_value>\n"
+           "<arg_key>opts</arg_key>\n<arg_value>{\"a\": [1]}</arg_value>\n</tool_call>", h, "", "", 1,
+           (const char *const[]){ "get_weather", "{\"city\": \"Paris \\\"Nord\\\"\", \"opts\": {\"a\": [1]}}" });
+    expect("hermes, a tag body of neither form stays text", "<tool_call>get weather now</tool_call>", h,
+           "<tool_call>get weather now</tool_call>", "", 0, NULL);
+    tc_opts d = opts(TC_FORMAT_DEEPSEEK);
+#define DSB "<\xef\xbd\x9ctool\xe2\x96\x81"
+#define DSE "\xef\xbd\x9c>"
+    expect("deepseek-r1", "Let me check." DSB "calls" "\xe2\x96\x81" "begin" DSE DSB "call" "\xe2\x96\x81" "begin" DSE "function" DSB "sep" DSE
+           "get_weather\n```json\n{\"city\": \"Paris\"}\n```" DSB "call" "\xe2\x96\x81" "end" DSE DSB "calls" "\xe2\x96\x81" "end" DSE,
+           d, "Let me check.", "", 1, W);
+    expect("deepseek-v3.1", DSB "calls" "\xe2\x96\x81" "begin" DSE DSB "call" "\xe2\x96\x81" "begin" DSE "get_weather" DSB "sep" DSE
+           "{\"city\": \"Paris\"}" DSB "call" "\xe2\x96\x81" "end" DSE DSB "call" "\xe2\x96\x81" "begin" DSE "search" DSB "sep" DSE
+           "{\"query\": \"x\", \"n\": [1, {\"a\": \"}\"}]}" DSB "call" "\xe2\x96\x81" "end" DSE DSB "calls" "\xe2\x96\x81" "end" DSE,
+           d, "", "", 2, WS);
+    static const char ds_tmpl[] = "{{ '" DSB "call" "\xe2\x96\x81" "begin" DSE "' }}";
+    CHECK(tc_detect(ds_tmpl, sizeof ds_tmpl - 1) == TC_FORMAT_DEEPSEEK, "tc_detect: deepseek");
     tc_opts none = opts(TC_FORMAT_NONE);
     expect("no format: a call is text", "<tool_call>{\"name\": \"get_weather\"}</tool_call>", none,
            "<tool_call>{\"name\": \"get_weather\"}</tool_call>", "", 0, NULL);
@@ -150,6 +171,11 @@ static void test_streaming(void) {
         { TC_FORMAT_MISTRAL_ARGS, 0, "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]search[ARGS]{\"q\": 1}" },
         { TC_FORMAT_NONE, 1, "Thinking about Paris...\n</think>\n\nIt is the capital.  \n" },
         { TC_FORMAT_GENERIC, 0, "  Plain answer with <tags>, [brackets] and {braces}.\n\n" },
+        { TC_FORMAT_HERMES, 0, "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>" },
+        { TC_FORMAT_HERMES, 0, "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call> ok" },
+        { TC_FORMAT_DEEPSEEK, 1, "hm\n</think>\n\nI'll look." DSB "calls" "\xe2\x96\x81" "begin" DSE DSB "call" "\xe2\x96\x81" "begin" DSE
+          "function" DSB "sep" DSE "get_weather\n```json\n{\"city\": \"Paris\"}\n```" DSB "call" "\xe2\x96\x81" "end" DSE DSB "calls"
+          "\xe2\x96\x81" "end" DSE " after" },
     };
     char why[512];
     for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
@@ -161,12 +187,15 @@ static void test_streaming(void) {
     static const char *pieces[] = { "<tool_call>", "</tool_call>", "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\"}}",
                                     "{\"name\": \"search\", \"parameters\": {}}", "[TOOL_CALLS]", "[ARGS]", "get_weather", "<think>",
                                     "</think>", "```json\n", "```", "{", "}", "[", "]", "\"", "\\", " ", "\n", "text", "é", "<|python_tag|>",
-                                    ";", ",", "[CALL_ID]", "<tool", "```js" };
+                                    ";", ",", "[CALL_ID]", "<tool", "```js", "<function=get_weather>", "<parameter=city>",
+                                    "</parameter>", "</function>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
+                                    DSB "calls" "\xe2\x96\x81" "begin" DSE, DSB "call" "\xe2\x96\x81" "begin" DSE, DSB "sep" DSE,
+                                    DSB "call" "\xe2\x96\x81" "end" DSE, DSB "calls" "\xe2\x96\x81" "end" DSE, "function" };
     mf_rng rng;
     mf_rng_seed(&rng, 53);
     int bad = 0;
     for (int t = 0; t < 1500 && !bad; t++) {
-        char text[400];
+        char text[600];
         size_t o = 0;
         int np = 1 + (int)(mf_rng_u64(&rng) % 12);
         for (int k = 0; k < np; k++) {
@@ -177,7 +206,7 @@ static void test_streaming(void) {
             o += L;
         }
         text[o] = 0;
-        tc_opts op = opts((tc_format)(mf_rng_u64(&rng) % 6));
+        tc_opts op = opts((tc_format)(mf_rng_u64(&rng) % 7));
         op.think_open = (int)(mf_rng_u64(&rng) % 4 == 0);
         if (!streaming_ok(text, op, why, sizeof why)) {
             CHECK(0, "random output %d (%s, think_open %d) [%s]: %s", t, tc_format_name(op.format), op.think_open, text, why);
