@@ -274,9 +274,11 @@ FUZZ_CFLAGS := -std=c11 -g -O1 -D_GNU_SOURCE -Isrc -Iinclude -pthread -Wall -Wex
                -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_SRC    := $(wildcard fuzz/fuzz_*.c)
 FUZZ_BIN    := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
-FUZZ_LIBSRC := src/gguf.c src/quant.c src/util.c src/tokenizer.c src/unicode.c src/chat.c src/model.c
+FUZZ_LIBSRC := src/gguf.c src/quant.c src/util.c src/tokenizer.c src/unicode.c src/chat.c src/model.c src/rope.c
 # the grammar engine and the JSON-schema converter (fuzz_grammar)
 FUZZ_LIBSRC += src/grammar.c src/json_schema.c src/constraint.c
+# the template engine (fuzz_jinja) and the reading of tool calls (fuzz_toolcall)
+FUZZ_LIBSRC += src/jinja.c src/jinja_value.c src/jinja_builtins.c src/toolcall.c
 # the server's pure request parser (fuzz_request) and its UTF-8 helpers; cJSON
 FUZZ_LIBSRC += src/server/request.c src/server/text.c
 FUZZ_LIBS   := -lpcre2-8 -lcjson -lm -pthread

@@ -54,6 +54,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (mode == 0) {
                 REQUIRE(r.n_msgs >= 1 && r.msgs);
                 for (int i = 0; i < r.n_msgs; i++) { check_str(r.msgs[i].role); check_str(r.msgs[i].content); }
+                /* tools: at most SRV_MAX_TOOLS names, each 1..64 of [a-zA-Z0-9_-], distinct; a
+                 * named tool_choice one of them, "required" only with tools */
+                REQUIRE(r.n_tools >= 0 && r.n_tools <= SRV_MAX_TOOLS && (!r.n_tools || r.tool_names));
+                for (int i = 0; i < r.n_tools; i++) {
+                    check_str(r.tool_names[i]);
+                    size_t l = strlen(r.tool_names[i]);
+                    REQUIRE(l >= 1 && l <= 64 && strspn(r.tool_names[i], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == l);
+                    for (int k = 0; k < i; k++) REQUIRE(strcmp(r.tool_names[i], r.tool_names[k]));
+                }
+                if (r.tool_choice == SRV_TOOL_NAMED) {
+                    int found = 0;
+                    for (int i = 0; i < r.n_tools; i++) found |= !strcmp(r.tool_names[i], r.tool_choice_name);
+                    REQUIRE(found);
+                }
+                REQUIRE(r.tool_choice != SRV_TOOL_REQUIRED || r.n_tools > 0);
             } else {
                 REQUIRE(r.prompt || (r.prompt_ids && r.n_prompt_ids >= 1));
                 if (r.prompt) check_str(r.prompt);

@@ -9,7 +9,7 @@ PYTHON=${PYTHON:-python3}
 # tools/deps.sh --test puts numpy/gguf in $BUILD/venv when $PYTHON lacks them (Debian's
 # python3 cannot pip install: PEP 668); the python tests and the e2e scripts use it then.
 VENV=${MINFER_VENV:-$BUILD/venv}  # make test SAN=1 builds in $BUILD/san and keeps the venv of $BUILD
-if ! "$PYTHON" -c "import gguf, numpy" 2>/dev/null && [ -x "$VENV/bin/python3" ]; then
+if ! "$PYTHON" -c "import gguf, numpy, jinja2" 2>/dev/null && [ -x "$VENV/bin/python3" ]; then
     PYTHON=$VENV/bin/python3
 fi
 export PYTHON

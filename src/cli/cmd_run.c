@@ -1,24 +1,72 @@
 /* cmd_run.c - `minfer run`: generate text from a prompt. Only the generated text
- * goes to stdout; loading progress and timings go to stderr. */
+ * goes to stdout; loading progress and timings go to stderr.
+ *
+ * A model with a chat template of its own gets the prompt as a user message rendered
+ * through it (the model's turn opened after it), so an instruction-tuned model answers
+ * a question (issue 53: a bare question to SmolLM2-Instruct printed nothing); --raw
+ * gives the text to the model as it is. A model without a template is always raw. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "common.h"
+#include "jinja.h"
 #include "opts.h"
+#include "prompt.h"
 #include "sampler.h"
 #include "tokenizer.h"
 
+/* The prompt as a user message (after the system message, if any) through the model's
+ * chat template (or the one given), the model's turn opened. *text is replaced by the
+ * rendered prompt and *templated set; a model without a template of its own keeps the
+ * text as it is (plain completion). Returns 0 or an exit code. */
+static int apply_template(const mf_model *m, char **text, size_t *len, int *add_bos, const char *system,
+                          const char *file, const char *name, int verbose, char **templated) {
+    prompt_tmpl p;
+    int rc = cli_prompt_init(&p, &m->gguf, m->vocab, file, name, "run", 0);
+    if (rc) return rc;
+    if (!p.jinja && !name) { /* no template of the model's own: the text is a completion prompt */
+        if (verbose) mf_log("run: plain completion (%s)", p.label);
+        prompt_free(&p);
+        return 0;
+    }
+    jinja_env *e = jinja_env_new();
+    jinja_value *msgs = e ? jinja_list_new(e) : NULL, *um = e ? jinja_dict_new(e) : NULL, *sm = e ? jinja_dict_new(e) : NULL;
+    char err[512] = "out of memory";
+    char *out = NULL;
+    size_t n = 0;
+    if (msgs && um && sm && (!system || (!jinja_dict_set(e, sm, "role", jinja_string(e, "system")) &&
+                                         !jinja_dict_set(e, sm, "content", jinja_string(e, system)) && !jinja_list_push(e, msgs, sm))) &&
+        !jinja_dict_set(e, um, "role", jinja_string(e, "user")) && !jinja_dict_set(e, um, "content", jinja_string_n(e, *text, *len)) &&
+        !jinja_list_push(e, msgs, um)) {
+        prompt_request r = { .messages = msgs, .add_generation_prompt = 1 };
+        out = prompt_render(&p, e, &r, &n, err, sizeof err);
+    }
+    if (!out) {
+        rc = cli_error(2, "run: %s (--raw gives the prompt to the model as it is)", err);
+    } else {
+        if (verbose) mf_log("run: the prompt is a user message of %s (--raw: plain completion)", p.label);
+        *add_bos = prompt_add_bos(&p, out, *add_bos);
+        free(*text);
+        *text = out;
+        *len = n;
+        *templated = out;
+    }
+    jinja_env_free(e);
+    prompt_free(&p);
+    return rc;
+}
+
 int cmd_run(int argc, char **argv) {
-    const char *model = NULL, *prompt = NULL, *file = NULL;
-    int n_predict = 256, special = 0, ignore_eos = 0, verbose = 1;
+    const char *model = NULL, *prompt = NULL, *file = NULL, *tmpl_file = NULL, *tmpl_name = NULL, *system = NULL;
+    int n_predict = 256, special = 0, ignore_eos = 0, verbose = 1, raw = 0;
     mf_context_params cp;
     context_params_default(&cp);
     mf_sampler_params sp;
     sampler_params_default(&sp);
     cli_constraint_opts co = { 0 };
-    cli_opt opts[8 + 4 * CLI_OPTS_MAX_GROUP];
+    cli_opt opts[12 + 4 * CLI_OPTS_MAX_GROUP];
     int n = 0;
     opts[n++] = (cli_opt){ "-m, --model", "PATH", CLI_OPT_STR, &model, .help = "GGUF model file (required)", .dflt = "" };
     opts[n++] = (cli_opt){ "-p, --prompt", "TEXT", CLI_OPT_STR, &prompt, .help = "prompt text",
@@ -29,8 +77,18 @@ int cmd_run(int argc, char **argv) {
     n += cli_opts_sampler(opts + n, &sp);
     n += cli_opts_constraint(opts + n, &co);
     n += cli_opts_context(opts + n, &cp);
+    opts[n++] = (cli_opt){ "--raw", NULL, CLI_OPT_FLAG, &raw, .set = 1,
+                           .help = "plain completion: the prompt as it is, not as a user message of the chat template",
+                           .dflt = "the template applies where the model has one" };
+    opts[n++] = (cli_opt){ "--system", "TEXT", CLI_OPT_STR, &system, .help = "a system message before the prompt (not with --raw)",
+                           .dflt = "none (the template's own default, where it has one)" };
+    opts[n++] = (cli_opt){ "--chat-template-file", "FILE", CLI_OPT_STR, &tmpl_file,
+                           .help = "a Jinja chat template to use instead of the model's", .dflt = "the model's own" };
+    opts[n++] = (cli_opt){ "--chat-template", "NAME", CLI_OPT_STR, &tmpl_name,
+                           .help = "a built-in template family (chatml, llama3, ...) instead of the model's", .dflt = "" };
     opts[n++] = (cli_opt){ "--special", NULL, CLI_OPT_FLAG, &special, .set = 1,
-                           .help = "recognise special-token text (e.g. <|im_start|>) in the prompt", .dflt = "" };
+                           .help = "recognise special-token text (e.g. <|im_start|>) in a --raw prompt (always, in a templated one)",
+                           .dflt = "" };
     opts[n++] = (cli_opt){ "--ignore-eos", NULL, CLI_OPT_FLAG, &ignore_eos, .set = 1,
                            .help = "keep generating past end-of-generation tokens", .dflt = "" };
     n += cli_opts_verbosity(opts + n, &verbose);
@@ -39,6 +97,9 @@ int cmd_run(int argc, char **argv) {
     mf_log_quiet = !verbose;
     if (!model) return cli_error(1, "run: -m MODEL is required (see minfer run --help)");
     if (prompt && file) return cli_error(1, "run: give either -p or -f, not both");
+    if (tmpl_file && tmpl_name) return cli_error(1, "run: give --chat-template-file or --chat-template, not both");
+    if (raw && (tmpl_file || tmpl_name || system))
+        return cli_error(1, "run: --raw gives the prompt as it is: no --system, --chat-template or --chat-template-file");
     if (cli_context_check(&cp)) return 1;
     mf_err perr = { { 0 } };
     if (sampler_params_check(&sp, 1, &perr)) return cli_error(1, "%s", perr.msg); /* before the model loads */
@@ -62,12 +123,20 @@ int cmd_run(int argc, char **argv) {
 
     mf_err err = { { 0 } };
     int32_t *ids = NULL;
-    int n_ids = tok_encode(m.vocab, text, text_len, tok_add_bos(m.vocab), special, &ids, &err);
-    free(text);
-    int exit_code = 0;
+    int exit_code = 0, add_bos = tok_add_bos(m.vocab);
     mf_sampler *smp = NULL;
     gram_vocab *tv = NULL;
     mf_constraint *con = NULL;
+    if (!raw && text_len > 0) {
+        char *templated = NULL;
+        if ((exit_code = apply_template(&m, &text, &text_len, &add_bos, system, tmpl_file, tmpl_name, verbose, &templated))) {
+            free(text);
+            goto out;
+        }
+        if (templated) special = 1; /* the template writes the special tokens' text */
+    }
+    int n_ids = tok_encode(m.vocab, text, text_len, add_bos, special, &ids, &err);
+    free(text);
     if (n_ids < 0) { exit_code = cli_error(2, "tokenizer: %s", err.msg); goto out; }
     if (n_ids == 0) { /* an empty prompt starts from BOS alone */
         int32_t bos = tok_bos(m.vocab);

@@ -41,7 +41,7 @@ static int wait_signal(const sigset_t *set, int ms) {
 }
 
 int cmd_serve(int argc, char **argv) {
-    const char *model = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL, *tmpl = NULL;
+    const char *model = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL, *tmpl = NULL, *tmpl_file = NULL;
     int port = 8080, parallel = 4, chunk = 128, timeout = 30, max_conn = 256, drain = 30, verbose = 1, webui = 1;
     int max_body_kib = 1024;
     mf_context_params cp;
@@ -59,8 +59,10 @@ int cmd_serve(int argc, char **argv) {
     opts[n++] = (cli_opt){ "--alias", "NAME", CLI_OPT_STR, &alias, .help = "the model's name in /v1/models and replies",
                            .dflt = "the file name" };
     opts[n++] = (cli_opt){ "--chat-template", "NAME", CLI_OPT_STR, &tmpl,
-                           .help = "override the template detected from the model (chatml, llama3, ...)",
-                           .dflt = "from the model" };
+                           .help = "a built-in template family instead of the model's own (chatml, llama3, ...)",
+                           .dflt = "the model's own; a built-in family where it has none" };
+    opts[n++] = (cli_opt){ "--chat-template-file", "FILE", CLI_OPT_STR, &tmpl_file,
+                           .help = "a Jinja chat template to use instead of the model's", .dflt = "" };
     opts[n++] = (cli_opt){ "--chunk", "N", CLI_OPT_INT, &chunk, 1, 65536,
                            .help = "prompt tokens evaluated per engine step (running streams decode in between)" };
     opts[n++] = (cli_opt){ "--max-body", "KIB", CLI_OPT_INT, &max_body_kib, 1, 1 << 20,
@@ -80,6 +82,7 @@ int cmd_serve(int argc, char **argv) {
     mf_log_quiet = !verbose;
     if (!model) return cli_error(1, "serve: -m MODEL is required (see minfer serve --help)");
     if (api_key && !api_key[0]) return cli_error(1, "serve: --api-key must not be empty");
+    if (tmpl && tmpl_file) return cli_error(1, "serve: give --chat-template or --chat-template-file, not both");
     if (cli_context_check(&cp)) return 1;
 
     /* Every thread made from here on (backend workers, engine, HTTP) inherits this
@@ -117,14 +120,15 @@ int cmd_serve(int argc, char **argv) {
     const char *base = strrchr(model, '/');
     base = base ? base + 1 : model;
     srv_config cfg = { .host = host, .port = port, .api_key = api_key, .model_name = alias ? alias : base,
-                       .chat_template = tmpl, .max_body = (size_t)max_body_kib * 1024, .timeout_s = timeout,
+                       .chat_template = tmpl, .chat_template_file = tmpl_file,
+                       .max_body = (size_t)max_body_kib * 1024, .timeout_s = timeout,
                        .max_connections = max_conn, .webui = webui };
     srv_http *h = srv_http_start(&cfg, m, e, minfer_ctx_n_ctx(c), err, sizeof err);
     if (!h) {
         srv_engine_free(e);
         minfer_ctx_free(c);
         minfer_model_free(m);
-        return cli_error(strstr(err, "chat template") ? 1 : 2, "serve: %s", err);
+        return cli_error(strstr(err, "unknown chat template") ? 1 : 2, "serve: %s", err);
     }
     int v6 = strchr(host, ':') != NULL;
     /* always printed (also with -q): scripts read the port from it */

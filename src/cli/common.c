@@ -49,6 +49,42 @@ int cli_load(const char *path, const mf_context_params *cp_in, mf_model *m, mf_c
     return 0;
 }
 
+/* the text of token id (a control token's own text), NUL-terminated into buf; "" when none */
+static const char *token_text(const mf_vocab *v, int32_t id, char *buf, size_t cap) {
+    buf[0] = 0;
+    size_t n = 0;
+    const char *t = id >= 0 ? tok_text(v, id, &n) : NULL;
+    if (t && n < cap && !memchr(t, 0, n)) {
+        memcpy(buf, t, n);
+        buf[n] = 0;
+    }
+    return buf;
+}
+
+int cli_prompt_init(prompt_tmpl *p, const gguf_file *g, const mf_vocab *v, const char *file, const char *name,
+                    const char *cmd, int verbose) {
+    gguf_str src = { 0 }, arch = { 0 };
+    mf_err e;
+    int have = gguf_get_str(g, "tokenizer.chat_template", &src, &e) == 0;
+    char arch_name[64] = "";
+    if (gguf_get_str(g, "general.architecture", &arch, &e) == 0 && arch.len < sizeof arch_name) {
+        memcpy(arch_name, arch.ptr, arch.len);
+        arch_name[arch.len] = 0;
+    }
+    char bos[64], eos[64];
+    prompt_source s = { .src = have ? src.ptr : NULL, .len = have ? src.len : 0, .arch = arch_name,
+                        .bos_text = token_text(v, tok_bos(v), bos, sizeof bos),
+                        .eos_text = token_text(v, tok_eos(v), eos, sizeof eos), .file = file, .name = name };
+    if (!s.bos_text[0]) s.bos_text = NULL;
+    if (!s.eos_text[0]) s.eos_text = NULL;
+    char err[512];
+    int rc = prompt_init(p, &s, err, sizeof err);
+    if (rc) return cli_error(rc, "%s: %s", cmd, err);
+    if (verbose || (!p->jinja && have && !name)) /* a template of the model's own that minfer cannot use: always said */
+        mf_log("%s%s: chat template: %s", !p->jinja && have && !name ? "warning: " : "", cmd, p->label);
+    return 0;
+}
+
 char *cli_read_file(const char *path, size_t *len) {
     const int is_stdin = !strcmp(path, "-");
     FILE *f = is_stdin ? stdin : fopen(path, "rb");

@@ -10,6 +10,7 @@
 #include "context.h"
 #include "model.h"
 #include "opts.h"
+#include "prompt.h"
 #include "sampler.h"
 
 /* Loads the model and creates a context; prints one line of progress and one line
@@ -43,6 +44,13 @@ typedef struct cli_gen {
  * not counted), or a negative status with err filled; a write to stdout that fails
  * (a full disk, a closed pipe) stops it with MF_ERR_IO and the reason. */
 int cli_generate(mf_context *c, mf_sampler *smp, int seq, const float *logits, cli_gen *g, mf_err *err);
+
+/* The chat template of a model (prompt.h) read off its GGUF and vocabulary: file
+ * (--chat-template-file) or name (--chat-template) override the model's own. Logs
+ * "CMD: chat template: LABEL" unless quiet. Returns 0, or an exit code (1 unknown
+ * name, 2 unreadable or unparseable file) with the error printed. */
+int cli_prompt_init(prompt_tmpl *p, const gguf_file *g, const mf_vocab *v, const char *file, const char *name,
+                    const char *cmd, int verbose);
 
 /* Reads a whole file (text prompt), "-" standard input; NULL + message (with the
  * reason: strerror) on failure. *len set. */

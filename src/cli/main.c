@@ -39,6 +39,7 @@ static const char usage[] =
     "  info      describe a GGUF model                minfer info -m MODEL\n"
     "  serve     OpenAI-compatible HTTP server        minfer serve -m MODEL [--port 8080] [--parallel N]\n"
     "  perplexity  of a text, as llama-perplexity     minfer perplexity -m MODEL -f TEXT [--ctx 512]\n"
+    "  template  the rendered prompt of a request    minfer template -m MODEL < request.json\n"
     "  paths     the backends' optional fast paths    minfer paths (names for MINFER_CPU/CUDA_DISABLE)\n"
     "\n"
     "Run `minfer COMMAND --help` for the options of a command; `minfer --version` for the version.\n"
@@ -94,7 +95,7 @@ int main(int argc, char **argv) {
     static const struct { const char *name; int (*fn)(int, char **); } cmds[] = {
         { "run", cmd_run },     { "chat", cmd_chat },   { "tokenize", cmd_tokenize },
         { "bench", cmd_bench }, { "synth", cmd_synth }, { "info", cmd_info },   { "serve", cmd_serve },
-        { "perplexity", cmd_perplexity }, { "paths", cmd_paths },
+        { "perplexity", cmd_perplexity }, { "paths", cmd_paths }, { "template", cmd_template },
     };
     for (size_t i = 0; i < MF_ARRAY_LEN(cmds); i++) {
         if (strcmp(cmd, cmds[i].name)) continue;
@@ -107,6 +108,6 @@ int main(int argc, char **argv) {
             rc = cli_error(2, "%s: writing standard output: %s", cmd, errno ? strerror(errno) : "write error");
         return rc;
     }
-    return cli_error(1, "unknown %s '%s' (commands: run, chat, tokenize, bench, synth, info, perplexity, serve, paths; see minfer --help)",
+    return cli_error(1, "unknown %s '%s' (commands: run, chat, tokenize, bench, synth, info, perplexity, serve, template, paths; see minfer --help)",
                      cmd[0] == '-' ? "option" : "command", cmd);
 }

@@ -20,9 +20,12 @@
 #include <time.h>
 
 #include "chat.h"
+#include "jinja.h"
+#include "prompt.h"
 #include "sampler.h"
 #include "server/request.h"
 #include "server/text.h"
+#include "toolcall.h"
 #include "server/webui.h"
 #include "util.h"
 
@@ -35,8 +38,8 @@ struct srv_http {
     minfer_model *m;
     srv_engine *e;
     int n_ctx, n_vocab, port;
-    chat_tmpl tmpl;
-    char default_system[1024]; /* the chatml template's own, when it has one */
+    prompt_tmpl tmpl;          /* the model's chat template (read-only after the start: shared by handlers) */
+    char tmpl_short[64];       /* srv_http_template's words */
     int refusing;
     int in_flight;             /* requests begun and not yet completed (atomic): a stream
                                   whose generation ended may still be sending */
@@ -311,10 +314,61 @@ static int tokenize_text(const srv_http *h, const char *text, size_t len, int ad
     return got;
 }
 
-/* Token ids of a generation request; 0, or an HTTP status with the message. */
-static int build_prompt(srv_http *h, const srv_request *rq, int32_t **ids, int *n, char *err, size_t cap) {
+/* How a chat answer's text becomes the message (toolcall.h): reasoning_content,
+ * content and tool_calls. Off (the text is the content as generated) unless the request
+ * offers tools or the template is a reasoning model's. */
+typedef struct chat_out {
+    int on;
+    tc_opts o;            /* o.tools: names, owned here */
+    int parallel;         /* parallel_tool_calls: false keeps the first call only */
+    int short_ids;        /* mistral's templates want 9-character call ids */
+    uint64_t id_seed;     /* call ids: "call_" and 24 characters from it */
+} chat_out;
+
+static void chat_out_free(chat_out *co) {
+    for (int i = 0; i < co->o.n_tools; i++) free(co->o.tools[i]);
+    free((void *)co->o.tools);
+    memset(co, 0, sizeof *co);
+}
+
+/* The id of call i of an answer (unless the model wrote one). */
+static void call_id(const chat_out *co, int i, char *out, size_t cap) {
+    static const char abc[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    uint64_t x = co->id_seed + 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1);
+    int len = co->short_ids ? 9 : 24;
+    size_t o = 0;
+    if (!co->short_ids) o = (size_t)snprintf(out, cap, "call_");
+    for (int k = 0; k < len && o + 1 < cap; k++) {
+        x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL; x ^= x >> 27; x *= 0x94d049bb133111ebULL; x ^= x >> 31;
+        out[o++] = abc[x % (sizeof abc - 1)];
+    }
+    out[o] = 0;
+}
+
+/* Tool choices that need the output constrained to a call (tool_choice "required" or a
+ * named function). THE HOOK for issue 54 (structured outputs): build the grammar of a
+ * call with json_tool_call_gbnf over the request's tools and parameters schemas, in the
+ * shape of the template's format (tc_format_shape(h->tmpl.tool_format, ...)), and set it
+ * on the job (its srv_job.grammar) so the answer always parses as a call. Until that is
+ * in this build, such a request is refused, saying why. Returns 0 or an HTTP status. */
+static int tool_choice_constraint(srv_http *h, const srv_request *rq, char *err, size_t cap) {
+    (void)h;
+    if (rq->tool_choice != SRV_TOOL_REQUIRED && rq->tool_choice != SRV_TOOL_NAMED) return 0;
+    snprintf(err, cap, "'tool_choice' %s%s%s is not supported yet: it needs the answer constrained to a call "
+             "(grammar-constrained decoding, issue 54); 'auto' lets the model call the tools",
+             rq->tool_choice == SRV_TOOL_REQUIRED ? "'required'" : "naming '", rq->tool_choice == SRV_TOOL_NAMED ? rq->tool_choice_name : "",
+             rq->tool_choice == SRV_TOOL_NAMED ? "'" : "");
+    return 400;
+}
+
+/* Token ids of a generation request (body: its JSON, already checked by
+ * srv_request_parse), and for chat how its answer is read (co); 0, or an HTTP status
+ * with the message. */
+static int build_prompt(srv_http *h, const srv_request *rq, const char *body, size_t body_len, int32_t **ids, int *n,
+                        chat_out *co, char *err, size_t cap) {
     *ids = NULL;
     *n = 0;
+    memset(co, 0, sizeof *co);
     if (rq->prompt_ids) {
         for (int i = 0; i < rq->n_prompt_ids; i++)
             if (rq->prompt_ids[i] >= h->n_vocab) {
@@ -328,21 +382,53 @@ static int build_prompt(srv_http *h, const srv_request *rq, int32_t **ids, int *
         return 0;
     }
     char *text;
+    int add_bos = 1;
     if (rq->is_chat) {
-        int has_system = 0;
-        for (int i = 0; i < rq->n_msgs; i++) has_system |= !strcmp(rq->msgs[i].role, "system");
-        int extra = !has_system && h->default_system[0];
-        chat_msg *msgs = mf_xmalloc(sizeof *msgs * (size_t)(rq->n_msgs + 1));
-        if (extra) msgs[0] = (chat_msg){ "system", h->default_system };
-        for (int i = 0; i < rq->n_msgs; i++) msgs[extra + i] = (chat_msg){ rq->msgs[i].role, rq->msgs[i].content };
-        text = chat_render(h->tmpl, msgs, rq->n_msgs + extra, 1);
-        free(msgs);
-        if (!text) { snprintf(err, cap, "cannot render the conversation"); return 500; }
+        /* the request's messages as template values, straight from the body (its numbers,
+         * key order and unicode exactly as sent), through the model's template */
+        int use_tools = rq->n_tools > 0 && rq->tool_choice != SRV_TOOL_NONE;
+        int st = tool_choice_constraint(h, rq, err, cap);
+        if (st) return st;
+        if (use_tools && !h->tmpl.takes_tools) {
+            snprintf(err, cap, "'tools': this model's chat template does not show tools to the model (%.300s); "
+                     "a template that does (--chat-template-file), or 'tool_choice': 'none'", h->tmpl.label);
+            return 400;
+        }
+        jinja_env *e = jinja_env_new();
+        jinja_error je;
+        jinja_value *root = e ? jinja_json_parse(e, body, body_len, &je) : NULL;
+        prompt_request r = { .add_generation_prompt = 1 };
+        size_t tlen = 0;
+        text = NULL;
+        if (root) {
+            if (use_tools) r.tools = jinja_dict_get(root, "tools");
+            jinja_value *kw = jinja_dict_get(root, "chat_template_kwargs");
+            if (kw && jinja_is_dict(kw)) r.kwargs = kw;
+        }
+        if (!root) snprintf(err, cap, "out of memory");
+        else if ((r.messages = prompt_messages(e, jinja_dict_get(root, "messages"), err, cap)))
+            text = prompt_render(&h->tmpl, e, &r, &tlen, err, cap);
+        jinja_env_free(e);
+        if (!text) return root ? 400 : 500;
+        add_bos = prompt_add_bos(&h->tmpl, text, 1);
+        /* the answer's reading: tool calls in the template's format, reasoning */
+        co->o.think_open = tc_prompt_opens_think(text, tlen);
+        co->o.reasoning = h->tmpl.thinks || co->o.think_open;
+        co->o.format = use_tools ? h->tmpl.tool_format : TC_FORMAT_NONE;
+        co->on = co->o.reasoning || co->o.format != TC_FORMAT_NONE;
+        co->parallel = rq->parallel_tool_calls;
+        co->short_ids = co->o.format == TC_FORMAT_MISTRAL || co->o.format == TC_FORMAT_MISTRAL_ARGS;
+        if (use_tools) {
+            char **names = mf_xcalloc((size_t)rq->n_tools, sizeof *names);
+            for (int i = 0; i < rq->n_tools; i++) names[i] = mf_xstrdup(rq->tool_names[i]);
+            co->o.tools = names;
+            co->o.n_tools = rq->n_tools;
+        }
     } else {
         text = mf_xstrdup(rq->prompt);
     }
     int cap_ids;
-    int got = tokenize_text(h, text, strlen(text), 1, 1, h->n_ctx + 8, ids, &cap_ids);
+    int got = tokenize_text(h, text, strlen(text), add_bos, 1, h->n_ctx + 8, ids, &cap_ids);
     if (got > cap_ids) { /* longer than the context anyway; the count is what matters */
         *n = got;
         free(text);
@@ -371,6 +457,10 @@ typedef struct stream {
     size_t text_off;     /* completions' text_offset */
     char *buf;           /* the pending bytes of events not yet handed to MHD */
     size_t len, off, cap;
+    chat_out co;         /* chat: how the answer is read (co.on: parsed, else sent as it comes) */
+    char *sent_reasoning, *sent_content; /* what the deltas have said so far (parsed answers) */
+    size_t n_reasoning, n_content;
+    int sent_calls;
 } stream;
 
 static void put_event(stream *s, cJSON *j) {
@@ -409,6 +499,82 @@ static cJSON *chunk_json(stream *s, const char *text, size_t n, int role, cJSON 
     return r;
 }
 
+/* A tool call as the API writes it: {"id", "type": "function", "function": {"name", "arguments"}}
+ * (with "index" in a stream's delta). */
+static cJSON *call_json(const chat_out *co, const tc_call *c, int i, int with_index) {
+    cJSON *o = cJSON_CreateObject();
+    char id[40];
+    if (with_index) cJSON_AddNumberToObject(o, "index", i);
+    if (c->id) snprintf(id, sizeof id, "%s", c->id);
+    else call_id(co, i, id, sizeof id);
+    cJSON_AddStringToObject(o, "id", id);
+    cJSON_AddStringToObject(o, "type", "function");
+    cJSON *f = cJSON_AddObjectToObject(o, "function");
+    cJSON_AddStringToObject(f, "name", c->name);
+    cJSON_AddStringToObject(f, "arguments", c->arguments);
+    return o;
+}
+
+/* The answer's text parsed (toolcall.h); -1 when memory ran out. */
+static int parse_answer(const chat_out *co, const srv_job *j, size_t len, int final, tc_result *r) {
+    if (tc_parse(j->text, len, final, &co->o, r)) return -1;
+    if (!co->parallel && r->n_calls > 1) { /* parallel_tool_calls false: the first call */
+        for (int i = 1; i < r->n_calls; i++) {
+            free(r->calls[i].name);
+            free(r->calls[i].arguments);
+            free(r->calls[i].id);
+        }
+        r->n_calls = 1;
+    }
+    return 0;
+}
+
+/* a chunk whose delta carries one field of a parsed answer */
+static void put_delta(stream *s, const char *key, const char *text, size_t n, cJSON *calls) {
+    cJSON *r = head_json(s->h, s->id, s->created, "chat.completion.chunk");
+    cJSON *choices = cJSON_AddArrayToObject(r, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON *d = cJSON_AddObjectToObject(c, "delta");
+    if (calls) cJSON_AddItemToObject(d, "tool_calls", calls);
+    else {
+        char *piece = mf_xmalloc(n + 1);
+        memcpy(piece, text, n);
+        piece[n] = 0;
+        cJSON_AddStringToObject(d, key, piece);
+        free(piece);
+    }
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddNullToObject(c, "finish_reason");
+    cJSON_AddItemToArray(choices, c);
+    put_event(s, r);
+}
+
+/* The new part of a field: text extends what was sent (the parser's promise); where it
+ * would not, nothing is sent rather than a contradiction. */
+static void put_field_delta(stream *s, const char *key, const char *text, size_t n, char **sent, size_t *n_sent) {
+    if (n <= *n_sent || memcmp(text, *sent ? *sent : "", *n_sent)) return;
+    put_delta(s, key, text + *n_sent, n - *n_sent, NULL);
+    *sent = mf_xrealloc(*sent, n + 1);
+    memcpy(*sent, text, n);
+    (*sent)[n] = 0;
+    *n_sent = n;
+}
+
+/* lock held: a parsed chat answer's new reasoning, content and complete calls as deltas */
+static void stream_collect_parsed(stream *s, int fin) {
+    srv_job *j = s->j;
+    tc_result r;
+    if (parse_answer(&s->co, j, j->safe_len, fin, &r)) return;
+    put_field_delta(s, "reasoning_content", r.reasoning, r.reasoning_len, &s->sent_reasoning, &s->n_reasoning);
+    put_field_delta(s, "content", r.content, r.content_len, &s->sent_content, &s->n_content);
+    for (; s->sent_calls < r.n_calls; s->sent_calls++) {
+        cJSON *calls = cJSON_CreateArray();
+        cJSON_AddItemToArray(calls, call_json(&s->co, &r.calls[s->sent_calls], s->sent_calls, 1));
+        put_delta(s, NULL, NULL, 0, calls);
+    }
+    tc_result_free(&r);
+}
+
 /* lock held: turns what the job has produced since the last call into events. */
 static void stream_collect(stream *s) {
     srv_job *j = s->j;
@@ -427,11 +593,18 @@ static void stream_collect(stream *s) {
     } else if (j->safe_len > s->sent || ntok > s->sent_toks || fin) {
         cJSON *lp = s->logprobs && ntok > s->sent_toks ? logprobs_json(s->h, j, s->sent_toks, ntok, s->is_chat, &s->text_off)
                                                        : NULL;
-        if (j->safe_len > s->sent || lp) put_event(s, chunk_json(s, j->text + s->sent, j->safe_len - s->sent, 0, lp, NULL));
+        if (s->co.on) {
+            stream_collect_parsed(s, fin);
+            if (lp) put_event(s, chunk_json(s, "", 0, 0, lp, NULL)); /* the tokens' logprobs in a delta of their own */
+        } else if (j->safe_len > s->sent || lp) {
+            put_event(s, chunk_json(s, j->text + s->sent, j->safe_len - s->sent, 0, lp, NULL));
+        }
         s->sent = j->safe_len;
         s->sent_toks = ntok;
         if (fin) {
-            put_event(s, chunk_json(s, "", 0, 0, NULL, finish_name(j->finish)));
+            const char *finish = finish_name(j->finish);
+            if (s->sent_calls && j->finish == SRV_FINISH_STOP) finish = "tool_calls";
+            put_event(s, chunk_json(s, "", 0, 0, NULL, finish));
             if (s->include_usage) {
                 cJSON *r = head_json(s->h, s->id, s->created, s->is_chat ? "chat.completion.chunk" : "text_completion");
                 cJSON_AddArrayToObject(r, "choices");
@@ -488,6 +661,9 @@ static void stream_free(void *cls) {
     stream *s = cls;
     srv_engine_cancel(s->h->e, s->j); /* no-op when it finished */
     srv_job_release(s->h->e, s->j);
+    chat_out_free(&s->co);
+    free(s->sent_reasoning);
+    free(s->sent_content);
     free(s->buf);
     free(s);
 }
@@ -501,15 +677,18 @@ static enum MHD_Result do_generate(srv_http *h, struct MHD_Connection *con, conn
     if (st) return send_error(h, con, st, NULL, "%s", err);
     int32_t *ids = NULL;
     int n = 0;
-    st = build_prompt(h, &rq, &ids, &n, err, sizeof err);
+    chat_out co;
+    st = build_prompt(h, &rq, cs->body, cs->len, &ids, &n, &co, err, sizeof err);
     if (st) {
         srv_request_free(&rq);
+        chat_out_free(&co);
         free(ids);
         return send_error(h, con, st, NULL, "%s", err);
     }
     if (n >= h->n_ctx || (rq.max_tokens > 0 && n + rq.max_tokens > h->n_ctx)) {
         const int max_tokens = rq.max_tokens; /* read before the free: it zeroes rq (issue 56) */
         srv_request_free(&rq);
+        chat_out_free(&co);
         free(ids);
         if (n >= h->n_ctx)
             return send_error(h, con, 400, "context_length_exceeded",
@@ -551,6 +730,7 @@ static enum MHD_Result do_generate(srv_http *h, struct MHD_Connection *con, conn
         enum MHD_Result r = shutting ? send_error(h, con, 503, "unavailable", "the server is shutting down")
                                      : send_error(h, con, 400, NULL, "%s", j->err);
         srv_job_release(h->e, j);
+        chat_out_free(&co);
         return r;
     }
     char id[64];
@@ -559,6 +739,7 @@ static enum MHD_Result do_generate(srv_http *h, struct MHD_Connection *con, conn
     pthread_mutex_unlock(&h->mu);
     snprintf(id, sizeof id, "%s-%lx%06llx", is_chat ? "chatcmpl" : "cmpl", h->started, (unsigned long long)seq);
     long created = (long)time(NULL);
+    co.id_seed = ((uint64_t)h->started << 20) ^ seq ^ ((uint64_t)(mf_time_s() * 1e6) << 7);
     int fd = conn_fd(con);
 
     if (want_stream) {
@@ -573,6 +754,7 @@ static enum MHD_Result do_generate(srv_http *h, struct MHD_Connection *con, conn
         s->include_usage = include_usage;
         s->logprobs = j->logprobs;
         s->created = created;
+        s->co = co; /* the stream owns it now */
         snprintf(s->id, sizeof s->id, "%s", id);
         struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, stream_free);
         if (!r) { stream_free(s); return MHD_NO; }
@@ -599,6 +781,7 @@ static enum MHD_Result do_generate(srv_http *h, struct MHD_Connection *con, conn
             srv_engine_unlock(h->e);
             srv_engine_cancel(h->e, j);
             srv_job_release(h->e, j);
+            chat_out_free(&co);
             return MHD_NO; /* nobody to answer: close */
         }
     }
@@ -610,22 +793,39 @@ static enum MHD_Result do_generate(srv_http *h, struct MHD_Connection *con, conn
         int code = j->finish == SRV_FINISH_ERROR ? 500 : 503;
         srv_engine_unlock(h->e);
         srv_job_release(h->e, j);
+        chat_out_free(&co);
         return send_error(h, con, code, NULL, "%s", msg);
     }
     cJSON *r = head_json(h, id, created, is_chat ? "chat.completion" : "text_completion");
     cJSON *choices = cJSON_AddArrayToObject(r, "choices"), *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", 0);
+    const char *finish = finish_name(j->finish);
     if (is_chat) {
         cJSON *msg = cJSON_AddObjectToObject(c, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
-        cJSON_AddStringToObject(msg, "content", j->text);
+        tc_result tr;
+        if (co.on && !parse_answer(&co, j, j->text_len, 1, &tr)) {
+            /* content null where the answer is tool calls alone, as OpenAI's */
+            if (tr.content_len || !tr.n_calls) cJSON_AddStringToObject(msg, "content", tr.content);
+            else cJSON_AddNullToObject(msg, "content");
+            if (tr.reasoning_len) cJSON_AddStringToObject(msg, "reasoning_content", tr.reasoning);
+            if (tr.n_calls) {
+                cJSON *calls = cJSON_AddArrayToObject(msg, "tool_calls");
+                for (int i = 0; i < tr.n_calls; i++) cJSON_AddItemToArray(calls, call_json(&co, &tr.calls[i], i, 0));
+                if (j->finish == SRV_FINISH_STOP) finish = "tool_calls";
+            }
+            tc_result_free(&tr);
+        } else {
+            cJSON_AddStringToObject(msg, "content", j->text);
+        }
     } else {
         cJSON_AddStringToObject(c, "text", j->text);
     }
+    chat_out_free(&co);
     size_t off = 0;
     if (j->logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs_json(h, j, 0, j->n_toks, is_chat, &off));
     else cJSON_AddNullToObject(c, "logprobs");
-    cJSON_AddStringToObject(c, "finish_reason", finish_name(j->finish));
+    cJSON_AddStringToObject(c, "finish_reason", finish);
     cJSON_AddItemToArray(choices, c);
     cJSON_AddItemToObject(r, "usage", usage_json(j));
     cJSON_AddItemToObject(r, "timings", timings_json(j));
@@ -938,25 +1138,27 @@ srv_http *srv_http_start(const srv_config *cfg, minfer_model *m, srv_engine *e, 
     h->started = (long)time(NULL);
     pthread_mutex_init(&h->mu, NULL);
 
-    if (cfg->chat_template) {
-        if (chat_from_name(cfg->chat_template, &h->tmpl)) {
-            snprintf(err, cap, "unknown chat template '%s'", cfg->chat_template);
-            goto fail;
-        }
-    } else {
-        size_t len = 0;
+    {
+        size_t len = 0, alen = 0;
         const char *src = minfer_model_meta_str(m, "tokenizer.chat_template", &len);
-        char eos_text[64] = "";
-        int32_t eos = minfer_token_eos(m);
-        if (eos >= 0) {
-            int n = minfer_token_to_text(m, eos, eos_text, sizeof eos_text - 1);
-            eos_text[n < (int)sizeof eos_text ? n : (int)sizeof eos_text - 1] = 0;
-        }
-        if (chat_detect_len(src, src ? len : 0, eos >= 0 ? eos_text : NULL, &h->tmpl))
-            mf_log("serve: warning: %s chat template; using chatml (--chat-template NAME to choose)",
-                   src ? "unrecognised" : "no");
-        else if (src && h->tmpl == CHAT_TMPL_CHATML)
-            chat_default_system(src, len, h->default_system, sizeof h->default_system);
+        const char *arch = minfer_model_meta_str(m, "general.architecture", &alen);
+        char arch_name[64] = "", bos[64] = "", eos[64] = "";
+        if (arch && alen < sizeof arch_name) memcpy(arch_name, arch, alen);
+        int32_t ids[2] = { minfer_token_bos(m), minfer_token_eos(m) };
+        char *texts[2] = { bos, eos };
+        for (int k = 0; k < 2; k++)
+            if (ids[k] >= 0) {
+                int tn = minfer_token_to_text(m, ids[k], texts[k], sizeof bos - 1);
+                texts[k][tn >= 0 && tn < (int)sizeof bos ? tn : 0] = 0;
+            }
+        prompt_source ps = { .src = src, .len = src ? len : 0, .arch = arch_name, .bos_text = bos[0] ? bos : NULL,
+                             .eos_text = eos[0] ? eos : NULL, .file = cfg->chat_template_file, .name = cfg->chat_template };
+        if (prompt_init(&h->tmpl, &ps, err, cap)) goto fail;
+        if (h->tmpl.jinja) snprintf(h->tmpl_short, sizeof h->tmpl_short, "%s", cfg->chat_template_file ? "from --chat-template-file" : "the model's own");
+        else snprintf(h->tmpl_short, sizeof h->tmpl_short, "%s (built-in%s)", chat_name(h->tmpl.family),
+                      cfg->chat_template ? "" : ", fallback");
+        if (!h->tmpl.jinja && src && !cfg->chat_template) mf_log("serve: warning: chat template: %s", h->tmpl.label);
+        else mf_log("serve: chat template: %s", h->tmpl.label);
     }
 
     struct sockaddr_storage ss;
@@ -989,19 +1191,21 @@ srv_http *srv_http_start(const srv_config *cfg, minfer_model *m, srv_engine *e, 
     h->port = di ? di->port : cfg->port;
     return h;
 fail:
+    prompt_free(&h->tmpl);
     pthread_mutex_destroy(&h->mu);
     free(h);
     return NULL;
 }
 
 int srv_http_port(const srv_http *h) { return h->port; }
-const char *srv_http_template(const srv_http *h) { return chat_name(h->tmpl); }
+const char *srv_http_template(const srv_http *h) { return h->tmpl_short; }
 void srv_http_refuse(srv_http *h) { __atomic_store_n(&h->refusing, 1, __ATOMIC_SEQ_CST); }
 int srv_http_in_flight(srv_http *h) { return __atomic_load_n(&h->in_flight, __ATOMIC_SEQ_CST); }
 
 void srv_http_stop(srv_http *h) {
     if (!h) return;
     if (h->d) MHD_stop_daemon(h->d);
+    prompt_free(&h->tmpl);
     pthread_mutex_destroy(&h->mu);
     free(h);
 }

@@ -22,7 +22,8 @@ typedef struct srv_config {
     int port;               /* 0: any free port (srv_http_port says which) */
     const char *api_key;    /* NULL: none; else "Authorization: Bearer KEY" on all but /health */
     const char *model_name; /* what /v1/models and responses call the model */
-    const char *chat_template; /* NULL: from the model (chatml when unrecognised) */
+    const char *chat_template; /* a built-in family by name, or NULL: the model's own (prompt.h) */
+    const char *chat_template_file; /* a Jinja template file instead of the model's, or NULL */
     size_t max_body;        /* request bodies above this are 413 */
     int timeout_s;          /* a connection idle this long (no bytes either way) is closed */
     int max_connections;
@@ -34,7 +35,7 @@ typedef struct srv_http srv_http;
 /* Starts listening; NULL with a one-line message on failure (address in use, ...). */
 srv_http *srv_http_start(const srv_config *cfg, minfer_model *m, srv_engine *e, int n_ctx, char *err, size_t cap);
 int srv_http_port(const srv_http *h);
-/* The chat template in use ("chatml", ...) and whether it came from the model. */
+/* The chat template in use, in a few words: "the model's own", "chatml (built-in, fallback)". */
 const char *srv_http_template(const srv_http *h);
 /* From now on generation requests get 503 (shutting down); others are answered. */
 void srv_http_refuse(srv_http *h);

@@ -60,11 +60,32 @@ static int parse_root(const char *body, size_t len, cJSON **root, char *err, siz
     return 0;
 }
 
+/* Fields of OpenAI's API (and llama.cpp's) that this server does not do: a request that
+ * uses one is refused, saying so (not "unknown": a client should learn that the field is
+ * real but not served here). README lists what is served. */
+static const char *const unsupported_fields[] = {
+    "response_format", "functions", "function_call", "audio", "modalities", "prediction", "reasoning_effort",
+    "service_tier", "store", "metadata", "web_search_options", "prompt_cache_key", "safety_identifier", "verbosity",
+    "suffix", "tools", "tool_choice", "parallel_tool_calls", "grammar", "json_schema", "cache_prompt", "n_probs",
+    "id_slot", "samplers", "typical_p", "mirostat", "dry_multiplier", "xtc_probability", "chat_template_kwargs",
+    NULL
+};
+
 /* Every member of obj is one of names[] and none appears twice. */
 static int check_fields(const cJSON *obj, const char *const *names, const char *where, char *err, size_t cap) {
     for (const cJSON *c = obj->child; c; c = c->next) {
         int known = 0;
         for (int i = 0; names[i]; i++) known |= !strcmp(c->string, names[i]);
+        if (!known && !where)
+            for (int i = 0; unsupported_fields[i]; i++)
+                if (!strcmp(c->string, unsupported_fields[i]))
+                    return fail(err, cap, "'%s' is not supported%s (the supported fields: README, \"The server\")",
+                                c->string,
+                                !strcmp(c->string, "functions") || !strcmp(c->string, "function_call")
+                                    ? " (the legacy function calling: use 'tools')"
+                                    : (!strcmp(c->string, "tools") || !strcmp(c->string, "tool_choice") ||
+                                       !strcmp(c->string, "parallel_tool_calls") || !strcmp(c->string, "chat_template_kwargs"))
+                                    ? " on /v1/completions (chat only)" : "");
         if (!known) return fail(err, cap, "unknown field '%s'%s%s", c->string, where ? " in " : "", where ? where : "");
         for (const cJSON *d = obj->child; d != c; d = d->next)
             if (!strcmp(d->string, c->string))
@@ -267,6 +288,34 @@ static int parse_content(const cJSON *c, int i, char **out, char *err, size_t ca
     return 0;
 }
 
+/* An assistant message's tool_calls: [{"id": str, "type": "function", "function":
+ * {"name": str, "arguments": str (JSON text, as OpenAI sends it) or object}}]. */
+static int check_tool_calls(const cJSON *calls, int i, char *err, size_t cap) {
+    if (!cJSON_IsArray(calls)) return fail(err, cap, "messages[%d].tool_calls must be a list", i);
+    int k = 0;
+    for (const cJSON *c = calls->child; c; c = c->next, k++) {
+        static const char *const cf[] = { "id", "type", "function", NULL };
+        static const char *const ff[] = { "name", "arguments", NULL };
+        char where[64];
+        snprintf(where, sizeof where, "messages[%d].tool_calls[%d]", i, k);
+        if (!cJSON_IsObject(c)) return fail(err, cap, "%s must be an object", where);
+        int rc = check_fields(c, cf, where, err, cap);
+        if (rc) return rc;
+        const cJSON *id = field(c, "id"), *type = field(c, "type"), *f = field(c, "function");
+        if (id && !cJSON_IsString(id)) return fail(err, cap, "%s.id must be a string", where);
+        if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "function")))
+            return fail(err, cap, "%s.type must be 'function'", where);
+        if (!f || !cJSON_IsObject(f)) return fail(err, cap, "%s.function must be an object", where);
+        snprintf(where, sizeof where, "messages[%d].tool_calls[%d].function", i, k);
+        if ((rc = check_fields(f, ff, where, err, cap))) return rc;
+        const cJSON *name = field(f, "name"), *args = field(f, "arguments");
+        if (!name || !cJSON_IsString(name) || !name->valuestring[0]) return fail(err, cap, "%s.name must be a non-empty string", where);
+        if (args && !cJSON_IsString(args) && !cJSON_IsObject(args))
+            return fail(err, cap, "%s.arguments must be a string (JSON text) or an object", where);
+    }
+    return 0;
+}
+
 static int parse_messages(const cJSON *root, srv_request *r, char *err, size_t cap) {
     const cJSON *m = field(root, "messages");
     if (!m) return fail(err, cap, "'messages' is required");
@@ -276,23 +325,125 @@ static int parse_messages(const cJSON *root, srv_request *r, char *err, size_t c
     if (!(r->msgs = calloc((size_t)n, sizeof *r->msgs))) return fail(err, cap, "out of memory");
     int i = 0;
     for (const cJSON *e = m->child; e; e = e->next, i++) {
-        static const char *const mf[] = { "role", "content", "name", NULL };
+        /* refusal, annotations, audio, function_call: what a client sends back of an
+         * earlier answer, accepted when null */
+        static const char *const mf[] = { "role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content",
+                                          "refusal", "annotations", "audio", "function_call", NULL };
         char where[48];
         snprintf(where, sizeof where, "messages[%d]", i);
         if (!cJSON_IsObject(e)) return fail(err, cap, "messages[%d] must be an object", i);
         int rc = check_fields(e, mf, where, err, cap);
         if (rc) return rc;
+        static const char *const null_only[] = { "refusal", "annotations", "audio", "function_call" };
+        for (size_t k = 0; k < sizeof null_only / sizeof null_only[0]; k++)
+            if (field(e, null_only[k]))
+                return fail(err, cap, "messages[%d].%s is not supported (null only)", i, null_only[k]);
         const cJSON *role = field(e, "role"), *content = field(e, "content"), *name = field(e, "name");
+        const cJSON *calls = field(e, "tool_calls"), *call_id = field(e, "tool_call_id"), *rc_ = field(e, "reasoning_content");
         if (!role || !cJSON_IsString(role)) return fail(err, cap, "messages[%d].role must be a string", i);
         const char *rs = role->valuestring;
         if (!strcmp(rs, "developer")) rs = "system"; /* OpenAI's newer name for it */
-        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant"))
-            return fail(err, cap, "messages[%d].role '%s' is not supported (system, user, assistant)", i, rs);
+        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool"))
+            return fail(err, cap, "messages[%d].role '%s' is not supported (system, developer, user, assistant, tool)", i, rs);
         if (name && !cJSON_IsString(name)) return fail(err, cap, "messages[%d].name must be a string", i);
-        if (!content) return fail(err, cap, "messages[%d].content is required", i);
+        if (calls && strcmp(rs, "assistant")) return fail(err, cap, "messages[%d].tool_calls: only an assistant message has them", i);
+        if (calls && (rc = check_tool_calls(calls, i, err, cap))) return rc;
+        if (rc_ && (strcmp(rs, "assistant") || !cJSON_IsString(rc_)))
+            return fail(err, cap, "messages[%d].reasoning_content must be a string, of an assistant message", i);
+        if (!strcmp(rs, "tool")) {
+            if (!call_id || !cJSON_IsString(call_id))
+                return fail(err, cap, "messages[%d]: a tool message needs the 'tool_call_id' (a string) of the call it answers", i);
+        } else if (call_id) {
+            return fail(err, cap, "messages[%d].tool_call_id: only a tool message has one", i);
+        }
+        if (!content && !(calls && cJSON_GetArraySize(calls) > 0)) return fail(err, cap, "messages[%d].content is required", i);
         if (!(r->msgs[i].role = strdup(rs))) return fail(err, cap, "out of memory");
         r->n_msgs = i + 1;
-        if ((rc = parse_content(content, i, &r->msgs[i].content, err, cap))) return rc;
+        if (!content) {
+            if (!(r->msgs[i].content = strdup(""))) return fail(err, cap, "out of memory");
+        } else if ((rc = parse_content(content, i, &r->msgs[i].content, err, cap))) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* tools: [{"type": "function", "function": {"name": [a-zA-Z0-9_-]{1,64}, "description": str,
+ * "parameters": {JSON schema}, "strict": bool}}], names unique; tool_choice: "auto",
+ * "none", "required" or {"type": "function", "function": {"name": one of them}};
+ * parallel_tool_calls: bool. */
+static int parse_tools(const cJSON *root, srv_request *r, char *err, size_t cap) {
+    const cJSON *t = field(root, "tools"), *tc = field(root, "tool_choice");
+    r->parallel_tool_calls = 1;
+    int rc = get_bool(root, "parallel_tool_calls", &r->parallel_tool_calls, err, cap);
+    if (rc) return rc;
+    const cJSON *kw = field(root, "chat_template_kwargs");
+    if (kw && !cJSON_IsObject(kw)) return fail(err, cap, "'chat_template_kwargs' must be an object");
+    if (t) {
+        if (!cJSON_IsArray(t)) return fail(err, cap, "'tools' must be a list of tool objects");
+        int n = cJSON_GetArraySize(t);
+        if (n > SRV_MAX_TOOLS) return fail(err, cap, "'tools' has %d tools; at most %d", n, SRV_MAX_TOOLS);
+        if (n && !(r->tool_names = calloc((size_t)n, sizeof *r->tool_names))) return fail(err, cap, "out of memory");
+        int k = 0;
+        for (const cJSON *x = t->child; x; x = x->next, k++) {
+            static const char *const tf[] = { "type", "function", NULL };
+            static const char *const ff[] = { "name", "description", "parameters", "strict", NULL };
+            char where[48];
+            snprintf(where, sizeof where, "tools[%d]", k);
+            if (!cJSON_IsObject(x)) return fail(err, cap, "tools[%d] must be an object", k);
+            if ((rc = check_fields(x, tf, where, err, cap))) return rc;
+            const cJSON *type = field(x, "type"), *f = field(x, "function");
+            if (!type || !cJSON_IsString(type) || strcmp(type->valuestring, "function"))
+                return fail(err, cap, "tools[%d].type must be 'function' (the only tool type supported)", k);
+            if (!f || !cJSON_IsObject(f)) return fail(err, cap, "tools[%d].function must be an object", k);
+            snprintf(where, sizeof where, "tools[%d].function", k);
+            if ((rc = check_fields(f, ff, where, err, cap))) return rc;
+            const cJSON *name = field(f, "name"), *desc = field(f, "description"), *params = field(f, "parameters");
+            const cJSON *strict = field(f, "strict");
+            if (!name || !cJSON_IsString(name)) return fail(err, cap, "tools[%d].function.name must be a string", k);
+            size_t L = strlen(name->valuestring);
+            if (L == 0 || L > 64) return fail(err, cap, "tools[%d].function.name must be 1 to 64 characters", k);
+            for (size_t q = 0; q < L; q++) {
+                char ch = name->valuestring[q];
+                if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-'))
+                    return fail(err, cap, "tools[%d].function.name '%s' may hold only a-z, A-Z, 0-9, _ and -", k, name->valuestring);
+            }
+            if (desc && !cJSON_IsString(desc)) return fail(err, cap, "tools[%d].function.description must be a string", k);
+            if (params && !cJSON_IsObject(params)) return fail(err, cap, "tools[%d].function.parameters must be an object (a JSON schema)", k);
+            if (strict && !cJSON_IsBool(strict)) return fail(err, cap, "tools[%d].function.strict must be true or false", k);
+            for (int q = 0; q < k; q++)
+                if (!strcmp(r->tool_names[q], name->valuestring))
+                    return fail(err, cap, "tools[%d]: the function name '%s' is given twice", k, name->valuestring);
+            if (!(r->tool_names[k] = strdup(name->valuestring))) return fail(err, cap, "out of memory");
+            r->n_tools = k + 1;
+        }
+    }
+    r->tool_choice = SRV_TOOL_AUTO;
+    if (tc) {
+        if (cJSON_IsString(tc)) {
+            const char *v = tc->valuestring;
+            if (!strcmp(v, "auto")) r->tool_choice = SRV_TOOL_AUTO;
+            else if (!strcmp(v, "none")) r->tool_choice = SRV_TOOL_NONE;
+            else if (!strcmp(v, "required")) r->tool_choice = SRV_TOOL_REQUIRED;
+            else return fail(err, cap, "'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        } else if (cJSON_IsObject(tc)) {
+            static const char *const cf[] = { "type", "function", NULL };
+            static const char *const ff[] = { "name", NULL };
+            if ((rc = check_fields(tc, cf, "'tool_choice'", err, cap))) return rc;
+            const cJSON *type = field(tc, "type"), *f = field(tc, "function"), *name = f && cJSON_IsObject(f) ? field(f, "name") : NULL;
+            if (!type || !cJSON_IsString(type) || strcmp(type->valuestring, "function") || !name || !cJSON_IsString(name))
+                return fail(err, cap, "'tool_choice' as an object is {\"type\": \"function\", \"function\": {\"name\": NAME}}");
+            if ((rc = check_fields(f, ff, "'tool_choice.function'", err, cap))) return rc;
+            int found = 0;
+            for (int q = 0; q < r->n_tools; q++) found |= !strcmp(r->tool_names[q], name->valuestring);
+            if (!found) return fail(err, cap, "'tool_choice' names the function '%s', which is not among 'tools'", name->valuestring);
+            r->tool_choice = SRV_TOOL_NAMED;
+            if (!(r->tool_choice_name = strdup(name->valuestring))) return fail(err, cap, "out of memory");
+        } else {
+            return fail(err, cap, "'tool_choice' must be a string or an object");
+        }
+        if ((r->tool_choice == SRV_TOOL_REQUIRED) && !r->n_tools)
+            return fail(err, cap, "'tool_choice' 'required' needs 'tools'");
     }
     return 0;
 }
@@ -337,7 +488,8 @@ int srv_request_parse(const char *body, size_t len, int is_chat, srv_request *ou
     static const char *const chat_fields[] = {
         "messages", "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
         "seed", "stop", "presence_penalty", "frequency_penalty", "logprobs", "top_logprobs", "n", "stream",
-        "stream_options", "user", "logit_bias", "response_format", "grammar", "json_schema", NULL
+        "stream_options", "user", "logit_bias", "response_format", "grammar", "json_schema", "tools", "tool_choice",
+        "parallel_tool_calls", "chat_template_kwargs", NULL
     };
     static const char *const cmpl_fields[] = {
         "prompt", "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop",
@@ -349,6 +501,7 @@ int srv_request_parse(const char *body, size_t len, int is_chat, srv_request *ou
     if (!rc) rc = parse_constraint(root, out, err, cap);
     if (!rc && is_chat) {
         rc = parse_messages(root, out, err, cap);
+        if (!rc) rc = parse_tools(root, out, err, cap);
         double v;
         if (!rc && (rc = get_bool(root, "logprobs", &out->logprobs, err, cap)) == 0) {
             int g = get_num(root, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, 1, &v, err, cap);
@@ -386,6 +539,10 @@ void srv_request_free(srv_request *r) {
     free(r->prompt_ids);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->constraint_text);
+    if (r->tool_names)
+        for (int i = 0; i < r->n_tools; i++) free(r->tool_names[i]);
+    free(r->tool_names);
+    free(r->tool_choice_name);
     int is_chat = r->is_chat;
     memset(r, 0, sizeof *r);
     r->is_chat = is_chat;

@@ -13,10 +13,18 @@
 #define SRV_MAX_STOP_LEN 256    /* bytes of one stop string */
 #define SRV_MAX_TOP_LOGPROBS 20 /* chat's top_logprobs limit (completions: 5) */
 #define SRV_MAX_TOKENS (1 << 24)
+#define SRV_MAX_TOOLS 128       /* OpenAI's limit on tools */
+
+typedef enum srv_tool_choice {
+    SRV_TOOL_AUTO = 0,  /* the model may call a tool (the default where tools are given) */
+    SRV_TOOL_NONE,      /* no tool calls: the tools are not shown to the model */
+    SRV_TOOL_REQUIRED,  /* a call of some tool (constrained decoding: issue 54) */
+    SRV_TOOL_NAMED,     /* a call of tool_choice_name (constrained decoding: issue 54) */
+} srv_tool_choice;
 
 typedef struct srv_msg {
-    char *role;    /* "system", "user", "assistant" ("developer" is read as "system") */
-    char *content; /* text parts joined */
+    char *role;    /* "system", "user", "assistant", "tool" ("developer" is read as "system") */
+    char *content; /* text parts joined ("" for an assistant message of tool calls alone) */
 } srv_msg;
 
 typedef struct srv_request {
@@ -45,6 +53,13 @@ typedef struct srv_request {
      * and "json_schema" fields; compiled later (http.c), against the model */
     int constraint;       /* -1: none, else MINFER_GRAMMAR_GBNF / _JSON_SCHEMA / _JSON_OBJECT */
     char *constraint_text; /* the GBNF text, or the schema as JSON text; NULL for JSON_OBJECT */
+    /* chat: tools (issue 53); the template gets tools, tool calls and tool results from
+     * the body itself (http.c), these are what the server needs to know about them */
+    char **tool_names;    /* [n_tools] the functions' names */
+    int n_tools;
+    srv_tool_choice tool_choice;
+    char *tool_choice_name; /* SRV_TOOL_NAMED */
+    int parallel_tool_calls; /* default 1 */
 } srv_request;
 
 /* Parses body[0..len) (need not be NUL-terminated) for /v1/chat/completions
