@@ -21,6 +21,8 @@
 
 #include "chat.h"
 #include "jinja.h"
+#include "json_schema.h"
+#include "minfer.h"
 #include "prompt.h"
 #include "sampler.h"
 #include "server/request.h"
@@ -346,25 +348,72 @@ static void call_id(const chat_out *co, int i, char *out, size_t cap) {
 }
 
 /* Tool choices that need the output constrained to a call (tool_choice "required" or a
- * named function). THE HOOK for issue 54 (structured outputs): build the grammar of a
- * call with json_tool_call_gbnf over the request's tools and parameters schemas, in the
- * shape of the template's format (tc_format_shape(h->tmpl.tool_format, ...)), and set it
- * on the job (its srv_job.grammar) so the answer always parses as a call. Until that is
- * in this build, such a request is refused, saying why. Returns 0 or an HTTP status. */
-static int tool_choice_constraint(srv_http *h, const srv_request *rq, char *err, size_t cap) {
-    (void)h;
+ * named function): the grammar of one call or more (one where parallel_tool_calls is false,
+ * exactly one of the named function) over the request's tools and their parameters' JSON
+ * schemas (json_tool_call_gbnf), in the shape of the template's call format
+ * (tc_format_shape), set as the request's GBNF constraint, so the answer always parses as a
+ * call (the job compiles it with the rest, below). Returns 0 or an HTTP status. */
+static int tool_choice_constraint(srv_http *h, srv_request *rq, const char *body, size_t body_len, char *err, size_t cap) {
     if (rq->tool_choice != SRV_TOOL_REQUIRED && rq->tool_choice != SRV_TOOL_NAMED) return 0;
-    snprintf(err, cap, "'tool_choice' %s%s%s is not supported yet: it needs the answer constrained to a call "
-             "(grammar-constrained decoding, issue 54); 'auto' lets the model call the tools",
-             rq->tool_choice == SRV_TOOL_REQUIRED ? "'required'" : "naming '", rq->tool_choice == SRV_TOOL_NAMED ? rq->tool_choice_name : "",
-             rq->tool_choice == SRV_TOOL_NAMED ? "'" : "");
-    return 400;
+    if (rq->constraint >= 0) {
+        snprintf(err, cap, "'tool_choice' that requires a call cannot go with 'response_format', 'grammar' or "
+                 "'json_schema': the call's own grammar constrains the answer");
+        return 400;
+    }
+    tc_shape sh;
+    tc_format_shape(h->tmpl.tool_format, &sh);
+    if (!sh.name_key) {
+        snprintf(err, cap, "'tool_choice' requiring a call: this model's tool-call format (%.200s) is not one minfer "
+                 "can constrain to (Hermes/Qwen <tool_call>, Llama 3 JSON, Mistral [TOOL_CALLS] are)", h->tmpl.label);
+        return 400;
+    }
+    cJSON *root = cJSON_ParseWithLength(body, body_len);
+    const cJSON *tools = root ? cJSON_GetObjectItemCaseSensitive(root, "tools") : NULL;
+    const int nt = cJSON_GetArraySize(tools);
+    json_tool *jt = mf_xcalloc((size_t)(nt > 0 ? nt : 1), sizeof *jt);
+    char **texts = mf_xcalloc((size_t)(nt > 0 ? nt : 1), sizeof *texts);
+    int n = 0, st = 0;
+    for (int i = 0; i < nt; i++) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(tools, i), "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
+        if (!cJSON_IsString(name)) continue; /* (request.c checked the tools) */
+        if (rq->tool_choice == SRV_TOOL_NAMED && strcmp(name->valuestring, rq->tool_choice_name)) continue;
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(f, "parameters");
+        jt[n].name = name->valuestring;
+        if (params) {
+            texts[n] = cJSON_PrintUnformatted(params);
+            jt[n].parameters = texts[n];
+            jt[n].parameters_len = texts[n] ? strlen(texts[n]) : 0;
+        }
+        n++;
+    }
+    json_tool_format fmt = { sh.list_prefix, sh.list_suffix, sh.separator, sh.call_prefix, sh.call_suffix,
+                             sh.name_key, sh.args_key, 1,
+                             rq->tool_choice == SRV_TOOL_NAMED || !rq->parallel_tool_calls ? 1 : 0 };
+    char *gbnf = NULL;
+    size_t len = 0;
+    mf_err e = { { 0 } };
+    if (!n) {
+        snprintf(err, cap, "'tool_choice': no function to call");
+        st = 400;
+    } else if (json_tool_call_gbnf(jt, n, &fmt, &gbnf, &len, &e)) {
+        snprintf(err, cap, "'tools': %.400s", e.msg);
+        st = 400;
+    } else {
+        rq->constraint = MINFER_GRAMMAR_GBNF;
+        rq->constraint_text = gbnf;
+    }
+    for (int i = 0; i < n; i++) free(texts[i]);
+    free(texts);
+    free(jt);
+    cJSON_Delete(root);
+    return st;
 }
 
 /* Token ids of a generation request (body: its JSON, already checked by
  * srv_request_parse), and for chat how its answer is read (co); 0, or an HTTP status
  * with the message. */
-static int build_prompt(srv_http *h, const srv_request *rq, const char *body, size_t body_len, int32_t **ids, int *n,
+static int build_prompt(srv_http *h, srv_request *rq, const char *body, size_t body_len, int32_t **ids, int *n,
                         chat_out *co, char *err, size_t cap) {
     *ids = NULL;
     *n = 0;
@@ -387,7 +436,7 @@ static int build_prompt(srv_http *h, const srv_request *rq, const char *body, si
         /* the request's messages as template values, straight from the body (its numbers,
          * key order and unicode exactly as sent), through the model's template */
         int use_tools = rq->n_tools > 0 && rq->tool_choice != SRV_TOOL_NONE;
-        int st = tool_choice_constraint(h, rq, err, cap);
+        int st = tool_choice_constraint(h, rq, body, body_len, err, cap);
         if (st) return st;
         if (use_tools && !h->tmpl.takes_tools) {
             snprintf(err, cap, "'tools': this model's chat template does not show tools to the model (%.300s); "

@@ -112,21 +112,32 @@ def test_tool_choice_none_is_plain_text(qwen):
 
 def test_tool_choice_required(binary):
     """tool_choice "required" on stories260K: a call whose arguments validate against the
-    schema, which needs the answer constrained by a grammar (issue 54); until that is in
-    the build the server refuses it, saying so, and this test skips."""
-    s = Server(need_model(STORIES), "--parallel", "1", "--ctx", "512",
+    schema, the answer constrained by the grammar of a call (issue 54's json_tool_call_gbnf in
+    the template's call shape); 200 tokens, stories260K's pieces being a few characters."""
+    s = Server(need_model(STORIES), "--parallel", "1", "--ctx", "1024",
                "--chat-template-file", os.path.join(ROOT, "tests", "jinja", "chat_tools.jinja"))
     try:
         r = requests.post(s.url + "/v1/chat/completions", timeout=120, json={
             "messages": [{"role": "user", "content": "weather?"}], "tools": [WEATHER], "tool_choice": "required",
-            "max_tokens": 60})
-        if r.status_code == 400 and "issue 54" in r.text:
-            pytest.skip("tool_choice 'required' needs constrained decoding (issue 54): " + r.json()["error"]["message"])
+            "max_tokens": 200})
         assert r.status_code == 200, r.text
         calls = r.json()["choices"][0]["message"]["tool_calls"]
         assert calls and calls[0]["function"]["name"] == "get_weather"
         args = json.loads(calls[0]["function"]["arguments"])
         assert isinstance(args, dict) and isinstance(args.get("city"), str)
+        # a named function, one call (parallel_tool_calls false): exactly that call
+        r = requests.post(s.url + "/v1/chat/completions", timeout=120, json={
+            "messages": [{"role": "user", "content": "weather?"}], "tools": [WEATHER], "max_tokens": 200,
+            "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "parallel_tool_calls": False})
+        assert r.status_code == 200, r.text
+        calls = r.json()["choices"][0]["message"]["tool_calls"]
+        assert calls and len(calls) == 1 and calls[0]["function"]["name"] == "get_weather"
+        assert isinstance(json.loads(calls[0]["function"]["arguments"]).get("city"), str)
+        # the call's grammar and another constraint cannot both hold
+        r = requests.post(s.url + "/v1/chat/completions", timeout=120, json={
+            "messages": [{"role": "user", "content": "weather?"}], "tools": [WEATHER], "tool_choice": "required",
+            "response_format": {"type": "json_object"}})
+        assert r.status_code == 400 and "response_format" in r.text, r.text
     finally:
         s.stop()
 
