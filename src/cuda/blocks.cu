@@ -460,6 +460,7 @@ static void op_softcap(mf_backend *be, float *x, float c, int64_t n) { cu_softca
 const mf_ops cu_ops = {
     op_embed, op_rmsnorm, op_matmul, op_rope, op_attention, op_swiglu, op_add, op_get_rows,
     op_geglu, op_scale, op_softcap,
+    NULL, /* moe_combine: experts do not run on CUDA yet (forward_desc_missing names it) */
 };
 
 /* ------------------------------------------------------------------------- */
