@@ -27,7 +27,7 @@ gpu_usable() { [ -e /dev/nvidia0 ] || nvidia-smi -L 2>/dev/null | grep -q '^GPU'
 mkdir -p "$TMP/bin"
 printf '#!/bin/sh\nexit 0\n' >"$TMP/bin/nvcc"
 chmod +x "$TMP/bin/nvcc"
-mk() { env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS -u CUDA make --no-print-directory -n NVCC="$TMP/bin/nvcc" BUILD="$TMP/b" "$@" 2>&1; }
+mk() { env -u MAKEFLAGS -u MAKELEVEL -u MFLAGS -u CUDA -u SAN -u SAN_TOP make --no-print-directory -n NVCC="$TMP/bin/nvcc" BUILD="$TMP/b" "$@" 2>&1; }
 n_cu=$(ls src/cuda/*.cu | wc -l)
 if gpu_usable; then
     skip "make test's CPU build without a GPU: this machine has one"
