@@ -201,6 +201,11 @@ static void free_state(cu_state *S) {
 /* The optional paths (MINFER_CUDA_DISABLE) and the tuning row for this device; the
  * paths the device or the model cannot take are turned off here, once, so the notice,
  * the blocks and the launchers see one answer. */
+extern "C" void cuda_kernel_needs(cu_kernel_needs *k) {
+    *k = (cu_kernel_needs){ cu_mmv_xst_smem_need(), cu_mmq_smem_need(), cu_mmf_tma_smem_need(),
+                            (long long)cu_attn_flash_smem_need(128, 1), (long long)cu_attn_flash_smem_need(256, 0) };
+}
+
 static int resolve_paths(cu_state *S, mf_err *err) {
     int on[CU_PATH_COUNT];
     int rc = paths_resolve(cu_paths, CU_PATH_COUNT, "MINFER_CUDA_DISABLE", on, err);
@@ -212,8 +217,8 @@ static int resolve_paths(cu_state *S, mf_err *err) {
     S->num_sms = S->prop.multiProcessorCount;
     /* the device as the planner sees it; the kernels' shared memory from the launchers */
     const cu_device_class d = { S->prop.name, S->code_arch, S->num_sms, (long long)S->prop.sharedMemPerBlockOptin };
-    const cu_kernel_needs k = { cu_mmv_xst_smem_need(), cu_mmq_smem_need(), cu_mmf_tma_smem_need(),
-                                (long long)cu_attn_flash_smem_need(128, 1), (long long)cu_attn_flash_smem_need(256, 0) };
+    cu_kernel_needs k;
+    cuda_kernel_needs(&k);
     cu_plan_env_init(&S->env, asked, &d, &k, &S->tune);
     memcpy(S->on, S->env.on, sizeof S->env.on);
     S->pdl = S->env.pdl;

@@ -8,6 +8,11 @@ extern "C" {
 #endif
 
 #include "backend.h"
+#include "cuda/plan.h"
+
+/* The shared memory the kernels' largest configurations take, from their launchers (the
+ * planner's cu_kernel_needs_table must equal it: tests/cuda/test_cuda_ops.c). */
+void cuda_kernel_needs(cu_kernel_needs *k);
 
 /* The first CUDA error the backend recorded (ops return void): MF_OK or
  * MF_ERR_DEVICE with err filled. Clears it. */

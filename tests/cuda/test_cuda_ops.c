@@ -908,6 +908,17 @@ int main(void) {
         CHECK(0, "MINFER_TEST_OPS=%s: expected matmul, mmq, attention or blocks", only);
         return test_summary("cuda_ops");
     }
+    {
+        /* the planner's table of the kernels' shared memory (for plans without a GPU,
+         * minfer info --plan sm_XX) against the launchers' own values */
+        cu_kernel_needs k;
+        cuda_kernel_needs(&k);
+        const cu_kernel_needs *t = &cu_kernel_needs_table;
+        CHECK(k.xst_smem == t->xst_smem && k.mmq_smem == t->mmq_smem && k.mmf_tma_smem == t->mmf_tma_smem &&
+                  k.flash128_db_smem == t->flash128_db_smem && k.flash256_smem == t->flash256_smem,
+              "cu_kernel_needs_table (plan.c) is stale: the launchers need xst %lld mmq %lld mmf-tma %lld flash128-db %lld "
+              "flash256 %lld", k.xst_smem, k.mmq_smem, k.mmf_tma_smem, k.flash128_db_smem, k.flash256_smem);
+    }
     if (!cuda_device_count()) {
         SKIP("no CUDA device");
         return test_summary("cuda_ops");
