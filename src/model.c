@@ -11,8 +11,11 @@
 
 /* Binds tensor `name` into w, checking its type is supported and its shape is
  * [cols, rows] (rows == 1 for 1-D tensors). optional: absence is not an error. */
-static int bind(mf_model *m, uint8_t *used, mf_weight *w, const char *name, int64_t cols, int64_t rows,
-                int optional, mf_err *err) {
+/* Tensor `name` into w: a matrix [rows][cols] (n 0; rows 1: a vector, which must be
+ * f32/f16/bf16), or a 3-D tensor of n matrices [rows][cols] (ne = [cols, rows, n]) as n
+ * slices (a layer's experts). */
+static int bind_tensor(mf_model *m, uint8_t *used, mf_weight *w, const char *name, int64_t cols, int64_t rows,
+                       int64_t n, int optional, mf_err *err) {
     memset(w, 0, sizeof *w);
     const gguf_tensor *t = gguf_find_tensor(&m->gguf, name);
     if (!t) {
@@ -20,18 +23,24 @@ static int bind(mf_model *m, uint8_t *used, mf_weight *w, const char *name, int6
         return mf_fail(err, MF_ERR_INPUT, "model: missing tensor '%s'", name);
     }
     used[t - m->gguf.tensors] = 1;
-    int64_t t_rows = (int64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
-    if ((int64_t)t->ne[0] != cols || t_rows != rows || t->ne[2] != 1 || t->ne[3] != 1)
-        return mf_fail(err, MF_ERR_INPUT,
-                       "model: tensor '%s' has shape [%llu, %llu, %llu, %llu], expected [%lld, %lld]", name,
-                       (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
-                       (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], (long long)cols,
-                       (long long)rows);
+    if (n == 0) {
+        int64_t t_rows = (int64_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+        if ((int64_t)t->ne[0] != cols || t_rows != rows || t->ne[2] != 1 || t->ne[3] != 1)
+            return mf_fail(err, MF_ERR_INPUT,
+                           "model: tensor '%s' has shape [%llu, %llu, %llu, %llu], expected [%lld, %lld]", name,
+                           (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                           (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], (long long)cols,
+                           (long long)rows);
+    } else if ((int64_t)t->ne[0] != cols || (int64_t)t->ne[1] != rows || (int64_t)t->ne[2] != n || t->ne[3] != 1) {
+        return mf_fail(err, MF_ERR_INPUT, "model: tensor '%s' has shape [%llu, %llu, %llu, %llu], expected [%lld, %lld, %lld]",
+                       name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
+                       (unsigned long long)t->ne[3], (long long)cols, (long long)rows, (long long)n);
+    }
     const qtype_traits *tr = qtype_get(t->type);
     if (!tr || !tr->supported)
         return mf_fail(err, MF_ERR_INPUT, "model: tensor '%s' has unsupported type %s", name,
                        qtype_name(t->type));
-    if (rows == 1 && cols > 1 && t->type != QTYPE_F32 && t->type != QTYPE_F16 && t->type != QTYPE_BF16)
+    if (n == 0 && rows == 1 && cols > 1 && t->type != QTYPE_F32 && t->type != QTYPE_F16 && t->type != QTYPE_BF16)
         return mf_fail(err, MF_ERR_INPUT, "model: 1-D tensor '%s' must be f32/f16/bf16, is %s", name,
                        qtype_name(t->type));
     w->type = t->type;
@@ -40,38 +49,17 @@ static int bind(mf_model *m, uint8_t *used, mf_weight *w, const char *name, int6
     w->host = t->data;
     w->nbytes = t->nbytes;
     w->name = t->cname;
-    w->n_slices = 1;
-    w->slice_bytes = t->nbytes;
+    w->n_slices = n ? n : 1;
+    w->slice_bytes = t->nbytes / (uint64_t)w->n_slices;
     return MF_OK;
+}
+
+static int bind(mf_model *m, uint8_t *used, mf_weight *w, const char *name, int64_t cols, int64_t rows,
+                int optional, mf_err *err) {
+    return bind_tensor(m, used, w, name, cols, rows, 0, optional, err);
 }
 
 static int get_hp(const gguf_file *f, const char *arch, const char *suffix, int *out, int required, mf_err *err);
-
-/* The 3-D tensor `name` of n matrices [rows][cols] (ne = [cols, rows, n]) into w, as
- * n_slices slices (a layer's experts). */
-static int bind_slices(mf_model *m, uint8_t *used, mf_weight *w, const char *name, int64_t cols, int64_t rows,
-                       int64_t n, mf_err *err) {
-    memset(w, 0, sizeof *w);
-    const gguf_tensor *t = gguf_find_tensor(&m->gguf, name);
-    if (!t) return mf_fail(err, MF_ERR_INPUT, "model: missing tensor '%s'", name);
-    used[t - m->gguf.tensors] = 1;
-    if ((int64_t)t->ne[0] != cols || (int64_t)t->ne[1] != rows || (int64_t)t->ne[2] != n || t->ne[3] != 1)
-        return mf_fail(err, MF_ERR_INPUT, "model: tensor '%s' has shape [%llu, %llu, %llu, %llu], expected [%lld, %lld, %lld]",
-                       name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
-                       (unsigned long long)t->ne[3], (long long)cols, (long long)rows, (long long)n);
-    const qtype_traits *tr = qtype_get(t->type);
-    if (!tr || !tr->supported)
-        return mf_fail(err, MF_ERR_INPUT, "model: tensor '%s' has unsupported type %s", name, qtype_name(t->type));
-    w->type = t->type;
-    w->cols = cols;
-    w->rows = rows;
-    w->host = t->data;
-    w->nbytes = t->nbytes;
-    w->name = t->cname;
-    w->n_slices = n;
-    w->slice_bytes = t->nbytes / (uint64_t)n;
-    return MF_OK;
-}
 
 /* Layer i's FFN: dense (ffn_gate/up/down) or, where the file has a router (ffn_gate_inp),
  * experts (ffn_{gate,up,down}_exps of expert_count slices of expert_feed_forward_length,
@@ -123,11 +111,11 @@ static int bind_ffn(mf_model *m, uint8_t *used, int i, mf_ffn *f, mf_err *err) {
     snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", i);
     if ((rc = bind(m, used, &f->router, name, dim, n, 0, err))) return rc;
     snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", i);
-    if ((rc = bind_slices(m, used, &f->gate, name, dim, ff, n, err))) return rc;
+    if ((rc = bind_tensor(m, used, &f->gate, name, dim, ff, n, 0, err))) return rc;
     snprintf(name, sizeof name, "blk.%d.ffn_up_exps.weight", i);
-    if ((rc = bind_slices(m, used, &f->up, name, dim, ff, n, err))) return rc;
+    if ((rc = bind_tensor(m, used, &f->up, name, dim, ff, n, 0, err))) return rc;
     snprintf(name, sizeof name, "blk.%d.ffn_down_exps.weight", i);
-    if ((rc = bind_slices(m, used, &f->down, name, ff, dim, n, err))) return rc;
+    if ((rc = bind_tensor(m, used, &f->down, name, ff, dim, n, 0, err))) return rc;
     if (f->gate.type != f->up.type)
         return mf_fail(err, MF_ERR_INPUT, "model: layer %d's gate and up experts of two types (%s, %s)", i,
                        qtype_name(f->gate.type), qtype_name(f->up.type));

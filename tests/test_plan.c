@@ -132,7 +132,7 @@ static void check_plan(const char *what, const cu_plan *p, const mf_model *m, co
                 sn->mm[k]++;
                 if ((k == CU_MM_GEMV_Q8) && !e->on[CU_PATH_Q8]) BAD("gemv-q8 with path q8 off");
                 if ((k == CU_MM_MMQ || k == CU_MM_MMQ_PLANE) && !e->on[CU_PATH_MMQ]) BAD("mmq with path mmq off");
-                if (k == CU_MM_MMQ_PLANE && !cu_plan_mmq_plane_on(e, wof(L, i)->type)) BAD("mmq plane with its path off");
+                if (k == CU_MM_MMQ_PLANE && !cu_plan_mmq_plane_on(e->on, wof(L, i)->type)) BAD("mmq plane with its path off");
                 if (k == CU_MM_MMF && !e->on[CU_PATH_MMF]) BAD("mmf with path mmf off");
                 if (k == CU_MM_MMF && n == 8 && !e->on[CU_PATH_MMF_COLS]) BAD("mmf at 8 with mmf-cols off");
                 if (k == CU_MM_F16 && !e->on[CU_PATH_MMA]) BAD("f16 gemm with path mma off");

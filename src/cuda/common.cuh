@@ -62,12 +62,7 @@ static inline int cu_type_planar(uint32_t t) {
            t == QTYPE_Q6_K;
 }
 /* Bytes of one device row; 0 when the type is not supported by the backend. */
-static inline int64_t cu_row_stride(uint32_t type, int64_t cols) {
-    const qtype_traits *tr = qtype_get(type);
-    if (!tr || !tr->supported || cols % tr->blck) return 0;
-    int64_t b = cols / tr->blck * tr->type_size;
-    return (b + 15) & ~(int64_t)15;
-}
+static inline int64_t cu_row_stride(uint32_t type, int64_t cols) { return cu_plan_row_stride(type, cols); }
 static inline int cu_type_is_quant(uint32_t t) { return t != QTYPE_F32 && t != QTYPE_F16 && t != QTYPE_BF16; }
 
 /* ------------------------------------------------------------------------- */

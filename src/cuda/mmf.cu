@@ -37,10 +37,9 @@
  * 512 of codes + 64 of scales */
 template <int T> struct mmf_fmt { static constexpr int rec = T == QTYPE_Q6_K ? 576 : 320, codes = rec - 64; };
 
-size_t cu_mmf_plane_bytes(uint32_t type, int R, int K) {
-    return (size_t)((R + 15) / 16) * (size_t)(K / 32) *
-           (size_t)(type == QTYPE_Q6_K ? mmf_fmt<QTYPE_Q6_K>::rec : mmf_fmt<QTYPE_Q4_K>::rec);
-}
+/* (the planner computes the same size, plan.c, for the upload's facts without a GPU) */
+static_assert(mmf_fmt<QTYPE_Q6_K>::rec == 576 && mmf_fmt<QTYPE_Q4_K>::rec == 320, "cu_plan_mmf_plane_bytes's records");
+size_t cu_mmf_plane_bytes(uint32_t type, int R, int K) { return (size_t)cu_plan_mmf_plane_bytes(type, R, K); }
 int cu_mmf_supported(uint32_t type, int64_t K) { return cu_cap_mmf(type, K); }
 
 /* one warp per (16-row tile, 32-chunk): the lane's 16 nibbles, lanes 0..15 a row's scales */

@@ -129,12 +129,12 @@ void cu_plan_env_init(cu_plan_env *e, const unsigned char *on_in, const cu_devic
 
 /* ------------------------------------------------------------------ the upload's decisions */
 
-int cu_plan_mmq_plane_on(const cu_plan_env *e, uint32_t type) {
-    return e->on[CU_PATH_MMQ] && ((type == QTYPE_Q4_K && e->on[CU_PATH_MMQ_DSC]) || (type == QTYPE_Q6_K && e->on[CU_PATH_MMQ_EXP]));
+int cu_plan_mmq_plane_on(const unsigned char *on, uint32_t type) {
+    return on[CU_PATH_MMQ] && ((type == QTYPE_Q4_K && on[CU_PATH_MMQ_DSC]) || (type == QTYPE_Q6_K && on[CU_PATH_MMQ_EXP]));
 }
 
 int cu_plan_wants_mmq_plane(const cu_plan_env *e, const mf_weight *w) {
-    return cu_plan_mmq_plane_on(e, w->type) && cu_cap_mmq(w->type, w->cols) && w->rows <= INT32_MAX;
+    return cu_plan_mmq_plane_on(e->on, w->type) && cu_cap_mmq(w->type, w->cols) && w->rows <= INT32_MAX;
 }
 
 int cu_plan_wants_mmf_plane(const cu_plan_env *e, const mf_weight *w) {
@@ -234,7 +234,7 @@ cu_mm cu_plan_mm(const cu_plan_env *e, const cu_plan_facts *f, const mf_weight *
     const int mmf = has_mmf && mmf_wants(e, f, w, n);
     if (n <= GEMV_COLS && !mmf) return gemv_q8(e, w) ? CU_MM_GEMV_Q8 : CU_MM_GEMV_F32;
     if (mmf) return CU_MM_MMF;
-    if (mmq_takes(e, f, w, n)) return has_plane && cu_plan_mmq_plane_on(e, w->type) ? CU_MM_MMQ_PLANE : CU_MM_MMQ;
+    if (mmq_takes(e, f, w, n)) return has_plane && cu_plan_mmq_plane_on(e->on, w->type) ? CU_MM_MMQ_PLANE : CU_MM_MMQ;
     /* f32 weights stay f32 in prefill too (the f16 GEMM would round them) */
     if (e->on[CU_PATH_MMA] && w->type != QTYPE_F32 && f->x16) return CU_MM_F16;
     return CU_MM_GEMV_GROUPS;
@@ -317,6 +317,15 @@ static uint8_t converts(int mm, uint8_t have) {
     return (uint8_t)(have & r ? 0 : r);
 }
 
+/* A block's last product into the residual stream: into x in the GEMV's store where a
+ * decode block has no post-norm and no ranks to sum first, else owed to the next norm
+ * (with gemma3's post-norm folded in, or launched alone). */
+static cu_res_kind residual(const planner *P, int decode, int post) {
+    if (decode && !post && !P->f->tp) return P->e->on[CU_PATH_ADD_GEMV] ? CU_RES_IN_GEMV : CU_RES_OWED;
+    if (post) return P->e->on[CU_PATH_POST_NORM_ADD] ? CU_RES_OWED_POST : CU_RES_POST_LAUNCH;
+    return CU_RES_OWED;
+}
+
 static void plan_layer(const planner *P, int l, int n, cu_layer_plan *lp) {
     const mf_model *m = P->m;
     const mf_hparams *hp = &m->hp;
@@ -362,11 +371,8 @@ static void plan_layer(const planner *P, int l, int n, cu_layer_plan *lp) {
     lp->attn.kind = n > GEMV_COLS && e->on[CU_PATH_FLASH] && cu_cap_flash(e, hd) ? CU_ATT_FLASH : dec ? CU_ATT_DEC : CU_ATT_SPLIT;
     lp->attn.writes = (uint8_t)(CU_F_F32 | (att_q8 ? CU_F_Q8 : 0) | (att_mh ? CU_F_MH : 0));
     if (lp->attn.kind == CU_ATT_FLASH) lp->attn.may_refuse = 1, lp->attn.fallback = CU_ATT_SPLIT;
-    /* the output projection and its residual add */
-    cu_res_kind res;
-    if (decode && !post && !P->f->tp) res = e->on[CU_PATH_ADD_GEMV] ? CU_RES_IN_GEMV : CU_RES_OWED;
-    else if (post) res = e->on[CU_PATH_POST_NORM_ADD] ? CU_RES_OWED_POST : CU_RES_POST_LAUNCH;
-    else res = CU_RES_OWED;
+    /* the output projection and its residual add (down's the same) */
+    const cu_res_kind res = residual(P, decode, post);
     lp->wo_res = (cu_stage){ (uint8_t)res, CU_F_F32, converts(lp->mm[CU_W_O], lp->attn.writes), 0, 0 };
 
     /* ---- FFN ---- */
@@ -410,11 +416,7 @@ static void plan_layer(const planner *P, int l, int n, cu_layer_plan *lp) {
             lp->act = (cu_stage){ (uint8_t)(gelu ? CU_ACT_GEGLU : CU_ACT_SWIGLU), hform, 0, 0, 0 };
         }
     }
-    cu_res_kind dres;
-    if (decode && !post && !P->f->tp) dres = e->on[CU_PATH_ADD_GEMV] ? CU_RES_IN_GEMV : CU_RES_OWED;
-    else if (post) dres = e->on[CU_PATH_POST_NORM_ADD] ? CU_RES_OWED_POST : CU_RES_POST_LAUNCH;
-    else dres = CU_RES_OWED;
-    lp->down_res = (cu_stage){ (uint8_t)dres, CU_F_F32, converts(lp->mm[CU_W_DOWN], lp->act.writes), 0, 0 };
+    lp->down_res = (cu_stage){ (uint8_t)res, CU_F_F32, converts(lp->mm[CU_W_DOWN], lp->act.writes), 0, 0 };
 }
 
 static void note(cu_plan *p, const char *fmt, const char *a) {

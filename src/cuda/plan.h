@@ -102,7 +102,7 @@ void cu_plan_facts_free(cu_plan_facts *f);
 /* The upload's decisions, one definition for it and for cu_plan_facts_assume: w gets an
  * MMQ plane / an f16-fragment plane; L's gate and up run as one GEMM (adjacent: up's
  * bytes follow gate's in the weight allocation). */
-int cu_plan_mmq_plane_on(const cu_plan_env *e, uint32_t type);
+int cu_plan_mmq_plane_on(const unsigned char *on, uint32_t type); /* on: a path table (env.on, cu_state.on) */
 int cu_plan_wants_mmq_plane(const cu_plan_env *e, const mf_weight *w);
 int cu_plan_wants_mmf_plane(const cu_plan_env *e, const mf_weight *w);
 int cu_plan_gu_pairable(const cu_plan_env *e, const mf_layer *L, int adjacent);

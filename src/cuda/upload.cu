@@ -16,9 +16,7 @@ int cu_weight_dev_bytes(const mf_weight *w, size_t *out) {
     return 0;
 }
 
-int cu_mmq_plane_on(const cu_state *S, uint32_t type) {
-    return S->on[CU_PATH_MMQ] && ((type == QTYPE_Q4_K && S->on[CU_PATH_MMQ_DSC]) || (type == QTYPE_Q6_K && S->on[CU_PATH_MMQ_EXP]));
-}
+int cu_mmq_plane_on(const cu_state *S, uint32_t type) { return cu_plan_mmq_plane_on(S->on, type); }
 
 /* 1 when layer L's gate and up lie one after the other in the weight allocation
  * (cu_upload_weights lays tensors out in collect_weights order, gate then up, each
