@@ -198,16 +198,18 @@ static void composed_moe(mf_backend *be, mf_forward *fw, const mf_layer *L, int 
     op->matmul(be, fw->moe_scores, fw->xb, &f->router, NULL, n);
     be->download(be, fw->moe_host, fw->moe_scores, sizeof(float) * (size_t)n * E);
     forward_moe_route(fw->moe_host, n, E, k, fw->moe_ids, fw->moe_w);
-    int row = 0;
+    /* each expert's (token, slot) rows, tokens in order: a counting sort over the
+     * choices (start[e] .. start[e + 1] are expert e's rows), one pass, not one per expert */
+    int start[4096 + 1] = { 0 }, next[4096];
+    for (int i = 0; i < n * k; i++) start[fw->moe_ids[i] + 1]++;
+    for (int e = 0; e < E; e++) start[e + 1] += start[e], next[e] = start[e];
+    for (int i = 0; i < n * k; i++) {
+        const int r = next[fw->moe_ids[i]]++;
+        fw->moe_tok[r] = i / k;
+        fw->moe_rows[i] = r;
+    }
     for (int e = 0; e < E; e++) {
-        const int r0 = row;
-        for (int t = 0; t < n; t++)
-            for (int j = 0; j < k; j++)
-                if (fw->moe_ids[t * k + j] == e) {
-                    fw->moe_tok[row] = t;
-                    fw->moe_rows[t * k + j] = row++;
-                }
-        const int ne = row - r0;
+        const int r0 = start[e], ne = start[e + 1] - r0;
         if (!ne) continue;
         const mf_weight g = expert(&f->gate, e), u = expert(&f->up, e), d = expert(&f->down, e);
         float *xe = fw->moe_x + (int64_t)r0 * dim, *he = fw->moe_h + (int64_t)r0 * ff, *he2 = fw->moe_h2 + (int64_t)r0 * ff;
