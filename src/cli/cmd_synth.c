@@ -30,25 +30,34 @@ typedef struct synth_shape {
     float rope_base;
     int llama3_rope; /* rope_freqs.weight of Llama 3.1 (factor 8, low/high frequency factors 1 and 4,
                         original context 8192), as its converter writes into every 3.1/3.2/3.3 file */
+    const char *arch;   /* general.architecture: llama, qwen3 (q/k norms, head dim of its own) or qwen3moe */
+    int head_dim;       /* 0: dim / n_head */
+    int n_expert, n_expert_used, n_ff_exp; /* an FFN of experts in every layer (0: dense) */
 } synth_shape;
 
 /* 7b: llama-2-7B; 8b: llama-3.1-8B (its RoPE factors and context); 70b: llama-2-70B (GQA 64/8; the multi-GPU benchmark's
  * model, ~39 GB at q4_k_m); 1b: TinyLlama-1.1B (llama-2 vocab); tiny: tests; tiny-mha:
  * tests, one kv head per query head at head dim 128 as the 7B has (the one-token attention's
- * paths for that group, attn.cu). */
+ * paths for that group, attn.cu). qwen3-8b: Qwen3-8B; qwen3-30b-a3b: Qwen3-30B-A3B (128
+ * experts of ff 768, 8 used; feed_forward_length 6144 as its file says); tiny-moe and
+ * tiny-mixtral: tests (qwen3moe, and a llama file with experts as Mixtral's are). */
 static const synth_shape shapes[] = {
-    { "7b", 4096, 32, 11008, 32, 32, 32000, 4096, 10000.0f, 0 },
-    { "8b", 4096, 32, 14336, 32, 8, 128256, 131072, 500000.0f, 1 },
-    { "70b", 8192, 80, 28672, 64, 8, 32000, 4096, 10000.0f, 0 },
-    { "1b", 2048, 22, 5632, 32, 4, 32000, 2048, 10000.0f, 0 },
-    { "tiny", 256, 2, 768, 4, 2, 512, 2048, 10000.0f, 0 },
-    { "tiny-mha", 256, 2, 768, 2, 2, 512, 2048, 10000.0f, 0 },
+    { "7b", 4096, 32, 11008, 32, 32, 32000, 4096, 10000.0f, 0, "llama", 0, 0, 0, 0 },
+    { "8b", 4096, 32, 14336, 32, 8, 128256, 131072, 500000.0f, 1, "llama", 0, 0, 0, 0 },
+    { "70b", 8192, 80, 28672, 64, 8, 32000, 4096, 10000.0f, 0, "llama", 0, 0, 0, 0 },
+    { "1b", 2048, 22, 5632, 32, 4, 32000, 2048, 10000.0f, 0, "llama", 0, 0, 0, 0 },
+    { "tiny", 256, 2, 768, 4, 2, 512, 2048, 10000.0f, 0, "llama", 0, 0, 0, 0 },
+    { "tiny-mha", 256, 2, 768, 2, 2, 512, 2048, 10000.0f, 0, "llama", 0, 0, 0, 0 },
+    { "qwen3-8b", 4096, 36, 12288, 32, 8, 151936, 40960, 1000000.0f, 0, "qwen3", 128, 0, 0, 0 },
+    { "qwen3-30b-a3b", 2048, 48, 6144, 32, 4, 151936, 40960, 1000000.0f, 0, "qwen3moe", 128, 128, 8, 768 },
+    { "tiny-moe", 256, 2, 1024, 4, 2, 512, 2048, 1000000.0f, 0, "qwen3moe", 64, 16, 4, 256 },
+    { "tiny-mixtral", 256, 2, 512, 4, 2, 512, 2048, 10000.0f, 0, "llama", 0, 4, 2, 512 },
 };
 
 typedef struct synth_tensor {
     char name[64];
     uint32_t type;
-    uint64_t ne[2];
+    uint64_t ne[3]; /* ne[2]: experts of a 3-D tensor, else 0 */
     int is_norm;
     const float *values; /* f32 contents (rope_freqs), or NULL: random */
 } synth_tensor;
@@ -82,7 +91,7 @@ static inline float approx_normal(mf_rng *r) {
  *         std d * 51.5 * 4.61 (the std of q in 0..15)
  *   q6_K  w = d*c*(q - 32), c in 8..15, q in 0..63: std d * 11.5 * 18.47
  *   q8_0  w = d*q, q any int8: std d * 73.9
- *   f16   uniform in +-0.02*sqrt(3) */
+ *   f16, f32   uniform in +-0.02*sqrt(3) */
 static void fill_row_fast(uint32_t type, uint8_t *dst, uint64_t row_bytes, int64_t cols, mf_rng *rng) {
     for (uint64_t o = 0; o < row_bytes; o += 8) {
         const uint64_t v = mf_rng_u64(rng);
@@ -117,6 +126,12 @@ static void fill_row_fast(uint32_t type, uint8_t *dst, uint64_t row_bytes, int64
             memcpy(dst + 2 * c, &h, 2);
         }
         break;
+    case QTYPE_F32: /* (a router: ffn_gate_inp) */
+        for (int64_t c = 0; c < cols; c++) {
+            const float v = 0.02f * 1.7320508f * (2.0f * mf_rng_uniform(rng) - 1.0f);
+            memcpy(dst + 4 * c, &v, 4);
+        }
+        break;
     default: /* synth writes no other type (norms are f32 and never take this path) */
         break;
     }
@@ -149,7 +164,7 @@ static int fill_tensor(void *user, int i, void *dst, uint64_t nbytes) {
         memcpy(dst, t->values, nbytes);
         return 0;
     }
-    int64_t rows = (int64_t)t->ne[1];
+    int64_t rows = (int64_t)t->ne[1] * (t->ne[2] ? (int64_t)t->ne[2] : 1);
     int nt = (int)MF_MIN((int64_t)job->n_threads, rows);
     fill_task tasks[256];
     pthread_t th[256];
@@ -268,8 +283,9 @@ static int copy_vocab(gguf_writer *w, const char *path) {
 
 /* What one line per option cannot say; the options come from the table in cmd_synth. */
 static const char synth_notes[] =
-    "Shapes: 7b (llama-2-7B), 8b (llama-3-8B), 70b (llama-2-70B), 1b (TinyLlama-1.1B), tiny and tiny-mha\n"
-    "(tests).\n"
+    "Shapes: 7b (llama-2-7B), 8b (llama-3.1-8B), 70b (llama-2-70B), 1b (TinyLlama-1.1B), qwen3-8b (Qwen3-8B),\n"
+    "qwen3-30b-a3b (Qwen3-30B-A3B: 128 experts, 8 used), tiny, tiny-mha, tiny-moe (qwen3moe) and\n"
+    "tiny-mixtral (a llama file with experts) for tests.\n"
     "Quants: q4_k_m (llama.cpp's mix: q6_K for output and some attn_v/ffn_down), q8_0, f16.\n"
     "--fast writes random codes under fixed scales instead of quantized random floats: the same\n"
     "tensors, types and scale (std ~0.02), seconds instead of minutes for 7b; for benchmarks.\n"
@@ -282,7 +298,7 @@ int cmd_synth(int argc, char **argv) {
     cli_opt opts[10];
     int n = 0;
     opts[n++] = (cli_opt){ "--shape", "SHAPE", CLI_OPT_CHOICE, &shape_name, .help = "model shape (required)",
-                           .choices = "7b|8b|70b|1b|tiny|tiny-mha" };
+                           .choices = "7b|8b|70b|1b|tiny|tiny-mha|qwen3-8b|qwen3-30b-a3b|tiny-moe|tiny-mixtral" };
     opts[n++] = (cli_opt){ "--quant", "QUANT", CLI_OPT_CHOICE, &quant, .help = "weight types (required)",
                            .choices = "q4_k_m|q8_0|f16" };
     opts[n++] = (cli_opt){ "-o, --output", "PATH", CLI_OPT_STR, &out, .help = "output file (required)", .dflt = "" };
@@ -303,7 +319,7 @@ int cmd_synth(int argc, char **argv) {
     const synth_shape *sh = NULL;
     for (size_t i = 0; i < MF_ARRAY_LEN(shapes); i++)
         if (!strcmp(shapes[i].name, shape_name)) sh = &shapes[i];
-    if (!sh) return cli_error(1, "synth: unknown shape '%s' (7b, 8b, 70b, 1b, tiny, tiny-mha)", shape_name);
+    if (!sh) return cli_error(1, "synth: unknown shape '%s' (see --help)", shape_name);
     uint32_t base_type, file_type;
     if (!strcmp(quant, "q4_k_m")) { base_type = QTYPE_Q4_K; file_type = 15; }
     else if (!strcmp(quant, "q8_0")) { base_type = QTYPE_Q8_0; file_type = 7; }
@@ -313,21 +329,34 @@ int cmd_synth(int argc, char **argv) {
     if (n_threads < 1) n_threads = 1;
 
     gguf_writer *w = gguf_writer_new(GGUF_DEFAULT_ALIGNMENT);
-    gguf_w_str(w, "general.architecture", "llama");
+    const char *arch = sh->arch;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
+    gguf_w_str(w, "general.architecture", arch);
     char gname[64];
     snprintf(gname, sizeof gname, "minfer-synth-%s-%s", sh->name, quant);
     gguf_w_str(w, "general.name", gname);
     gguf_w_u32(w, "general.file_type", file_type);
     gguf_w_u32(w, "general.quantization_version", 2);
-    gguf_w_u32(w, "llama.context_length", (uint32_t)sh->n_ctx);
-    gguf_w_u32(w, "llama.embedding_length", (uint32_t)sh->dim);
-    gguf_w_u32(w, "llama.block_count", (uint32_t)n_layer);
-    gguf_w_u32(w, "llama.feed_forward_length", (uint32_t)sh->n_ff);
-    gguf_w_u32(w, "llama.attention.head_count", (uint32_t)sh->n_head);
-    gguf_w_u32(w, "llama.attention.head_count_kv", (uint32_t)sh->n_head_kv);
-    gguf_w_u32(w, "llama.rope.dimension_count", (uint32_t)(sh->dim / sh->n_head));
-    gguf_w_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    gguf_w_f32(w, "llama.rope.freq_base", sh->rope_base);
+    const int head_dim = sh->head_dim ? sh->head_dim : sh->dim / sh->n_head;
+    gguf_w_u32(w, KEY("context_length"), (uint32_t)sh->n_ctx);
+    gguf_w_u32(w, KEY("embedding_length"), (uint32_t)sh->dim);
+    gguf_w_u32(w, KEY("block_count"), (uint32_t)n_layer);
+    gguf_w_u32(w, KEY("feed_forward_length"), (uint32_t)sh->n_ff);
+    gguf_w_u32(w, KEY("attention.head_count"), (uint32_t)sh->n_head);
+    gguf_w_u32(w, KEY("attention.head_count_kv"), (uint32_t)sh->n_head_kv);
+    if (sh->head_dim) {
+        gguf_w_u32(w, KEY("attention.key_length"), (uint32_t)head_dim);
+        gguf_w_u32(w, KEY("attention.value_length"), (uint32_t)head_dim);
+    }
+    gguf_w_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim);
+    gguf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"), sh->head_dim ? 1e-6f : 1e-5f);
+    gguf_w_f32(w, KEY("rope.freq_base"), sh->rope_base);
+    if (sh->n_expert) {
+        gguf_w_u32(w, KEY("expert_count"), (uint32_t)sh->n_expert);
+        gguf_w_u32(w, KEY("expert_used_count"), (uint32_t)sh->n_expert_used);
+        gguf_w_u32(w, KEY("expert_feed_forward_length"), (uint32_t)sh->n_ff_exp);
+    }
     int n_vocab = sh->n_vocab;
     if (vocab) {
         n_vocab = copy_vocab(w, vocab);
@@ -335,21 +364,24 @@ int cmd_synth(int argc, char **argv) {
     } else {
         add_synthetic_vocab(w, n_vocab);
     }
-    gguf_w_u32(w, "llama.vocab_size", (uint32_t)n_vocab);
+    gguf_w_u32(w, KEY("vocab_size"), (uint32_t)n_vocab);
+#undef KEY
 
-    int n_tensors = 3 + 9 * n_layer + (sh->llama3_rope ? 1 : 0);
+    const int qk_norm = strcmp(arch, "llama") != 0, moe = sh->n_expert > 0;
+    int n_tensors = 3 + (9 + 2 * qk_norm + moe) * n_layer + (sh->llama3_rope ? 1 : 0);
     synth_tensor *ts = mf_xcalloc((size_t)n_tensors, sizeof *ts);
     int k = 0;
     uint32_t k_type = base_type == QTYPE_Q4_K ? QTYPE_Q6_K : base_type;
-    const int dim = sh->dim, kv_dim = sh->n_head_kv * (sh->dim / sh->n_head);
-#define T(fmt, idx, ty, c, r, norm) do { \
+    const int dim = sh->dim, q_dim = sh->n_head * head_dim, kv_dim = sh->n_head_kv * head_dim;
+#define T3(fmt, idx, ty, c, r, e, norm) do { \
         snprintf(ts[k].name, sizeof ts[k].name, fmt, idx); \
-        ts[k].type = (ty); ts[k].ne[0] = (uint64_t)(c); ts[k].ne[1] = (uint64_t)(r); ts[k].is_norm = (norm); k++; \
+        ts[k].type = (ty); ts[k].ne[0] = (uint64_t)(c); ts[k].ne[1] = (uint64_t)(r); ts[k].ne[2] = (uint64_t)(e); \
+        ts[k].is_norm = (norm); k++; \
     } while (0)
+#define T(fmt, idx, ty, c, r, norm) T3(fmt, idx, ty, c, r, 0, norm)
     T("token_embd.weight%.0s", "", base_type, dim, n_vocab, 0);
     T("output_norm.weight%.0s", "", QTYPE_F32, dim, 1, 1);
     T("output.weight%.0s", "", k_type, dim, n_vocab, 0);
-    const int head_dim = sh->dim / sh->n_head;
     float rope_ff[256];
     if (sh->llama3_rope) {
         rope_llama3_factors(rope_ff, head_dim, sh->rope_base, 8.0f, 1.0f, 4.0f, 8192);
@@ -359,18 +391,33 @@ int cmd_synth(int argc, char **argv) {
     for (int i = 0; i < n_layer; i++) {
         uint32_t more = use_more_bits(i, n_layer) ? k_type : base_type;
         T("blk.%d.attn_norm.weight", i, QTYPE_F32, dim, 1, 1);
-        T("blk.%d.attn_q.weight", i, base_type, dim, dim, 0);
+        T("blk.%d.attn_q.weight", i, base_type, dim, q_dim, 0);
         T("blk.%d.attn_k.weight", i, base_type, dim, kv_dim, 0);
         T("blk.%d.attn_v.weight", i, more, dim, kv_dim, 0);
-        T("blk.%d.attn_output.weight", i, base_type, dim, dim, 0);
+        T("blk.%d.attn_output.weight", i, base_type, q_dim, dim, 0);
+        if (qk_norm) {
+            T("blk.%d.attn_q_norm.weight", i, QTYPE_F32, head_dim, 1, 1);
+            T("blk.%d.attn_k_norm.weight", i, QTYPE_F32, head_dim, 1, 1);
+        }
         T("blk.%d.ffn_norm.weight", i, QTYPE_F32, dim, 1, 1);
-        T("blk.%d.ffn_gate.weight", i, base_type, dim, sh->n_ff, 0);
-        T("blk.%d.ffn_up.weight", i, base_type, dim, sh->n_ff, 0);
-        T("blk.%d.ffn_down.weight", i, more, sh->n_ff, dim, 0);
+        if (moe) {
+            /* the router stays f32 (llama.cpp never quantizes ffn_gate_inp); the experts take
+             * the dense FFN's types, ffn_down_exps its "more bits" layers too */
+            const int E = sh->n_expert, ffe = sh->n_ff_exp;
+            T("blk.%d.ffn_gate_inp.weight", i, QTYPE_F32, dim, E, 0);
+            T3("blk.%d.ffn_gate_exps.weight", i, base_type, dim, ffe, E, 0);
+            T3("blk.%d.ffn_up_exps.weight", i, base_type, dim, ffe, E, 0);
+            T3("blk.%d.ffn_down_exps.weight", i, more, ffe, dim, E, 0);
+        } else {
+            T("blk.%d.ffn_gate.weight", i, base_type, dim, sh->n_ff, 0);
+            T("blk.%d.ffn_up.weight", i, base_type, dim, sh->n_ff, 0);
+            T("blk.%d.ffn_down.weight", i, more, sh->n_ff, dim, 0);
+        }
     }
 #undef T
+#undef T3
     for (int i = 0; i < n_tensors; i++) {
-        uint32_t nd = ts[i].ne[1] == 1 ? 1 : 2;
+        uint32_t nd = ts[i].ne[2] ? 3 : ts[i].ne[1] == 1 ? 1 : 2;
         gguf_w_tensor(w, ts[i].name, ts[i].type, nd, ts[i].ne);
     }
     synth_job job = { ts, seed, n_threads, fast };
