@@ -9,6 +9,9 @@
 #   seqs         7B synth, N sequences decoded together: minfer bench -p 16 -n 32
 #                -s 1,2,4,8,16,32,64 -r 1 and llama-batched-bench -npp 16 -ntg 32
 #                -npl 1,2,4,8,16,32,64 -c 8192 -b 2048 -ub 512 -fa 1
+#   moe          qwen3-30b-a3b synth (128 experts, 8 used; issue 51): minfer bench -p 512,2048
+#                -n 128 -r 2, and -p 16 -n 32 -s 1,8,32; llama-bench -p 512,2048 -n 128 -fa 1
+#                -ub 512,2048 -r 2 and llama-batched-bench -npl 1,8,32 as seqs
 #   real DIR     each .gguf in DIR: minfer bench -p 512 -n 128 -r 3 and llama-bench the same
 #                (-fa 1 -ngl 99), then perplexity of texts/emma-ch1.txt at --ctx 512 on the GPU
 #                by both tools
@@ -50,6 +53,15 @@ for part in "$@"; do
         "$BIN" bench -m "$m" -p 16 -n 32 -s 1,2,4,8,16,32,64 -r 1 --device cuda 2>&1 | grep -E '^\|'
         echo "== 7b sequences: llama.cpp"
         llama llama-batched-bench -m "$m" -c 8192 -b 2048 -ub 512 -npp 16 -ntg 32 -npl 1,2,4,8,16,32,64 -fa 1 -ngl 99
+        ;;
+    moe)
+        m=$(synth qwen3-30b-a3b) || continue
+        echo "== qwen3-30b-a3b: minfer ($(du -h "$m" | cut -f1))"
+        "$BIN" bench -m "$m" -p 512,2048 -n 128 -r 2 --device cuda 2>&1 | grep -E '^\||minfer/cuda: NVIDIA'
+        "$BIN" bench -m "$m" -p 16 -n 32 -s 1,8,32 -r 1 --device cuda 2>&1 | grep -E '^\|'
+        echo "== qwen3-30b-a3b: llama.cpp"
+        llama llama-bench -m "$m" -p 512,2048 -n 128 -fa 1 -ub 512,2048 -r 2
+        llama llama-batched-bench -m "$m" -c 8192 -b 2048 -ub 512 -npp 16 -ntg 32 -npl 1,8,32 -fa 1 -ngl 99
         ;;
     real)
         shift

@@ -149,6 +149,7 @@ static void composed_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch 
 static mf_weight expert(const mf_weight *w, int e) {
     mf_weight v = *w;
     v.host = (const uint8_t *)w->host + (uint64_t)e * w->slice_bytes;
+    if (w->dev) v.dev = (uint8_t *)w->dev + (uint64_t)e * w->dev_slice_bytes;
     v.nbytes = w->slice_bytes;
     v.n_slices = 1;
     return v;

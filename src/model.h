@@ -62,6 +62,7 @@ typedef struct mf_weight {
     int64_t n_slices;    /* a 3-D tensor of experts: n_slices matrices of [rows][cols] one after
                             another, slice_bytes apart (host + e * slice_bytes); 1 for a matrix */
     uint64_t slice_bytes;
+    uint64_t dev_slice_bytes; /* backend-owned: slice e of dev at dev + e * dev_slice_bytes */
 } mf_weight;
 
 /* A layer's FFN: a router over n_expert experts, each a gated FFN (gate, up: [dim] ->

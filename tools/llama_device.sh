@@ -9,7 +9,8 @@
 #   here:   tools/llama_device.sh stage [GITDIR]   the CMake subset of llama.cpp's tree
 #           (GITDIR, default the fetched mirror /work/.mirror/unslothai+llama.cpp/repo) as
 #           build-llama/llama-src.tar.xz (~2 MB; build-*/ is git-ignored), the tools
-#           reduced to llama-bench, batched-bench and perplexity
+#           reduced to llama-bench, batched-bench, perplexity and completion (the last for
+#           CPU reference tokens: -ngl 0)
 #   there:  bash tools/llama_device.sh build       (carry ["build-llama"]) extract into
 #           /tmp/llama and build the three tools, in the background (setsid: it survives
 #           the call that started it), log /tmp/llama/build.log; then waits up to
@@ -45,9 +46,9 @@ stage)
     # shellcheck disable=SC2086
     git --git-dir="$git_dir" archive --format=tar HEAD CMakeLists.txt cmake common src include vendor licenses LICENSE \
         ggml/CMakeLists.txt ggml/cmake ggml/include $gsrc ggml/src/ggml-cpu ggml/src/ggml-cuda tools/CMakeLists.txt \
-        tools/llama-bench tools/batched-bench tools/perplexity 2> >(grep -v 'invalid object' >&2) | tar -xf - -C "$tmp"
+        tools/llama-bench tools/batched-bench tools/perplexity tools/completion 2> >(grep -v 'invalid object' >&2) | tar -xf - -C "$tmp"
     # only the three tools' add_subdirectory lines stay
-    sed -i -E '/add_subdirectory\((batched-bench|llama-bench|perplexity)\)/!{/add_subdirectory\(/d}' "$tmp/tools/CMakeLists.txt"
+    sed -i -E '/add_subdirectory\((batched-bench|llama-bench|perplexity|completion)\)/!{/add_subdirectory\(/d}' "$tmp/tools/CMakeLists.txt"
     rev=$(git --git-dir="$git_dir" rev-parse --short HEAD)
     echo "$rev" >"$tmp/LLAMA_REV"
     tar -C "$tmp" -cf - . | xz -T2 -6 >"$out/llama-src.tar.xz"
@@ -64,7 +65,7 @@ build)
         cmake -S src -B b -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
             -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DGGML_CCACHE=OFF \
             -DCMAKE_BUILD_TYPE=Release >build.log 2>&1 &&
-        cmake --build b -j\$(( \$(nproc) - 1 )) --target llama-bench llama-batched-bench llama-perplexity >>build.log 2>&1 &&
+        cmake --build b -j\$(( \$(nproc) - 1 )) --target llama-bench llama-batched-bench llama-perplexity llama-completion >>build.log 2>&1 &&
         echo \$(( \$(date +%s) - t0 )) >done || touch failed" </dev/null >/dev/null 2>&1 &
     echo "llama_device: building llama.cpp $(cat "$L/src/LLAMA_REV") in $L (log $L/build.log)"
     exec "$0" wait

@@ -183,8 +183,11 @@ static void free_state(cu_state *S) {
         if (S->host[i].p) host_buf_free(&S->host[i]);
     void *dev[] = {S->wbuf, S->kvbuf, S->d_meta, S->d_idx, S->d_tiles, S->q8.qs, S->q8.d, S->q8.s, S->q8.xl4, S->q8.xl6,
                    S->q8h.qs, S->q8h.d, S->q8h.s, S->q8h.xl4, S->q8h.xl6,
-                   S->att_part, S->x16, S->w16, S->rope_cs, S->rope_cs_swa, S->cs_now, S->att_count,
-                   S->mq.q, S->mq.d, S->mq.s, S->mq.is, S->mq.part, S->planebuf, S->mh, S->mh8, S->mmfbuf};
+                   S->att_part, S->x16, S->w16, S->rope_cs, S->rope_cs_swa, S->rope_ff, S->cs_now, S->att_count,
+                   S->mq.q, S->mq.d, S->mq.s, S->mq.is, S->mq.part, S->planebuf, S->mh, S->mh8, S->mmfbuf,
+                   S->moe.ids, S->moe.w, S->moe.pos, S->moe.src, S->moe.groups, S->moe.tiles, S->moe_q8.qs,
+                   S->moe_q8.d, S->moe_q8.s, S->moe_q8.xl4, S->moe_q8.xl6, S->moe_mq.q, S->moe_mq.d, S->moe_mq.s,
+                   S->moe_mq.is};
     for (size_t i = 0; i < MF_ARRAY_LEN(dev); i++)
         if (dev[i]) cudaFree(dev[i]);
     for (int i = 0; i < S->nallocs; i++) cudaFree(S->allocs[i].p);
@@ -387,6 +390,36 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         S->on[CU_PATH_MMQ] = 0;
     }
     if (!S->on[CU_PATH_MMQ]) S->on[CU_PATH_MMF] = 0; /* (it serves inside the MMQ route) */
+    if (m->desc.n_expert > 1 && m->desc.n_expert_used > 0) {
+        /* the experts' grouping and activations (moe.cu; every layer's experts have the
+         * first's shape: model.c bind_ffn) */
+        const int E = m->desc.n_expert, k = m->desc.n_expert_used, dim = hp->n_embd;
+        const int ff = (int)m->layers[0].ffn.gate.rows;
+        cu_moe_buf *r = &S->moe;
+        r->cap = nb * k;
+        r->groups_cap = cu_moe_groups(nb, k, E);
+        r->tiles_cap = cu_moe_tiles(nb, k, E);
+        SCRATCH(r->ids, int32_t, r->cap);
+        SCRATCH(r->w, float, r->cap);
+        SCRATCH(r->pos, int32_t, r->cap);
+        SCRATCH(r->src, int32_t, r->cap);
+        SCRATCH(r->groups, int4, r->groups_cap);
+        SCRATCH(r->tiles, int4, r->tiles_cap);
+        int64_t qc = (int64_t)r->cap * ff > (int64_t)nb * dim ? (int64_t)r->cap * ff : (int64_t)nb * dim;
+        qc = (qc + 31) & ~(int64_t)31;
+        SCRATCH(S->moe_q8.qs, int8_t, qc + 16);
+        SCRATCH(S->moe_q8.d, float, qc / 32 + 1);
+        SCRATCH(S->moe_q8.s, float, qc / 16 + 1);
+        SCRATCH(S->moe_q8.xl4, uint8_t, cu_xl_bytes(qc));
+        SCRATCH(S->moe_q8.xl6, uint8_t, cu_xl_bytes(qc));
+        if (S->on[CU_PATH_MMQ]) {
+            const int64_t np = cu_mmq_npad(r->cap + CU_MOE_TILE), kq = ((dim > ff ? dim : ff) + 255) & ~255;
+            SCRATCH(S->moe_mq.q, int8_t, np * kq);
+            SCRATCH(S->moe_mq.d, float, np * (kq / 32));
+            SCRATCH(S->moe_mq.s, float, np * (kq / 32));
+            SCRATCH(S->moe_mq.is, int, np * (kq / 16));
+        }
+    }
 #undef SCRATCH
     if (S->on[CU_PATH_MMQ]) cu_build_planes(S, m);
     cu_build_mmf_planes(S, m);

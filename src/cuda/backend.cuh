@@ -132,6 +132,12 @@ struct cu_state : cu_ctx {
     int64_t x16_cap, w16_cap;
     /* int8 MMQ activations (mmq.cu), for n_batch tokens of kmax values */
     cu_mmq_act mq;
+    /* a model with experts (moe.cu): the grouping's buffers for n_batch tokens of k slots, the
+     * experts' GEMV activations (x [n][dim] or the SwiGLU [n*k][ff], q8) and their MMQ ones
+     * (n_batch * k rows and a tile, of max(dim, ff); NULL below 9 columns or path mmq off) */
+    cu_moe_buf moe;
+    cu_q8 moe_q8;
+    cu_mmq_act moe_mq;
     unsigned mmq_said;     /* the weight types whose MMQ label was printed (bit = type) */
     unsigned mmq_plane_said; /* the same for MMQ on a plane */
     unsigned mmf_said;     /* the weight types whose mmf label was printed (bit = type) */

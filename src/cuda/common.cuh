@@ -163,6 +163,7 @@ struct cu_census {
     uint64_t mmf_cols;      /* of them, on the column kernel (below 128 columns, path mmf-cols) */
     uint64_t mm_f16;        /* prefill GEMMs on the f16 path (a type or shape MMQ does not take, or path mmq off) */
     uint64_t allreduce;     /* tensor-parallel all-reduces (NCCL) enqueued (tp_nccl.cu) */
+    uint64_t moe_gemv, moe_mmq; /* experts' FFNs on the grouped GEMVs / the grouped MMQ (moe.cu) */
 };
 struct cu_ctx {
     cudaStream_t stream;
@@ -667,6 +668,46 @@ int cu_mmq_supported(uint32_t type, int64_t K);
 int cu_mmq_npad(int n);
 int cu_mmq_smem_need(void); /* bytes of shared memory a block of the MMQ tiles takes at most */
 void cu_mmq_quantize(cu_ctx *S, const float *x, int n, int K, cu_mmq_act *a);
+/* moe.cu: a layer's experts (plan.h cu_moe_kind; the file's comment says how). The
+ * grouping's device buffers, for up to cap (token, slot) rows: */
+#define CU_MOE_MAX_E 256 /* experts a route kernel takes (8 a lane of its warps) */
+#define CU_MOE_TILE 64   /* rows of one expert an MMQ tile takes: the wide tile's columns (mmq.cu) */
+struct cu_moe_buf {
+    int32_t *ids;  /* [cap] slot t*k+j's expert */
+    float *w;      /* [cap] its weight (renormalised over the token's k) */
+    int32_t *pos;  /* [cap] slot i's row in expert order */
+    int32_t *src;  /* [cap] row p's token */
+    int4 *groups;  /* [groups_cap] (expert, first row, rows, 0) of each expert with rows, then empty */
+    int4 *tiles;   /* [tiles_cap] (expert, first row, rows <= CU_MOE_TILE, 0), then empty */
+    int cap, groups_cap, tiles_cap;
+};
+/* The launches' fixed grids for n tokens of k slots over E experts: at most min(E, n*k)
+ * experts have rows, and their tiles are at most n*k / TILE plus one partial tile each. */
+static inline int cu_moe_groups(int n, int k, int E) { return n * k < E ? n * k : E; }
+static inline int cu_moe_tiles(int n, int k, int E) { return (n * k + CU_MOE_TILE - 1) / CU_MOE_TILE + cu_moe_groups(n, k, E); }
+/* scores [n][E] = x [n][K] . W^T, f32 weights (the router, prefill widths) */
+void cu_moe_router(cu_ctx *S, float *out, const float *x, const float *w, int n, int E, int K);
+void cu_moe_route(cu_ctx *S, const float *scores, int n, int E, int k, const cu_moe_buf *r);
+/* out[m][p][R] = the group's expert's matrix m (w[m] + expert * wslice) times the q8 row
+ * src[p] (src NULL: p) of q, for each row p of each group; nmat 1 or 2 (gate and up). */
+struct cu_moe_gemv_args {
+    const uint8_t *w[2];
+    float *out[2];
+    int nmat;
+    int64_t wslice, stride;
+    int R, K;
+    const int4 *groups;
+    const int32_t *src;
+    cu_q8 q;
+};
+void cu_moe_gemv(cu_ctx *S, uint32_t type, const cu_moe_gemv_args *a, int groups);
+/* out[t] (n tokens) = the sum over t's k slots in order of w * y[pos] */
+void cu_moe_combine(cu_ctx *S, float *out, const float *y, const int32_t *pos, const float *w, int n, int k, int dim);
+/* (mmq.cu) the prepass over rows gathered into expert order, or the SwiGLU of g (x) and u;
+ * and the GEMM over the grouping's tiles */
+void cu_mmq_quantize_rows(cu_ctx *S, const float *x, const float *u, const int32_t *src, int n, int K, cu_mmq_act *a);
+void cu_mmq_moe(cu_ctx *S, float *out, const uint8_t *W, int64_t wslice, int64_t stride, uint32_t type, int R, int K,
+                const cu_mmq_act *a, const int4 *tiles, int ntiles);
 /* the same for silu(g) * u (the FFN's SwiGLU, cu_swiglu's arithmetic), unstored in f32 */
 void cu_mmq_quantize_swiglu(cu_ctx *S, const float *g, const float *u, int n, int K, cu_mmq_act *a);
 /* out[n][R] (row stride ldo) = x . W^T (+ bias[R]); accum: out += instead. W: R rows of

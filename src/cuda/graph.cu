@@ -175,6 +175,8 @@ int cu_be_forward(mf_backend *be, mf_forward *fw, const mf_batch *b, float *logi
     int rc;
     int every = b->n <= CU_GRAPH_MAXN && b->n <= fw->n_logit; /* every row wants logits */
     for (int i = 0; every && i < b->n; i++) every = !b->logits ? b->n == 1 : b->logits[i];
+    /* the composed blocks route experts on the host (a download mid-step): no graph */
+    if (every && fw->m->desc.n_expert > 1 && cu_plan_of(S, fw->reduce != NULL)->composed) every = 0;
     if (S->on[CU_PATH_GRAPH] && !S->graph_failed && every) {
         cu_graph_rec *g = &S->graphs[b->n - 1];
         if (!(g->valid && g->fw == fw && g->fw_x == fw->x)) {

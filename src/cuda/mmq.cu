@@ -110,14 +110,26 @@ struct mmq_cfg {
 template <int T, int WM, int WN, int NT, int ST, int KO = 0, int LB = 1>
 static __global__ void __launch_bounds__(32 * WM * WN, LB)
 kernel_mmq(float *out, float *out2, int rsplit, int ldo, const uint8_t *W, int64_t wstride, const uint8_t *P, int R, int K,
-           cu_mmq_act a, int n, const float *bias, int accum, int sb_per, float *part) {
+           cu_mmq_act a, int n, const float *bias, int accum, int sb_per, float *part, const int4 *tiles, int64_t wslice) {
     using F = mmq_fmt<T>;
     using C = mmq_cfg<T, WM, WN, NT, ST>;
     extern __shared__ __align__(16) uint8_t mmq_sh[];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
     const int wm = warp % WM, wn = warp / WM;
-    const int row0 = blockIdx.x * C::BM, tok0 = blockIdx.y * C::BN;
+    const int row0 = blockIdx.x * C::BM;
+    int tok0 = blockIdx.y * C::BN;
+    if (tiles) {
+        /* an experts' launch (cu_mmq_moe): tile blockIdx.y is (expert, first row, rows) of the
+         * grouping (moe.cu), written by the kernels ahead: the wait comes before the weights */
+        pdl_trigger();
+        pdl_wait();
+        const int4 tl = tiles[blockIdx.y];
+        if (tl.z == 0) return;
+        W += (int64_t)tl.x * wslice;
+        tok0 = tl.y;
+        n = tl.y + tl.z;
+    }
     const int nsb = K / 256;
     const int nb = T == QTYPE_Q8_0 ? K / 32 : nsb;
     const int npad = a.n_pad;
@@ -468,8 +480,8 @@ kernel_mmq(float *out, float *out2, int rsplit, int ldo, const uint8_t *W, int64
  * values are the same: amax, the rounding and the integer sums do not depend on the
  * order. Needs K % 128 == 0 and n_pad % 32 == 0 (cu_mmq_supported, CU_MMQ_NPAD). */
 #define MMQ_QTOK 32
-static __global__ void __launch_bounds__(256) kernel_mmq_quantize(const float *x, const float *u, int n, int K,
-                                                                  cu_mmq_act a) {
+static __global__ void __launch_bounds__(256) kernel_mmq_quantize(const float *x, const float *u, const int32_t *src,
+                                                                  int n, int K, cu_mmq_act a) {
     __shared__ float sd[4][MMQ_QTOK], ss[4][MMQ_QTOK];
     __shared__ int si[8][MMQ_QTOK];
     pdl_trigger();
@@ -483,7 +495,7 @@ static __global__ void __launch_bounds__(256) kernel_mmq_quantize(const float *x
         const int tt = warp + 8 * i, tok = tok0 + tt;
         float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
         if (tok < n) {
-            const int64_t off = (int64_t)tok * K + k0 + 4 * lane;
+            const int64_t off = (int64_t)(src ? src[tok] : tok) * K + k0 + 4 * lane;
             v = *(const float4 *)(x + off);
             if (u) {
                 const float4 w = *(const float4 *)(u + off);
@@ -535,19 +547,26 @@ int cu_mmq_supported(uint32_t type, int64_t K) { return cu_cap_mmq(type, K); }
 
 int cu_mmq_npad(int n) { return (n + CU_MMQ_NPAD - 1) / CU_MMQ_NPAD * CU_MMQ_NPAD; }
 
-static void mmq_quantize_launch(cu_ctx *S, const char *what, const float *x, const float *u, int n, int K,
-                                cu_mmq_act *a) {
-    a->n_pad = cu_mmq_npad(n);
+static void mmq_quantize_launch(cu_ctx *S, const char *what, const float *x, const float *u, const int32_t *src, int n,
+                                int K, int n_min, cu_mmq_act *a) {
+    a->n_pad = cu_mmq_npad(n_min > n ? n_min : n);
     dim3 grid(K / 128, a->n_pad / MMQ_QTOK);
-    cu_launch(S, what, kernel_mmq_quantize, grid, dim3(256), 0, x, u, n, K, *a);
+    cu_launch(S, what, kernel_mmq_quantize, grid, dim3(256), 0, x, u, src, n, K, *a);
 }
 
 void cu_mmq_quantize(cu_ctx *S, const float *x, int n, int K, cu_mmq_act *a) {
-    mmq_quantize_launch(S, "mmq_quantize", x, NULL, n, K, a);
+    mmq_quantize_launch(S, "mmq_quantize", x, NULL, NULL, n, K, 0, a);
 }
 
 void cu_mmq_quantize_swiglu(cu_ctx *S, const float *g, const float *u, int n, int K, cu_mmq_act *a) {
-    mmq_quantize_launch(S, "mmq_quantize_swiglu", g, u, n, K, a);
+    mmq_quantize_launch(S, "mmq_quantize_swiglu", g, u, NULL, n, K, 0, a);
+}
+
+/* The experts' activations (moe.cu): row p = x's row src[p] (src NULL: p), or the SwiGLU of
+ * g and u's row p, with at least one tile of zero rows after the n rows: a tile of the
+ * experts' launch reads its 64 rows from any row of expert order. */
+void cu_mmq_quantize_rows(cu_ctx *S, const float *x, const float *u, const int32_t *src, int n, int K, cu_mmq_act *a) {
+    mmq_quantize_launch(S, u ? "mmq_quantize_swiglu" : "mmq_quantize_rows", x, u, src, n, K, n + CU_MOE_TILE, a);
 }
 
 template <int T, int WM, int WN, int NT, int ST, int KO = 0, int LB = 1>
@@ -583,7 +602,7 @@ static void mmq_launch(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t
     ks = (nsb + sb_per - 1) / sb_per;
     dim3 grid((R + C::BM - 1) / C::BM, (n + C::BN - 1) / C::BN, ks);
     cu_launch(S, "mmq", kernel_mmq<T, WM, WN, NT, ST, KO, LB>, grid, dim3(C::THREADS), C::smem, out, out2, rsplit, ldo, W, stride, P,
-              R, K, *a, n, bias, accum, sb_per, ks > 1 ? a->part : (float *)NULL);
+              R, K, *a, n, bias, accum, sb_per, ks > 1 ? a->part : (float *)NULL, (const int4 *)NULL, (int64_t)0);
     if (ks > 1) {
         const int64_t tot = (int64_t)n * R;
         cu_launch(S, "mmq_reduce", kernel_mmq_reduce, dim3((unsigned)((tot + 255) / 256)), dim3(256), 0, out, out2,
@@ -673,5 +692,39 @@ void cu_mmq(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, ui
         else mmq_pick<QTYPE_Q6_K>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, out2, rsplit);
         break;
     default: mmq_pick<QTYPE_Q8_0>(S, out, ldo, W, stride, P, R, K, a, n, bias, accum, out2, rsplit); break;
+    }
+}
+
+/* The experts' GEMM (moe.cu): out [rows in expert order][R] = each tile's rows of a times
+ * its expert's matrix (W + expert * wslice) transposed, on the wide tile, whose 64 columns
+ * are the grouping's CU_MOE_TILE; tiles past the list's end are empty and leave at once.
+ * The raw weights: experts get no planes. */
+template <int T>
+static void mmq_moe_launch(cu_ctx *S, float *out, const uint8_t *W, int64_t wslice, int64_t stride, int R, int K,
+                           const cu_mmq_act *a, const int4 *tiles, int ntiles) {
+    using L = mmq_tile_wide;
+    using C = mmq_cfg<T, L::WM, L::WN, L::NT, L::ST>;
+    static_assert(C::BN == CU_MOE_TILE, "the grouping's tiles are the wide tile's columns");
+    static unsigned char attr_set[CU_MAX_DEVICES];
+    if (!cu_smem_attr_once(S, kernel_mmq<T, L::WM, L::WN, L::NT, L::ST, 0, L::LB>, C::smem, attr_set,
+                           "mmq: shared memory attribute"))
+        return;
+    const dim3 grid((unsigned)((R + C::BM - 1) / C::BM), (unsigned)ntiles, 1);
+    cu_launch(S, "mmq_moe", kernel_mmq<T, L::WM, L::WN, L::NT, L::ST, 0, L::LB>, grid, dim3(C::THREADS), C::smem, out,
+              (float *)NULL, INT_MAX, R, W, stride, (const uint8_t *)NULL, R, K, *a, 0, (const float *)NULL, 0, K / 256,
+              (float *)NULL, tiles, wslice);
+}
+
+void cu_mmq_moe(cu_ctx *S, float *out, const uint8_t *W, int64_t wslice, int64_t stride, uint32_t type, int R, int K,
+                const cu_mmq_act *a, const int4 *tiles, int ntiles) {
+    if (!cu_mmq_supported(type, K) || a->n_pad % CU_MMQ_NPAD) {
+        cu_record(S, cudaErrorInvalidValue, "mmq_moe: unsupported type or K", __FILE__, __LINE__);
+        return;
+    }
+    if (ntiles <= 0) return;
+    switch (type) {
+    case QTYPE_Q4_K: mmq_moe_launch<QTYPE_Q4_K>(S, out, W, wslice, stride, R, K, a, tiles, ntiles); break;
+    case QTYPE_Q6_K: mmq_moe_launch<QTYPE_Q6_K>(S, out, W, wslice, stride, R, K, a, tiles, ntiles); break;
+    default: mmq_moe_launch<QTYPE_Q8_0>(S, out, W, wslice, stride, R, K, a, tiles, ntiles); break;
     }
 }

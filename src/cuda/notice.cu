@@ -59,12 +59,14 @@ void cu_print_census(const cu_state *S) {
             "%llu, add-in-gemv launches %llu, xstm launches %llu, swiglu-gemv launches %llu (shared ring %llu), "
             "ring-pairs launches %llu, cols launches %llu, graph downloads: host-store %llu, copy-node %llu; "
             "GEMMs: mmf q4_K %llu, q6_K %llu (column kernel %llu), mmq q4_K %llu, q6_K %llu (of them on a plane %llu), q8_0 %llu (gate+up pairs %llu), f16 fallback %llu; "
-            "norms writing int8 %llu, f16 %llu; q+k launches %llu, gate+up+swiglu launches %llu\n",
+            "norms writing int8 %llu, f16 %llu; q+k launches %llu, gate+up+swiglu launches %llu; experts' FFNs on "
+            "grouped GEMVs %llu, grouped MMQ %llu\n",
             (unsigned long long)c->launches, (unsigned long long)S->replays, (unsigned long long)S->eager,
             (unsigned long long)c->fused_blocks, (unsigned long long)c->xst2, (unsigned long long)c->add_gemv,
             (unsigned long long)c->xstm, (unsigned long long)c->swiglu_gemv, (unsigned long long)c->xsg_shared,
             (unsigned long long)c->pairs, (unsigned long long)c->cols, (unsigned long long)c->host_store, (unsigned long long)c->copy_node,
             (unsigned long long)c->mmf[0], (unsigned long long)c->mmf[1], (unsigned long long)c->mmf_cols, (unsigned long long)c->mmq[0], (unsigned long long)c->mmq[1], (unsigned long long)c->mmq_plane, (unsigned long long)c->mmq[2],
             (unsigned long long)c->mmq_gu, (unsigned long long)c->mm_f16, (unsigned long long)c->mmq_norm,
-            (unsigned long long)c->mmf_norm, (unsigned long long)c->mmf_qk, (unsigned long long)c->mmf_swiglu);
+            (unsigned long long)c->mmf_norm, (unsigned long long)c->mmf_qk, (unsigned long long)c->mmf_swiglu,
+            (unsigned long long)c->moe_gemv, (unsigned long long)c->moe_mmq);
 }

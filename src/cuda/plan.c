@@ -133,17 +133,19 @@ int cu_plan_mmq_plane_on(const unsigned char *on, uint32_t type) {
     return on[CU_PATH_MMQ] && ((type == QTYPE_Q4_K && on[CU_PATH_MMQ_DSC]) || (type == QTYPE_Q6_K && on[CU_PATH_MMQ_EXP]));
 }
 
+/* (experts' tensors get no planes: their GEMMs run grouped on the raw weights, moe.cu) */
 int cu_plan_wants_mmq_plane(const cu_plan_env *e, const mf_weight *w) {
-    return cu_plan_mmq_plane_on(e->on, w->type) && cu_cap_mmq(w->type, w->cols) && w->rows <= INT32_MAX;
+    return cu_plan_mmq_plane_on(e->on, w->type) && cu_cap_mmq(w->type, w->cols) && w->rows <= INT32_MAX &&
+           w->n_slices <= 1;
 }
 
 int cu_plan_wants_mmf_plane(const cu_plan_env *e, const mf_weight *w) {
-    return e->on[CU_PATH_MMF] && cu_cap_mmf(w->type, w->cols) && 2 * w->rows <= INT32_MAX;
+    return e->on[CU_PATH_MMF] && cu_cap_mmf(w->type, w->cols) && 2 * w->rows <= INT32_MAX && w->n_slices <= 1;
 }
 
 int cu_plan_gu_pairable(const cu_plan_env *e, const mf_layer *L, int adjacent) {
     const mf_weight *g = &L->ffn.gate, *u = &L->ffn.up;
-    return e->on[CU_PATH_MMQ_GU] && adjacent && g->host && u->host && g->host != u->host && g->type == u->type &&
+    return e->on[CU_PATH_MMQ_GU] && adjacent && L->ffn.n_expert <= 1 && g->host && u->host && g->host != u->host && g->type == u->type &&
            g->rows == u->rows && g->cols == u->cols && cu_cap_mmq(g->type, g->cols) && 2 * g->rows <= INT32_MAX;
 }
 
@@ -176,6 +178,7 @@ void cu_plan_facts_assume(cu_plan_facts *f, cu_plan_env *e, const mf_model *m, i
         e->on[CU_PATH_MMQ] = 0;
     }
     if (!e->on[CU_PATH_MMQ]) e->on[CU_PATH_MMF] = 0;
+    f->moe_mq = m->desc.n_expert > 1 && e->on[CU_PATH_MMQ];
     /* upload.cu: tensors in collect_weights order, each 256-aligned, gate right before up;
      * the planes in layer order q, k, v, o, gate(+up), down */
     for (int l = 0; l < hp->n_layer; l++) {
@@ -336,7 +339,13 @@ static void plan_layer(const planner *P, int l, int n, cu_layer_plan *lp) {
     memset(lp, 0, sizeof *lp);
     const int decode = n <= GEMV_COLS && !mmf_cols_layer(P, l, n);
     lp->regime = decode ? CU_RG_GEMV : CU_RG_GEMM;
-    for (int i = 0; i < CU_W_COUNT; i++) lp->mm[i] = (uint8_t)mm_of(P, l, i, n);
+    for (int i = 0; i < CU_W_COUNT; i++) {
+        lp->mm[i] = (uint8_t)mm_of(P, l, i, n);
+        /* (8 columns of a layer that is not all on mmf's column kernel - an experts' layer -
+         * run on the GEMVs, its matrices' planes unused) */
+        if (decode && lp->mm[i] == CU_MM_MMF)
+            lp->mm[i] = (uint8_t)cu_plan_mm(e, P->f, layer_w(L, i), 0, lf->plane[i], n);
+    }
     const int hd = hp->head_dim, window = model_layer_window(d, l);
     const int post = d->post_norm, gelu = d->act == MF_ACT_GELU;
 
@@ -376,6 +385,20 @@ static void plan_layer(const planner *P, int l, int n, cu_layer_plan *lp) {
     lp->wo_res = (cu_stage){ (uint8_t)res, CU_F_F32, converts(lp->mm[CU_W_O], lp->attn.writes), 0, 0 };
 
     /* ---- FFN ---- */
+    if (L->ffn.n_expert > 1) {
+        /* experts (cu_plan_make sent what these kernels cannot take to the composed blocks):
+         * the grouped MMQ from 128 columns where it takes both widths, else the GEMVs */
+        const mf_ffn *F = &L->ffn;
+        const int mmq = n >= MMF_MIN_N && e->on[CU_PATH_MMQ] && P->f->moe_mq && cu_cap_mmq(F->gate.type, F->gate.cols) &&
+                        cu_cap_mmq(F->down.type, F->down.cols);
+        lp->moe = (uint8_t)(mmq ? CU_MOE_MMQ : CU_MOE_GEMV);
+        lp->mm[CU_W_GATE] = lp->mm[CU_W_UP] = lp->mm[CU_W_DOWN] = (uint8_t)(mmq ? CU_MM_MMQ : CU_MM_GEMV_Q8);
+        lp->ffn_norm = decode ? norm_gemv(P, n) : (cu_stage){ CU_NORM_F32, CU_F_F32, 0, 0, 0 };
+        lp->act = (cu_stage){ (uint8_t)(mmq ? CU_ACT_SWIGLU_MQ : CU_ACT_SWIGLU), (uint8_t)(mmq ? CU_F_MQ : CU_F_F32 | CU_F_Q8), 0, 0, 0 };
+        /* (the weighted sum of each token's rows into a buffer: the add owed) */
+        lp->down_res = (cu_stage){ (uint8_t)(res == CU_RES_IN_GEMV ? CU_RES_OWED : res), CU_F_F32, 0, 0, 0 };
+        return;
+    }
     const int gu1 = !decode && gu_one_gemm(P, l, n);
     static const int gu[2] = { CU_W_GATE, CU_W_UP };
     const int gu_mf = gu1 ? lf->gu_mmf && mmf_wants(e, P->f, &L->ffn.gate, n) : mmf_all(P, l, gu, 2, n);
@@ -425,6 +448,23 @@ static void note(cu_plan *p, const char *fmt, const char *a) {
     snprintf(p->fallbacks + len, sizeof p->fallbacks - len, fmt, a);
 }
 
+/* NULL when the experts' kernels (moe.cu) take every layer's experts, else why not: the
+ * grouping kernel holds up to 256 experts and 32 chosen a token in a warp's registers; the
+ * expert GEMVs read q8 (a type with a q8 GEMV, widths of whole 32-blocks). */
+static const char *moe_refusal(const mf_model *m, const cu_plan_env *e, const cu_plan_facts *f) {
+    if (m->desc.n_expert > 256 || m->desc.n_expert_used > 32) return "more than 256 experts or 32 used a token";
+    if (f->tp) return "experts split over ranks";
+    if (!e->on[CU_PATH_Q8]) return "experts without the q8 GEMV (path q8 off)";
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        const mf_ffn *F = &m->layers[l].ffn;
+        if (F->n_expert <= 1) continue;
+        if (!cu_cap_gemv_q8(F->gate.type) || !cu_cap_gemv_q8(F->down.type)) return "experts of a type without a q8 GEMV";
+        if (F->router.type != QTYPE_F32) return "a router not in f32";
+        if (F->gate.cols % 32 || F->down.cols % 32) return "experts of widths that are not whole 32-value blocks";
+    }
+    return NULL;
+}
+
 void cu_plan_make(cu_plan *p, const mf_model *m, const cu_plan_env *e, const cu_plan_facts *f) {
     memset(p, 0, sizeof *p);
     p->n_layer = m->hp.n_layer;
@@ -432,6 +472,7 @@ void cu_plan_make(cu_plan *p, const mf_model *m, const cu_plan_env *e, const cu_
     if (!e->on[CU_PATH_FUSED]) p->composed = "path fused off";
     else if (d->act != MF_ACT_SILU && d->act != MF_ACT_GELU) p->composed = "the model's FFN activation";
     else if (d->q_scale != 0) p->composed = "a q scale";
+    else if (d->n_expert > 1) p->composed = moe_refusal(m, e, f);
     planner P = { m, e, f, p };
     for (int b = 0; b < CU_N_BUCKETS; b++) {
         const int n = cu_bucket_width((cu_bucket)b);
@@ -489,9 +530,8 @@ static const char *res_name(int k) { return (const char *[]){ "add in the GEMV's
 static const char *gu_name(int k) { return (const char *[]){ "gate+up GEMV with SwiGLU in its store (xsg)", "gate+up one GEMV launch", "gate, up a GEMV each", "gate+up+SwiGLU one mmf column launch", "gate+up one GEMM", "gate, up a GEMM each" }[k]; }
 static const char *act_name(int k) { return (const char *[]){ "in gate+up", "swiglu", "geglu", "swiglu+f16 prepass", "swiglu+mmq prepass" }[k]; }
 
-static void print_layer(FILE *o, const cu_layer_plan *lp, const mf_model *m, int l) {
-    char f1[32], f2[32], f3[32], f4[32];
-    const mf_layer *L = &m->layers[l];
+static void print_attn(FILE *o, const cu_layer_plan *lp, const mf_layer *L) {
+    char f1[32], f2[32], f3[32];
     fprintf(o, "      attn: %s -> %s | q/k/v %s/%s/%s, %s (%s, %s, %s)%s%s | rope %s%s | attn %s -> %s%s | wo %s, %s\n",
             norm_name(lp->attn_norm.kind), forms(lp->attn_norm.writes, f1), cu_mm_name(lp->mm[CU_W_Q]),
             cu_mm_name(lp->mm[CU_W_K]), cu_mm_name(lp->mm[CU_W_V]), qkv_name(lp->qkv.kind), qtype_name(L->wq.type),
@@ -500,13 +540,33 @@ static void print_layer(FILE *o, const cu_layer_plan *lp, const mf_model *m, int
             lp->rope.kind == CU_ROPE_IN_ATTN ? "in the attention kernel" : "in the KV-store kernel",
             lp->qk_norm_in_attn ? " (q/k norms there too)" : "", att_name(lp->attn.kind), forms(lp->attn.writes, f3),
             lp->attn.may_refuse ? " (split when captured in a graph)" : "", cu_mm_name(lp->mm[CU_W_O]), res_name(lp->wo_res.kind));
+}
+
+static void print_ffn(FILE *o, const cu_layer_plan *lp, const mf_layer *L) {
+    char f1[32], f2[32];
+    if (lp->moe) {
+        const mf_ffn *F = &L->ffn;
+        fprintf(o, "      ffn:  %s -> %s | router gemv-f32 (%s) | top-%d of %d + grouping by expert (one kernel) | "
+                   "experts: gate, up %s (%s), swiglu -> %s, down %s (%s), %s | weighted sum, %s\n",
+                norm_name(lp->ffn_norm.kind), forms(lp->ffn_norm.writes, f1), qtype_name(F->router.type), F->n_used,
+                F->n_expert, cu_mm_name(lp->mm[CU_W_GATE]), qtype_name(F->gate.type), forms(lp->act.writes, f2),
+                cu_mm_name(lp->mm[CU_W_DOWN]), qtype_name(F->down.type),
+                lp->moe == CU_MOE_MMQ ? "tiles of 64 rows of one expert" : "a block per (rows, expert), 8 columns a pass",
+                res_name(lp->down_res.kind));
+        return;
+    }
     fprintf(o, "      ffn:  %s -> %s | %s, %s/%s (%s, %s)%s | act %s -> %s | down %s, %s\n", norm_name(lp->ffn_norm.kind),
             forms(lp->ffn_norm.writes, f1), gu_name(lp->gu.kind), cu_mm_name(lp->mm[CU_W_GATE]),
             cu_mm_name(lp->mm[CU_W_UP]), qtype_name(L->ffn.gate.type), qtype_name(L->ffn.up.type),
             !lp->gu.may_refuse ? ""
             : lp->gu.kind == CU_GU_XSG ? " (where it refuses: gate+up one GEMV launch, swiglu)"
                                        : " (where it refuses: gate+up one GEMM, swiglu+f16 prepass)",
-            act_name(lp->act.kind), forms(lp->act.writes, f4), cu_mm_name(lp->mm[CU_W_DOWN]), res_name(lp->down_res.kind));
+            act_name(lp->act.kind), forms(lp->act.writes, f2), cu_mm_name(lp->mm[CU_W_DOWN]), res_name(lp->down_res.kind));
+}
+
+static void print_layer(FILE *o, const cu_layer_plan *lp, const mf_model *m, int l) {
+    print_attn(o, lp, &m->layers[l]);
+    print_ffn(o, lp, &m->layers[l]);
 }
 
 void cu_plan_print(const cu_plan *p, const mf_model *m, const cu_plan_env *e, const char *device, void *file) {

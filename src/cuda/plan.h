@@ -93,6 +93,7 @@ typedef struct cu_plan_facts {
     int mq, mh, mh8, q8h, x16; /* scratch present: MMQ int8 activations, mmf f16 ones (n and
                                   8 columns), the gate+up launch's second q8, the f16 GEMM's */
     int tp;                 /* the model split over ranks (a reduce after each block) */
+    int moe_mq;             /* the experts' grouped MMQ scratch (moe.cu) is present */
 } cu_plan_facts;
 /* What the upload and the scratch make of model m in env e with n_batch when every
  * allocation succeeds; e's paths that need scratch the batch does not get are turned off
@@ -178,6 +179,15 @@ typedef enum cu_act_kind {
     CU_ACT_SWIGLU_MQ,  /* with the down GEMM's int8 prepass (mmq) */
 } cu_act_kind;
 typedef enum cu_regime { CU_RG_GEMV, CU_RG_GEMM } cu_regime;
+/* A layer's FFN of experts (moe.cu): the router's GEMV (f32 weights), one kernel for the
+ * softmax, each token's top k and the grouping of the (token, slot) rows by expert, then
+ * the experts' gate+up over their rows, the SwiGLU, down, and the weighted sum of each
+ * token's rows. */
+typedef enum cu_moe_kind {
+    CU_MOE_NONE,  /* a dense FFN */
+    CU_MOE_GEMV,  /* q8 GEMVs, a block per (rows, expert) over that expert's rows, 8 columns a pass */
+    CU_MOE_MMQ,   /* int8 MMQ GEMMs over tiles of 64 rows of one expert (tiles listed by the grouping) */
+} cu_moe_kind;
 
 typedef struct cu_layer_plan {
     uint8_t regime;                 /* GEMVs (decode) or GEMMs (prefill, and 8 columns on mmf-cols) */
@@ -185,6 +195,7 @@ typedef struct cu_layer_plan {
     uint8_t mm[CU_W_COUNT];         /* cu_mm of each matrix */
     uint8_t qk_norm_in_attn;        /* gemma3's q/k norms inside the attention kernel */
     cu_stage ffn_norm, gu, act, down_res;
+    uint8_t moe;                    /* cu_moe_kind: the FFN's experts (gu/act unused then) */
 } cu_layer_plan;
 
 typedef struct cu_logits_plan {

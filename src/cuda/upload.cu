@@ -9,10 +9,13 @@
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
+/* Rows of a tensor: a matrix's, or every expert's of a 3-D one (one after another). */
+static int64_t all_rows(const mf_weight *w) { return w->rows * (w->n_slices > 1 ? w->n_slices : 1); }
+
 int cu_weight_dev_bytes(const mf_weight *w, size_t *out) {
     const int64_t rs = cu_row_stride(w->type, w->cols);
     if (rs <= 0) return -1;
-    *out = (size_t)rs * (size_t)w->rows;
+    *out = (size_t)rs * (size_t)all_rows(w);
     return 0;
 }
 
@@ -140,15 +143,16 @@ int cu_upload_one(cu_state *S, const mf_weight *w, void *dst, void *tmp, size_t 
     const qtype_traits *tr = qtype_get(w->type);
     const size_t file_row = (size_t)(w->cols / tr->blck) * tr->type_size;
     const size_t dev_row = (size_t)cu_row_stride(w->type, w->cols);
+    const int64_t rows = all_rows(w);
     if (!cu_type_planar(w->type) && file_row == dev_row) {
-        CU_TRY(S, cudaMemcpyAsync(dst, w->host, file_row * w->rows, cudaMemcpyHostToDevice, S->stream));
+        CU_TRY(S, cudaMemcpyAsync(dst, w->host, file_row * rows, cudaMemcpyHostToDevice, S->stream));
         return 0;
     }
     int64_t rows_per = (int64_t)(tmp_cap / file_row);
     if (rows_per > 65535) rows_per = 65535;
     if (rows_per < 1) return mf_fail(err, MF_ERR_DEVICE, "cuda: row of %s too large for the upload buffer", w->name);
-    for (int64_t r0 = 0; r0 < w->rows; r0 += rows_per) {
-        const int64_t nr = w->rows - r0 < rows_per ? w->rows - r0 : rows_per;
+    for (int64_t r0 = 0; r0 < rows; r0 += rows_per) {
+        const int64_t nr = rows - r0 < rows_per ? rows - r0 : rows_per;
         CU_TRY(S, cudaMemcpyAsync(tmp, (const uint8_t *)w->host + r0 * file_row, nr * file_row, cudaMemcpyHostToDevice,
                                S->stream));
         cu_repack(S, (uint8_t *)dst + r0 * dev_row, tmp, w->type, w->cols, nr);
@@ -167,7 +171,7 @@ static int collect_weights(mf_model *m, mf_weight **list, int cap) {
         mf_layer *L = &m->layers[l];
         mf_weight *ws[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->bq, &L->bk,
                            &L->bv, &L->wo, &L->ffn_norm, &L->ffn.gate, &L->ffn.up, &L->ffn.down,
-                           &L->attn_q_norm, &L->attn_k_norm, &L->attn_post_norm, &L->ffn_post_norm};
+                           &L->attn_q_norm, &L->attn_k_norm, &L->attn_post_norm, &L->ffn_post_norm, &L->ffn.router};
         for (size_t i = 0; i < MF_ARRAY_LEN(ws) && n < cap; i++) list[n++] = ws[i];
     }
     return n;
@@ -190,7 +194,7 @@ int cu_count_xs_wide(const mf_model *m) {
 }
 
 int cu_upload_weights(cu_state *S, mf_model *m, mf_err *err) {
-    const int cap = 3 + 16 * m->hp.n_layer; /* collect_weights: 16 a layer */
+    const int cap = 3 + 17 * m->hp.n_layer; /* collect_weights: 17 a layer */
     mf_weight **list = (mf_weight **)mf_xmalloc(sizeof(mf_weight *) * cap);
     size_t *off = (size_t *)mf_xcalloc(cap, sizeof(size_t));
     int *owner = (int *)mf_xmalloc(sizeof(int) * cap);
@@ -218,7 +222,7 @@ int cu_upload_weights(cu_state *S, mf_model *m, mf_err *err) {
         total += align256(nb);
         const qtype_traits *tr = qtype_get(w->type);
         const size_t file_row = (size_t)(w->cols / tr->blck) * tr->type_size;
-        const size_t fb = file_row * (size_t)w->rows;
+        const size_t fb = file_row * (size_t)all_rows(w);
         if (cu_type_planar(w->type) || file_row % 16) tmp_need = fb > tmp_need ? fb : tmp_need;
     }
     if (rc == 0) {
@@ -237,13 +241,14 @@ int cu_upload_weights(cu_state *S, mf_model *m, mf_err *err) {
         mf_weight *w = list[i];
         if (!w->host || owner[i] >= 0) continue;
         w->dev = (uint8_t *)S->wbuf + off[i];
+        w->dev_slice_bytes = (uint64_t)cu_row_stride(w->type, w->cols) * (uint64_t)w->rows;
         if (cu_upload_one(S, w, w->dev, tmp, tmp_cap, err)) {
             if (!err->msg[0] || S->err) mf_fail(err, MF_ERR_DEVICE, "cuda: upload of %s: %s", w->name, S->errmsg);
             rc = MF_ERR_DEVICE;
         }
     }
     for (int i = 0; i < n && rc == 0; i++)
-        if (owner[i] >= 0) list[i]->dev = list[owner[i]]->dev;
+        if (owner[i] >= 0) list[i]->dev = list[owner[i]]->dev, list[i]->dev_slice_bytes = list[owner[i]]->dev_slice_bytes;
     if (tmp) cudaFree(tmp);
     free(list);
     free(off);

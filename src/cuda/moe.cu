@@ -1,0 +1,261 @@
+/* moe.cu - a layer's FFN of experts on the device (plan.h cu_moe_kind), with no host
+ * round trip, so that a decode step of a mixture-of-experts model stays one captured graph:
+ *
+ *   route   one block: each token's softmax over the router's scores, its k largest
+ *           (ties: the lower expert, as forward_moe_route and llama.cpp's CPU argsort),
+ *           their weights renormalised; then the n*k (token, slot) rows grouped by expert:
+ *           row p of expert order for slot i (pos[i] = p, src[p] = its token), the list of
+ *           experts with rows (groups: expert, first row, rows) and the list of tiles of
+ *           at most CU_MOE_TILE rows of one expert (tiles), both padded with empty entries
+ *           to the launch's fixed grid;
+ *   gemv    (decode, up to 127 tokens) a block per (4 weight rows, group): the group's
+ *           expert's rows against its rows' q8 activations, 8 columns a pass, so each
+ *           chosen expert's weights are read once a step whatever the number of tokens
+ *           that chose it (gate and up in one launch, down in another);
+ *   MMQ     (128+ tokens) the int8 tensor-core GEMM of mmq.cu over the tile list
+ *           (cu_mmq_moe), the activations gathered into expert order by the prepass;
+ *   combine out[t] = the sum over t's slots in order of w * y[pos] (the product rounded
+ *           before each add, as the CPU's moe_combine and ggml's mul then add).
+ * The order of rows inside an expert depends on the atomics of the grouping; each row's
+ * result does not (every product is computed alone, in a fixed order), so the step's
+ * output is the same every run. */
+#include "backend.cuh"
+#include "mmv_core.cuh"
+#include "mmv_k45.cuh"
+#include "mmv_q32.cuh"
+#include "mmv_q6k.cuh"
+
+#include <limits.h>
+#include <math.h>
+
+/* ------------------------------------------------------------------ router */
+
+/* scores [n][E] = x [n][K] . W [E][K]^T in f32 (the router's weights stay f32, as on the
+ * CPU): tiles of 32 tokens x 32 experts, K in steps of 32 through shared memory, 4 outputs
+ * a thread. (Decode's few tokens take the f32 GEMV instead: blocks.cu.) */
+static __global__ void __launch_bounds__(256) kernel_moe_router(float *out, const float *x, const float *w, int n, int E,
+                                                                int K) {
+    __shared__ float xs[32][33], ws[32][33];
+    pdl_trigger();
+    pdl_wait();
+    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+    const int t0 = blockIdx.x * 32, e0 = blockIdx.y * 32;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int k0 = 0; k0 < K; k0 += 32) {
+        for (int i = ty; i < 32; i += 8) {
+            const bool kin = k0 + tx < K;
+            xs[i][tx] = t0 + i < n && kin ? x[(int64_t)(t0 + i) * K + k0 + tx] : 0.0f;
+            ws[i][tx] = e0 + i < E && kin ? w[(int64_t)(e0 + i) * K + k0 + tx] : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll 8
+        for (int kk = 0; kk < 32; kk++) {
+            const float wv = ws[tx][kk];
+#pragma unroll
+            for (int j = 0; j < 4; j++) acc[j] = fmaf(xs[ty + 8 * j][kk], wv, acc[j]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const int t = t0 + ty + 8 * j, e = e0 + tx;
+        if (t < n && e < E) out[(int64_t)t * E + e] = acc[j];
+    }
+}
+
+void cu_moe_router(cu_ctx *S, float *out, const float *x, const float *w, int n, int E, int K) {
+    if (n <= 0) return;
+    cu_launch(S, "moe_router", kernel_moe_router, dim3((unsigned)((n + 31) / 32), (unsigned)((E + 31) / 32)), dim3(256),
+              0, out, x, w, n, E, K);
+}
+
+/* ------------------------------------------------------------------ route + grouping */
+
+#define MOE_ROUTE_THREADS 1024
+#define MOE_LANE_E (CU_MOE_MAX_E / 32) /* a lane's experts */
+
+static __global__ void __launch_bounds__(MOE_ROUTE_THREADS) kernel_moe_route(const float *scores, int n, int E, int k,
+                                                                             cu_moe_buf r) {
+    __shared__ int cnt[CU_MOE_MAX_E], start[CU_MOE_MAX_E], fill[CU_MOE_MAX_E];
+    __shared__ int ng, nt;
+    pdl_trigger();
+    pdl_wait();
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+    for (int e = tid; e < E; e += blockDim.x) cnt[e] = fill[e] = 0;
+    __syncthreads();
+    for (int t = warp; t < n; t += nw) {
+        const float *s = scores + (int64_t)t * E;
+        float v[MOE_LANE_E];
+        float mx = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < MOE_LANE_E; i++) {
+            const int e = lane + 32 * i;
+            v[i] = e < E ? s[e] : -INFINITY;
+            mx = fmaxf(mx, v[i]);
+        }
+        mx = warp_max(mx);
+        /* (the exponentials summed in double, as the CPU's router) */
+        double sum = 0.0;
+#pragma unroll
+        for (int i = 0; i < MOE_LANE_E; i++) {
+            v[i] = lane + 32 * i < E ? expf(v[i] - mx) : 0.0f;
+            sum += (double)v[i];
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        const float inv = (float)(1.0 / sum);
+#pragma unroll
+        for (int i = 0; i < MOE_LANE_E; i++) v[i] *= inv;
+        unsigned taken = 0;
+        int my_id = 0;
+        float my_p = 0.0f, wsum = 0.0f;
+        for (int j = 0; j < k; j++) {
+            float bv = -1.0f;
+            int bi = INT_MAX;
+#pragma unroll
+            for (int i = 0; i < MOE_LANE_E; i++) {
+                const int e = lane + 32 * i;
+                if (e < E && !(taken >> i & 1) && v[i] > bv) bv = v[i], bi = e; /* (e rises with i: ties keep the lower) */
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+                const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+                const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+                if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+            }
+            if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
+            if (lane == j) my_id = bi, my_p = bv;
+            wsum += bv; /* (in slot order, as the CPU's) */
+        }
+        if (lane < k) {
+            r.ids[(int64_t)t * k + lane] = my_id;
+            r.w[(int64_t)t * k + lane] = my_p / wsum;
+            atomicAdd(&cnt[my_id], 1);
+        }
+    }
+    __syncthreads();
+    if (tid == 0) {
+        int run = 0, g = 0, ti = 0;
+        for (int e = 0; e < E; e++) {
+            start[e] = run;
+            const int c = cnt[e];
+            if (!c) continue;
+            r.groups[g++] = make_int4(e, run, c, 0);
+            for (int o = 0; o < c; o += CU_MOE_TILE) r.tiles[ti++] = make_int4(e, run + o, min(CU_MOE_TILE, c - o), 0);
+            run += c;
+        }
+        ng = g;
+        nt = ti;
+    }
+    __syncthreads();
+    for (int g = ng + tid; g < r.groups_cap; g += blockDim.x) r.groups[g] = make_int4(0, 0, 0, 0);
+    for (int t = nt + tid; t < r.tiles_cap; t += blockDim.x) r.tiles[t] = make_int4(0, 0, 0, 0);
+    for (int i = tid; i < n * k; i += blockDim.x) {
+        const int e = r.ids[i];
+        const int p = start[e] + atomicAdd(&fill[e], 1);
+        r.pos[i] = p;
+        r.src[p] = i / k;
+    }
+}
+
+void cu_moe_route(cu_ctx *S, const float *scores, int n, int E, int k, const cu_moe_buf *r) {
+    if (E > CU_MOE_MAX_E || k > 32 || k < 1 || (int64_t)n * k > r->cap) {
+        cu_record(S, cudaErrorInvalidValue, "moe route: more than 256 experts, 32 used or the rows' capacity", __FILE__,
+                  __LINE__);
+        return;
+    }
+    cu_launch(S, "moe_route", kernel_moe_route, dim3(1), dim3(MOE_ROUTE_THREADS), 0, scores, n, E, k, *r);
+}
+
+/* ------------------------------------------------------------------ grouped GEMV */
+
+template <typename U>
+static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_moe_gemv(cu_moe_gemv_args a) {
+    pdl_trigger();
+    const int lane = threadIdx.x & 31;
+    const int g = blockIdx.x * MMV_WARPS + (threadIdx.x >> 5);
+    pdl_wait();
+    const int4 G = a.groups[blockIdx.y];
+    if (G.z == 0 || g >= a.nmat * a.R) return;
+    const int m = g >= a.R, r = g - m * a.R;
+    const uint8_t *row = (m ? a.w[1] : a.w[0]) + (int64_t)G.x * a.wslice + (int64_t)r * a.stride;
+    float *o = m ? a.out[1] : a.out[0];
+    const int K = a.K, nb = K / U::QK, nu = nb * U::UPB;
+    for (int c0 = 0; c0 < G.z; c0 += 8) {
+        const int nc = min(8, G.z - c0);
+        int64_t xo[8];
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+            const int p = G.y + c0 + (c < nc ? c : 0);
+            xo[c] = (int64_t)(a.src ? a.src[p] : p) * K;
+        }
+        float acc[8];
+#pragma unroll
+        for (int c = 0; c < 8; c++) acc[c] = 0.0f;
+        for (int u0 = 0; u0 < nu; u0 += 32 * U::UNR) {
+            typename U::W wr[U::UNR];
+#pragma unroll
+            for (int q = 0; q < U::UNR; q++) {
+                const int u = u0 + lane + 32 * q;
+                if (u < nu) U::template load<ld_g>(row, nb, u, wr[q]);
+            }
+#pragma unroll
+            for (int q = 0; q < U::UNR; q++) {
+                const int u = u0 + lane + 32 * q;
+                if (u >= nu) continue;
+#pragma unroll
+                for (int c = 0; c < 8; c++)
+                    if (c < nc) acc[c] += mmv_dot<U>(wr[q], u, a.q, xo[c]);
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+            if (c >= nc) break;
+            const float v = warp_sum(acc[c]);
+            if (lane == c) o[(int64_t)(G.y + c0 + c) * a.R + r] = v;
+        }
+    }
+}
+
+template <typename U>
+static void moe_gemv_launch(cu_ctx *S, const cu_moe_gemv_args *a, int groups, const char *name) {
+    const dim3 grid((unsigned)((a->nmat * a->R + MMV_WARPS - 1) / MMV_WARPS), (unsigned)groups);
+    cu_launch(S, name, kernel_moe_gemv<U>, grid, dim3(MMV_WARPS * 32), 0, *a);
+}
+
+void cu_moe_gemv(cu_ctx *S, uint32_t type, const cu_moe_gemv_args *a, int groups) {
+    if (groups <= 0) return;
+    switch (type) {
+    case QTYPE_Q4_0: moe_gemv_launch<unit_q4<QTYPE_Q4_0>>(S, a, groups, "moe_gemv_q4_0"); break;
+    case QTYPE_Q4_1: moe_gemv_launch<unit_q4<QTYPE_Q4_1>>(S, a, groups, "moe_gemv_q4_1"); break;
+    case QTYPE_Q5_0: moe_gemv_launch<unit_q4<QTYPE_Q5_0>>(S, a, groups, "moe_gemv_q5_0"); break;
+    case QTYPE_Q5_1: moe_gemv_launch<unit_q4<QTYPE_Q5_1>>(S, a, groups, "moe_gemv_q5_1"); break;
+    case QTYPE_Q8_0: moe_gemv_launch<unit_q8_0>(S, a, groups, "moe_gemv_q8_0"); break;
+    case QTYPE_Q4_K: moe_gemv_launch<unit_k45<false>>(S, a, groups, "moe_gemv_q4_K"); break;
+    case QTYPE_Q5_K: moe_gemv_launch<unit_k45<true>>(S, a, groups, "moe_gemv_q5_K"); break;
+    case QTYPE_Q6_K: moe_gemv_launch<unit_q6k>(S, a, groups, "moe_gemv_q6_K"); break;
+    default: cu_record(S, cudaErrorInvalidValue, "moe gemv: no q8 GEMV for the experts' type", __FILE__, __LINE__); break;
+    }
+}
+
+/* ------------------------------------------------------------------ combine */
+
+static __global__ void kernel_moe_combine(float *out, const float *y, const int32_t *pos, const float *w, int k, int dim) {
+    pdl_trigger();
+    pdl_wait();
+    const int t = blockIdx.y;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= dim) return;
+    float acc = 0.0f;
+    for (int j = 0; j < k; j++) {
+        const float p = y[(int64_t)pos[t * k + j] * dim + i] * w[t * k + j];
+        acc = j == 0 ? p : acc + p;
+    }
+    out[(int64_t)t * dim + i] = acc;
+}
+
+void cu_moe_combine(cu_ctx *S, float *out, const float *y, const int32_t *pos, const float *w, int n, int k, int dim) {
+    if (n <= 0) return;
+    cu_launch(S, "moe_combine", kernel_moe_combine, dim3((unsigned)((dim + 255) / 256), (unsigned)n), dim3(256), 0, out, y,
+              pos, w, k, dim);
+}
