@@ -224,6 +224,73 @@ static void one(mf_arch arch, const mix *x, const cu_device_class *d, const char
     free(m.layers);
 }
 
+/* A qwen3moe-shaped model of mix x (128 experts of ff 768, 8 used, f32 routers) in class d
+ * with paths `off`: quantized experts run on the experts' kernels - the grouped GEMVs below
+ * 128 tokens, the grouped MMQ from 128 where path mmq is on - whose add is owed (never in a
+ * GEMV's store); f16/f32 experts (no q8 GEMV) and path q8 off go to the composed blocks,
+ * named. Returns 1 when the grouped MMQ appeared. */
+static int moe_one(const mix *x, const cu_device_class *d, const char *off) {
+    mf_model m;
+    make_model(&m, MF_ARCH_QWEN3, x);
+    const int E = 128, K = 8, FF = 768;
+    m.desc.n_expert = E;
+    m.desc.n_expert_used = K;
+    for (int l = 0; l < NL; l++) {
+        mf_ffn *F = &m.layers[l].ffn;
+        F->n_expert = E;
+        F->n_used = K;
+        set_w(&F->router, QTYPE_F32, DIM, E);
+        set_w(&F->gate, x->base, DIM, FF);
+        set_w(&F->up, x->base, DIM, FF);
+        set_w(&F->down, l % 2 ? x->more : x->base, FF, DIM);
+        F->gate.n_slices = F->up.n_slices = F->down.n_slices = E;
+    }
+    int on_i[CU_PATH_COUNT];
+    mf_err err = { { 0 } };
+    CHECK(paths_parse(cu_paths, CU_PATH_COUNT, off, "MINFER_CUDA_DISABLE", on_i, &err) == 0, "paths: %s", err.msg);
+    unsigned char on[CU_PATH_COUNT];
+    for (int i = 0; i < CU_PATH_COUNT; i++) on[i] = (unsigned char)on_i[i];
+    cu_plan_env e;
+    cu_plan_env_init(&e, on, d, &cu_kernel_needs_table, cu_tune_for(d->code_arch));
+    cu_plan_facts f;
+    cu_plan_facts_assume(&f, &e, &m, 512);
+    cu_plan p;
+    cu_plan_make(&p, &m, &e, &f);
+    char what[160];
+    snprintf(what, sizeof what, "qwen3moe %s %s, %s off", x->name, d->name, off ? off : "nothing");
+    seen sn;
+    memset(&sn, 0, sizeof sn);
+    check_plan(what, &p, &m, &e, &sn);
+    const int quant = cu_cap_gemv_q8(x->base) && cu_cap_gemv_q8(x->more);
+    int mmq_seen = 0;
+    if (!e.on[CU_PATH_FUSED] || !quant || !e.on[CU_PATH_Q8]) {
+        CHECK(p.composed != NULL, "%s: composed blocks expected", what);
+    } else {
+        CHECK(p.composed == NULL, "%s: composed (%s)", what, p.composed ? p.composed : "");
+        for (int b = 0; !p.composed && b < CU_N_BUCKETS; b++) {
+            if (!p.live[b]) continue;
+            const int n = cu_bucket_width((cu_bucket)b);
+            for (int l = 0; l < NL; l++) {
+                const cu_layer_plan *lp = &p.layer[b][l];
+                const int mmq = n >= 128 && e.on[CU_PATH_MMQ] && f.moe_mq && cu_cap_mmq(x->base, DIM) &&
+                                cu_cap_mmq(l % 2 ? x->more : x->base, FF);
+                mmq_seen |= lp->moe == CU_MOE_MMQ;
+                CHECK(lp->moe == (mmq ? CU_MOE_MMQ : CU_MOE_GEMV), "%s: bucket %s layer %d: moe kind %d", what,
+                      cu_bucket_name((cu_bucket)b), l, lp->moe);
+                CHECK(lp->mm[CU_W_GATE] == (mmq ? CU_MM_MMQ : CU_MM_GEMV_Q8) && lp->mm[CU_W_DOWN] == lp->mm[CU_W_GATE],
+                      "%s: bucket %s layer %d: experts' kinds %d/%d", what, cu_bucket_name((cu_bucket)b), l,
+                      lp->mm[CU_W_GATE], lp->mm[CU_W_DOWN]);
+                CHECK(lp->down_res.kind != CU_RES_IN_GEMV, "%s: bucket %s: the experts' add in a GEMV's store", what,
+                      cu_bucket_name((cu_bucket)b));
+            }
+        }
+    }
+    cu_plan_free(&p);
+    cu_plan_facts_free(&f);
+    free(m.layers);
+    return mmq_seen;
+}
+
 int main(void) {
     const char *classes[] = { "sm_80", "sm_90", "sm_120" };
     const mf_arch archs[] = { MF_ARCH_LLAMA, MF_ARCH_QWEN2, MF_ARCH_GEMMA3 };
@@ -268,5 +335,16 @@ int main(void) {
               cu_bucket_of(128) == CU_BK_128 && cu_bucket_of(4096) == CU_BK_128,
           "bucket edges");
     CHECK(cu_device_class_named("sm_75") == NULL, "unknown class");
+    /* experts (issue 51) */
+    int moe_mmq = 0;
+    for (size_t c = 0; c < MF_ARRAY_LEN(classes); c++) {
+        const cu_device_class *d = cu_device_class_named(classes[c]);
+        for (size_t x = 0; d && x < MF_ARRAY_LEN(MIXES); x++) {
+            moe_mmq += moe_one(&MIXES[x], d, NULL) && c == 1;
+            for (int i = 0; i < CU_PATH_COUNT; i++) moe_one(&MIXES[x], d, cu_paths[i].name);
+            moe_one(&MIXES[x], d, "all");
+        }
+    }
+    CHECK(moe_mmq > 0, "sm_90: no grouped MMQ for quantized experts");
     return test_summary("test_plan");
 }

@@ -394,6 +394,7 @@ static void plan_layer(const planner *P, int l, int n, cu_layer_plan *lp) {
         lp->moe = (uint8_t)(mmq ? CU_MOE_MMQ : CU_MOE_GEMV);
         lp->mm[CU_W_GATE] = lp->mm[CU_W_UP] = lp->mm[CU_W_DOWN] = (uint8_t)(mmq ? CU_MM_MMQ : CU_MM_GEMV_Q8);
         lp->ffn_norm = decode ? norm_gemv(P, n) : (cu_stage){ CU_NORM_F32, CU_F_F32, 0, 0, 0 };
+        lp->gu = (cu_stage){ (uint8_t)(mmq ? CU_GU_TWO_GEMM : CU_GU_PAIR_GEMV), CU_F_F32, 0, 0, 0 };
         lp->act = (cu_stage){ (uint8_t)(mmq ? CU_ACT_SWIGLU_MQ : CU_ACT_SWIGLU), (uint8_t)(mmq ? CU_F_MQ : CU_F_F32 | CU_F_Q8), 0, 0, 0 };
         /* (the weighted sum of each token's rows into a buffer: the add owed) */
         lp->down_res = (cu_stage){ (uint8_t)(res == CU_RES_IN_GEMV ? CU_RES_OWED : res), CU_F_F32, 0, 0, 0 };

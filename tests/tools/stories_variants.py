@@ -16,6 +16,9 @@ architectures over the same weights (the same test and fixtures):
   qwen3moe  qwen3's attention and an FFN of 4 experts, 2 used a token: expert e's gate/up/down
           the dense ones times 1 + 0.3 * uniform(-1, 1) noise, a router of 0.5 * normal
           noise (seeded)
+  mixtral   a llama file with experts as Mixtral's: qwen3moe's FFN (the same noise and
+          router) under general.architecture llama, llama.expert_count 4 and
+          expert_used_count 2, no expert_feed_forward_length (Mixtral's experts are n_ff wide)
 
 Each keeps the weights and the tokenizer and sets context_length 4096 (the prompts are
 up to 4k tokens). Usage: stories_variants.py STORIES260K.gguf OUTDIR -> OUTDIR/NAME.gguf"""
@@ -24,7 +27,7 @@ import math, os, sys
 import numpy as np
 import gguf
 
-VARIANTS = ("llama3", "yarn", "linear", "unused", "badtype", "qwen3", "qwen3moe")
+VARIANTS = ("llama3", "yarn", "linear", "unused", "badtype", "qwen3", "qwen3moe", "mixtral")
 
 
 def llama3_factors(dim, base, factor, low, high, orig):
@@ -75,7 +78,7 @@ def write_variant(src, name, path):
     elif name == "linear":
         w.add_string(f"{arch}.rope.scaling.type", "linear")
         w.add_float32(f"{arch}.rope.scaling.factor", 2.0)
-    elif name in ("qwen3", "qwen3moe"):
+    elif name in ("qwen3", "qwen3moe", "mixtral"):
         pass
     elif name == "badtype":
         w.add_string(f"{arch}.rope.scaling.type", "longrope")
@@ -84,9 +87,10 @@ def write_variant(src, name, path):
         raise SystemExit(f"unknown variant {name}")
     if name == "unused":
         w.add_tensor("blk.0.attn_sinks.weight", np.zeros(8, dtype=np.float32))
-    if name == "qwen3moe":
+    if name in ("qwen3moe", "mixtral"):
         w.add_uint32(f"{arch}.expert_count", 4)
         w.add_uint32(f"{arch}.expert_used_count", 2)
+    if name == "qwen3moe":
         w.add_uint32(f"{arch}.expert_feed_forward_length", field_value(r.fields[f"{src_arch}.feed_forward_length"]))
     if name in ("qwen3", "qwen3moe"):
         rng = np.random.default_rng(7)
@@ -101,7 +105,7 @@ def write_variant(src, name, path):
         shape = [int(x) for x in reversed(t.shape)]
         a = np.asarray(t.data, dtype=np.float32).reshape(shape)
         part = t.name.split(".")
-        if name == "qwen3moe" and len(part) == 4 and part[2] in ("ffn_gate", "ffn_up", "ffn_down"):
+        if name in ("qwen3moe", "mixtral") and len(part) == 4 and part[2] in ("ffn_gate", "ffn_up", "ffn_down"):
             experts = np.stack([a * (1 + 0.3 * rng_e.uniform(-1, 1, a.shape)) for _ in range(4)]).astype(np.float32)
             w.add_tensor(f"blk.{part[1]}.{part[2]}_exps.weight", experts)
             if part[2] == "ffn_gate":
