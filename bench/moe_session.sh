@@ -25,6 +25,7 @@ for part in "$@"; do
     tests)
         for sh in tiny-moe tiny-mixtral; do
             "$BIN" synth --shape $sh --quant q4_k_m -o "$TMP/$sh.gguf" >/dev/null 2>&1
+            [ -x "$T/test_cuda_moe" ] && { echo "== moe kernels $sh"; "$T/test_cuda_moe" "$TMP/$sh.gguf" 2>&1 | grep -E 'RESULT|FAIL|ffn|route' | tail -n 30; }
             echo "== forward $sh (70 + 40)"; "$T/test_cuda_forward" "$TMP/$sh.gguf" 70 40 0.06 2>&1 | tail -n 4
             echo "== forward $sh (200 + 8, census)"
             MINFER_CENSUS=1 "$T/test_cuda_forward" "$TMP/$sh.gguf" 200 8 0.06 2>&1 | grep -E 'RESULT|FAIL|census|diverge' | tail -n 4

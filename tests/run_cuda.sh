@@ -276,6 +276,8 @@ fi
 if [ -x "$TESTS/test_cuda_forward" ]; then
     for sh in tiny-moe tiny-mixtral; do
         "$BIN" synth --shape $sh --quant q4_k_m -o "$TMP/$sh.gguf" >/dev/null 2>&1
+        run_one "moe kernels $sh q4_k_m: route, grouping, grouped GEMVs and MMQ vs references" \
+            "$TESTS/test_cuda_moe" "$TMP/$sh.gguf"
         run_one "forward $sh q4_k_m" "$TESTS/test_cuda_forward" "$TMP/$sh.gguf" 70 40 0.06
         MINFER_CENSUS=1 "$TESTS/test_cuda_forward" "$TMP/$sh.gguf" 200 8 0.06 >"$TMP/$sh-200.log" 2>&1
         count "forward $sh q4_k_m, 200-token prefill (grouped MMQ)" $? "$(cat "$TMP/$sh-200.log")"

@@ -199,6 +199,15 @@ int cu_upload_one(cu_state *S, const mf_weight *w, void *dst, void *tmp, size_t 
 int cu_weight_dev_bytes(const mf_weight *w, size_t *out);
 int cu_count_xs_wide(const mf_model *m);
 
+/* moe.cu: a layer's experts on n tokens of x [n][dim] (f32 on the device; qx: its q8 where
+ * the norm wrote one, else NULL), by kind (plan.h cu_moe_kind), into out [n][dim] (may be
+ * x); scratch of n_batch * k rows: scores [n][E], h, h2 [n*k][ff], y [n*k][dim]. */
+struct cu_moe_scratch {
+    float *scores, *h, *h2, *y;
+};
+void cu_moe_ffn(cu_state *S, const mf_ffn *F, int kind, const float *x, const cu_q8 *qx, int n, const cu_moe_scratch *sc,
+                float *out);
+
 /* blocks.cu */
 extern const mf_ops cu_ops;
 extern const mf_blocks cu_blocks;

@@ -712,82 +712,13 @@ static void blk_attn(mf_backend *be, mf_forward *fw, int l, const mf_batch *b) {
     S->n.fused_blocks++;
 }
 
-/* A layer's FFN of experts as the plan's P->moe says (moe.cu has the kernels): the
- * router's scores, the grouping of the (token, slot) rows by expert, gate+up over each
- * expert's rows, the SwiGLU, down, and each token's weighted sum into xb, its add owed.
- * Nothing reads back to the host: a decode step stays one graph. */
+/* A layer's FFN of experts as the plan's P->moe says (moe.cu cu_moe_ffn): the norm, the
+ * experts' sum into xb, its add owed. */
 static void blk_moe(cu_state *S, mf_forward *fw, const mf_layer *L, const cu_layer_plan *P, int n, const mf_weight *pn) {
-    const mf_ffn *F = &L->ffn;
-    const int dim = S->hp.n_embd, E = F->n_expert, k = F->n_used, ff = (int)F->gate.rows, rows = n * k;
     const int have_q8 = P->regime == CU_RG_GEMV && P->ffn_norm.kind == CU_NORM_Q8;
     norm_in(S, fw->xb, fw->x, &L->ffn_norm, n, have_q8);
-    S->prof_tag = F->router.name;
-    S->prof_type = F->router.type;
-    if (n <= CU_MAX_GEMV_COLS) {
-        const mf_weight *w = &F->router;
-        gemv(S, &w, &fw->moe_scores, NULL, 1, 0, fw->xb, n, 0, have_q8, 0, S->tune.xst_pre);
-    } else {
-        cu_moe_router(S, fw->moe_scores, fw->xb, (const float *)F->router.dev, n, E, dim);
-    }
-    S->prof_tag = NULL;
-    cu_moe_route(S, fw->moe_scores, n, E, k, &S->moe);
-    const int64_t gs = cu_row_stride(F->gate.type, F->gate.cols), ds = cu_row_stride(F->down.type, F->down.cols);
-    if (P->moe == CU_MOE_MMQ) {
-        const int tiles = cu_moe_tiles(n, k, E);
-        cu_mmq_quantize_rows(S, fw->xb, NULL, S->moe.src, rows, dim, &S->moe_mq);
-        S->prof_tag = F->gate.name;
-        cu_mmq_moe(S, fw->moe_h, (const uint8_t *)F->gate.dev, (int64_t)F->gate.dev_slice_bytes, gs, F->gate.type, ff,
-                   dim, &S->moe_mq, S->moe.tiles, tiles);
-        S->prof_tag = F->up.name;
-        cu_mmq_moe(S, fw->moe_h2, (const uint8_t *)F->up.dev, (int64_t)F->up.dev_slice_bytes, gs, F->up.type, ff, dim,
-                   &S->moe_mq, S->moe.tiles, tiles);
-        S->prof_tag = NULL;
-        cu_mmq_quantize_rows(S, fw->moe_h, fw->moe_h2, NULL, rows, ff, &S->moe_mq);
-        S->prof_tag = F->down.name;
-        cu_mmq_moe(S, fw->moe_y, (const uint8_t *)F->down.dev, (int64_t)F->down.dev_slice_bytes, ds, F->down.type, dim,
-                   ff, &S->moe_mq, S->moe.tiles, tiles);
-        S->prof_tag = NULL;
-        S->n.moe_mmq++;
-    } else {
-        /* x's q8: the norm's where it wrote one (up to 8 columns), else its own */
-        cu_q8 qx = S->q8;
-        if (!have_q8) {
-            cu_quantize_q8(S, fw->xb, (int64_t)n * dim, &S->moe_q8);
-            qx = S->moe_q8;
-        }
-        const int groups = cu_moe_groups(n, k, E);
-        cu_moe_gemv_args a;
-        memset(&a, 0, sizeof a);
-        a.w[0] = (const uint8_t *)F->gate.dev;
-        a.w[1] = (const uint8_t *)F->up.dev;
-        a.out[0] = fw->moe_h;
-        a.out[1] = fw->moe_h2;
-        a.nmat = 2;
-        a.wslice = (int64_t)F->gate.dev_slice_bytes;
-        a.stride = gs;
-        a.R = ff;
-        a.K = dim;
-        a.groups = S->moe.groups;
-        a.src = S->moe.src;
-        a.q = qx;
-        S->prof_tag = "ffn_gate+up_exps";
-        cu_moe_gemv(S, F->gate.type, &a, groups);
-        cu_swiglu(S, fw->moe_h, fw->moe_h, fw->moe_h2, (int64_t)rows * ff, &S->moe_q8);
-        a.w[0] = (const uint8_t *)F->down.dev;
-        a.out[0] = fw->moe_y;
-        a.nmat = 1;
-        a.wslice = (int64_t)F->down.dev_slice_bytes;
-        a.stride = ds;
-        a.R = dim;
-        a.K = ff;
-        a.src = NULL;
-        a.q = S->moe_q8;
-        S->prof_tag = F->down.name;
-        cu_moe_gemv(S, F->down.type, &a, groups);
-        S->prof_tag = NULL;
-        S->n.moe_gemv++;
-    }
-    cu_moe_combine(S, fw->xb, fw->moe_y, S->moe.pos, S->moe.w, n, k, dim);
+    const cu_moe_scratch sc = {fw->moe_scores, fw->moe_h, fw->moe_h2, fw->moe_y};
+    cu_moe_ffn(S, &L->ffn, P->moe, fw->xb, have_q8 ? &S->q8 : NULL, n, &sc, fw->xb);
     block_add(S, fw, P->down_res.kind, fw->x, fw->xb, n, pn);
     S->n.fused_blocks++;
 }

@@ -27,6 +27,9 @@
 
 #include <limits.h>
 #include <math.h>
+#include <string.h>
+
+#include "cuda/backend_cuda.h"
 
 /* ------------------------------------------------------------------ router */
 
@@ -258,4 +261,151 @@ void cu_moe_combine(cu_ctx *S, float *out, const float *y, const int32_t *pos, c
     if (n <= 0) return;
     cu_launch(S, "moe_combine", kernel_moe_combine, dim3((unsigned)((dim + 255) / 256), (unsigned)n), dim3(256), 0, out, y,
               pos, w, k, dim);
+}
+
+/* ------------------------------------------------------------------ the FFN */
+
+void cu_moe_ffn(cu_state *S, const mf_ffn *F, int kind, const float *x, const cu_q8 *qx, int n, const cu_moe_scratch *sc,
+                float *out) {
+    const int dim = (int)F->gate.cols, E = F->n_expert, k = F->n_used, ff = (int)F->gate.rows, rows = n * k;
+    S->prof_tag = F->router.name;
+    S->prof_type = F->router.type;
+    if (n <= CU_MAX_GEMV_COLS) {
+        /* (the f32 GEMV: a few tokens spread over the device, not 4 blocks of the tiles) */
+        cu_mmv_args a;
+        memset(&a, 0, sizeof a);
+        a.w[0] = (const uint8_t *)F->router.dev;
+        a.out[0] = sc->scores;
+        a.rows[0] = E;
+        a.nmat = 1;
+        a.K = dim;
+        a.stride = cu_row_stride(F->router.type, dim);
+        a.ncols = n;
+        a.x = x;
+        cu_mmv_f(S, F->router.type, &a);
+    } else {
+        cu_moe_router(S, sc->scores, x, (const float *)F->router.dev, n, E, dim);
+    }
+    S->prof_tag = NULL;
+    cu_moe_route(S, sc->scores, n, E, k, &S->moe);
+    const int64_t gs = cu_row_stride(F->gate.type, dim), ds = cu_row_stride(F->down.type, ff);
+    if (kind == CU_MOE_MMQ) {
+        const int tiles = cu_moe_tiles(n, k, E);
+        cu_mmq_quantize_rows(S, x, NULL, S->moe.src, rows, dim, &S->moe_mq);
+        S->prof_tag = F->gate.name;
+        cu_mmq_moe(S, sc->h, (const uint8_t *)F->gate.dev, (int64_t)F->gate.dev_slice_bytes, gs, F->gate.type, ff, dim,
+                   &S->moe_mq, S->moe.tiles, tiles);
+        S->prof_tag = F->up.name;
+        cu_mmq_moe(S, sc->h2, (const uint8_t *)F->up.dev, (int64_t)F->up.dev_slice_bytes, gs, F->up.type, ff, dim,
+                   &S->moe_mq, S->moe.tiles, tiles);
+        S->prof_tag = NULL;
+        cu_mmq_quantize_rows(S, sc->h, sc->h2, NULL, rows, ff, &S->moe_mq);
+        S->prof_tag = F->down.name;
+        cu_mmq_moe(S, sc->y, (const uint8_t *)F->down.dev, (int64_t)F->down.dev_slice_bytes, ds, F->down.type, dim, ff,
+                   &S->moe_mq, S->moe.tiles, tiles);
+        S->prof_tag = NULL;
+        S->n.moe_mmq++;
+    } else {
+        cu_q8 q = qx ? *qx : S->moe_q8;
+        if (!qx) cu_quantize_q8(S, x, (int64_t)n * dim, &S->moe_q8);
+        const int groups = cu_moe_groups(n, k, E);
+        cu_moe_gemv_args a;
+        memset(&a, 0, sizeof a);
+        a.w[0] = (const uint8_t *)F->gate.dev;
+        a.w[1] = (const uint8_t *)F->up.dev;
+        a.out[0] = sc->h;
+        a.out[1] = sc->h2;
+        a.nmat = 2;
+        a.wslice = (int64_t)F->gate.dev_slice_bytes;
+        a.stride = gs;
+        a.R = ff;
+        a.K = dim;
+        a.groups = S->moe.groups;
+        a.src = S->moe.src;
+        a.q = q;
+        S->prof_tag = "ffn_gate+up_exps";
+        cu_moe_gemv(S, F->gate.type, &a, groups);
+        S->prof_tag = NULL;
+        cu_swiglu(S, sc->h, sc->h, sc->h2, (int64_t)rows * ff, &S->moe_q8);
+        a.w[0] = (const uint8_t *)F->down.dev;
+        a.w[1] = NULL;
+        a.out[0] = sc->y;
+        a.out[1] = NULL;
+        a.nmat = 1;
+        a.wslice = (int64_t)F->down.dev_slice_bytes;
+        a.stride = ds;
+        a.R = dim;
+        a.K = ff;
+        a.src = NULL;
+        a.q = S->moe_q8;
+        S->prof_tag = F->down.name;
+        cu_moe_gemv(S, F->down.type, &a, groups);
+        S->prof_tag = NULL;
+        S->n.moe_gemv++;
+    }
+    cu_moe_combine(S, out, sc->y, S->moe.pos, S->moe.w, n, k, dim);
+}
+
+/* ------------------------------------------------------------------ test hooks */
+
+/* (backend_cuda.h) one allocation for the hooks' device buffers, freed before return */
+static void *hook_alloc(size_t n) {
+    void *p = NULL;
+    return cudaMalloc(&p, n) == cudaSuccess ? p : NULL;
+}
+
+extern "C" int cuda_moe_route_test(mf_backend *be, const float *scores, int n, int E, int k, int32_t *ids, float *w,
+                                   int32_t *pos, int32_t *src, int32_t *groups, int32_t *tiles, mf_err *err) {
+    cu_state *S = cu_st(be);
+    cudaSetDevice(S->device);
+    cu_moe_buf r;
+    memset(&r, 0, sizeof r);
+    r.cap = n * k;
+    r.groups_cap = cu_moe_groups(n, k, E);
+    r.tiles_cap = cu_moe_tiles(n, k, E);
+    const size_t ns = sizeof(float) * (size_t)n * E, nc = (size_t)r.cap;
+    char *buf = (char *)hook_alloc(ns + nc * 16 + sizeof(int4) * (size_t)(r.groups_cap + r.tiles_cap));
+    if (!buf) return mf_fail(err, MF_ERR_DEVICE, "cuda: moe route test: out of device memory");
+    float *d_scores = (float *)buf;
+    r.ids = (int32_t *)(buf + ns);
+    r.w = (float *)(r.ids + nc);
+    r.pos = (int32_t *)(r.w + nc);
+    r.src = r.pos + nc;
+    r.groups = (int4 *)(r.src + nc);
+    r.tiles = r.groups + r.groups_cap;
+    cudaMemcpy(d_scores, scores, ns, cudaMemcpyHostToDevice);
+    cu_moe_route(S, d_scores, n, E, k, &r);
+    cudaStreamSynchronize(S->stream);
+    cudaMemcpy(ids, r.ids, nc * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(w, r.w, nc * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(pos, r.pos, nc * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(src, r.src, nc * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(groups, r.groups, sizeof(int4) * (size_t)r.groups_cap, cudaMemcpyDeviceToHost);
+    cudaMemcpy(tiles, r.tiles, sizeof(int4) * (size_t)r.tiles_cap, cudaMemcpyDeviceToHost);
+    cudaFree(buf);
+    return cuda_backend_status(be, err);
+}
+
+extern "C" int cuda_moe_ffn_test(mf_backend *be, const mf_ffn *F, int kind, const float *x, int n, float *out,
+                                 mf_err *err) {
+    cu_state *S = cu_st(be);
+    cudaSetDevice(S->device);
+    const int dim = (int)F->gate.cols, E = F->n_expert, k = F->n_used, ff = (int)F->gate.rows;
+    if ((int64_t)n * k > S->moe.cap || (kind == CU_MOE_MMQ && !S->moe_mq.q))
+        return mf_fail(err, MF_ERR_USAGE, "cuda: moe ffn test: %d tokens beyond the backend's experts' scratch", n);
+    const size_t nx = sizeof(float) * (size_t)n * dim, nr = (size_t)n * k;
+    char *buf = (char *)hook_alloc(2 * nx + sizeof(float) * ((size_t)n * E + 2 * nr * ff + nr * dim));
+    if (!buf) return mf_fail(err, MF_ERR_DEVICE, "cuda: moe ffn test: out of device memory");
+    float *d_x = (float *)buf, *d_out = d_x + (size_t)n * dim;
+    cu_moe_scratch sc;
+    sc.scores = d_out + (size_t)n * dim;
+    sc.h = sc.scores + (size_t)n * E;
+    sc.h2 = sc.h + nr * ff;
+    sc.y = sc.h2 + nr * ff;
+    cudaMemcpy(d_x, x, nx, cudaMemcpyHostToDevice);
+    cu_moe_ffn(S, F, kind, d_x, NULL, n, &sc, d_out);
+    cudaStreamSynchronize(S->stream);
+    cudaMemcpy(out, d_out, nx, cudaMemcpyDeviceToHost);
+    cudaFree(buf);
+    return cuda_backend_status(be, err);
 }
