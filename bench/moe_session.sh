@@ -26,12 +26,13 @@ for part in "$@"; do
         for sh in tiny-moe tiny-mixtral; do
             "$BIN" synth --shape $sh --quant q4_k_m -o "$TMP/$sh.gguf" >/dev/null 2>&1
             [ -x "$T/test_cuda_moe" ] && { echo "== moe kernels $sh"; "$T/test_cuda_moe" "$TMP/$sh.gguf" 2>&1 | grep -E 'RESULT|FAIL|ffn|route' | tail -n 30; }
-            echo "== forward $sh (70 + 40)"; "$T/test_cuda_forward" "$TMP/$sh.gguf" 70 40 0.06 2>&1 | tail -n 4
+            echo "== forward $sh (70 + 40)"; "$T/test_cuda_forward" "$TMP/$sh.gguf" 70 40 0.35 2>&1 | tail -n 4
+            echo "== forward $sh f32 both sides"; MINFER_CPU_DISABLE=all MINFER_CUDA_DISABLE=q8,mmq "$T/test_cuda_forward" "$TMP/$sh.gguf" 70 16 0.003 2>&1 | tail -n 4
             echo "== forward $sh (200 + 8, census)"
-            MINFER_CENSUS=1 "$T/test_cuda_forward" "$TMP/$sh.gguf" 200 8 0.06 2>&1 | grep -E 'RESULT|FAIL|census|diverge' | tail -n 4
-            echo "== forward $sh composed"; MINFER_CUDA_DISABLE=fused "$T/test_cuda_forward" "$TMP/$sh.gguf" 70 16 0.06 2>&1 | tail -n 2
+            MINFER_CENSUS=1 "$T/test_cuda_forward" "$TMP/$sh.gguf" 200 8 0.35 2>&1 | grep -E 'RESULT|FAIL|census|diverge' | tail -n 4
+            echo "== forward $sh composed"; MINFER_CUDA_DISABLE=fused "$T/test_cuda_forward" "$TMP/$sh.gguf" 70 16 0.35 2>&1 | tail -n 2
         done
-        echo "== batch tiny-moe"; "$T/test_cuda_batch" "$TMP/tiny-moe.gguf" 32 0.05 1,2,4,8,16,32,64 2>&1 | tail -n 6
+        echo "== batch tiny-moe"; "$T/test_cuda_batch" "$TMP/tiny-moe.gguf" 32 0.15 1,2,4,8,16,32,64 2>&1 | tail -n 6
         for v in qwen3moe mixtral; do
             m=$D/models/rope/$v.gguf
             [ -f "$m" ] || continue

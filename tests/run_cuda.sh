@@ -270,21 +270,28 @@ if [ -x "$TESTS/test_cuda_forward" ]; then
     fi
 fi
 
-# ---- experts (issue 51): tiny qwen3moe and Mixtral-style files against the CPU: decode on
-# the grouped GEMVs (graphs), a 200-token prefill on the grouped MMQ, the composed blocks
-# (path fused off: routing on the host); the census shows both grouped kernels at work ----
+# ---- experts (issue 51): the kernels against references (test_cuda_moe: 3% with q8/int8
+# activations), then tiny qwen3moe and Mixtral-style files against the CPU: decode on the
+# grouped GEMVs (graphs), a 200-token prefill on the grouped MMQ, the composed blocks (path
+# fused off: routing on the host), and f32 activations both sides (q8 off: the composed
+# blocks) at the dense models' 0.003. With q8 activations the logit bound is 0.35, not 0.06:
+# a random-weight router puts experts at near-ties, where the two sides' rounding picks
+# different experts for a token (the argmax agreement and the first divergence's margin are
+# reported); the census shows both grouped kernels at work ----
 if [ -x "$TESTS/test_cuda_forward" ]; then
     for sh in tiny-moe tiny-mixtral; do
         "$BIN" synth --shape $sh --quant q4_k_m -o "$TMP/$sh.gguf" >/dev/null 2>&1
         run_one "moe kernels $sh q4_k_m: route, grouping, grouped GEMVs and MMQ vs references" \
             "$TESTS/test_cuda_moe" "$TMP/$sh.gguf"
-        run_one "forward $sh q4_k_m" "$TESTS/test_cuda_forward" "$TMP/$sh.gguf" 70 40 0.06
-        MINFER_CENSUS=1 "$TESTS/test_cuda_forward" "$TMP/$sh.gguf" 200 8 0.06 >"$TMP/$sh-200.log" 2>&1
+        run_one "forward $sh q4_k_m" "$TESTS/test_cuda_forward" "$TMP/$sh.gguf" 70 40 0.35
+        run_one "forward $sh q4_k_m, f32 activations both sides" env MINFER_CPU_DISABLE=all MINFER_CUDA_DISABLE=q8,mmq \
+            "$TESTS/test_cuda_forward" "$TMP/$sh.gguf" 70 16 0.003
+        MINFER_CENSUS=1 "$TESTS/test_cuda_forward" "$TMP/$sh.gguf" 200 8 0.35 >"$TMP/$sh-200.log" 2>&1
         count "forward $sh q4_k_m, 200-token prefill (grouped MMQ)" $? "$(cat "$TMP/$sh-200.log")"
         check "$sh: experts on the grouped GEMVs and the grouped MMQ" \
             grep -qE 'grouped GEMVs [1-9][0-9]*, grouped MMQ [1-9]' "$TMP/$sh-200.log"
         run_one "forward $sh q4_k_m, composed blocks (fused off)" env MINFER_CUDA_DISABLE=fused \
-            "$TESTS/test_cuda_forward" "$TMP/$sh.gguf" 70 16 0.06
+            "$TESTS/test_cuda_forward" "$TMP/$sh.gguf" 70 16 0.35
     done
 fi
 
@@ -303,7 +310,7 @@ if [ -x "$TESTS/test_cuda_batch" ]; then
         "$TESTS/test_cuda_batch" "$TMP/tiny-q4_k_m.gguf" 40 0.02
     [ -f "$TMP/tiny-moe.gguf" ] || "$BIN" synth --shape tiny-moe --quant q4_k_m -o "$TMP/tiny-moe.gguf" >/dev/null 2>&1
     run_one "batch tiny-moe q4_k_m: experts, 8 sequences together vs alone, and 1..64" \
-        "$TESTS/test_cuda_batch" "$TMP/tiny-moe.gguf" 32 0.05 1,2,4,8,16,32,64
+        "$TESTS/test_cuda_batch" "$TMP/tiny-moe.gguf" 32 0.15 1,2,4,8,16,32,64
     if [ "${MINFER_CUDA_TEST_1B:-1}" = 1 ]; then
         [ -f "$TMP/1b.gguf" ] || "$BIN" synth --shape 1b --quant q4_k_m -o "$TMP/1b.gguf" >/dev/null 2>&1
         run_one "batch 1b q4_k_m: 8 sequences together vs alone, and 1..64" \

@@ -671,20 +671,25 @@ void cu_mmq_quantize(cu_ctx *S, const float *x, int n, int K, cu_mmq_act *a);
 /* moe.cu: a layer's experts (plan.h cu_moe_kind; the file's comment says how). The
  * grouping's device buffers, for up to cap (token, slot) rows: */
 #define CU_MOE_MAX_E 256 /* experts a route kernel takes (8 a lane of its warps) */
-#define CU_MOE_TILE 64   /* rows of one expert an MMQ tile takes: the wide tile's columns (mmq.cu) */
+#define CU_MOE_TILE 64   /* the wide MMQ tile's columns (mmq.cu): a tile of the experts' GEMM reads them */
+#define CU_MOE_TILE_ROWS 60 /* rows of one expert a tile takes: its 64 columns start at the first row
+                               rounded down to 4 (the activations' scales are copied 4 rows at a time,
+                               16 bytes), so up to 3 columns before it belong to another expert */
 struct cu_moe_buf {
     int32_t *ids;  /* [cap] slot t*k+j's expert */
     float *w;      /* [cap] its weight (renormalised over the token's k) */
     int32_t *pos;  /* [cap] slot i's row in expert order */
     int32_t *src;  /* [cap] row p's token */
     int4 *groups;  /* [groups_cap] (expert, first row, rows, 0) of each expert with rows, then empty */
-    int4 *tiles;   /* [tiles_cap] (expert, first row, rows <= CU_MOE_TILE, 0), then empty */
+    int4 *tiles;   /* [tiles_cap] (expert, first row, rows <= CU_MOE_TILE_ROWS, 0), then empty */
     int cap, groups_cap, tiles_cap;
 };
 /* The launches' fixed grids for n tokens of k slots over E experts: at most min(E, n*k)
  * experts have rows, and their tiles are at most n*k / TILE plus one partial tile each. */
 static inline int cu_moe_groups(int n, int k, int E) { return n * k < E ? n * k : E; }
-static inline int cu_moe_tiles(int n, int k, int E) { return (n * k + CU_MOE_TILE - 1) / CU_MOE_TILE + cu_moe_groups(n, k, E); }
+static inline int cu_moe_tiles(int n, int k, int E) {
+    return (n * k + CU_MOE_TILE_ROWS - 1) / CU_MOE_TILE_ROWS + cu_moe_groups(n, k, E);
+}
 /* scores [n][E] = x [n][K] . W^T, f32 weights (the router, prefill widths) */
 void cu_moe_router(cu_ctx *S, float *out, const float *x, const float *w, int n, int E, int K);
 void cu_moe_route(cu_ctx *S, const float *scores, int n, int E, int k, const cu_moe_buf *r);

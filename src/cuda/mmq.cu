@@ -118,16 +118,19 @@ kernel_mmq(float *out, float *out2, int rsplit, int ldo, const uint8_t *W, int64
     const int g = lane >> 2, t = lane & 3;
     const int wm = warp % WM, wn = warp / WM;
     const int row0 = blockIdx.x * C::BM;
-    int tok0 = blockIdx.y * C::BN;
+    int tok0 = blockIdx.y * C::BN, lo = 0;
     if (tiles) {
         /* an experts' launch (cu_mmq_moe): tile blockIdx.y is (expert, first row, rows) of the
-         * grouping (moe.cu), written by the kernels ahead: the wait comes before the weights */
+         * grouping (moe.cu), written by the kernels ahead: the wait comes before the weights.
+         * Its columns start at the first row rounded down to 4 (the scales' 16-byte copies),
+         * the rows of another expert before it left unstored */
         pdl_trigger();
         pdl_wait();
         const int4 tl = tiles[blockIdx.y];
         if (tl.z == 0) return;
         W += (int64_t)tl.x * wslice;
-        tok0 = tl.y;
+        lo = tl.y;
+        tok0 = tl.y & ~3;
         n = tl.y + tl.z;
     }
     const int nsb = K / 256;
@@ -459,7 +462,7 @@ kernel_mmq(float *out, float *out2, int rsplit, int ldo, const uint8_t *W, int64
             for (int e = 0; e < 4; e++) {
                 const int r = row0 + wm * 32 + i * 16 + g + (e >> 1) * 8;
                 const int tk = tok0 + wn * NT * 8 + j * 8 + 2 * t + (e & 1);
-                if (r < R && tk < n) {
+                if (r < R && tk < n && tk >= lo) {
                     if (part) {
                         part[((int64_t)blockIdx.z * n + tk) * R + r] = acc[i][j][e];
                     } else {
@@ -697,14 +700,15 @@ void cu_mmq(cu_ctx *S, float *out, int ldo, const uint8_t *W, int64_t stride, ui
 
 /* The experts' GEMM (moe.cu): out [rows in expert order][R] = each tile's rows of a times
  * its expert's matrix (W + expert * wslice) transposed, on the wide tile, whose 64 columns
- * are the grouping's CU_MOE_TILE; tiles past the list's end are empty and leave at once.
+ * cover a tile of the grouping (CU_MOE_TILE_ROWS from a start rounded down to 4); tiles past
+ * the list's end are empty and leave at once.
  * The raw weights: experts get no planes. */
 template <int T>
 static void mmq_moe_launch(cu_ctx *S, float *out, const uint8_t *W, int64_t wslice, int64_t stride, int R, int K,
                            const cu_mmq_act *a, const int4 *tiles, int ntiles) {
     using L = mmq_tile_wide;
     using C = mmq_cfg<T, L::WM, L::WN, L::NT, L::ST>;
-    static_assert(C::BN == CU_MOE_TILE, "the grouping's tiles are the wide tile's columns");
+    static_assert(C::BN == CU_MOE_TILE && CU_MOE_TILE_ROWS + 3 <= C::BN, "a tile's rows from its aligned start");
     static unsigned char attr_set[CU_MAX_DEVICES];
     if (!cu_smem_attr_once(S, kernel_mmq<T, L::WM, L::WN, L::NT, L::ST, 0, L::LB>, C::smem, attr_set,
                            "mmq: shared memory attribute"))

@@ -6,8 +6,8 @@
  *           their weights renormalised; then the n*k (token, slot) rows grouped by expert:
  *           row p of expert order for slot i (pos[i] = p, src[p] = its token), the list of
  *           experts with rows (groups: expert, first row, rows) and the list of tiles of
- *           at most CU_MOE_TILE rows of one expert (tiles), both padded with empty entries
- *           to the launch's fixed grid;
+ *           at most CU_MOE_TILE_ROWS rows of one expert (tiles), both padded with empty
+ *           entries to the launch's fixed grid;
  *   gemv    (decode, up to 127 tokens) a block per (4 weight rows, group): the group's
  *           expert's rows against its rows' q8 activations, 8 columns a pass, so each
  *           chosen expert's weights are read once a step whatever the number of tokens
@@ -137,18 +137,39 @@ static __global__ void __launch_bounds__(MOE_ROUTE_THREADS) kernel_moe_route(con
         }
     }
     __syncthreads();
-    if (tid == 0) {
-        int run = 0, g = 0, ti = 0;
-        for (int e = 0; e < E; e++) {
-            start[e] = run;
-            const int c = cnt[e];
-            if (!c) continue;
-            r.groups[g++] = make_int4(e, run, c, 0);
-            for (int o = 0; o < c; o += CU_MOE_TILE) r.tiles[ti++] = make_int4(e, run + o, min(CU_MOE_TILE, c - o), 0);
-            run += c;
+    if (warp == 0) {
+        /* three exclusive scans over the experts in one warp, 8 a lane: rows (each expert's
+         * first row), experts with rows (its group) and tiles (its first tile) */
+        int c[MOE_LANE_E], rs = 0, gs = 0, ts = 0;
+#pragma unroll
+        for (int i = 0; i < MOE_LANE_E; i++) {
+            const int e = lane * MOE_LANE_E + i;
+            c[i] = e < E ? cnt[e] : 0;
+            rs += c[i];
+            gs += c[i] > 0;
+            ts += (c[i] + CU_MOE_TILE_ROWS - 1) / CU_MOE_TILE_ROWS;
         }
-        ng = g;
-        nt = ti;
+        int ri = rs, gi = gs, ti = ts;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int a = __shfl_up_sync(0xffffffffu, ri, o), b = __shfl_up_sync(0xffffffffu, gi, o),
+                      d = __shfl_up_sync(0xffffffffu, ti, o);
+            if (lane >= o) ri += a, gi += b, ti += d;
+        }
+        int run = ri - rs, g = gi - gs, t = ti - ts;
+#pragma unroll
+        for (int i = 0; i < MOE_LANE_E; i++) {
+            const int e = lane * MOE_LANE_E + i;
+            if (e >= E) break;
+            start[e] = run;
+            if (c[i]) {
+                r.groups[g++] = make_int4(e, run, c[i], 0);
+                for (int o = 0; o < c[i]; o += CU_MOE_TILE_ROWS)
+                    r.tiles[t++] = make_int4(e, run + o, min(CU_MOE_TILE_ROWS, c[i] - o), 0);
+            }
+            run += c[i];
+        }
+        if (lane == 31) ng = gi, nt = ti;
     }
     __syncthreads();
     for (int g = ng + tid; g < r.groups_cap; g += blockDim.x) r.groups[g] = make_int4(0, 0, 0, 0);
@@ -167,7 +188,9 @@ void cu_moe_route(cu_ctx *S, const float *scores, int n, int E, int k, const cu_
                   __LINE__);
         return;
     }
-    cu_launch(S, "moe_route", kernel_moe_route, dim3(1), dim3(MOE_ROUTE_THREADS), 0, scores, n, E, k, *r);
+    /* (a warp a token: a decode step's few tokens in a small block) */
+    const int threads = n >= MOE_ROUTE_THREADS / 32 ? MOE_ROUTE_THREADS : n <= 4 ? 128 : 32 * ((n + 3) / 4 * 4);
+    cu_launch(S, "moe_route", kernel_moe_route, dim3(1), dim3(threads), 0, scores, n, E, k, *r);
 }
 
 /* ------------------------------------------------------------------ grouped GEMV */

@@ -5,7 +5,7 @@
  * Route: each token's softmax, its k largest (ties: the lower expert, as the CPU's
  * forward_moe_route and llama.cpp's CPU argsort), the weights renormalised, then the grouping:
  * pos a permutation, src[pos[i]] = i's token, the groups in expert order with their first
- * rows and counts, tiles of at most 64 rows covering each group in order, the padding zero.
+ * rows and counts, tiles of at most 60 rows covering each group in order, the padding zero.
  * Cases: random scores (E 128 k 8, E 8 k 2, E 100 k 3: not whole warps of experts, E 256),
  * exact ties everywhere, every token to the same k experts (the others get no row; 150
  * tokens: three tiles of one expert), one token, and a column of -inf.
@@ -29,8 +29,10 @@
 #include "quant.h"
 #include "util.h"
 
+enum { TILE_ROWS = 60 }; /* common.cuh CU_MOE_TILE_ROWS */
+
 static void route_case(mf_backend *be, const char *what, const float *scores, int n, int E, int k) {
-    const int nr = n * k, ng = nr < E ? nr : E, nt = (nr + 63) / 64 + ng;
+    const int nr = n * k, ng = nr < E ? nr : E, nt = (nr + TILE_ROWS - 1) / TILE_ROWS + ng;
     int32_t *ids = malloc(sizeof(int32_t) * nr), *pos = malloc(sizeof(int32_t) * nr), *src = malloc(sizeof(int32_t) * nr);
     int32_t *rid = malloc(sizeof(int32_t) * nr), *grp = malloc(sizeof(int32_t) * 4 * ng), *til = malloc(sizeof(int32_t) * 4 * nt);
     float *w = malloc(sizeof(float) * nr), *rw = malloc(sizeof(float) * nr);
@@ -63,8 +65,8 @@ static void route_case(mf_backend *be, const char *what, const float *scores, in
             if (g >= ng || grp[4 * g] != e || grp[4 * g + 1] != row || grp[4 * g + 2] != cnt[e]) bad_grp++;
             for (int i = 0; i < nr; i++)
                 if (rid[i] == e && (pos[i] < row || pos[i] >= row + cnt[e])) bad_grp++;
-            for (int o = 0; o < cnt[e]; o += 64, t++) {
-                const int want = cnt[e] - o < 64 ? cnt[e] - o : 64;
+            for (int o = 0; o < cnt[e]; o += TILE_ROWS, t++) {
+                const int want = cnt[e] - o < TILE_ROWS ? cnt[e] - o : TILE_ROWS;
                 if (t >= nt || til[4 * t] != e || til[4 * t + 1] != row + o || til[4 * t + 2] != want) bad_tile++;
             }
             row += cnt[e];
