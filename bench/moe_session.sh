@@ -7,8 +7,11 @@
 #            several sequences together vs alone, and stories260K as qwen3moe / Mixtral
 #            (tests/variants_oracle_test.py's files, staged in .device/models/rope) greedy on
 #            the GPU beside the CPU
-#   bench    minfer on the qwen3-30b-a3b synth (bench/vs_llama_cuda.sh moe; llama.cpp's rows
-#            where tools/llama_device.sh built it)
+#   mbench   minfer on the qwen3-30b-a3b synth (made with --fast where absent): bench -p
+#            512,2048 -n 128 -r 2, and -p 16 -n 32 -s 1,8,32 -r 1
+#   lbench   llama.cpp on the same file (tools/llama_device.sh's build): llama-bench -p 512,2048
+#            -n 128 -fa 1 -ub 512,2048 -r 2, llama-batched-bench -npp 16 -ntg 32 -npl 1,8,32
+#            (bench/vs_llama_cuda.sh moe runs both parts)
 #   profile  one decode step's and one 512-token prefill's launches (MINFER_CUDA_PROFILE=1)
 #   oracle   llama.cpp's CPU continuations of the staged mixtral variant (llama-completion
 #            -ngl 0, as tests/fixtures/variants/make.sh) into $OUT
@@ -42,16 +45,29 @@ for part in "$@"; do
             cmp -s "$TMP/$v.cpu" "$TMP/$v.cuda" && echo "ok $v: GPU greedy 64 = CPU" || { echo "DIFF $v:"; cat "$TMP/$v.cpu"; echo; cat "$TMP/$v.cuda"; echo; }
         done
         ;;
-    bench)
-        SYNTH_DIR=${SYNTH_DIR:-/tmp} BIN=$BIN bash bench/vs_llama_cuda.sh moe
+    mbench)
+        m=${SYNTH_DIR:-/tmp}/minfer-qwen3-30b-a3b-q4_k_m.gguf
+        [ -s "$m" ] || "$BIN" synth --shape qwen3-30b-a3b --quant q4_k_m --fast -o "$m" >/dev/null 2>&1
+        echo "== qwen3-30b-a3b q4_k_m synth: minfer ($(du -h "$m" | cut -f1))"
+        "$BIN" bench -m "$m" -p 512,2048 -n 128 -r 2 --device cuda 2>&1 | grep -E '^\||minfer/cuda: NVIDIA|rror'
+        "$BIN" bench -m "$m" -p 16 -n 32 -s 1,8,32 -r 1 --device cuda 2>&1 | grep -E '^\||rror'
+        ;;
+    lbench)
+        m=${SYNTH_DIR:-/tmp}/minfer-qwen3-30b-a3b-q4_k_m.gguf
+        LB=$(bash tools/llama_device.sh bin) || { echo "no llama.cpp build yet"; continue; }
+        export LD_LIBRARY_PATH="$LB:$LD_LIBRARY_PATH"
+        echo "== qwen3-30b-a3b q4_k_m synth: llama.cpp $(cat /tmp/llama/src/LLAMA_REV 2>/dev/null)"
+        "$LB/llama-bench" -m "$m" -p 512,2048 -n 128 -fa 1 -ub 512,2048 -r 2 -ngl 99 2>&1 | grep -E '^\|'
+        "$LB/llama-batched-bench" -m "$m" -c 8192 -b 2048 -ub 512 -npp 16 -ntg 32 -npl 1,8,32 -fa 1 -ngl 99 2>&1 | grep -E '^\|'
         ;;
     profile)
         m=${SYNTH_DIR:-/tmp}/minfer-qwen3-30b-a3b-q4_k_m.gguf
-        MINFER_CUDA_PROFILE=1 "$BIN" bench -m "$m" -p 0 -n 32 -r 1 2>&1 | grep -vE '^\|' | head -n 40
-        MINFER_CUDA_PROFILE=1 "$BIN" bench -m "$m" -p 512 -n 0 -r 1 2>&1 | grep -vE '^\|' | head -n 40
+        echo "== decode profile (graph off: eager launches)"; MINFER_CUDA_PROFILE=1 MINFER_CUDA_DISABLE=graph "$BIN" bench -m "$m" -p 0 -n 32 -r 1 2>&1 | grep -vE '^\||^minfer: ' | head -n 30
+        echo "== prefill profile"; MINFER_CUDA_PROFILE=1 "$BIN" bench -m "$m" -p 512 -n 0 -r 1 2>&1 | grep -vE '^\||^minfer: ' | head -n 30
         ;;
     oracle)
         LB=$(bash tools/llama_device.sh bin) || { echo "no llama.cpp build"; continue; }
+        export LD_LIBRARY_PATH="$LB:$LD_LIBRARY_PATH"
         for p in prompt1k prompt4k; do
             for kv in f32 f16; do
                 sfx=$([ $kv = f32 ] && echo out || echo f16kv.out)

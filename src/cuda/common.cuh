@@ -704,6 +704,7 @@ struct cu_moe_gemv_args {
     const int4 *groups;
     const int32_t *src;
     cu_q8 q;
+    int max_rows; /* the most rows a group can have (the step's tokens): 1 takes a lean kernel */
 };
 void cu_moe_gemv(cu_ctx *S, uint32_t type, const cu_moe_gemv_args *a, int groups);
 /* out[t] (n tokens) = the sum over t's k slots in order of w * y[pos] */
