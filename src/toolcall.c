@@ -795,12 +795,15 @@ static long list_at(const char *s, size_t n, size_t j, int final, const tc_opts 
     if (j >= n) return final ? AT_NONE : AT_MORE;
     if (s[j] != '[') return AT_NONE;
     size_t end = value_end(s, n, j);
-    if (!end) return final ? AT_NONE : AT_MORE;
+    if (!end && !final) return AT_MORE;
+    /* a list the output ends inside (max_tokens cut it): its complete calls */
+    size_t lim = end ? end - 1 : n; /* the items lie in s[j+1..lim) */
     int before = r->n_calls;
     for (size_t q = j + 1;;) {
-        while (q < end && (is_ws(s[q]) || s[q] == ',')) q++;
-        if (q >= end - 1) break;
-        size_t e = s[q] == '{' ? value_end(s, end, q) : 0;
+        while (q < lim && (is_ws(s[q]) || s[q] == ',')) q++;
+        if (q >= lim) break;
+        size_t e = s[q] == '{' ? value_end(s, lim, q) : 0;
+        if (!e && !end && s[q] == '{') break; /* the cut item */
         tc_call c;
         int rc = e ? call_from_object(s, q, e, o, 0, L->name_key, &c) : 0;
         if (rc < 0) return AT_NOMEM;
@@ -813,6 +816,7 @@ static long list_at(const char *s, size_t n, size_t j, int final, const tc_opts 
         }
         q = e;
     }
+    if (!end) return r->n_calls > before ? (long)n : AT_NONE;
     /* what may close it: the fence, the close marker (a cut one at the end is taken too:
      * if more text shows it was not one, that text follows the calls) */
     size_t q = skip_ws(s, n, end);

@@ -181,6 +181,10 @@ static void test_more_formats(void) {
     expect("command-r, directly-answer is no call", "Action: ```json\n[{\"tool_name\": \"directly-answer\", \"parameters\": {}}]\n```",
            cr, "", "", 0, NULL);
     expect("command-r, prose", "Action: none needed.", cr, "Action: none needed.", "", 0, NULL);
+    expect("command-r, a list cut by max_tokens: its complete calls", "Action: ```json\n[{\"tool_name\": \"get_weather\", "
+           "\"parameters\": {\"city\": \"Paris\"}}, {\"tool_name\": \"search\", \"param", cr, "", "", 1, W);
+    expect("mistral, a list cut by max_tokens", "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, {\"na",
+           opts(TC_FORMAT_MISTRAL), "", "", 1, W);
     /* command-r7b: thinking, action, response */
     tc_opts c7 = opts(TC_FORMAT_COMMAND_R7B);
     c7.reasoning = TC_THINK_COHERE;

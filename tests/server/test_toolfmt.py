@@ -1,0 +1,131 @@
+"""test_toolfmt.py - every tool-call format through the server (issue 53): stories260K
+cannot write a real call, so each format's call is forced by tool_choice "required" (the
+grammar writes the format's own syntax, src/toolcall.c's tc_format_shape) and read back
+by that format's parser. A small chat template per format carries the format's markers
+(tc_detect reads them off the template's text, as it does a model's own template).
+Checked: the call names the tool and its arguments validate against the schema; the
+streamed deltas, assembled as the openai client does, equal the whole answer."""
+import json
+import os
+
+import pytest
+import requests
+
+from conftest import STORIES, Server, need_model
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
+                   "required": ["city"], "additionalProperties": False}}}
+
+DS_BAR, DS_SP = "\uff5c", "\u2581"
+DS_CALL_BEGIN = f"<{DS_BAR}tool{DS_SP}call{DS_SP}begin{DS_BAR}>"
+
+# format -> the markers its template shows (in a comment: detection reads the source)
+FORMATS = {
+    "hermes": "<tool_call>",
+    "llama3": "<|start_header_id|> ipython",
+    "mistral": "[TOOL_CALLS]",
+    "mistral-args": "[TOOL_CALLS] [ARGS]",
+    "deepseek": DS_CALL_BEGIN + " ```json",
+    "deepseek-v3.1": DS_CALL_BEGIN,
+    "functionary-v3.1": "<|start_header_id|> <function=",
+    "functionary-v3.2": "<|start_header_id|> >>>all",
+    "command-r": "Action: \"tool_name\"",
+    "command-r7b": "<|START_ACTION|> <|START_THINKING|>",
+    "granite": "<|tool_call|>",
+    "gpt-oss": "<|channel|>analysis to=",
+    "kimi-k2": "<|tool_calls_section_begin|>",
+    "seed-oss": "<seed:tool_call>",
+}
+
+BODY = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "{% if tools %}{{ tools | length }} tools{% endif %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+@pytest.fixture(scope="module")
+def servers(binary, tmp_path_factory):
+    need_model(STORIES)
+    d = tmp_path_factory.mktemp("fmt")
+    made = {}
+    yield lambda f: made.get(f) or made.setdefault(f, start(d, f))
+    for s in made.values():
+        s.stop()
+
+
+def start(d, fmt):
+    path = d / (fmt + ".jinja")
+    path.write_text("{# " + FORMATS[fmt] + " #}" + BODY, encoding="utf-8")
+    s = Server(STORIES, "--parallel", "1", "--ctx", "1024", "--chat-template-file", str(path))
+    assert any(f"tool calls: {fmt};" in line for line in s.log), "".join(s.log)
+    return s
+
+
+def request(**kw):
+    body = {"messages": [{"role": "user", "content": "weather?"}], "tools": [WEATHER], "tool_choice": "required",
+            "max_tokens": 400, "temperature": 0, "parallel_tool_calls": False}
+    body.update(kw)
+    return body
+
+
+def ask(srv, **kw):
+    return requests.post(srv.url + "/v1/chat/completions", json=request(**kw), timeout=300)
+
+
+def check_calls(calls):
+    for c in calls:
+        assert c["function"]["name"] == "get_weather" and c["id"], c
+        args = json.loads(c["function"]["arguments"])
+        assert isinstance(args, dict) and set(args) == {"city"} and isinstance(args["city"], str), args
+        assert len(args["city"]) <= 12
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_forced_call_parses(servers, fmt):
+    """one call (parallel_tool_calls false): the grammar ends with it, the answer is the call"""
+    srv = servers(fmt)
+    r = ask(srv)
+    assert r.status_code == 200, r.text
+    ch = r.json()["choices"][0]
+    calls = ch["message"].get("tool_calls")
+    assert calls and len(calls) == 1 and ch["finish_reason"] == "tool_calls", (fmt, ch)
+    assert ch["message"]["content"] is None, ch
+    check_calls(calls)
+    # streamed: deltas assembled by index equal the whole answer's calls
+    got, content = {}, ""
+    with requests.post(srv.url + "/v1/chat/completions", stream=True, timeout=300, json=request(stream=True)) as s:
+        finish = None
+        for line in s.iter_lines():
+            if not line.startswith(b"data: ") or line == b"data: [DONE]":
+                continue
+            ev = json.loads(line[6:])
+            c = ev["choices"][0]
+            d = c.get("delta", {})
+            content += d.get("content") or ""
+            for tc in d.get("tool_calls") or []:
+                e = got.setdefault(tc["index"], {"name": "", "arguments": ""})
+                e["name"] += tc["function"].get("name") or ""
+                e["arguments"] += tc["function"].get("arguments") or ""
+            finish = c.get("finish_reason") or finish
+    assert [(got[i]["name"], got[i]["arguments"]) for i in sorted(got)] == \
+        [(c["function"]["name"], c["function"]["arguments"]) for c in calls], fmt
+    assert finish == "tool_calls" and content == (ch["message"]["content"] or "")
+
+
+@pytest.mark.parametrize("fmt", ["deepseek", "kimi-k2", "functionary-v3.2", "command-r"])
+def test_parallel_calls_parse(servers, fmt):
+    """calls in a row, as many as 400 tokens hold: each one read, none cut short"""
+    r = ask(servers(fmt), parallel_tool_calls=True)
+    assert r.status_code == 200, r.text
+    calls = r.json()["choices"][0]["message"]["tool_calls"]
+    assert calls, r.json()
+    check_calls(calls)
+
+
+@pytest.mark.parametrize("fmt", ["gpt-oss", "kimi-k2", "functionary-v3.2", "command-r7b"])
+def test_named_function_one_call(servers, fmt):
+    r = ask(servers(fmt), tool_choice={"type": "function", "function": {"name": "get_weather"}}, parallel_tool_calls=False)
+    assert r.status_code == 200, r.text
+    calls = r.json()["choices"][0]["message"]["tool_calls"]
+    assert calls and len(calls) == 1 and calls[0]["function"]["name"] == "get_weather"
