@@ -129,3 +129,47 @@ def test_named_function_one_call(servers, fmt):
     assert r.status_code == 200, r.text
     calls = r.json()["choices"][0]["message"]["tool_calls"]
     assert calls and len(calls) == 1 and calls[0]["function"]["name"] == "get_weather"
+
+
+# reasoning markup -> (the markers its template shows, an answer in it, reasoning, content)
+THINKING = {
+    "think": ("<think>", "<think>Two and two.</think>Four.", "Two and two.", "Four."),
+    "seed": ("<seed:think>", "<seed:think>Two and two.</seed:think>Four.", "Two and two.", "Four."),
+    "cohere": ("<|START_THINKING|>", "<|START_THINKING|>Two and two.<|END_THINKING|><|START_RESPONSE|>Four.<|END_RESPONSE|>",
+               "Two and two.", "Four."),
+    "granite": ("<|start_of_role|> <think> <response>", "<think>Two and two.</think><response>Four.</response>",
+                "Two and two.", "Four."),
+    "harmony": ("<|channel|>analysis", "<|channel|>analysis<|message|>Two and two.<|end|><|start|>assistant"
+                "<|channel|>final<|message|>Four.", "Two and two.", "Four."),
+    "mistral": ("[THINK]", "[THINK]Two and two.[/THINK]Four.", "Two and two.", "Four."),
+}
+
+
+@pytest.mark.parametrize("name", sorted(THINKING))
+def test_reasoning_markups(binary, tmp_path, name):
+    """each reasoning markup through the server: the answer forced by a grammar of that
+    exact text (stories260K writes no reasoning of its own), read back as reasoning_content
+    and content, whole and streamed"""
+    need_model(STORIES)
+    marks, text, reasoning, content = THINKING[name]
+    path = tmp_path / "t.jinja"
+    path.write_text("{# " + marks + " #}" + BODY, encoding="utf-8")
+    s = Server(STORIES, "--parallel", "1", "--ctx", "1024", "--chat-template-file", str(path))
+    try:
+        assert any(f"reasoning: {name}" in line for line in s.log), "".join(s.log)
+        body = {"messages": [{"role": "user", "content": "2 + 2?"}], "max_tokens": 300, "temperature": 0,
+                "grammar": "root ::= " + json.dumps(text)}
+        r = requests.post(s.url + "/v1/chat/completions", json=body, timeout=300)
+        assert r.status_code == 200, r.text
+        m = r.json()["choices"][0]["message"]
+        assert m.get("reasoning_content") == reasoning and m["content"] == content, m
+        got_r, got_c = "", ""
+        with requests.post(s.url + "/v1/chat/completions", json=dict(body, stream=True), stream=True, timeout=300) as st:
+            for line in st.iter_lines():
+                if line.startswith(b"data: {"):
+                    d = json.loads(line[6:])["choices"][0].get("delta", {})
+                    got_r += d.get("reasoning_content") or ""
+                    got_c += d.get("content") or ""
+        assert (got_r, got_c) == (reasoning, content)
+    finally:
+        s.stop()
