@@ -326,6 +326,17 @@ static char *render_family(const prompt_tmpl *p, const prompt_request *r, size_t
     return text;
 }
 
+/* A copy of dict d with key set to v (added last where d has none); NULL when memory runs out. */
+static jinja_value *dict_with(jinja_env *e, const jinja_value *d, const char *key, jinja_value *v) {
+    jinja_value *out = jinja_dict_new(e);
+    for (size_t i = 0; out && i < jinja_dict_len(d); i++) {
+        const char *k = jinja_dict_key(d, i);
+        if (k && jinja_dict_set(e, out, k, strcmp(k, key) ? jinja_dict_val(d, i) : v)) return NULL;
+    }
+    if (!out || !v || (!jinja_dict_get(out, key) && jinja_dict_set(e, out, key, v))) return NULL;
+    return out;
+}
+
 /* The messages as this template takes them (a copy where it differs): tool-call
  * arguments back to JSON text (string_args), reasoning_content also as "thinking"
  * (thinking_key). NULL when memory runs out. */
@@ -333,51 +344,27 @@ static jinja_value *messages_for(const prompt_tmpl *p, jinja_env *e, jinja_value
     if (!p->string_args && !p->thinking_key) return msgs;
     jinja_value *out = jinja_list_new(e);
     for (size_t i = 0; out && i < jinja_list_len(msgs); i++) {
-        jinja_value *m = jinja_list_at(msgs, i), *m2 = jinja_dict_new(e);
-        if (!m2) return NULL;
-        for (size_t k = 0; k < jinja_dict_len(m); k++) {
-            const char *key = jinja_dict_key(m, k);
-            jinja_value *val = jinja_dict_val(m, k);
-            if (!key) continue;
-            if (p->string_args && !strcmp(key, "tool_calls") && jinja_is_list(val)) {
-                jinja_value *calls = jinja_list_new(e);
-                if (!calls) return NULL;
-                for (size_t c = 0; c < jinja_list_len(val); c++) {
-                    jinja_value *call = jinja_list_at(val, c), *c2 = jinja_dict_new(e);
-                    if (!c2) return NULL;
-                    for (size_t q = 0; q < jinja_dict_len(call); q++) {
-                        const char *ck = jinja_dict_key(call, q);
-                        jinja_value *cv = jinja_dict_val(call, q);
-                        if (!ck) continue;
-                        if (!strcmp(ck, "function") && jinja_is_dict(jinja_dict_get(cv, "arguments"))) {
-                            jinja_value *f2 = jinja_dict_new(e);
-                            if (!f2) return NULL;
-                            for (size_t w = 0; w < jinja_dict_len(cv); w++) {
-                                const char *fk = jinja_dict_key(cv, w);
-                                jinja_value *fv = jinja_dict_val(cv, w);
-                                if (!fk) continue;
-                                if (!strcmp(fk, "arguments")) {
-                                    size_t n;
-                                    char *text = jinja_json_dump(fv, &n);
-                                    fv = text ? jinja_string_n(e, text, n) : NULL;
-                                    free(text);
-                                }
-                                if (!fv || jinja_dict_set(e, f2, fk, fv)) return NULL;
-                            }
-                            cv = f2;
-                        }
-                        if (jinja_dict_set(e, c2, ck, cv)) return NULL;
-                    }
-                    if (jinja_list_push(e, calls, c2)) return NULL;
+        jinja_value *m = jinja_list_at(msgs, i), *calls = jinja_dict_get(m, "tool_calls");
+        if (p->string_args && jinja_is_list(calls)) {
+            jinja_value *texts = jinja_list_new(e);
+            for (size_t c = 0; texts && c < jinja_list_len(calls); c++) {
+                jinja_value *call = jinja_list_at(calls, c), *fn = jinja_dict_get(call, "function");
+                jinja_value *args = jinja_dict_get(fn, "arguments");
+                if (jinja_is_dict(args)) {
+                    size_t n;
+                    char *text = jinja_json_dump(args, &n);
+                    jinja_value *sv = text ? jinja_string_n(e, text, n) : NULL;
+                    free(text);
+                    call = dict_with(e, call, "function", dict_with(e, fn, "arguments", sv));
                 }
-                val = calls;
+                if (!call || jinja_list_push(e, texts, call)) return NULL;
             }
-            if (jinja_dict_set(e, m2, key, val)) return NULL;
+            if (!(m = dict_with(e, m, "tool_calls", texts))) return NULL;
         }
         jinja_value *rc = jinja_dict_get(m, "reasoning_content");
-        if (p->thinking_key && jinja_str(rc, NULL) && !jinja_dict_get(m, "thinking") && jinja_dict_set(e, m2, "thinking", rc))
+        if (p->thinking_key && jinja_str(rc, NULL) && !jinja_dict_get(m, "thinking") && !(m = dict_with(e, m, "thinking", rc)))
             return NULL;
-        if (jinja_list_push(e, out, m2)) return NULL;
+        if (jinja_list_push(e, out, m)) return NULL;
     }
     return out;
 }

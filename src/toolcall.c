@@ -21,6 +21,7 @@
  * continuation could make it a call. */
 #include "toolcall.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,97 +158,36 @@ int tc_markers(tc_format f, tc_think t, const char **out, int cap) {
     return n;
 }
 
+/* What a forced call writes, a format a row: list_prefix, list_suffix, separator,
+ * call_prefix, call_suffix, name_key, args_key, bare_name, name_suffix, max_calls. */
+static const tc_shape SHAPES[TC_FORMAT_COUNT] = {
+    [TC_FORMAT_HERMES] = { NULL, NULL, "\n", "<tool_call>\n", "\n</tool_call>", "name", "arguments", 0, NULL, 0 },
+    [TC_FORMAT_GENERIC] = { NULL, NULL, "\n", "<tool_call>\n", "\n</tool_call>", "name", "arguments", 0, NULL, 0 },
+    [TC_FORMAT_LLAMA3] = { NULL, NULL, "; ", NULL, NULL, "name", "parameters", 0, NULL, 0 },
+    [TC_FORMAT_MISTRAL] = { "[TOOL_CALLS][", "]", ", ", NULL, NULL, "name", "arguments", 0, NULL, 0 },
+    [TC_FORMAT_MISTRAL_ARGS] = { NULL, NULL, NULL, "[TOOL_CALLS]", NULL, NULL, NULL, 1, "[ARGS]", 0 },
+    [TC_FORMAT_DEEPSEEK] = { DS_CALLS_BEGIN, DS_CALLS_END, "\n", DS_CALL_BEGIN "function" DS_SEP, "\n```" DS_CALL_END, NULL,
+                             NULL, 1, "\n```json\n", 0 },
+    [TC_FORMAT_DEEPSEEK_V31] = { DS_CALLS_BEGIN, DS_CALLS_END, NULL, DS_CALL_BEGIN, DS_CALL_END, NULL, NULL, 1, DS_SEP, 0 },
+    [TC_FORMAT_FUNCTIONARY_V31] = { NULL, NULL, NULL, "<function=", "</function>", NULL, NULL, 1, ">", 0 },
+    /* the prompt wrote the first ">>>" */
+    [TC_FORMAT_FUNCTIONARY_V32] = { NULL, NULL, ">>>", NULL, NULL, NULL, NULL, 1, "\n", 0 },
+    [TC_FORMAT_COMMAND_R] = { "Action:\n```json\n[\n", "\n]\n```", ",\n", NULL, NULL, "tool_name", "parameters", 0, NULL, 0 },
+    [TC_FORMAT_COMMAND_R7B] = { "<|START_ACTION|>[", "]<|END_ACTION|>", ", ", NULL, NULL, "tool_name", "parameters", 0, NULL, 0 },
+    [TC_FORMAT_GRANITE] = { "<|tool_call|>[", "]", ", ", NULL, NULL, "name", "arguments", 0, NULL, 0 },
+    /* one call a message: the model ends it with <|call|> */
+    [TC_FORMAT_GPT_OSS] = { NULL, NULL, NULL, "<|channel|>commentary to=functions.", NULL, NULL, NULL, 1,
+                            " <|constrain|>json<|message|>", 1 },
+    /* every call's index 0: a grammar cannot count (the parser drops ids that repeat) */
+    [TC_FORMAT_KIMI_K2] = { KIMI_CALLS_BEGIN, KIMI_CALLS_END, NULL, KIMI_CALL_BEGIN "functions.", KIMI_CALL_END, NULL, NULL, 1,
+                            ":0" KIMI_ARGS, 0 },
+    /* the generic JSON object inside its markers (its <parameter=K> values are free text) */
+    [TC_FORMAT_SEED_OSS] = { NULL, NULL, "\n", "<seed:tool_call>\n", "\n</seed:tool_call>", "name", "arguments", 0, NULL, 0 },
+};
+
 void tc_format_shape(tc_format f, tc_shape *s) {
     memset(s, 0, sizeof *s);
-    s->name_key = "name";
-    s->args_key = "arguments";
-    switch (f) {
-    case TC_FORMAT_HERMES: case TC_FORMAT_GENERIC:
-        s->call_prefix = "<tool_call>\n";
-        s->call_suffix = "\n</tool_call>";
-        s->separator = "\n";
-        break;
-    case TC_FORMAT_LLAMA3: s->args_key = "parameters"; s->separator = "; "; break;
-    case TC_FORMAT_MISTRAL:
-        s->list_prefix = "[TOOL_CALLS][";
-        s->list_suffix = "]";
-        s->separator = ", ";
-        break;
-    case TC_FORMAT_MISTRAL_ARGS:
-        s->bare_name = 1;
-        s->call_prefix = "[TOOL_CALLS]";
-        s->name_suffix = "[ARGS]";
-        break;
-    case TC_FORMAT_DEEPSEEK:
-        s->bare_name = 1;
-        s->list_prefix = DS_CALLS_BEGIN;
-        s->list_suffix = DS_CALLS_END;
-        s->separator = "\n";
-        s->call_prefix = DS_CALL_BEGIN "function" DS_SEP;
-        s->name_suffix = "\n```json\n";
-        s->call_suffix = "\n```" DS_CALL_END;
-        break;
-    case TC_FORMAT_DEEPSEEK_V31:
-        s->bare_name = 1;
-        s->list_prefix = DS_CALLS_BEGIN;
-        s->list_suffix = DS_CALLS_END;
-        s->call_prefix = DS_CALL_BEGIN;
-        s->name_suffix = DS_SEP;
-        s->call_suffix = DS_CALL_END;
-        break;
-    case TC_FORMAT_FUNCTIONARY_V31:
-        s->bare_name = 1;
-        s->call_prefix = "<function=";
-        s->name_suffix = ">";
-        s->call_suffix = "</function>";
-        break;
-    case TC_FORMAT_FUNCTIONARY_V32: /* the prompt wrote the first ">>>" */
-        s->bare_name = 1;
-        s->name_suffix = "\n";
-        s->separator = ">>>";
-        break;
-    case TC_FORMAT_COMMAND_R:
-        s->list_prefix = "Action:\n```json\n[\n";
-        s->list_suffix = "\n]\n```";
-        s->separator = ",\n";
-        s->name_key = "tool_name";
-        s->args_key = "parameters";
-        break;
-    case TC_FORMAT_COMMAND_R7B:
-        s->list_prefix = "<|START_ACTION|>[";
-        s->list_suffix = "]<|END_ACTION|>";
-        s->separator = ", ";
-        s->name_key = "tool_name";
-        s->args_key = "parameters";
-        break;
-    case TC_FORMAT_GRANITE:
-        s->list_prefix = "<|tool_call|>[";
-        s->list_suffix = "]";
-        s->separator = ", ";
-        break;
-    case TC_FORMAT_GPT_OSS: /* one call a message: the model ends it with <|call|> */
-        s->bare_name = 1;
-        s->call_prefix = "<|channel|>commentary to=functions.";
-        s->name_suffix = " <|constrain|>json<|message|>";
-        s->max_calls = 1;
-        break;
-    case TC_FORMAT_KIMI_K2: /* every call's index 0: a grammar cannot count (the parser drops ids that repeat) */
-        s->bare_name = 1;
-        s->list_prefix = KIMI_CALLS_BEGIN;
-        s->list_suffix = KIMI_CALLS_END;
-        s->call_prefix = KIMI_CALL_BEGIN "functions.";
-        s->name_suffix = ":0" KIMI_ARGS;
-        s->call_suffix = KIMI_CALL_END;
-        break;
-    case TC_FORMAT_SEED_OSS: /* the generic JSON object inside its markers (its <parameter=K> values are free text) */
-        s->call_prefix = "<seed:tool_call>\n";
-        s->call_suffix = "\n</seed:tool_call>";
-        s->separator = "\n";
-        break;
-    case TC_FORMAT_NONE: case TC_FORMAT_COUNT:
-        s->name_key = s->args_key = NULL;
-        break;
-    }
+    if (f > TC_FORMAT_NONE && f < TC_FORMAT_COUNT) *s = SHAPES[f];
 }
 
 /* ---------------------------------------------------------------- JSON spans */
@@ -604,16 +544,23 @@ enum { AT_NONE = 0, AT_MORE = -2, AT_NOMEM = -1 };
 /* What stands at a start marker, s[i..): see the top of the file. */
 typedef long (*call_at_fn)(const char *s, size_t n, size_t i, int final, const tc_opts *o, tc_result *r, const void *arg);
 
-/* The text of s[0..n) with the calls that start at any of marks[] taken out into r; the
- * rest to content. While streaming, a suffix that may be a marker's start waits. */
+/* The text of s[0..n) with the calls that start at any of marks[] (at most 8) taken out
+ * into r; the rest to content. While streaming, a suffix that may be a marker's start
+ * waits. Each marker's next place is looked for again only once the scan passed it (a
+ * parse stays linear in the text however many candidates it holds). */
 static int scan_markers(const char *s, size_t n, int final, const tc_opts *o, const char *const *marks, call_at_fn at,
                         const void *arg, buf *content, tc_result *r) {
-    size_t i = 0, text = 0;
+    size_t i = 0, text = 0, next[8];
+    int nm = 0;
+    while (nm < 8 && marks[nm]) next[nm++] = SIZE_MAX;
     for (;;) {
         size_t k = n;
-        for (int m = 0; marks[m]; m++) {
-            const char *f = find_s(s, n, i, marks[m]);
-            if (f && (size_t)(f - s) < k) k = (size_t)(f - s);
+        for (int m = 0; m < nm; m++) {
+            if (next[m] == SIZE_MAX || (next[m] < i && next[m] != n)) {
+                const char *f = find_s(s, n, i, marks[m]);
+                next[m] = f ? (size_t)(f - s) : n;
+            }
+            if (next[m] < k) k = next[m];
         }
         if (k >= n) break;
         long e = at(s, n, k, final, o, r, arg);
@@ -631,7 +578,7 @@ static int scan_markers(const char *s, size_t n, int final, const tc_opts *o, co
     }
     size_t end = n;
     if (!final)
-        for (int m = 0; marks[m]; m++) {
+        for (int m = 0; m < nm; m++) {
             size_t h = partial_marker(s + text, n - text, marks[m]);
             if (n - h < end) end = n - h;
         }
@@ -695,7 +642,8 @@ static const tag_fmt SEED_TAGS = { "<seed:tool_call>", "</seed:tool_call>" };
  * ```json {...} ``` (with or without the tags inside: what Qwen2.5-Coder writes); a bare
  * {"name": ...} naming a tool (as llama.cpp's hermes parser takes them). Returns the end
  * of the call's text, AT_NONE, AT_MORE or AT_NOMEM. */
-static long hermes_call_at(const char *s, size_t n, size_t i, int final, const tc_opts *o, tc_result *r) {
+static long hermes_call_at(const char *s, size_t n, size_t i, int final, const tc_opts *o, tc_result *r, const void *arg) {
+    (void)arg;
     const char *open = HERMES_TAGS.open, *close = HERMES_TAGS.close;
     int maybe = 0;
     if (starts(s, n, i, open, &maybe)) return tagged_call_at(s, n, i, final, o, r, &HERMES_TAGS);
@@ -730,29 +678,10 @@ static long hermes_call_at(const char *s, size_t n, size_t i, int final, const t
     return !final && maybe ? AT_MORE : AT_NONE;
 }
 
-/* Calls in the hermes forms among text (hermes, generic). */
+/* Calls in the hermes forms among text (hermes, generic): any '<', '`' or '{' may start one. */
 static int parse_hermes(const char *s, size_t n, int final, const tc_opts *o, buf *content, tc_result *r) {
-    size_t i = 0, text = 0;
-    while (i < n) {
-        /* the next place a call may start */
-        size_t k = i;
-        while (k < n && s[k] != '<' && s[k] != '`' && s[k] != '{') k++;
-        if (k >= n) break;
-        long e = hermes_call_at(s, n, k, final, o, r);
-        if (e == AT_NOMEM) return -1;
-        if (e == AT_MORE) { /* streaming: the text from k waits */
-            put(content, s + text, k - text);
-            return 0;
-        }
-        if (e > 0) {
-            put(content, s + text, k - text);
-            i = text = (size_t)e;
-        } else {
-            i = k + 1;
-        }
-    }
-    put(content, s + text, n - text);
-    return 0;
+    static const char *const marks[] = { "<", "`", "{", NULL };
+    return scan_markers(s, n, final, o, marks, hermes_call_at, NULL, content, r);
 }
 
 static int parse_seed(const char *s, size_t n, int final, const tc_opts *o, buf *content, tc_result *r) {
@@ -841,6 +770,32 @@ static int parse_list(const char *s, size_t n, int final, const tc_opts *o, buf 
     return scan_markers(s, n, final, o, marks, list_call_at, L, content, r);
 }
 
+/* The arguments object of a bare-named call from s[i] (after whitespace): 1 with its
+ * span, AT_NONE when none stands there, AT_MORE when more text may make one. */
+static long args_object_at(const char *s, size_t n, size_t i, int final, span *args) {
+    size_t a = skip_ws(s, n, i);
+    if (a >= n) return final ? AT_NONE : AT_MORE;
+    if (s[a] != '{') return AT_NONE;
+    size_t e = value_end(s, n, a);
+    if (!e) return final ? AT_NONE : AT_MORE;
+    if (!is_json_object(s, a, e)) return AT_NONE;
+    *args = (span){ a, e };
+    return 1;
+}
+
+/* A call of the tool "python" with the code s[a..e) (trimmed) as {"code": ...} (Functionary). */
+static int add_python_call(tc_result *r, const char *s, size_t a, size_t e) {
+    a = skip_ws(s, e, a);
+    while (e > a && is_ws(s[e - 1])) e--;
+    buf args = { 0 };
+    put(&args, "{\"code\": ", 9);
+    put_json_string(&args, s + a, e - a);
+    put(&args, "}", 1);
+    tc_call c = { dup_n("python", 6), args.p, NULL };
+    if (args.oom || !c.name || !c.arguments || add_call(r, &c)) { free(c.name); free(args.p); return -1; }
+    return 0;
+}
+
 /* [TOOL_CALLS][{...}, ...] (mistral, and mistral-args too) and [TOOL_CALLS]name[CALL_ID]id[ARGS]{...}
  * (mistral-args) */
 static long mistral_call_at(const char *s, size_t n, size_t k, int final, const tc_opts *o, tc_result *r, const void *arg) {
@@ -868,14 +823,11 @@ static long mistral_call_at(const char *s, size_t n, size_t k, int final, const 
     }
     maybe = 0;
     if (!starts(s, n, q, "[ARGS]", &maybe) || name_end == j) return maybe && !final && name_end > j ? AT_MORE : AT_NONE;
-    size_t a = skip_ws(s, n, q + 6);
-    if (a >= n) return final ? AT_NONE : AT_MORE;
-    if (s[a] != '{') return AT_NONE;
-    size_t end = value_end(s, n, a);
-    if (!end) return final ? AT_NONE : AT_MORE;
-    if (!is_json_object(s, a, end)) return AT_NONE;
-    if (add_call_spans(r, s, (span){ j, name_end }, (span){ a, end }, id, id_len)) return AT_NOMEM;
-    return (long)end;
+    span args;
+    long got = args_object_at(s, n, q + 6, final, &args);
+    if (got != 1) return got;
+    if (add_call_spans(r, s, (span){ j, name_end }, args, id, id_len)) return AT_NOMEM;
+    return (long)args.b;
 }
 
 static int parse_mistral(const char *s, size_t n, int final, const tc_opts *o, buf *content, tc_result *r) {
@@ -991,28 +943,17 @@ static long functionary_call_at(const char *s, size_t n, size_t k, int final, co
     if (starts(s, n, k, python, NULL)) {
         if (!known_tool(o, "python")) return AT_NONE;
         if (!final) return AT_MORE;
-        size_t a = skip_ws(s, n, k + sizeof python - 1), e = n;
-        while (e > a && is_ws(s[e - 1])) e--;
-        buf args = { 0 };
-        put(&args, "{\"code\": ", 9);
-        put_json_string(&args, s + a, e - a);
-        put(&args, "}", 1);
-        tc_call c = { dup_n("python", 6), args.p, NULL };
-        if (args.oom || !c.name || !c.arguments || add_call(r, &c)) { free(c.name); free(args.p); return AT_NOMEM; }
-        return (long)n;
+        return add_python_call(r, s, k + sizeof python - 1, n) ? AT_NOMEM : (long)n;
     }
     size_t a = k + 10, q = a;
     while (q < n && name_char(s[q])) q++;
     if (q >= n) return final ? AT_NONE : AT_MORE;
     if (s[q] != '>' || q == a) return AT_NONE;
-    size_t ja = skip_ws(s, n, q + 1);
-    if (ja >= n) return final ? AT_NONE : AT_MORE;
-    if (s[ja] != '{') return AT_NONE;
-    size_t je = value_end(s, n, ja);
-    if (!je) return final ? AT_NONE : AT_MORE;
-    if (!is_json_object(s, ja, je)) return AT_NONE;
-    if (add_call_spans(r, s, (span){ a, q }, (span){ ja, je }, NULL, 0)) return AT_NOMEM;
-    size_t e = skip_ws(s, n, je);
+    span args;
+    long got = args_object_at(s, n, q + 1, final, &args);
+    if (got != 1) return got;
+    if (add_call_spans(r, s, (span){ a, q }, args, NULL, 0)) return AT_NOMEM;
+    size_t je = args.b, e = skip_ws(s, n, je);
     if (starts(s, n, e, "</function>", NULL)) return (long)(e + 11);
     if (!final && cut_inside(s, n, e, "</function>")) return (long)n;
     return (long)je;
@@ -1056,14 +997,7 @@ static int parse_functionary_v32(const char *s, size_t n, int final, const tc_op
             } else if (!nx && !final && (ja >= body_e || (s[ja] == '{' && !je) || (q - i == 6 && !memcmp(s + i, "python", 6)))) {
                 return 0; /* the arguments, so far */
             } else if (q - i == 6 && !memcmp(s + i, "python", 6) && known_tool(o, "python") && ja < body_e) {
-                size_t e = body_e;
-                while (e > ja && is_ws(s[e - 1])) e--;
-                buf args = { 0 };
-                put(&args, "{\"code\": ", 9);
-                put_json_string(&args, s + ja, e - ja);
-                put(&args, "}", 1);
-                tc_call c = { dup_n("python", 6), args.p, NULL };
-                if (args.oom || !c.name || !c.arguments || add_call(r, &c)) { free(c.name); free(args.p); return -1; }
+                if (add_python_call(r, s, ja, body_e)) return -1;
             } else { /* not a call: the message is text */
                 if (nx) put(content, s + i, body_e - i);
                 else put_text(content, s + i, n - i, final, sep);
