@@ -113,6 +113,24 @@ def test_forced_call_parses(servers, fmt):
     assert finish == "tool_calls" and content == (ch["message"]["content"] or "")
 
 
+def test_forced_call_after_an_opened_think(binary, tmp_path):
+    """a template that opens <think> for the answer (QwQ, DeepSeek-R1): a forced call is
+    the answer, not reasoning (the grammar writes no reasoning)"""
+    need_model(STORIES)
+    path = tmp_path / "t.jinja"
+    path.write_text("{# <tool_call> #}" + BODY.replace("assistant\n{% endif %}", "assistant\n<think>\n{% endif %}"),
+                    encoding="utf-8")
+    s = Server(STORIES, "--parallel", "1", "--ctx", "1024", "--chat-template-file", str(path))
+    try:
+        r = ask(s)
+        assert r.status_code == 200, r.text
+        m = r.json()["choices"][0]["message"]
+        assert m.get("tool_calls") and not m.get("reasoning_content"), m
+        check_calls(m["tool_calls"])
+    finally:
+        s.stop()
+
+
 @pytest.mark.parametrize("fmt", ["deepseek", "kimi-k2", "functionary-v3.2", "command-r"])
 def test_parallel_calls_parse(servers, fmt):
     """calls in a row, as many as 400 tokens hold: each one read, none cut short"""
