@@ -4,8 +4,9 @@
  *
  * Input: byte 0 picks the format (modulo 7, the first seven) and the flags (bit 3
  * reasoning in <think> tags, bit 4 the prompt opened it); the rest is the output. Where
- * bit 7 of byte 0 is set, byte 1 picks any format (low bits, modulo TC_FORMAT_COUNT) and
- * reasoning markup (bits 4-6, modulo TC_THINK_COUNT), and the output starts at byte 2.
+ * bit 7 of byte 0 is set, byte 1 picks any format (byte 1 modulo TC_FORMAT_COUNT) and
+ * reasoning markup (byte 1 / TC_FORMAT_COUNT, modulo TC_THINK_COUNT), and the output
+ * starts at byte 2.
  *
  * Checked beyond ASan/UBSan: the parse succeeds; the reasoning and content are
  * NUL-terminated at their lengths and no longer than the output; each call has a name
@@ -31,8 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                   .reasoning = (data[0] >> 3) & 1 ? TC_THINK_TAGS : TC_THINK_NONE, .think_open = (data[0] >> 4) & 1 };
     size_t skip = 1;
     if ((data[0] & 0x80) && size >= 2) {
-        o.format = (tc_format)((data[1] & 15) % TC_FORMAT_COUNT);
-        o.reasoning = (tc_think)(((data[1] >> 4) & 7) % TC_THINK_COUNT);
+        o.format = (tc_format)(data[1] % TC_FORMAT_COUNT);
+        o.reasoning = (tc_think)(data[1] / TC_FORMAT_COUNT % TC_THINK_COUNT);
         skip = 2;
     }
     const char *text = (const char *)data + skip;

@@ -7,7 +7,8 @@
  *   markers among text   a driver (scan_markers) finds a format's start markers and asks
  *                        the format's call_at function what stands there: hermes's
  *                        <tool_call> and seed-oss's <seed:tool_call> blocks, JSON lists
- *                        after a marker (list_fmt: mistral, granite, command-r, command-r7b),
+ *                        after a marker (list_fmt: mistral, granite, command-r, command-r7b,
+ *                        nemotron-v2, apriel),
  *                        DeepSeek's and Kimi's sections of calls (section_fmt),
  *                        functionary v3.1's <function=N>
  *   whole answers        llama3's bare object, functionary v3.2's >>> messages, gpt-oss's
@@ -60,6 +61,8 @@ tc_format tc_detect(const char *src, size_t len) {
     if (has(src, len, "<|START_ACTION|>")) return TC_FORMAT_COMMAND_R7B;
     if (has(src, len, "Action:") && has(src, len, "\"tool_name\"")) return TC_FORMAT_COMMAND_R;
     if (has(src, len, "<|tool_call|>")) return TC_FORMAT_GRANITE;
+    if (has(src, len, "<TOOLCALL>")) return TC_FORMAT_NEMOTRON_V2;
+    if (has(src, len, "<tool_calls>")) return TC_FORMAT_APRIEL; /* its prompt speaks of <tool_call> too */
     if (has(src, len, "<tool_call>")) return TC_FORMAT_HERMES;
     if (has(src, len, "<|start_header_id|>")) {
         if (has(src, len, ">>>all")) return TC_FORMAT_FUNCTIONARY_V32;
@@ -76,6 +79,7 @@ static const char *const format_names[TC_FORMAT_COUNT] = {
     [TC_FORMAT_FUNCTIONARY_V31] = "functionary-v3.1", [TC_FORMAT_FUNCTIONARY_V32] = "functionary-v3.2",
     [TC_FORMAT_COMMAND_R] = "command-r", [TC_FORMAT_COMMAND_R7B] = "command-r7b", [TC_FORMAT_GRANITE] = "granite",
     [TC_FORMAT_GPT_OSS] = "gpt-oss", [TC_FORMAT_KIMI_K2] = "kimi-k2", [TC_FORMAT_SEED_OSS] = "seed-oss",
+    [TC_FORMAT_NEMOTRON_V2] = "nemotron-v2", [TC_FORMAT_APRIEL] = "apriel",
 };
 
 const char *tc_format_name(tc_format f) { return f >= 0 && f < TC_FORMAT_COUNT ? format_names[f] : "?"; }
@@ -91,6 +95,7 @@ static const think_tags THINK[TC_THINK_COUNT] = {
     [TC_THINK_GRANITE] = { "granite", "<think>", "</think>", "<response>", "</response>" },
     [TC_THINK_HARMONY] = { "harmony", NULL, NULL, NULL, NULL }, /* parse_harmony */
     [TC_THINK_MISTRAL] = { "mistral", "[THINK]", "[/THINK]", NULL, NULL },
+    [TC_THINK_APRIEL] = { "apriel", "Here are my reasoning steps:", "[BEGIN FINAL RESPONSE]", NULL, "[END FINAL RESPONSE]" },
 };
 
 tc_think tc_template_thinks(const char *src, size_t len) {
@@ -98,6 +103,7 @@ tc_think tc_template_thinks(const char *src, size_t len) {
     if (has(src, len, "<|channel|>") && has(src, len, "analysis")) return TC_THINK_HARMONY;
     if (has(src, len, "<seed:think>")) return TC_THINK_SEED;
     if (has(src, len, "[THINK]")) return TC_THINK_MISTRAL;
+    if (has(src, len, "[BEGIN FINAL RESPONSE]")) return TC_THINK_APRIEL;
     if (has(src, len, "<|START_THINKING|>")) return TC_THINK_COHERE;
     if (has(src, len, "<think>") && has(src, len, "<response>") && has(src, len, "<|start_of_role|>")) return TC_THINK_GRANITE;
     if (has(src, len, "<think>")) return TC_THINK_TAGS;
@@ -115,7 +121,7 @@ static size_t skip_ws(const char *s, size_t n, size_t i) {
 
 tc_think tc_prompt_opens_think(const char *p, size_t n) {
     while (n && is_ws(p[n - 1])) n--;
-    static const tc_think order[] = { TC_THINK_TAGS, TC_THINK_SEED, TC_THINK_COHERE, TC_THINK_MISTRAL };
+    static const tc_think order[] = { TC_THINK_TAGS, TC_THINK_SEED, TC_THINK_COHERE, TC_THINK_MISTRAL, TC_THINK_APRIEL };
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         const char *open = THINK[order[i]].open;
         size_t m = strlen(open);
@@ -140,6 +146,8 @@ static const char *const format_markers[TC_FORMAT_COUNT][8] = {
     [TC_FORMAT_GPT_OSS] = { "<|channel|>", "<|message|>", "<|start|>", "<|end|>", "<|constrain|>" },
     [TC_FORMAT_KIMI_K2] = { KIMI_CALLS_BEGIN, KIMI_CALLS_END, KIMI_CALL_BEGIN, KIMI_CALL_END, KIMI_ARGS },
     [TC_FORMAT_SEED_OSS] = { "<seed:tool_call>", "</seed:tool_call>" },
+    [TC_FORMAT_NEMOTRON_V2] = { "<TOOLCALL>", "</TOOLCALL>" },
+    [TC_FORMAT_APRIEL] = { "<tool_calls>", "</tool_calls>" },
 };
 
 int tc_markers(tc_format f, tc_think t, const char **out, int cap) {
@@ -183,6 +191,8 @@ static const tc_shape SHAPES[TC_FORMAT_COUNT] = {
                             ":0" KIMI_ARGS, 0 },
     /* the generic JSON object inside its markers (its <parameter=K> values are free text) */
     [TC_FORMAT_SEED_OSS] = { NULL, NULL, "\n", "<seed:tool_call>\n", "\n</seed:tool_call>", "name", "arguments", 0, NULL, 0 },
+    [TC_FORMAT_NEMOTRON_V2] = { "<TOOLCALL>[", "]</TOOLCALL>", ", ", NULL, NULL, "name", "arguments", 0, NULL, 0 },
+    [TC_FORMAT_APRIEL] = { "<tool_calls>[", "]</tool_calls>", ", ", NULL, NULL, "name", "arguments", 0, NULL, 0 },
 };
 
 void tc_format_shape(tc_format f, tc_shape *s) {
@@ -704,6 +714,8 @@ static const list_fmt MISTRAL_LIST = { "[TOOL_CALLS]", 0, NULL, "name", NULL };
 static const list_fmt GRANITE_LIST = { "<|tool_call|>", 0, NULL, "name", NULL };
 static const list_fmt COMMAND_R7B_LIST = { "<|START_ACTION|>", 0, "<|END_ACTION|>", "tool_name", NULL };
 static const list_fmt COMMAND_R_LIST = { "Action:", 1, NULL, "tool_name", "directly-answer" };
+static const list_fmt NEMOTRON_V2_LIST = { "<TOOLCALL>", 0, "</TOOLCALL>", "name", NULL };
+static const list_fmt APRIEL_LIST = { "<tool_calls>", 0, "</tool_calls>", "name", NULL };
 
 /* The list from s[j] (just past the open marker). */
 static long list_at(const char *s, size_t n, size_t j, int final, const tc_opts *o, tc_result *r, const list_fmt *L) {
@@ -1145,12 +1157,12 @@ static int parse_bare(const char *s, size_t n, int final, const tc_opts *o, cons
 /* ---------------------------------------------------------------- the answer */
 
 /* s[0..n) without the answer's wrapper OPEN ... CLOSE (Command R7B's <|START_RESPONSE|>,
- * Granite's <response>): OPEN at the start taken off, every CLOSE taken out; while
- * streaming what may still be either waits. */
+ * Granite's <response>, Apriel's [END FINAL RESPONSE] with no OPEN): OPEN at the start
+ * taken off, every CLOSE taken out; while streaming what may still be either waits. */
 static void unwrap(const char *s, size_t n, int final, const char *open, const char *close, buf *out) {
     size_t i = skip_ws(s, n, 0);
     int maybe = 0;
-    if (starts(s, n, i, open, &maybe)) i += strlen(open);
+    if (open && starts(s, n, i, open, &maybe)) i += strlen(open);
     else if (maybe && !final) return;
     else i = 0;
     size_t lc = strlen(close);
@@ -1199,7 +1211,7 @@ int tc_parse(const char *text, size_t n, int final, const tc_opts *o, tc_result 
     }
     const char *s = text + pos;
     size_t m = n - pos;
-    if (tt->resp_open) {
+    if (tt->resp_close) {
         unwrap(s, m, final, tt->resp_open, tt->resp_close, &answer);
         s = answer.p ? answer.p : "";
         m = answer.n;
@@ -1223,6 +1235,8 @@ int tc_parse(const char *text, size_t n, int final, const tc_opts *o, tc_result 
     case TC_FORMAT_COMMAND_R7B: rc = parse_list(s, m, final, o, &content, out, &COMMAND_R7B_LIST); break;
     case TC_FORMAT_GRANITE: rc = parse_list(s, m, final, o, &content, out, &GRANITE_LIST); break;
     case TC_FORMAT_SEED_OSS: rc = parse_seed(s, m, final, o, &content, out); break;
+    case TC_FORMAT_NEMOTRON_V2: rc = parse_list(s, m, final, o, &content, out, &NEMOTRON_V2_LIST); break;
+    case TC_FORMAT_APRIEL: rc = parse_list(s, m, final, o, &content, out, &APRIEL_LIST); break;
     case TC_FORMAT_GPT_OSS: break; /* above */
     }
 done:

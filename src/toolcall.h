@@ -33,6 +33,8 @@
  *   kimi-k2       <|tool_calls_section_begin|><|tool_call_begin|>functions.N:I<|tool_call_argument_begin|>{...}
  *                 <|tool_call_end|>...<|tool_calls_section_end|>, the id functions.N:I kept
  *   seed-oss      <seed:tool_call>\n<function=N>\n<parameter=K>V</parameter>...\n</function>\n</seed:tool_call>
+ *   nemotron-v2   <TOOLCALL>[{"name": N, "arguments": {...}}, ...]</TOOLCALL> (Nemotron Nano v2)
+ *   apriel        <tool_calls>[{"name": N, "arguments": {...}}, ...]</tool_calls> (Apriel 1.5, 1.6)
  *   generic       a template of none of these: the hermes forms
  * Inside <tool_call> and <seed:tool_call>, besides a JSON object: <function=N><parameter=K>
  * V</parameter>...</function> (Qwen3-Coder, Qwen3.5, Nemotron 3, Seed-OSS) and N<arg_key>K
@@ -46,7 +48,10 @@
  * Qwen3, QwQ, Kimi K2 Thinking, ...), <seed:think>...</seed:think> (Seed-OSS),
  * <|START_THINKING|>...<|END_THINKING|> then <|START_RESPONSE|>...<|END_RESPONSE|> around
  * the answer (Command R7B / A), <think>...</think><response>...</response> (Granite 3.3),
- * harmony's analysis channel (gpt-oss), [THINK]...[/THINK] (Ministral 3 Reasoning). A
+ * harmony's analysis channel (gpt-oss), [THINK]...[/THINK] (Ministral 3 Reasoning), the
+ * reasoning that Apriel's prompt opens with "Here are my reasoning steps:" up to
+ * [BEGIN FINAL RESPONSE], the answer then up to [END FINAL RESPONSE] (Apriel 1.5's
+ * prompt opens nothing, yet it reasons first: the server sets think_open for it). A
  * reasoning block counts only at the start of the
  * output, or from the start where the prompt opened it.
  *
@@ -76,6 +81,8 @@ typedef enum tc_format {
     TC_FORMAT_GPT_OSS,
     TC_FORMAT_KIMI_K2,
     TC_FORMAT_SEED_OSS,
+    TC_FORMAT_NEMOTRON_V2,
+    TC_FORMAT_APRIEL,
     TC_FORMAT_COUNT
 } tc_format;
 
@@ -87,6 +94,7 @@ typedef enum tc_think {
     TC_THINK_GRANITE,  /* <think>...</think>, <response>...</response> */
     TC_THINK_HARMONY,  /* gpt-oss: the analysis channel */
     TC_THINK_MISTRAL,  /* [THINK]...[/THINK] (Ministral 3 Reasoning, Magistral) */
+    TC_THINK_APRIEL,   /* Here are my reasoning steps: ... [BEGIN FINAL RESPONSE] ... [END FINAL RESPONSE] */
     TC_THINK_COUNT
 } tc_think;
 

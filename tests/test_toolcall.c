@@ -239,6 +239,14 @@ static void test_more_formats(void) {
            "<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>", sd, "I'll check.", "Weather needed.", 1, W);
     expect("seed-oss, a JSON object inside (the grammar's form)", "<seed:tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
            "{\"city\": \"Paris\"}}\n</seed:tool_call>", sd, "", "", 1, W);
+    /* nemotron-v2, apriel (with its reasoning the prompt opens) */
+    expect("nemotron-v2", "<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]</TOOLCALL>",
+           opts(TC_FORMAT_NEMOTRON_V2), "", "", 1, W);
+    tc_opts ap = opts(TC_FORMAT_APRIEL);
+    ap.reasoning = TC_THINK_APRIEL;
+    ap.think_open = 1;
+    expect("apriel", "\nThe weather.\n[BEGIN FINAL RESPONSE]\nChecking. <tool_calls>[{\"name\": \"get_weather\", \"arguments\": "
+           "{\"city\": \"Paris\"}}]</tool_calls>\n[END FINAL RESPONSE]", ap, "Checking.", "The weather.", 1, W);
     /* deepseek-v3.1 parses both forms as deepseek */
     tc_opts d31 = opts(TC_FORMAT_DEEPSEEK_V31);
     expect("deepseek-v3.1", DSB "calls" "\xe2\x96\x81" "begin" DSE DSB "call" "\xe2\x96\x81" "begin" DSE "get_weather" DSB "sep" DSE
@@ -260,6 +268,8 @@ static void test_detect(void) {
         { "<tool_call><function=x> <think>", TC_FORMAT_HERMES, TC_THINK_TAGS },
         { DSB "call" "\xe2\x96\x81" "begin" DSE "function" DSB "sep" DSE "```json", TC_FORMAT_DEEPSEEK, TC_THINK_NONE },
         { DSB "call" "\xe2\x96\x81" "begin" DSE "name" DSB "sep" DSE "args", TC_FORMAT_DEEPSEEK_V31, TC_THINK_NONE },
+        { "<TOOLCALL>[...]</TOOLCALL> <think>", TC_FORMAT_NEMOTRON_V2, TC_THINK_TAGS },
+        { "within <tool_call></tool_call> tags: <tool_calls>[...]</tool_calls> [BEGIN FINAL RESPONSE]", TC_FORMAT_APRIEL, TC_THINK_APRIEL },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tc_format f = tc_detect(cases[i].src, strlen(cases[i].src));
@@ -368,6 +378,8 @@ static void test_streaming(void) {
         { TC_FORMAT_GPT_OSS, 0, "<|channel|>analysis<|message|>x <|end|><|start|>assistant<|channel|>commentary to=functions.search <|constrain|>json<|message|>{\"q\": \"é\"}<|end|><|start|>assistant<|channel|>final<|message|>done" },
         { TC_FORMAT_KIMI_K2, 0, "<think>k</think>Ok." KB("s_section_begin") KB("_begin") "functions.search:0" KB("_argument_begin") "{\"q\": 2}" KB("_end") KB("s_section_end") " more" },
         { TC_FORMAT_SEED_OSS, 0, "<seed:think>s</seed:think>a<seed:tool_call>\n<function=search>\n<parameter=q>x y</parameter>\n</function>\n</seed:tool_call>b" },
+        { TC_FORMAT_APRIEL, 1, "x\n[BEGIN FINAL RESPONSE]\nok <tool_calls>[{\"name\": \"search\", \"arguments\": {}}]</tool_calls> b\n[END FINAL RESPONSE]" },
+        { TC_FORMAT_NEMOTRON_V2, 0, "<think>t</think>a<TOOLCALL>[{\"name\": \"search\", \"arguments\": {\"q\": [1]}}]</TOOLCALL>" },
         { TC_FORMAT_DEEPSEEK, 1, "hm\n</think>\n\nI'll look." DSB "calls" "\xe2\x96\x81" "begin" DSE DSB "call" "\xe2\x96\x81" "begin" DSE
           "function" DSB "sep" DSE "get_weather\n```json\n{\"city\": \"Paris\"}\n```" DSB "call" "\xe2\x96\x81" "end" DSE DSB "calls"
           "\xe2\x96\x81" "end" DSE " after" },
@@ -380,6 +392,7 @@ static void test_streaming(void) {
         if (samples[i].f == TC_FORMAT_GRANITE) o.reasoning = TC_THINK_GRANITE;
         if (samples[i].f == TC_FORMAT_GPT_OSS) o.reasoning = TC_THINK_HARMONY;
         if (samples[i].f == TC_FORMAT_SEED_OSS) o.reasoning = TC_THINK_SEED;
+        if (samples[i].f == TC_FORMAT_APRIEL) o.reasoning = TC_THINK_APRIEL;
         CHECK(streaming_ok(samples[i].text, o, why, sizeof why), "streaming sample %zu (%s): %s", i, tc_format_name(samples[i].f), why);
     }
     /* random outputs made of the formats' pieces */
@@ -397,7 +410,9 @@ static void test_streaming(void) {
                                     "final", "commentary", " to=functions.search", "<|message|>", "<|end|>", "<|start|>assistant",
                                     " <|constrain|>json", KB("s_section_begin"), KB("s_section_end"), KB("_begin"), KB("_end"),
                                     KB("_argument_begin"), "functions.search:0", "<seed:tool_call>", "</seed:tool_call>",
-                                    "<seed:think>", "</seed:think>", "<parameter=q>", "{\"q\": 1}", "[THINK]", "[/THINK]" };
+                                    "<seed:think>", "</seed:think>", "<parameter=q>", "{\"q\": 1}", "[THINK]", "[/THINK]",
+                                    "<TOOLCALL>", "</TOOLCALL>", "<tool_calls>", "</tool_calls>", "Here are my reasoning steps:",
+                                    "[BEGIN FINAL RESPONSE]", "[END FINAL RESPONSE]" };
     mf_rng rng;
     mf_rng_seed(&rng, 53);
     int bad = 0;

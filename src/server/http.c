@@ -466,8 +466,9 @@ static int build_prompt(srv_http *h, srv_request *rq, const char *body, size_t b
         /* the answer's reading: tool calls in the template's format, reasoning */
         tc_think opened = tc_prompt_opens_think(text, tlen);
         /* a constrained answer (a forced call, a schema) writes no reasoning: where the
-         * prompt opened a think block, the grammar's text is still the answer */
-        co->o.think_open = opened != TC_THINK_NONE && rq->constraint < 0;
+         * prompt opened a think block, the grammar's text is still the answer. Apriel
+         * reasons from its first word, with or without the prompt's opening line. */
+        co->o.think_open = (opened != TC_THINK_NONE || h->tmpl.thinks == TC_THINK_APRIEL) && rq->constraint < 0;
         co->o.reasoning = h->tmpl.thinks != TC_THINK_NONE ? h->tmpl.thinks : opened;
         co->o.format = use_tools ? h->tmpl.tool_format : TC_FORMAT_NONE;
         co->on = co->o.reasoning != TC_THINK_NONE || co->o.format != TC_FORMAT_NONE;

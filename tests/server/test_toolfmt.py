@@ -37,6 +37,8 @@ FORMATS = {
     "gpt-oss": "<|channel|>analysis to=",
     "kimi-k2": "<|tool_calls_section_begin|>",
     "seed-oss": "<seed:tool_call>",
+    "nemotron-v2": "<TOOLCALL>",
+    "apriel": "<tool_calls>",
 }
 
 BODY = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
@@ -160,6 +162,8 @@ THINKING = {
     "harmony": ("<|channel|>analysis", "<|channel|>analysis<|message|>Two and two.<|end|><|start|>assistant"
                 "<|channel|>final<|message|>Four.", "Two and two.", "Four."),
     "mistral": ("[THINK]", "[THINK]Two and two.[/THINK]Four.", "Two and two.", "Four."),
+    "apriel": ("[BEGIN FINAL RESPONSE]", "Here are my reasoning steps:\nTwo and two.\n[BEGIN FINAL RESPONSE]\nFour.\n"
+               "[END FINAL RESPONSE]", "Two and two.", "Four."),
 }
 
 
