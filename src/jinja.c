@@ -34,7 +34,7 @@
 enum {
     /* statements */
     S_TEXT = 1, S_OUT, S_IF, S_FOR, S_SET, S_SETBLOCK, S_MACRO, S_CALLBLOCK, S_FILTERBLOCK, S_BREAK, S_CONTINUE,
-    S_WITH, S_BODY,
+    S_WITH, S_BODY, S_BLOCK, S_LOAD,
     /* expressions */
     E_CONST, E_NAME, E_ATTR, E_ITEM, E_SLICE, E_CALL, E_FILTER, E_TEST, E_NEG, E_POS, E_NOT, E_BIN, E_AND, E_OR,
     E_CMP, E_COND, E_LIST, E_TUPLE, E_DICT, E_CONCAT, E_HOLE, E_NSREF,
@@ -63,7 +63,7 @@ struct jnode {
     int nkw;
     int *ops;             /* E_CMP operators */
     jinja_value *v;       /* E_CONST, S_TEXT */
-    int flag;             /* E_TEST: negated; S_MACRO: 1 varargs | 2 kwargs | 4 caller */
+    int flag;             /* E_TEST: negated; S_MACRO: 1 varargs | 2 kwargs | 4 caller; S_BLOCK: 1 scoped | 2 required */
     int fn;               /* E_FILTER / E_TEST: the builtin's id */
 };
 
@@ -556,6 +556,8 @@ typedef struct jparse {
     int depth;      /* nesting of expressions and blocks */
     int in_loop;    /* for break/continue */
     const char **end_names; /* the end tags subparse stops at */
+    const char *blocks[64]; /* the names of the {% block %}s so far (one name once) */
+    int n_blocks;
 } jparse;
 
 #define CUR(P) (&(P)->t[(P)->i])
@@ -1260,6 +1262,99 @@ static jnode *p_macro_like(jparse *P, jnode *m, const char *end) {
     return m;
 }
 
+/* {% block NAME [scoped] [required] %}...{% endblock [NAME] %}: rendered where it stands
+ * (no template extends this one: a chat template is one self-contained file), in a scope
+ * of its own whose parent is the template's top level, or, scoped, the scope around it;
+ * a required block may hold only whitespace and fails when it renders (jinja2's "not
+ * found": nothing overrides it). */
+static jnode *p_block(jparse *P, const jtok *t) {
+    advance(P);
+    const jtok *nt = CUR(P);
+    if (nt->t != T_NAME) return p_unexpected(P, "a block name");
+    jnode *x = mk(P, S_BLOCK, t);
+    if (!x) return NULL;
+    x->name = nt->p;
+    x->name_len = strlen(nt->p);
+    advance(P);
+    if (is_name(P, "scoped")) { x->flag |= 1; advance(P); }
+    if (is_name(P, "required")) { x->flag |= 2; advance(P); }
+    if (is_op(P, OP_SUB))
+        return p_fail(P, CUR(P), "Block names in Jinja have to be valid Python identifiers and may not contain hyphens, "
+                                 "use an underscore instead.");
+    static const char *ends[] = { "endblock", NULL };
+    int in_loop = P->in_loop;
+    P->in_loop = 0;
+    jnode *body = p_statements(P, ends, 1);
+    P->in_loop = in_loop;
+    if (!body) return NULL;
+    if (x->flag & 2)
+        for (int i = 0; i < body->n; i++) {
+            const jnode *b = body->list[i];
+            int blank = b->kind == S_TEXT;
+            for (size_t k = 0; blank && k < b->v->u.s.n; k++) blank = strchr(" \t\n\r\f\v", b->v->u.s.p[k]) != NULL;
+            if (!blank) return p_fail(P, t, "Required blocks can only contain comments or whitespace");
+        }
+    if (is_name(P, x->name)) advance(P);
+    for (int i = 0; i < P->n_blocks; i++)
+        if (!strcmp(P->blocks[i], x->name)) return p_fail(P, t, "block '%s' defined twice", x->name);
+    if (P->n_blocks == (int)NELEM(P->blocks)) return p_fail(P, t, "more than %d blocks", (int)NELEM(P->blocks));
+    P->blocks[P->n_blocks++] = x->name;
+    x->b = body;
+    return x;
+}
+
+/* with context / without context at the end of include, import and from */
+static int p_context(jparse *P) {
+    if ((is_name(P, "with") || is_name(P, "without")) && P->i + 1 < P->nt && P->t[P->i + 1].t == T_NAME &&
+        !strcmp(P->t[P->i + 1].p, "context")) {
+        advance(P);
+        advance(P);
+        return 1;
+    }
+    return 0;
+}
+
+/* extends, include, import and from: parsed as jinja2 parses them; each needs a loader,
+ * which a chat template's environment has not (transformers renders from a string), so
+ * each fails where it runs, as jinja2's does (an unreached one is harmless). */
+static jnode *p_load(jparse *P, const jtok *t, const char *tag) {
+    advance(P);
+    jnode *x = mk(P, S_LOAD, t);
+    if (!x) return NULL;
+    x->name = tag;
+    if (!(x->a = p_expr(P, 1))) return NULL;
+    if (!strcmp(tag, "include")) {
+        if (is_name(P, "ignore") && P->i + 1 < P->nt && P->t[P->i + 1].t == T_NAME && !strcmp(P->t[P->i + 1].p, "missing")) {
+            advance(P);
+            advance(P);
+        }
+        p_context(P);
+    } else if (!strcmp(tag, "import")) {
+        if (!is_name(P, "as")) return p_unexpected(P, "'as'");
+        advance(P);
+        if (!p_assign_target(P, NULL, 0, 1)) return NULL;
+        p_context(P);
+    } else if (!strcmp(tag, "from")) {
+        if (!is_name(P, "import")) return p_unexpected(P, "'import'");
+        advance(P);
+        for (int n = 0;; n++) {
+            if (n && expect_op(P, OP_COMMA, "','")) return NULL;
+            if (CUR(P)->t != T_NAME) return p_unexpected(P, "a name");
+            if (p_context(P)) break;
+            const jtok *nt = CUR(P);
+            jnode *name = p_assign_target(P, NULL, 0, 1);
+            if (!name) return NULL;
+            if (name->name[0] == '_') return p_fail(P, nt, "names starting with an underline can not be imported");
+            if (is_name(P, "as")) {
+                advance(P);
+                if (!p_assign_target(P, NULL, 0, 1)) return NULL;
+            }
+            if (p_context(P) || !is_op(P, OP_COMMA)) break;
+        }
+    }
+    return x;
+}
+
 static jnode *p_statement(jparse *P) {
     const jtok *t = CUR(P);
     if (t->t != T_NAME) return p_unexpected(P, "a tag name");
@@ -1437,9 +1532,12 @@ static jnode *p_statement(jparse *P) {
         advance(P);
         if (!(x = mk(P, S_OUT, t))) goto out;
         if (!(x->a = p_tuple(P, 0, 1, NULL, 0))) x = NULL;
-    } else if (!strcmp(tag, "extends") || !strcmp(tag, "include") || !strcmp(tag, "import") ||
-               !strcmp(tag, "from") || !strcmp(tag, "block") || !strcmp(tag, "autoescape")) {
-        x = p_fail(P, t, "the '%s' tag is not supported (a chat template is one self-contained file)", tag);
+    } else if (!strcmp(tag, "block")) {
+        x = p_block(P, t);
+    } else if (!strcmp(tag, "extends") || !strcmp(tag, "include") || !strcmp(tag, "import") || !strcmp(tag, "from")) {
+        x = p_load(P, t, tag);
+    } else if (!strcmp(tag, "autoescape")) {
+        x = p_fail(P, t, "the '%s' tag is not supported", tag);
     } else {
         const char **e = P->end_names;
         if (e && e[0]) {
@@ -1522,6 +1620,7 @@ static int check_unknown(jparse *P, const jnode *x, int soft, int depth) {
     case S_SETBLOCK: s_b = s_c = 0; break;
     case S_FILTERBLOCK: s_b = s_c = 0; break;
     case S_WITH: s_b = 0; break;
+    case S_BLOCK: s_b = 0; break; /* a block is a function of its own: a hard frame */
     default: break;
     }
     if (check_unknown(P, x->a, s_a, depth + 1) || check_unknown(P, x->b, s_b, depth + 1) ||
@@ -1843,6 +1942,10 @@ jinja_value *jr_getattr(jctx *c, jinja_value *obj, const char *name, size_t n) {
         jinja_value *v = jv_dict_get_s(obj, name, n);
         return v ? v : jv_undef(c->a, "'Namespace object' has no attribute '%s'", name);
     }
+    if (obj->t == JV_LIST && obj->tuple == 2 && obj->u.l.n == 2) { /* groupby's (grouper, list) named tuple */
+        if (!strcmp(name, "grouper")) return obj->u.l.v[0];
+        if (!strcmp(name, "list")) return obj->u.l.v[1];
+    }
     int unsafe = 0;
     jinja_value *m = jb_method(c, obj, name, n, &unsafe);
     if (m || c->failed) return m;
@@ -2065,7 +2168,7 @@ static jinja_value *repeat(jctx *c, jinja_value *seq, int64_t times) {
     if (seq->u.l.n && (uint64_t)times > c->lim.max_steps / seq->u.l.n) return jfail(c, "list repetition over the step limit");
     jinja_value *l = jv_list(c->a, 0);
     if (!l) return jmemfail(c);
-    l->tuple = seq->tuple;
+    l->tuple = !!seq->tuple; /* a group tuple times n: a tuple */
     for (int64_t i = 0; i < times; i++)
         for (size_t k = 0; k < seq->u.l.n; k++)
             if (jv_push(c->a, l, seq->u.l.v[k])) return jmemfail(c);
@@ -2161,10 +2264,10 @@ static jinja_value *binop(jrender *R, int op, jinja_value *a, jinja_value *b) {
         jsb_put(&s, b->u.s.p, b->u.s.n);
         return sb_value(c, &s);
     }
-    if (op == OP_ADD && a->t == JV_LIST && b->t == JV_LIST && !a->gen && !b->gen && a->tuple == b->tuple && !a->range && !b->range) {
+    if (op == OP_ADD && a->t == JV_LIST && b->t == JV_LIST && !a->gen && !b->gen && !a->tuple == !b->tuple && !a->range && !b->range) {
         jinja_value *l = jv_list(c->a, a->u.l.n + b->u.l.n);
         if (!l) return jmemfail(c);
-        l->tuple = a->tuple;
+        l->tuple = !!a->tuple;
         for (size_t i = 0; i < a->u.l.n; i++) jv_push(c->a, l, a->u.l.v[i]);
         for (size_t i = 0; i < b->u.l.n; i++) jv_push(c->a, l, b->u.l.v[i]);
         return l;
@@ -2301,7 +2404,7 @@ static jinja_value *slice(jrender *R, jinja_value *obj, jinja_value *ja, jinja_v
     }
     jinja_value *l = jv_list(c->a, 0);
     if (!l) return jmemfail(c);
-    l->tuple = obj->tuple;
+    l->tuple = !!obj->tuple; /* a slice of a group tuple: a tuple */
     for (int64_t j = start; step > 0 ? j < stop : j > stop; j += step)
         if (jv_push(c->a, l, obj->u.l.v[j])) return jmemfail(c);
     return l;
@@ -2732,6 +2835,22 @@ static int render_stmt(jrender *R, const jnode *x, jframe *f) {
         if (rc == R_OK) rc = render_body(R, x->b, g);
         break;
     }
+    case S_BLOCK: {
+        AT(R, x);
+        if (x->flag & 2) { jfail(c, "Required block '%s' not found", x->name); rc = R_ERR; break; }
+        jframe *g = frame_new(c, x->flag & 1 ? f : R->root);
+        if (!g) { rc = R_ERR; break; }
+        rc = render_body(R, x->b, g);
+        if (rc == R_BREAK || rc == R_CONTINUE) rc = R_OK;
+        break;
+    }
+    case S_LOAD:
+        if (!(v = eval(R, x->a, f))) { rc = R_ERR; break; }
+        AT(R, x);
+        jfail(c, "'%s': no loader for this environment specified (a chat template is rendered from one string, "
+                 "with nothing to load)", x->name);
+        rc = R_ERR;
+        break;
     case S_BREAK: rc = R_BREAK; break;
     case S_CONTINUE: rc = R_CONTINUE; break;
     case S_BODY: rc = render_body(R, x, f); break;

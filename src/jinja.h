@@ -10,11 +10,13 @@
  * What a chat template uses is here: expressions with Python's semantics (int, float,
  * str by code point, list, tuple, dict in insertion order, None, undefined), filters,
  * tests, string/dict/list methods, for/if/set/macro/call/filter/with blocks, namespace,
- * loop variables, break/continue, whitespace control, {% generation %}. What is not:
- * template inheritance and includes (extends, block, include, import), recursive
- * loops, the list/dict mutators the immutable sandbox forbids (append, pop, update:
- * an error, as in transformers) and filters jinja2 does not have (an unknown filter
- * or test is a parse error, as jinja2's compile-time error).
+ * loop variables, break/continue, whitespace control, {% generation %}, {% block %}
+ * (rendered in place with jinja2's scoping: nothing extends a chat template), groupby.
+ * extends, include, import and from parse and fail where they run, as jinja2's do with
+ * no loader (transformers renders from a string). What is not: recursive loops, the
+ * `self` of blocks, the list/dict mutators the immutable sandbox forbids (append, pop,
+ * update: an error, as in transformers) and filters jinja2 does not have (an unknown
+ * filter or test is a parse error, as jinja2's compile-time error).
  *
  * A template is hostile input: parsing and rendering are bounded (expression and
  * block nesting, call depth, loop iterations, output bytes, memory) and every

@@ -5,8 +5,9 @@
  * the immutable sandbox's mutators (list.append, dict.pop, ...) are refused when
  * called; range() stops at jinja2's sandbox limit of 100,000 items.
  *
- * Not here (an unknown filter is a parse error, as in jinja2): groupby, pprint,
- * striptags, urlencode, urlize, wordwrap, xmlattr, filesizeformat, random. */
+ * Not here (an unknown filter is a parse error, as in jinja2): pprint, striptags,
+ * urlencode, urlize, wordwrap, xmlattr, filesizeformat, random; the globals lipsum,
+ * cycler and joiner. */
 #include "jinja_impl.h"
 
 #include <errno.h>
@@ -611,7 +612,7 @@ static int merge_sort(jctx *c, jinja_value **keys, jinja_value **items, size_t n
 
 enum {
     F_ABS, F_ATTR, F_BATCH, F_CAPITALIZE, F_CENTER, F_COUNT, F_D, F_DEFAULT, F_DICTSORT, F_E, F_ESCAPE, F_FIRST,
-    F_FLOAT, F_FORCEESCAPE, F_FORMAT, F_INDENT, F_INT, F_ITEMS, F_JOIN, F_LAST, F_LENGTH, F_LIST, F_LOWER, F_MAP,
+    F_FLOAT, F_FORCEESCAPE, F_FORMAT, F_GROUPBY, F_INDENT, F_INT, F_ITEMS, F_JOIN, F_LAST, F_LENGTH, F_LIST, F_LOWER, F_MAP,
     F_MAX, F_MIN, F_REJECT, F_REJECTATTR, F_REPLACE, F_REVERSE, F_ROUND, F_SAFE, F_SELECT, F_SELECTATTR, F_SLICE,
     F_SORT, F_STRING, F_SUM, F_TITLE, F_TOJSON, F_TRIM, F_TRUNCATE, F_UNIQUE, F_UPPER, F_WORDCOUNT, F_COUNT_
 };
@@ -620,7 +621,7 @@ static const char *const filter_names[] = {
     [F_ABS] = "abs", [F_ATTR] = "attr", [F_BATCH] = "batch", [F_CAPITALIZE] = "capitalize", [F_CENTER] = "center",
     [F_COUNT] = "count", [F_D] = "d", [F_DEFAULT] = "default", [F_DICTSORT] = "dictsort", [F_E] = "e",
     [F_ESCAPE] = "escape", [F_FIRST] = "first", [F_FLOAT] = "float", [F_FORCEESCAPE] = "forceescape",
-    [F_FORMAT] = "format", [F_INDENT] = "indent", [F_INT] = "int", [F_ITEMS] = "items", [F_JOIN] = "join",
+    [F_FORMAT] = "format", [F_GROUPBY] = "groupby", [F_INDENT] = "indent", [F_INT] = "int", [F_ITEMS] = "items", [F_JOIN] = "join",
     [F_LAST] = "last", [F_LENGTH] = "length", [F_LIST] = "list", [F_LOWER] = "lower", [F_MAP] = "map",
     [F_MAX] = "max", [F_MIN] = "min", [F_REJECT] = "reject", [F_REJECTATTR] = "rejectattr", [F_REPLACE] = "replace",
     [F_REVERSE] = "reverse", [F_ROUND] = "round", [F_SAFE] = "safe", [F_SELECT] = "select",
@@ -1104,6 +1105,48 @@ static jinja_value *do_unique(jctx *c, jinja_value *v, const jargs *args) {
     return out;
 }
 
+/* groupby(attribute, default=None, case_sensitive=False): the items sorted by the
+ * attribute (lower-cased strings unless case_sensitive), runs of equal keys as
+ * (grouper, list) tuples whose grouper is the first item's own attribute. */
+static jinja_value *do_groupby(jctx *c, jinja_value *v, const jargs *args) {
+    BIND("groupby", "attribute", "default", "case_sensitive");
+    if (!p[0]) return jfail(c, "groupby() missing required argument 'attribute'");
+    int ci = !(p[2] && jv_truthy(p[2]));
+    jinja_value *items = jr_iter(c, v);
+    if (!items) return NULL;
+    size_t n = items->u.l.n;
+    jinja_value **keys = malloc((n ? n : 1) * sizeof *keys), **sorted = malloc((n ? n : 1) * sizeof *sorted);
+    jinja_value *out = jv_list(c->a, 0);
+    if (!keys || !sorted || !out) { free(keys); free(sorted); return out ? jfail(c, "out of memory") : jmemfail(c); }
+    for (size_t i = 0; i < n; i++) {
+        jinja_value *k = attr_path(c, items->u.l.v[i], p[0]);
+        if (k && k->t == JV_UNDEF && p[1] && p[1]->t != JV_NONE) k = p[1];
+        if (!k || !(keys[i] = sort_key(c, k, ci))) { free(keys); free(sorted); return NULL; }
+        sorted[i] = items->u.l.v[i];
+    }
+    int rc = merge_sort(c, keys, sorted, n, 0);
+    jinja_value *group = NULL;
+    for (size_t i = 0; i < n && !rc; i++) {
+        int same = 0;
+        if (i && (same = jv_eq(c, keys[i - 1], keys[i])) < 0) { rc = -1; break; }
+        if (!same) {
+            jinja_value *grouper = keys[i];
+            if (ci) { /* the first item's attribute as it is */
+                grouper = attr_path(c, sorted[i], p[0]);
+                if (grouper && grouper->t == JV_UNDEF && p[1] && p[1]->t != JV_NONE) grouper = p[1];
+            }
+            group = grouper ? jv_list(c->a, 0) : NULL;
+            jinja_value *t = group ? tuple2(c, grouper, group) : NULL;
+            if (!t || push(c, out, t)) { rc = -1; break; }
+            t->tuple = 2;
+        }
+        if (push(c, group, sorted[i])) rc = -1;
+    }
+    free(keys);
+    free(sorted);
+    return rc ? (c->failed ? NULL : jmemfail(c)) : out;
+}
+
 static jinja_value *do_batch(jctx *c, jinja_value *v, const jargs *args) {
     BIND("batch", "linecount", "fill_with");
     int64_t n;
@@ -1204,6 +1247,7 @@ jinja_value *jb_filter(jctx *c, int id, jinja_value *v, const jargs *args) {
         return v;
     }
     case F_DICTSORT: return do_dictsort(c, v, args);
+    case F_GROUPBY: return do_groupby(c, v, args);
     case F_E: case F_ESCAPE: case F_FORCEESCAPE: NO_ARGS(fname); return html_escape(c, v, id == F_FORCEESCAPE);
     case F_FIRST: {
         NO_ARGS(fname);

@@ -53,7 +53,8 @@ struct jloop;
 
 struct jinja_value {
     uint8_t t;     /* jv_type */
-    uint8_t tuple; /* JV_LIST: a tuple (repr in parentheses, != a list of the same items) */
+    uint8_t tuple; /* JV_LIST: a tuple (repr in parentheses, != a list of the same items); 2: groupby's
+                      (grouper, list) named tuple, whose attributes are its items */
     uint8_t gen;   /* JV_LIST: a generator's items (select, map, ...): always true, no len(),
                       no indexing, printed as <generator object>, as in Python */
     uint8_t range; /* JV_LIST: made by range(a, b, step) (printed as "range(a, b)") */

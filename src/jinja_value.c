@@ -365,7 +365,7 @@ static int key_eq(const jinja_value *a, const jinja_value *b) {
         return jv_num(a) == jv_num(b);
     }
     if (a->t == JV_NONE && b->t == JV_NONE) return 1;
-    if (a->t == JV_LIST && b->t == JV_LIST && a->u.l.n == b->u.l.n && a->tuple == b->tuple) {
+    if (a->t == JV_LIST && b->t == JV_LIST && a->u.l.n == b->u.l.n && !a->tuple == !b->tuple) {
         for (size_t i = 0; i < a->u.l.n; i++)
             if (!key_eq(a->u.l.v[i], b->u.l.v[i])) return 0;
         return 1;
@@ -625,7 +625,7 @@ static int eq_rec(jctx *c, const jinja_value *a, const jinja_value *b, int depth
     case JV_STR: return a->u.s.n == b->u.s.n && !memcmp(a->u.s.p, b->u.s.p, a->u.s.n);
     case JV_LIST:
         if (a->gen || b->gen) return 0;
-        if (a->range != b->range || a->tuple != b->tuple || a->u.l.n != b->u.l.n) return 0;
+        if (a->range != b->range || !a->tuple != !b->tuple || a->u.l.n != b->u.l.n) return 0;
         for (size_t i = 0; i < a->u.l.n; i++) {
             int r = eq_rec(c, a->u.l.v[i], b->u.l.v[i], depth + 1);
             if (r != 1) return r;
@@ -667,7 +667,7 @@ static int cmp_rec(jctx *c, const jinja_value *a, const jinja_value *b, int *out
         *out = r < 0 ? -1 : r > 0 ? 1 : a->u.s.n < b->u.s.n ? -1 : a->u.s.n > b->u.s.n;
         return 0;
     }
-    if (a->t == JV_LIST && b->t == JV_LIST && !a->gen && !b->gen && a->tuple == b->tuple && !a->range && !b->range) {
+    if (a->t == JV_LIST && b->t == JV_LIST && !a->gen && !b->gen && !a->tuple == !b->tuple && !a->range && !b->range) {
         for (size_t i = 0; i < a->u.l.n && i < b->u.l.n; i++) {
             int e = eq_rec(c, a->u.l.v[i], b->u.l.v[i], depth + 1);
             if (e < 0) return -1;

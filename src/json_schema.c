@@ -1898,6 +1898,19 @@ int json_tool_call_gbnf(const json_tool *tools, int n_tools, const json_tool_for
         if (rc) { rc = MF_ERR_INPUT; break; }
         sbuf call = { 0 }, q = { 0 };
         const char *ws = use(&c, P_WS);
+        if (fmt->bare_name) { /* NAME name_suffix ARGS */
+            sb_literal(&call, tools[i].name, strlen(tools[i].name));
+            if (fmt->name_suffix && *fmt->name_suffix) {
+                sb_puts(&call, " ");
+                sb_literal(&call, fmt->name_suffix, strlen(fmt->name_suffix));
+            }
+            sb_printf(&call, " %s", args);
+            char cname[NAME_CAP];
+            snprintf(hint, sizeof hint, "tool%d-call", i);
+            if (define(&c, hint, &call, cname)) { rc = MF_ERR_INPUT; break; }
+            sb_printf(&calls, "%s%s", i ? " | " : "", cname);
+            continue;
+        }
         sb_puts(&call, "\"{\" ");
         sb_puts(&call, ws);
         sb_puts(&call, " ");

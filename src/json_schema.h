@@ -66,6 +66,10 @@ typedef struct json_tool_format {
     const char *args_key;    /* NULL: "arguments" */
     int min_calls;           /* >= 1 */
     int max_calls;           /* >= min_calls; 0: no limit */
+    /* the name outside the object: a call is call_prefix NAME name_suffix ARGS call_suffix
+     * (DeepSeek, Kimi K2, gpt-oss, Functionary, Mistral's [ARGS]); name_key and args_key unused */
+    int bare_name;
+    const char *name_suffix;
 } json_tool_format;
 
 /* GBNF for calls of tools[0..n_tools) in format fmt (its rule "root"), malloc'd into

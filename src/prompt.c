@@ -43,11 +43,48 @@ static char *read_file(const char *path, size_t *len, char *err, size_t cap) {
     return buf;
 }
 
-/* What a Jinja template shows of tools and reasoning (its source read as toolcall.h does). */
+static int render_jinja(const prompt_tmpl *p, jinja_env *e, const prompt_request *r, char **out, size_t *n,
+                        jinja_error *je);
+
+/* Whether the template renders a conversation with a tool call whose arguments are
+ * args_json (an object, or a JSON string of one). */
+static int probe_renders(const prompt_tmpl *p, const char *args_json) {
+    static const char tools[] = "[{\"type\": \"function\", \"function\": {\"name\": \"probe_tool\", \"description\": "
+                                "\"A probe.\", \"parameters\": {\"type\": \"object\", \"properties\": {\"x\": "
+                                "{\"type\": \"string\"}}, \"required\": [\"x\"]}}}]";
+    char msgs[1024];
+    snprintf(msgs, sizeof msgs,
+             "[{\"role\": \"user\", \"content\": \"probe\"}, {\"role\": \"assistant\", \"content\": \"\", "
+             "\"tool_calls\": [{\"id\": \"call_probe_1\", \"type\": \"function\", \"function\": {\"name\": "
+             "\"probe_tool\", \"arguments\": %s}}]}, {\"role\": \"tool\", \"tool_call_id\": \"call_probe_1\", "
+             "\"name\": \"probe_tool\", \"content\": \"ok\"}, {\"role\": \"user\", \"content\": \"again\"}]",
+             args_json);
+    jinja_env *e = jinja_env_new();
+    jinja_error je;
+    prompt_request r = { .add_generation_prompt = 1 };
+    char *out = NULL;
+    size_t n = 0;
+    int ok = e && (r.messages = jinja_json_parse(e, msgs, strlen(msgs), &je)) &&
+             (r.tools = jinja_json_parse(e, tools, strlen(tools), &je)) && !render_jinja(p, e, &r, &out, &n, &je);
+    free(out);
+    jinja_env_free(e);
+    return ok;
+}
+
+static int src_has(const char *src, size_t len, const char *s) { return memmem(src, len, s, strlen(s)) != NULL; }
+
+/* What a Jinja template shows of tools and reasoning (its source read as toolcall.h
+ * does), and how it takes an assistant message's tool calls and reasoning. */
 static void set_tool_traits(prompt_tmpl *p, const char *src, size_t len) {
     p->takes_tools = jinja_tmpl_uses(p->jinja, "tools");
     p->tool_format = p->takes_tools ? tc_detect(src, len) : TC_FORMAT_NONE;
     p->thinks = tc_template_thinks(src, len);
+    p->thinking_key = !src_has(src, len, "reasoning_content") &&
+                      (src_has(src, len, ".thinking") || src_has(src, len, "['thinking']") ||
+                       src_has(src, len, "\"thinking\" in") || src_has(src, len, "'thinking' in"));
+    /* arguments as objects is the Hugging Face convention; a template that cannot take
+     * them but renders JSON text takes text */
+    p->string_args = p->takes_tools && !probe_renders(p, "{\"x\": \"probe\"}") && probe_renders(p, "\"{\\\"x\\\": \\\"probe\\\"}\"");
 }
 
 int prompt_init(prompt_tmpl *p, const prompt_source *s, char *err, size_t cap) {
@@ -119,6 +156,15 @@ void prompt_free(prompt_tmpl *p) {
     if (!p) return;
     jinja_tmpl_free(p->jinja);
     p->jinja = NULL;
+}
+
+const char *prompt_traits(const prompt_tmpl *p, char *buf, size_t cap) {
+    if (!cap) return "";
+    buf[0] = 0;
+    if (p->jinja)
+        snprintf(buf, cap, "; tool calls: %s; reasoning: %s%s", p->takes_tools ? tc_format_name(p->tool_format) : "none",
+                 tc_think_name(p->thinks), p->string_args ? "; tool-call arguments as JSON text" : "");
+    return buf;
 }
 
 /* ---------------------------------------------------------------- messages */
@@ -280,24 +326,75 @@ static char *render_family(const prompt_tmpl *p, const prompt_request *r, size_t
     return text;
 }
 
-char *prompt_render(const prompt_tmpl *p, jinja_env *e, const prompt_request *r, size_t *len, char *err, size_t cap) {
-    if (err && cap) err[0] = 0;
-    if (!r->messages) { snprintf(err, cap, "no messages"); return NULL; }
-    if (!p->jinja) return render_family(p, r, len, err, cap);
-    /* transformers' render(messages=, tools=, documents=, add_generation_prompt=, **special tokens, **kwargs) */
-    if (jinja_env_set(e, "messages", r->messages) || jinja_env_set(e, "tools", r->tools ? r->tools : jinja_none(e)) ||
+/* A copy of dict d with key set to v (added last where d has none); NULL when memory runs out. */
+static jinja_value *dict_with(jinja_env *e, const jinja_value *d, const char *key, jinja_value *v) {
+    jinja_value *out = jinja_dict_new(e);
+    for (size_t i = 0; out && i < jinja_dict_len(d); i++) {
+        const char *k = jinja_dict_key(d, i);
+        if (k && jinja_dict_set(e, out, k, strcmp(k, key) ? jinja_dict_val(d, i) : v)) return NULL;
+    }
+    if (!out || !v || (!jinja_dict_get(out, key) && jinja_dict_set(e, out, key, v))) return NULL;
+    return out;
+}
+
+/* The messages as this template takes them (a copy where it differs): tool-call
+ * arguments back to JSON text (string_args), reasoning_content also as "thinking"
+ * (thinking_key). NULL when memory runs out. */
+static jinja_value *messages_for(const prompt_tmpl *p, jinja_env *e, jinja_value *msgs) {
+    if (!p->string_args && !p->thinking_key) return msgs;
+    jinja_value *out = jinja_list_new(e);
+    for (size_t i = 0; out && i < jinja_list_len(msgs); i++) {
+        jinja_value *m = jinja_list_at(msgs, i), *calls = jinja_dict_get(m, "tool_calls");
+        if (p->string_args && jinja_is_list(calls)) {
+            jinja_value *texts = jinja_list_new(e);
+            for (size_t c = 0; texts && c < jinja_list_len(calls); c++) {
+                jinja_value *call = jinja_list_at(calls, c), *fn = jinja_dict_get(call, "function");
+                jinja_value *args = jinja_dict_get(fn, "arguments");
+                if (jinja_is_dict(args)) {
+                    size_t n;
+                    char *text = jinja_json_dump(args, &n);
+                    jinja_value *sv = text ? jinja_string_n(e, text, n) : NULL;
+                    free(text);
+                    call = dict_with(e, call, "function", dict_with(e, fn, "arguments", sv));
+                }
+                if (!call || jinja_list_push(e, texts, call)) return NULL;
+            }
+            if (!(m = dict_with(e, m, "tool_calls", texts))) return NULL;
+        }
+        jinja_value *rc = jinja_dict_get(m, "reasoning_content");
+        if (p->thinking_key && jinja_str(rc, NULL) && !jinja_dict_get(m, "thinking") && !(m = dict_with(e, m, "thinking", rc)))
+            return NULL;
+        if (jinja_list_push(e, out, m)) return NULL;
+    }
+    return out;
+}
+
+/* transformers' render(messages=, tools=, documents=, add_generation_prompt=, **special
+ * tokens, **kwargs): 0, or -1 with je */
+static int render_jinja(const prompt_tmpl *p, jinja_env *e, const prompt_request *r, char **out, size_t *n,
+                        jinja_error *je) {
+    jinja_value *msgs = messages_for(p, e, r->messages);
+    if (!msgs || jinja_env_set(e, "messages", msgs) || jinja_env_set(e, "tools", r->tools ? r->tools : jinja_none(e)) ||
         jinja_env_set(e, "documents", jinja_none(e)) ||
         jinja_env_set(e, "add_generation_prompt", jinja_bool(e, r->add_generation_prompt)) ||
         (p->bos[0] && jinja_env_set(e, "bos_token", jinja_string(e, p->bos))) ||
         (p->eos[0] && jinja_env_set(e, "eos_token", jinja_string(e, p->eos))) ||
         (r->kwargs && jinja_env_set_all(e, r->kwargs))) {
-        snprintf(err, cap, "out of memory");
-        return NULL;
+        memset(je, 0, sizeof *je);
+        snprintf(je->msg, sizeof je->msg, "out of memory");
+        return -1;
     }
+    return jinja_render(p->jinja, e, NULL, out, n, je);
+}
+
+char *prompt_render(const prompt_tmpl *p, jinja_env *e, const prompt_request *r, size_t *len, char *err, size_t cap) {
+    if (err && cap) err[0] = 0;
+    if (!r->messages) { snprintf(err, cap, "no messages"); return NULL; }
+    if (!p->jinja) return render_family(p, r, len, err, cap);
     char *out = NULL;
     size_t n = 0;
     jinja_error je;
-    if (jinja_render(p->jinja, e, NULL, &out, &n, &je)) {
+    if (render_jinja(p, e, r, &out, &n, &je)) {
         char where[300];
         snprintf(err, cap, "the chat template: %s", jinja_error_str(&je, where, sizeof where));
         return NULL;

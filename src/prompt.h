@@ -35,7 +35,11 @@ typedef struct prompt_tmpl {
                                    "built-in chatml (fallback: ...)" */
     int takes_tools;            /* the Jinja template reads `tools` (a family never does) */
     tc_format tool_format;      /* how the template has the model write a tool call (toolcall.h) */
-    int thinks;                 /* the template writes <think> blocks (a reasoning model's) */
+    tc_think thinks;            /* the reasoning markup the template writes (a reasoning model's), or none */
+    int string_args;            /* the template takes tool-call arguments as JSON text, not objects
+                                   (Functionary v3.2 concatenates them): found by rendering a probe */
+    int thinking_key;           /* the template reads an assistant message's reasoning from "thinking",
+                                   not "reasoning_content" (gpt-oss, LFM2.5): given both */
 } prompt_tmpl;
 
 /* Chooses a model's template: file > name > the model's Jinja template > the family
@@ -45,6 +49,9 @@ typedef struct prompt_tmpl {
  * read or does not parse (the error, with its line and column, in err). */
 int prompt_init(prompt_tmpl *p, const prompt_source *s, char *err, size_t cap);
 void prompt_free(prompt_tmpl *p);
+/* How a Jinja template's answers are read, for logs: "; tool calls: hermes; reasoning:
+ * think" (and "; tool-call arguments as JSON text" where string_args); "" for a family. */
+const char *prompt_traits(const prompt_tmpl *p, char *buf, size_t cap);
 
 /* OpenAI-style messages (a list of objects, e.g. from jinja_json_parse of a request) as
  * the templates expect them, copied into e: text content parts joined into one string,
@@ -63,7 +70,8 @@ typedef struct prompt_request {
 
 /* The prompt text (malloc'd, NUL-terminated, *len its length when len is non-NULL), or
  * NULL with err: the template's own error (raise_exception's message, a limit), or, for
- * a family, a role or tools it cannot render. */
+ * a family, a role or tools it cannot render. The messages go to the template as the
+ * template takes them (string_args, thinking_key above). */
 char *prompt_render(const prompt_tmpl *p, jinja_env *e, const prompt_request *r, size_t *len, char *err, size_t cap);
 
 /* Whether tokenizing the rendered text should add BOS: the vocabulary asks for it

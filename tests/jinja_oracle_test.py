@@ -225,6 +225,11 @@ CASES = [
     ("{{ strftime_now('%Y-%m-%d %H:%M %d %b %Y %A') }}", {}),
     ("{{ messages[0].content }}{{ messages | length }}{{ messages | selectattr('role', 'equalto', 'user') | list | length }}{{ messages[-1]['role'] }}", {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]}),
     ("{% if messages | selectattr('role', 'equalto', 'nobody') %}gen-true{% endif %}|{{ messages | map(attribute='role') | join(',') }}|{{ (messages | map(attribute='role') | list)[1] }}", {"messages": [{"role": "system"}, {"role": "user"}]}),
+    # blocks (in place: nothing extends a chat template) and the tags that need a loader
+    ("{% set x = 1 %}{% block b %}[{{ x }}]{% set y = 2 %}{% endblock %}{{ y }}|{% for i in range(2) %}{% block c %}<{{ i }}>{% endblock %}{% endfor %}|{% for i in range(2) %}{% block d scoped %}<{{ i }}>{% set i = 9 %}{% endblock %}{{ i }}{% endfor %}|{% block e %}{% block f %}in{% endblock %}{% endblock e %}", {}),
+    ("{% set ns = namespace(v=1) %}{% block a %}{% set ns.v = 5 %}{% endblock %}{{ ns.v }}|{{ x }}{% block b %}{% set x = 3 %}{{ x }}{% endblock %}{{ x }}|{% with q = 4 %}{% block c %}[{{ q }}]{% endblock %}{% endwith %}|{% macro m(q) %}{% block z %}Z{{ q }}{% endblock %}{% endmacro %}{{ m(1) }}|  {% block w %}\n  x\n  {% endblock %}\ny", {"x": 0}),
+    ("{% if false %}{% block a required %}  {# c #}\n{% endblock %}{% include 'x' ignore missing with context %}{% import 'x' as y with context %}{% from 'x' import a, b as c without context %}{% extends 'base' %}{% endif %}ok", {}),
+    ("{% for g in users | groupby('age') %}{{ g.grouper }}:{{ g.list | map(attribute='name') | join(',') }};{% endfor %}|{% for city, items in users | groupby('city', default='?') %}{{ city }}={{ items | length }};{% endfor %}|{% for c, i in users | groupby('city', default='?', case_sensitive=true) %}{{ c }}={{ i | length }};{% endfor %}|{{ users | groupby('age') }}|{{ (users | groupby('age'))[0][:1] }}|{{ (users | groupby('age'))[0] == (1, [users[1]]) }}|{{ [[1, 'a'], [0, 'b'], [1, 'c']] | groupby(0) }}", {"users": [{"name": "a", "city": "Paris", "age": 3}, {"name": "b", "city": "rome", "age": 1}, {"name": "c", "city": "paris", "age": 3}, {"name": "d", "age": 2}]}),
     # failures: both sides must refuse
     ("{{ raise_exception('custom failure') }}", {}),
     ("{{ undefined_var.attr }}", {}),
@@ -241,6 +246,18 @@ CASES = [
     ("{{ range(100001) | length }}", {}),
     ("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}", {}),
     ("{{ (1 if false) + 1 }}", {}),
+    ("{% block a required %}{% endblock %}", {}),
+    ("{% block a required %}A{% endblock %}", {}),
+    ("{% block a %}A{% endblock b %}", {}),
+    ("{% block a %}A{% endblock %}{% block a %}B{% endblock %}", {}),
+    ("{% for i in [1] %}{% block a %}{{ loop.index }}{% endblock %}{% endfor %}", {}),
+    ("{% block a-b %}{% endblock %}", {}),
+    ("{% include 'x' %}", {}),
+    ("{% extends 'base' %}", {}),
+    ("{% import 'x' as y %}", {}),
+    ("{% from 'x' import _y %}", {}),
+    ("{{ [{'a': 1}, {'b': 2}] | groupby('a') }}", {}),
+    ("{{ 3 | groupby('a') }}", {}),
 ]
 
 # ---------------------------------------------------------------- template sources

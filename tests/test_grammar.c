@@ -516,6 +516,28 @@ static void test_tool_calls(void) {
           strstr(err.msg, "'not'"), "bad tool schema: %s", err.msg);
     fmt.min_calls = 0;
     CHECK(json_tool_call_gbnf(tools, 1, &fmt, &gb, &n, &err) == MF_ERR_USAGE, "min_calls 0: %s", err.msg);
+    /* the name outside the arguments (Kimi K2's shape): NAME name_suffix ARGS */
+    tools[1].parameters = NULL;
+    json_tool_format bare = { .list_prefix = "<|tool_calls_section_begin|>", .list_suffix = "<|tool_calls_section_end|>",
+                              .call_prefix = "<|tool_call_begin|>functions.", .call_suffix = "<|tool_call_end|>",
+                              .min_calls = 1, .bare_name = 1, .name_suffix = ":0<|tool_call_argument_begin|>" };
+    CHECK(json_tool_call_gbnf(tools, 2, &bare, &gb, &n, &err) == MF_OK, "bare-name grammar: %s", err.msg);
+    g = gb ? parse(gb) : NULL;
+    CHECK(g != NULL, "bare-name grammar parses:\n%s", gb ? gb : "");
+    const char *kimi = "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
+                       "{\"city\": \"Paris\"}<|tool_call_end|><|tool_call_begin|>functions.now:0<|tool_call_argument_begin|>{}"
+                       "<|tool_call_end|><|tool_calls_section_end|>";
+    const char *kbad[] = { "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{}"
+                           "<|tool_call_end|><|tool_calls_section_end|>",
+                           "<|tool_calls_section_begin|><|tool_call_begin|>functions.other:0<|tool_call_argument_begin|>{}"
+                           "<|tool_call_end|><|tool_calls_section_end|>",
+                           "<|tool_calls_section_begin|><|tool_calls_section_end|>" };
+    if (g) {
+        CHECK(match(g, kimi, strlen(kimi)) == 1, "bare-name calls");
+        for (size_t i = 0; i < MF_ARRAY_LEN(kbad); i++) CHECK(match(g, kbad[i], strlen(kbad[i])) != 1, "bad bare-name call %zu", i);
+    }
+    gram_free(g);
+    free(gb);
 }
 
 /* the vocabulary of a real model: each token's bytes as the detokenizer prints them */

@@ -147,7 +147,9 @@ static void test_errors(void) {
     expect_fail("{% endfor %}", NULL, NULL, "unknown tag 'endfor'", 1);
     expect_fail("{% break %}", NULL, NULL, "outside loop", 1);
     expect_fail("\n\n   {{ 'unterminated }}", NULL, NULL, "unterminated string", 3);
-    expect_fail("{% extends 'base' %}", NULL, NULL, "not supported", 1);
+    expect_fail("{% extends 'base' %}", NULL, NULL, "no loader", 1);
+    expect_fail("{% include 'x' %}", NULL, NULL, "no loader", 1);
+    expect_fail("{% block a required %}{% endblock %}", NULL, NULL, "Required block 'a' not found", 1);
     expect_fail("{{ 1 / 0 }}", NULL, NULL, "division by zero", 1);
     expect_fail("{{ 9223372036854775807 + 1 }}", NULL, NULL, "integer overflow", 1);
     expect_fail("{{ 99999999999999999999 }}", NULL, NULL, "too large", 1);

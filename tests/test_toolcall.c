@@ -36,14 +36,14 @@ static void expect(const char *what, const char *text, tc_opts o, const char *co
     tc_result_free(&r);
 }
 
-/* every prefix of text (at UTF-8 boundaries) parses to a prefix of the final result */
+/* every prefix of text (cut at any byte: the server cuts at characters, a stream of
+ * tokens may cut anywhere) parses to a prefix of the final result */
 static int streaming_ok(const char *text, tc_opts o, char *why, size_t cap) {
     size_t n = strlen(text);
     tc_result fin;
     if (tc_parse(text, n, 1, &o, &fin)) { snprintf(why, cap, "final parse failed"); return 0; }
     int ok = 1;
     for (size_t k = 0; k <= n && ok; k++) {
-        if (k < n && ((unsigned char)text[k] & 0xc0) == 0x80) continue;
         tc_result p;
         if (tc_parse(text, k, 0, &o, &p)) { snprintf(why, cap, "partial parse failed at %zu", k); ok = 0; break; }
         if (p.content_len > fin.content_len || memcmp(p.content, fin.content, p.content_len)) {
@@ -57,7 +57,8 @@ static int streaming_ok(const char *text, tc_opts o, char *why, size_t cap) {
             ok = 0;
         } else {
             for (int i = 0; i < p.n_calls && ok; i++)
-                if (strcmp(p.calls[i].name, fin.calls[i].name) || strcmp(p.calls[i].arguments, fin.calls[i].arguments)) {
+                if (strcmp(p.calls[i].name, fin.calls[i].name) || strcmp(p.calls[i].arguments, fin.calls[i].arguments) ||
+                    !p.calls[i].id != !fin.calls[i].id || (p.calls[i].id && strcmp(p.calls[i].id, fin.calls[i].id))) {
                     snprintf(why, cap, "at %zu: call %d differs from the final one", k, i);
                     ok = 0;
                 }
@@ -132,11 +133,195 @@ static void test_formats(void) {
            "{\"city\": \"Paris\"}" DSB "call" "\xe2\x96\x81" "end" DSE DSB "call" "\xe2\x96\x81" "begin" DSE "search" DSB "sep" DSE
            "{\"query\": \"x\", \"n\": [1, {\"a\": \"}\"}]}" DSB "call" "\xe2\x96\x81" "end" DSE DSB "calls" "\xe2\x96\x81" "end" DSE,
            d, "", "", 2, WS);
-    static const char ds_tmpl[] = "{{ '" DSB "call" "\xe2\x96\x81" "begin" DSE "' }}";
+    static const char ds_tmpl[] = "{{ '" DSB "call" "\xe2\x96\x81" "begin" DSE "' + '```json' }}";
     CHECK(tc_detect(ds_tmpl, sizeof ds_tmpl - 1) == TC_FORMAT_DEEPSEEK, "tc_detect: deepseek");
     tc_opts none = opts(TC_FORMAT_NONE);
     expect("no format: a call is text", "<tool_call>{\"name\": \"get_weather\"}</tool_call>", none,
            "<tool_call>{\"name\": \"get_weather\"}</tool_call>", "", 0, NULL);
+}
+
+#define KB(x) "<|tool_call" x "|>"
+/* the formats added after the first five: each one's calls, text beside them, text that
+ * only looks like a call */
+static void test_more_formats(void) {
+    static const char *const WS2[] = { "get_weather", "{\"city\": \"Paris\"}", "search", "{\"query\": \"x\"}" };
+    /* functionary v3.1 */
+    tc_opts f1 = opts(TC_FORMAT_FUNCTIONARY_V31);
+    expect("functionary-v3.1", "<function=get_weather>{\"city\": \"Paris\"}</function>", f1, "", "", 1, W);
+    expect("functionary-v3.1, text and two", "Let me check. <function=get_weather>{\"city\": \"Paris\"}</function>"
+           "<function=search>{\"query\": \"x\"}</function>", f1, "Let me check.", "", 2, WS2);
+    expect("functionary-v3.1, unclosed at the end", "<function=get_weather>{\"city\": \"Paris\"}", f1, "", "", 1, W);
+    expect("functionary-v3.1, no JSON stays text", "<function=get_weather>Paris</function>", f1,
+           "<function=get_weather>Paris</function>", "", 0, NULL);
+    char *const py_tools[] = { "python", "get_weather" };
+    tc_opts fp = f1;
+    fp.tools = py_tools;
+    expect("functionary-v3.1, python tag", "<|python_tag|>print(\"hi\")\nx = 1", fp, "", "", 1,
+           (const char *const[]){ "python", "{\"code\": \"print(\\\"hi\\\")\\nx = 1\"}" });
+    expect("functionary-v3.1, python tag without a python tool stays text", "<|python_tag|>print(1)", f1,
+           "<|python_tag|>print(1)", "", 0, NULL);
+    /* functionary v3.2 (the prompt ends with ">>>") */
+    tc_opts f2 = opts(TC_FORMAT_FUNCTIONARY_V32);
+    expect("functionary-v3.2", "get_weather\n{\"city\": \"Paris\"}", f2, "", "", 1, W);
+    expect("functionary-v3.2, text", "all\nHello there!", f2, "Hello there!", "", 0, NULL);
+    expect("functionary-v3.2, text then two calls", "all\nLet me check.>>>get_weather\n{\"city\": \"Paris\"}>>>search\n"
+           "{\"query\": \"x\"}", f2, "Let me check.", "", 2, WS2);
+    expect("functionary-v3.2, no recipient line", "Paris is nice", f2, "Paris is nice", "", 0, NULL);
+    expect("functionary-v3.2, a recipient without JSON", "get_weather\nParis", f2, "get_weather\nParis", "", 0, NULL);
+    tc_opts f2p = f2;
+    f2p.tools = py_tools;
+    expect("functionary-v3.2, python", "python\nprint(1)", f2p, "", "", 1,
+           (const char *const[]){ "python", "{\"code\": \"print(1)\"}" });
+    /* command-r (R+) */
+    tc_opts cr = opts(TC_FORMAT_COMMAND_R);
+    expect("command-r", "Action: ```json\n[\n    {\n        \"tool_name\": \"get_weather\",\n        \"parameters\": "
+           "{\"city\": \"Paris\"}\n    }\n]\n```", cr, "", "", 1, W);
+    expect("command-r, two, text before", "I will look.\nAction:\n```json\n[{\"tool_name\": \"get_weather\", \"parameters\": "
+           "{\"city\": \"Paris\"}}, {\"tool_name\": \"search\", \"parameters\": {\"query\": \"x\"}}]```", cr, "I will look.", "", 2, WS2);
+    expect("command-r, directly-answer is no call", "Action: ```json\n[{\"tool_name\": \"directly-answer\", \"parameters\": {}}]\n```",
+           cr, "", "", 0, NULL);
+    expect("command-r, prose", "Action: none needed.", cr, "Action: none needed.", "", 0, NULL);
+    expect("command-r, a list cut by max_tokens: its complete calls", "Action: ```json\n[{\"tool_name\": \"get_weather\", "
+           "\"parameters\": {\"city\": \"Paris\"}}, {\"tool_name\": \"search\", \"param", cr, "", "", 1, W);
+    expect("mistral, a list cut by max_tokens", "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, {\"na",
+           opts(TC_FORMAT_MISTRAL), "", "", 1, W);
+    /* command-r7b: thinking, action, response */
+    tc_opts c7 = opts(TC_FORMAT_COMMAND_R7B);
+    c7.reasoning = TC_THINK_COHERE;
+    expect("command-r7b", "<|START_THINKING|>I need the weather.<|END_THINKING|><|START_ACTION|>[\n    {\"tool_call_id\": \"0\", "
+           "\"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}\n]<|END_ACTION|>", c7, "", "I need the weather.", 1, W);
+    expect("command-r7b, response", "<|START_THINKING|>Easy.<|END_THINKING|><|START_RESPONSE|>Hello!<|END_RESPONSE|>", c7, "Hello!",
+           "Easy.", 0, NULL);
+    tc_opts c7n = opts(TC_FORMAT_NONE);
+    c7n.reasoning = TC_THINK_COHERE;
+    expect("command-r7b, no tools", "<|START_RESPONSE|>Hi there.<|END_RESPONSE|>", c7n, "Hi there.", "", 0, NULL);
+    /* granite 3.x */
+    tc_opts g = opts(TC_FORMAT_GRANITE);
+    g.reasoning = TC_THINK_GRANITE;
+    expect("granite", "<|tool_call|>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]", g, "", "", 1, W);
+    expect("granite, thinking and response", "<think>Simple.</think><response>Hello.</response>", g, "Hello.", "Simple.", 0, NULL);
+    expect("granite, not a list", "<|tool_call|>get_weather", g, "<|tool_call|>get_weather", "", 0, NULL);
+    /* gpt-oss */
+    tc_opts h = opts(TC_FORMAT_GPT_OSS);
+    h.reasoning = TC_THINK_HARMONY;
+    expect("gpt-oss, call", "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
+           "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}", h, "", "Need the weather.", 1, W);
+    expect("gpt-oss, answer", "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>Paris.", h,
+           "Paris.", "Easy.", 0, NULL);
+    expect("gpt-oss, recipient first", " to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": \"Paris\"}", h, "", "",
+           1, W);
+    expect("gpt-oss, plain text", "Hello there", h, "Hello there", "", 0, NULL);
+    tc_opts hn = opts(TC_FORMAT_NONE);
+    hn.reasoning = TC_THINK_HARMONY;
+    expect("gpt-oss, no tools", "<|channel|>analysis<|message|>Hm.<|end|><|start|>assistant<|channel|>final<|message|>Yes.", hn,
+           "Yes.", "Hm.", 0, NULL);
+    /* kimi-k2 */
+    tc_opts k = opts(TC_FORMAT_KIMI_K2);
+    const char *kimi = "Let me check." KB("s_section_begin") KB("_begin") "functions.get_weather:0" KB("_argument_begin")
+                       "{\"city\": \"Paris\"}" KB("_end") KB("_begin") "functions.search:1" KB("_argument_begin")
+                       "{\"query\": \"x\"}" KB("_end") KB("s_section_end");
+    expect("kimi-k2", kimi, k, "Let me check.", "", 2, WS2);
+    tc_result r;
+    CHECK(!tc_parse(kimi, strlen(kimi), 1, &k, &r) && r.n_calls == 2 && r.calls[0].id && !strcmp(r.calls[0].id, "functions.get_weather:0") &&
+          r.calls[1].id && !strcmp(r.calls[1].id, "functions.search:1"), "kimi-k2: the model's ids kept");
+    tc_result_free(&r);
+    const char *twice = KB("s_section_begin") KB("_begin") "functions.get_weather:0" KB("_argument_begin") "{}" KB("_end")
+                        KB("_begin") "functions.get_weather:0" KB("_argument_begin") "{}" KB("_end") KB("s_section_end");
+    CHECK(!tc_parse(twice, strlen(twice), 1, &k, &r) && r.n_calls == 2 && r.calls[0].id && !r.calls[1].id,
+          "kimi-k2: an id written twice is dropped the second time");
+    tc_result_free(&r);
+    expect("kimi-k2, an empty section stays text", KB("s_section_begin") KB("s_section_end") " ok", k,
+           KB("s_section_begin") KB("s_section_end") " ok", "", 0, NULL);
+    /* seed-oss */
+    tc_opts sd = opts(TC_FORMAT_SEED_OSS);
+    sd.reasoning = TC_THINK_SEED;
+    expect("seed-oss", "<seed:think>Weather needed.</seed:think>I'll check.<seed:tool_call>\n<function=get_weather>\n"
+           "<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>", sd, "I'll check.", "Weather needed.", 1, W);
+    expect("seed-oss, a JSON object inside (the grammar's form)", "<seed:tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+           "{\"city\": \"Paris\"}}\n</seed:tool_call>", sd, "", "", 1, W);
+    /* nemotron-v2, apriel (with its reasoning the prompt opens) */
+    expect("nemotron-v2", "<TOOLCALL>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]</TOOLCALL>",
+           opts(TC_FORMAT_NEMOTRON_V2), "", "", 1, W);
+    tc_opts ap = opts(TC_FORMAT_APRIEL);
+    ap.reasoning = TC_THINK_APRIEL;
+    ap.think_open = 1;
+    expect("apriel", "\nThe weather.\n[BEGIN FINAL RESPONSE]\nChecking. <tool_calls>[{\"name\": \"get_weather\", \"arguments\": "
+           "{\"city\": \"Paris\"}}]</tool_calls>\n[END FINAL RESPONSE]", ap, "Checking.", "The weather.", 1, W);
+    /* deepseek-v3.1 parses both forms as deepseek */
+    tc_opts d31 = opts(TC_FORMAT_DEEPSEEK_V31);
+    expect("deepseek-v3.1", DSB "calls" "\xe2\x96\x81" "begin" DSE DSB "call" "\xe2\x96\x81" "begin" DSE "get_weather" DSB "sep" DSE
+           "{\"city\": \"Paris\"}" DSB "call" "\xe2\x96\x81" "end" DSE DSB "calls" "\xe2\x96\x81" "end" DSE, d31, "", "", 1, W);
+}
+
+/* tc_detect and tc_template_thinks on the markers each family's template writes */
+static void test_detect(void) {
+    struct { const char *src; tc_format f; tc_think t; } cases[] = {
+        { "<|start_header_id|>{{ '<function=' + name + '>' }} ipython", TC_FORMAT_FUNCTIONARY_V31, TC_THINK_NONE },
+        { "<|start_header_id|>assistant{{ '>>>all\\n' + content }}", TC_FORMAT_FUNCTIONARY_V32, TC_THINK_NONE },
+        { "<|start_header_id|>ipython", TC_FORMAT_LLAMA3, TC_THINK_NONE },
+        { "Write 'Action:' ... \"tool_name\": <|START_OF_TURN_TOKEN|>", TC_FORMAT_COMMAND_R, TC_THINK_NONE },
+        { "Action: <|START_ACTION|> \"tool_name\" <|START_THINKING|>", TC_FORMAT_COMMAND_R7B, TC_THINK_COHERE },
+        { "<|start_of_role|><|tool_call|> <think></think><response></response>", TC_FORMAT_GRANITE, TC_THINK_GRANITE },
+        { "<|start|>assistant<|channel|>analysis ... to=functions.", TC_FORMAT_GPT_OSS, TC_THINK_HARMONY },
+        { KB("s_section_begin") " <think>", TC_FORMAT_KIMI_K2, TC_THINK_TAGS },
+        { "<seed:tool_call><function=x> <seed:think>", TC_FORMAT_SEED_OSS, TC_THINK_SEED },
+        { "<tool_call><function=x> <think>", TC_FORMAT_HERMES, TC_THINK_TAGS },
+        { DSB "call" "\xe2\x96\x81" "begin" DSE "function" DSB "sep" DSE "```json", TC_FORMAT_DEEPSEEK, TC_THINK_NONE },
+        { DSB "call" "\xe2\x96\x81" "begin" DSE "name" DSB "sep" DSE "args", TC_FORMAT_DEEPSEEK_V31, TC_THINK_NONE },
+        { "<TOOLCALL>[...]</TOOLCALL> <think>", TC_FORMAT_NEMOTRON_V2, TC_THINK_TAGS },
+        { "within <tool_call></tool_call> tags: <tool_calls>[...]</tool_calls> [BEGIN FINAL RESPONSE]", TC_FORMAT_APRIEL, TC_THINK_APRIEL },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tc_format f = tc_detect(cases[i].src, strlen(cases[i].src));
+        tc_think t = tc_template_thinks(cases[i].src, strlen(cases[i].src));
+        CHECK(f == cases[i].f && t == cases[i].t, "detect case %zu: %s/%s, want %s/%s", i, tc_format_name(f), tc_think_name(t),
+              tc_format_name(cases[i].f), tc_think_name(cases[i].t));
+    }
+    const char *m[16];
+    int n = tc_markers(TC_FORMAT_KIMI_K2, TC_THINK_TAGS, m, 16);
+    CHECK(n == 7 && !strcmp(m[0], KB("s_section_begin")) && !strcmp(m[6], "</think>"), "tc_markers: kimi + think: %d", n);
+    CHECK(tc_markers(TC_FORMAT_GPT_OSS, TC_THINK_HARMONY, m, 16) == 5 && tc_markers(TC_FORMAT_NONE, TC_THINK_HARMONY, m, 16) == 5 &&
+          tc_markers(TC_FORMAT_FUNCTIONARY_V32, TC_THINK_NONE, m, 16) == 0 && tc_markers(TC_FORMAT_HERMES, TC_THINK_TAGS, m, 3) == 3,
+          "tc_markers: counts and the cap");
+    for (int f = 0; f < TC_FORMAT_COUNT; f++)
+        CHECK(strcmp(tc_format_name((tc_format)f), "?"), "format %d has a name", f);
+}
+
+/* What tc_format_shape says a call looks like (the grammar of a forced call writes it)
+ * parses to the call, in every format: two calls (one where the format allows one). */
+static void test_shapes(void) {
+    for (int f = TC_FORMAT_NONE + 1; f < TC_FORMAT_COUNT; f++) {
+        tc_shape sh;
+        tc_format_shape((tc_format)f, &sh);
+        const char *names[2] = { "get_weather", "search" }, *args[2] = { "{\"city\": \"Paris\"}", "{\"query\": \"x\"}" };
+        int n = sh.max_calls == 1 ? 1 : 2;
+        char text[1024];
+        size_t o = 0;
+#define ADD(x) do { if (x) o += (size_t)snprintf(text + o, sizeof text - o, "%s", (x)); } while (0)
+        ADD(sh.list_prefix);
+        for (int i = 0; i < n; i++) {
+            if (i) ADD(sh.separator);
+            ADD(sh.call_prefix);
+            if (sh.bare_name) {
+                ADD(names[i]);
+                ADD(sh.name_suffix);
+                ADD(args[i]);
+            } else {
+                o += (size_t)snprintf(text + o, sizeof text - o, "{\"%s\": \"%s\", \"%s\": %s}", sh.name_key, names[i], sh.args_key,
+                                      args[i]);
+            }
+            ADD(sh.call_suffix);
+        }
+        ADD(sh.list_suffix);
+#undef ADD
+        tc_opts op = opts((tc_format)f);
+        op.reasoning = TC_THINK_NONE;
+        char what[64];
+        snprintf(what, sizeof what, "shape of %s", tc_format_name((tc_format)f));
+        expect(what, text, op, "", "", n, (const char *const[]){ names[0], args[0], names[1], args[1] });
+        char why[512];
+        CHECK(streaming_ok(text, op, why, sizeof why), "%s, streamed: %s", what, why);
+    }
 }
 
 static void test_reasoning(void) {
@@ -152,8 +337,20 @@ static void test_reasoning(void) {
     expect("think, then a call", "<think>I need the weather.</think>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
            "{\"city\": \"Paris\"}}\n</tool_call>", h, "", "I need the weather.", 1, W);
     const char *opened = "<|im_start|>assistant\n<think>\n";
-    CHECK(tc_prompt_opens_think(opened, strlen(opened)) && !tc_prompt_opens_think("x<think>y", 9),
-          "tc_prompt_opens_think");
+    CHECK(tc_prompt_opens_think(opened, strlen(opened)) == TC_THINK_TAGS && !tc_prompt_opens_think("x<think>y", 9) &&
+          tc_prompt_opens_think("assistant\n<seed:think>", 22) == TC_THINK_SEED &&
+          tc_prompt_opens_think("<|CHATBOT_TOKEN|><|START_THINKING|>", 35) == TC_THINK_COHERE &&
+          !tc_prompt_opens_think("<think></think>", 15), "tc_prompt_opens_think");
+    tc_opts seed = opts(TC_FORMAT_NONE);
+    seed.reasoning = TC_THINK_SEED;
+    expect("seed think", "<seed:think>a <think>b</think></seed:think>Answer.", seed, "Answer.", "a <think>b</think>", 0, NULL);
+    seed.think_open = 1;
+    expect("seed think opened by the prompt", "plan</seed:think>Answer.", seed, "Answer.", "plan", 0, NULL);
+    tc_opts mth = opts(TC_FORMAT_MISTRAL_ARGS);
+    mth.reasoning = TC_THINK_MISTRAL;
+    expect("mistral think, then a call", "[THINK]Weather.[/THINK][TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}", mth, "",
+           "Weather.", 1, W);
+    CHECK(tc_template_thinks("[THINK]x[/THINK]", 16) == TC_THINK_MISTRAL, "tc_template_thinks: mistral");
     CHECK(tc_detect("{{ '<tool_call>' }}", 19) == TC_FORMAT_HERMES && tc_detect("[TOOL_CALLS] [ARGS]", 19) == TC_FORMAT_MISTRAL_ARGS &&
           tc_detect("[TOOL_CALLS]", 12) == TC_FORMAT_MISTRAL &&
           tc_detect("<|start_header_id|>ipython", 26) == TC_FORMAT_LLAMA3 && tc_detect("x", 1) == TC_FORMAT_GENERIC,
@@ -173,6 +370,16 @@ static void test_streaming(void) {
         { TC_FORMAT_GENERIC, 0, "  Plain answer with <tags>, [brackets] and {braces}.\n\n" },
         { TC_FORMAT_HERMES, 0, "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>" },
         { TC_FORMAT_HERMES, 0, "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call> ok" },
+        { TC_FORMAT_FUNCTIONARY_V31, 0, "Sure. <function=get_weather>{\"city\": \"Paris\"}</function> <function=search>{\"q\": \"}\"}</function>ok" },
+        { TC_FORMAT_FUNCTIONARY_V32, 0, "all\nLet me check.>>>get_weather\n{\"city\": \"Paris\"}>>>all\nDone >>> there" },
+        { TC_FORMAT_COMMAND_R, 0, "Plan.\nAction: ```json\n[{\"tool_name\": \"get_weather\", \"parameters\": {\"city\": \"P\"}}]\n``` after" },
+        { TC_FORMAT_COMMAND_R7B, 0, "<|START_THINKING|>t<|END_THINKING|><|START_ACTION|>[{\"tool_call_id\": \"0\", \"tool_name\": \"search\", \"parameters\": {}}]<|END_ACTION|>" },
+        { TC_FORMAT_GRANITE, 0, "<think>a</think><response>b <|tool_call|>[{\"name\": \"search\", \"arguments\": {\"q\": 1}}] c</response>" },
+        { TC_FORMAT_GPT_OSS, 0, "<|channel|>analysis<|message|>x <|end|><|start|>assistant<|channel|>commentary to=functions.search <|constrain|>json<|message|>{\"q\": \"é\"}<|end|><|start|>assistant<|channel|>final<|message|>done" },
+        { TC_FORMAT_KIMI_K2, 0, "<think>k</think>Ok." KB("s_section_begin") KB("_begin") "functions.search:0" KB("_argument_begin") "{\"q\": 2}" KB("_end") KB("s_section_end") " more" },
+        { TC_FORMAT_SEED_OSS, 0, "<seed:think>s</seed:think>a<seed:tool_call>\n<function=search>\n<parameter=q>x y</parameter>\n</function>\n</seed:tool_call>b" },
+        { TC_FORMAT_APRIEL, 1, "x\n[BEGIN FINAL RESPONSE]\nok <tool_calls>[{\"name\": \"search\", \"arguments\": {}}]</tool_calls> b\n[END FINAL RESPONSE]" },
+        { TC_FORMAT_NEMOTRON_V2, 0, "<think>t</think>a<TOOLCALL>[{\"name\": \"search\", \"arguments\": {\"q\": [1]}}]</TOOLCALL>" },
         { TC_FORMAT_DEEPSEEK, 1, "hm\n</think>\n\nI'll look." DSB "calls" "\xe2\x96\x81" "begin" DSE DSB "call" "\xe2\x96\x81" "begin" DSE
           "function" DSB "sep" DSE "get_weather\n```json\n{\"city\": \"Paris\"}\n```" DSB "call" "\xe2\x96\x81" "end" DSE DSB "calls"
           "\xe2\x96\x81" "end" DSE " after" },
@@ -181,6 +388,11 @@ static void test_streaming(void) {
     for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
         tc_opts o = opts(samples[i].f);
         o.think_open = samples[i].open;
+        if (samples[i].f == TC_FORMAT_COMMAND_R7B) o.reasoning = TC_THINK_COHERE;
+        if (samples[i].f == TC_FORMAT_GRANITE) o.reasoning = TC_THINK_GRANITE;
+        if (samples[i].f == TC_FORMAT_GPT_OSS) o.reasoning = TC_THINK_HARMONY;
+        if (samples[i].f == TC_FORMAT_SEED_OSS) o.reasoning = TC_THINK_SEED;
+        if (samples[i].f == TC_FORMAT_APRIEL) o.reasoning = TC_THINK_APRIEL;
         CHECK(streaming_ok(samples[i].text, o, why, sizeof why), "streaming sample %zu (%s): %s", i, tc_format_name(samples[i].f), why);
     }
     /* random outputs made of the formats' pieces */
@@ -190,11 +402,21 @@ static void test_streaming(void) {
                                     ";", ",", "[CALL_ID]", "<tool", "```js", "<function=get_weather>", "<parameter=city>",
                                     "</parameter>", "</function>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>",
                                     DSB "calls" "\xe2\x96\x81" "begin" DSE, DSB "call" "\xe2\x96\x81" "begin" DSE, DSB "sep" DSE,
-                                    DSB "call" "\xe2\x96\x81" "end" DSE, DSB "calls" "\xe2\x96\x81" "end" DSE, "function" };
+                                    DSB "call" "\xe2\x96\x81" "end" DSE, DSB "calls" "\xe2\x96\x81" "end" DSE, "function",
+                                    "<function=", ">", ">>>", "all\n", "get_weather\n", "python\n", "<|python_tag|>", "Action:",
+                                    "```json\n[", "{\"tool_name\": \"search\", \"parameters\": {}}", "<|START_ACTION|>",
+                                    "<|END_ACTION|>", "<|START_THINKING|>", "<|END_THINKING|>", "<|START_RESPONSE|>",
+                                    "<|END_RESPONSE|>", "<|tool_call|>", "<response>", "</response>", "<|channel|>", "analysis",
+                                    "final", "commentary", " to=functions.search", "<|message|>", "<|end|>", "<|start|>assistant",
+                                    " <|constrain|>json", KB("s_section_begin"), KB("s_section_end"), KB("_begin"), KB("_end"),
+                                    KB("_argument_begin"), "functions.search:0", "<seed:tool_call>", "</seed:tool_call>",
+                                    "<seed:think>", "</seed:think>", "<parameter=q>", "{\"q\": 1}", "[THINK]", "[/THINK]",
+                                    "<TOOLCALL>", "</TOOLCALL>", "<tool_calls>", "</tool_calls>", "Here are my reasoning steps:",
+                                    "[BEGIN FINAL RESPONSE]", "[END FINAL RESPONSE]" };
     mf_rng rng;
     mf_rng_seed(&rng, 53);
     int bad = 0;
-    for (int t = 0; t < 1500 && !bad; t++) {
+    for (int t = 0; t < 3000 && !bad; t++) {
         char text[600];
         size_t o = 0;
         int np = 1 + (int)(mf_rng_u64(&rng) % 12);
@@ -206,18 +428,23 @@ static void test_streaming(void) {
             o += L;
         }
         text[o] = 0;
-        tc_opts op = opts((tc_format)(mf_rng_u64(&rng) % 7));
+        tc_opts op = opts((tc_format)(mf_rng_u64(&rng) % TC_FORMAT_COUNT));
+        op.reasoning = (tc_think)(mf_rng_u64(&rng) % TC_THINK_COUNT);
         op.think_open = (int)(mf_rng_u64(&rng) % 4 == 0);
         if (!streaming_ok(text, op, why, sizeof why)) {
-            CHECK(0, "random output %d (%s, think_open %d) [%s]: %s", t, tc_format_name(op.format), op.think_open, text, why);
+            CHECK(0, "random output %d (%s, %s, think_open %d) [%s]: %s", t, tc_format_name(op.format), tc_think_name(op.reasoning),
+                  op.think_open, text, why);
             bad = 1;
         }
     }
-    CHECK(!bad, "1500 random outputs keep the streaming promise");
+    CHECK(!bad, "3000 random outputs keep the streaming promise");
 }
 
 int main(void) {
     test_formats();
+    test_more_formats();
+    test_detect();
+    test_shapes();
     test_reasoning();
     test_streaming();
     return test_summary("test_toolcall");

@@ -80,8 +80,10 @@ int cli_prompt_init(prompt_tmpl *p, const gguf_file *g, const mf_vocab *v, const
     char err[512];
     int rc = prompt_init(p, &s, err, sizeof err);
     if (rc) return cli_error(rc, "%s: %s", cmd, err);
+    char traits[160];
     if (verbose || (!p->jinja && have && !name)) /* a template of the model's own that minfer cannot use: always said */
-        mf_log("%s%s: chat template: %s", !p->jinja && have && !name ? "warning: " : "", cmd, p->label);
+        mf_log("%s%s: chat template: %s%s", !p->jinja && have && !name ? "warning: " : "", cmd, p->label,
+               prompt_traits(p, traits, sizeof traits));
     return 0;
 }
 

@@ -289,10 +289,13 @@ static void sample(srv_engine *e, srv_job *j, const float *logits, sampled *o) {
     }
     o->eog = minfer_token_is_eog(e->m, o->tok);
     if (!o->eog) {
-        int n = minfer_token_to_piece(e->m, o->tok, o->piece, sizeof o->piece);
+        int special = 0;
+        for (int k = 0; k < j->n_keep && !special; k++) special = j->keep[k] == o->tok;
+        int (*piece)(const minfer_model *, int32_t, char *, size_t) = special ? minfer_token_to_text : minfer_token_to_piece;
+        int n = piece(e->m, o->tok, o->piece, sizeof o->piece);
         if (n > (int)sizeof o->piece) {
             o->big = mf_xmalloc((size_t)n);
-            minfer_token_to_piece(e->m, o->tok, o->big, (size_t)n);
+            piece(e->m, o->tok, o->big, (size_t)n);
         }
         o->piece_len = n;
     }

@@ -36,6 +36,9 @@ typedef struct srv_tok {
     sampler_logprob *top;  /* [n_top] */
 } srv_tok;
 
+/* Special tokens a job may render as their text (a tool-call format's markers). */
+#define SRV_MAX_KEEP 24
+
 typedef struct srv_job {
     /* set by the submitter, read-only afterwards */
     int32_t *prompt;       /* owned */
@@ -45,6 +48,8 @@ typedef struct srv_job {
     int logprobs, top_logprobs;
     char *stop[4];         /* owned, n_stop non-empty strings */
     int n_stop;
+    int32_t keep[SRV_MAX_KEEP]; /* special tokens whose text goes into text (the parser reads them) */
+    int n_keep;
     /* structured output: when set, only tokens it allows are sampled and the job
      * finishes (stop) where nothing more can follow. Owned; the tools issue's
      * constrained calls put a grammar here too (json_tool_call_gbnf, then

@@ -325,6 +325,8 @@ typedef struct chat_out {
     int parallel;         /* parallel_tool_calls: false keeps the first call only */
     int short_ids;        /* mistral's templates want 9-character call ids */
     uint64_t id_seed;     /* call ids: "call_" and 24 characters from it */
+    int32_t keep[SRV_MAX_KEEP]; /* special tokens rendered as their text for the parser (tc_markers) */
+    int n_keep;
 } chat_out;
 
 static void chat_out_free(chat_out *co) {
@@ -362,9 +364,9 @@ static int tool_choice_constraint(srv_http *h, srv_request *rq, const char *body
     }
     tc_shape sh;
     tc_format_shape(h->tmpl.tool_format, &sh);
-    if (!sh.name_key) {
-        snprintf(err, cap, "'tool_choice' requiring a call: this model's tool-call format (%.200s) is not one minfer "
-                 "can constrain to (Hermes/Qwen <tool_call>, Llama 3 JSON, Mistral [TOOL_CALLS] are)", h->tmpl.label);
+    if (!sh.name_key && !sh.bare_name) {
+        snprintf(err, cap, "'tool_choice' requiring a call: this model's chat template (%.200s) shows no tool-call "
+                 "format to constrain to", h->tmpl.label);
         return 400;
     }
     cJSON *root = cJSON_ParseWithLength(body, body_len);
@@ -389,7 +391,8 @@ static int tool_choice_constraint(srv_http *h, srv_request *rq, const char *body
     }
     json_tool_format fmt = { sh.list_prefix, sh.list_suffix, sh.separator, sh.call_prefix, sh.call_suffix,
                              sh.name_key, sh.args_key, 1,
-                             rq->tool_choice == SRV_TOOL_NAMED || !rq->parallel_tool_calls ? 1 : 0 };
+                             rq->tool_choice == SRV_TOOL_NAMED || !rq->parallel_tool_calls ? 1 : sh.max_calls,
+                             sh.bare_name, sh.name_suffix };
     char *gbnf = NULL;
     size_t len = 0;
     mf_err e = { { 0 } };
@@ -461,12 +464,26 @@ static int build_prompt(srv_http *h, srv_request *rq, const char *body, size_t b
         if (!text) return root ? 400 : 500;
         add_bos = prompt_add_bos(&h->tmpl, text, 1);
         /* the answer's reading: tool calls in the template's format, reasoning */
-        co->o.think_open = tc_prompt_opens_think(text, tlen);
-        co->o.reasoning = h->tmpl.thinks || co->o.think_open;
+        tc_think opened = tc_prompt_opens_think(text, tlen);
+        /* a constrained answer (a forced call, a schema) writes no reasoning: where the
+         * prompt opened a think block, the grammar's text is still the answer. Apriel
+         * reasons from its first word, with or without the prompt's opening line. */
+        co->o.think_open = (opened != TC_THINK_NONE || h->tmpl.thinks == TC_THINK_APRIEL) && rq->constraint < 0;
+        co->o.reasoning = h->tmpl.thinks != TC_THINK_NONE ? h->tmpl.thinks : opened;
         co->o.format = use_tools ? h->tmpl.tool_format : TC_FORMAT_NONE;
-        co->on = co->o.reasoning || co->o.format != TC_FORMAT_NONE;
+        co->on = co->o.reasoning != TC_THINK_NONE || co->o.format != TC_FORMAT_NONE;
         co->parallel = rq->parallel_tool_calls;
         co->short_ids = co->o.format == TC_FORMAT_MISTRAL || co->o.format == TC_FORMAT_MISTRAL_ARGS;
+        /* the markers the parser reads that the vocabulary holds as special tokens are
+         * rendered as their text (a detokenizer drops them otherwise) */
+        if (co->on) {
+            const char *marks[SRV_MAX_KEEP];
+            int nm = tc_markers(co->o.format, co->o.reasoning, marks, SRV_MAX_KEEP);
+            for (int i = 0; i < nm; i++) {
+                int32_t id[4];
+                if (minfer_tokenize(h->m, marks[i], strlen(marks[i]), 0, 1, id, 4) == 1) co->keep[co->n_keep++] = id[0];
+            }
+        }
         if (use_tools) {
             char **names = mf_xcalloc((size_t)rq->n_tools, sizeof *names);
             for (int i = 0; i < rq->n_tools; i++) names[i] = mf_xstrdup(rq->tool_names[i]);
@@ -763,11 +780,14 @@ static enum MHD_Result do_generate(srv_http *h, struct MHD_Connection *con, conn
     j->top_logprobs = rq.top_logprobs;
     for (int i = 0; i < rq.n_stop; i++) j->stop[i] = mf_xstrdup(rq.stop[i]);
     j->n_stop = rq.n_stop;
+    memcpy(j->keep, co.keep, sizeof co.keep);
+    j->n_keep = co.n_keep;
     if (rq.constraint >= 0) { /* compiled here, in the HTTP thread: a bad grammar is the client's 400 */
         const char *t = rq.constraint_text;
         j->grammar = minfer_grammar_new(h->m, rq.constraint, t, t ? strlen(t) : 0, err, sizeof err);
         if (!j->grammar) {
             srv_request_free(&rq);
+            chat_out_free(&co);
             srv_job_release(h->e, j);
             return send_error(h, con, 400, NULL, "%s", err);
         }
@@ -1206,8 +1226,9 @@ srv_http *srv_http_start(const srv_config *cfg, minfer_model *m, srv_engine *e, 
         if (h->tmpl.jinja) snprintf(h->tmpl_short, sizeof h->tmpl_short, "%s", cfg->chat_template_file ? "from --chat-template-file" : "the model's own");
         else snprintf(h->tmpl_short, sizeof h->tmpl_short, "%s (built-in%s)", chat_name(h->tmpl.family),
                       cfg->chat_template ? "" : ", fallback");
+        char traits[160];
         if (!h->tmpl.jinja && src && !cfg->chat_template) mf_log("serve: warning: chat template: %s", h->tmpl.label);
-        else mf_log("serve: chat template: %s", h->tmpl.label);
+        else mf_log("serve: chat template: %s%s", h->tmpl.label, prompt_traits(&h->tmpl, traits, sizeof traits));
     }
 
     struct sockaddr_storage ss;
