@@ -51,6 +51,8 @@ for part in "$@"; do
         echo "== qwen3-30b-a3b q4_k_m synth: minfer ($(du -h "$m" | cut -f1))"
         "$BIN" bench -m "$m" -p 512,2048 -n 128 -r 2 --device cuda 2>&1 | grep -E '^\||minfer/cuda: NVIDIA|rror'
         "$BIN" bench -m "$m" -p 16 -n 32 -s 1,8,32 -r 1 --device cuda 2>&1 | grep -E '^\||rror'
+        echo "== a 32k context (the issue's fit on an 80 GB card): the notice's memory line"
+        "$BIN" bench -m "$m" -p 512 -n 0 -c 32768 -r 1 --device cuda 2>&1 | grep -oE 'mem weights.*|^\|.*pp512.*|rror.*'
         ;;
     lbench)
         m=${SYNTH_DIR:-/tmp}/minfer-qwen3-30b-a3b-q4_k_m.gguf
