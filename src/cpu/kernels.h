@@ -102,12 +102,20 @@ void cpu_tile_float_avx2(uint32_t wtype, int64_t n, const void *w, size_t w_stri
  *   q4_K: f16 d[8]; f16 dmin[8]; u8 sc[8][8]; u8 m[4][8][2]; u8 qs[4][8][8][4]        1184
  *   q5_K: as q4_K, then u8 qh[4][2][8][4]                                             1440
  *   q6_K: f16 d[8]; i8 sc[8][8][2]; u8 ql[4][8][8][4]; u8 qh[4][4][8][4]              1680
+ *   q2_K: f16 d[8]; f16 dmin[8]; u8 scm[8][8][2]; u8 qs[16][8][4]                       672
+ *   q3_K: f16 d[8]; i8 sc[8][8][2]; u8 qs[16][8][4]; u8 qh[8][8][4]                      912
+ *   iq4_nl: f16 d[8]; u8 qs[4][8][4] (q4_0's)                                            144
+ *   iq4_xs: f16 d[8]; i8 sc[8][8]; u8 qs[8][4][8][4]                                     1104
  * qs[..][r][0..3] are the 4 bytes of row r for one 32-byte load: for 32-value
  * formats unit k holds GGUF bytes qs[4k..4k+3] (low nibbles = values 4k.., high
  * nibbles = values 16+4k..); for K-quants unit (g,k) holds bytes qs[32g+4k..]
- * (low nibbles: values 64g+4k.., high: 64g+32+4k..). High bits (q5, q6) are
- * re-packed so that one shift and one mask extract them per 32-byte unit; see
- * pack.c for the bit positions. Rows past the end of the matrix are zero. */
+ * (low nibbles: values 64g+4k.., high: 64g+32+4k..); iq4_xs unit (j,k) is iq4_nl's
+ * unit k of sub-block j. q2_K/q3_K unit g is 16-value group g: bits 2k..2k+1 of
+ * byte b = the 2-bit code of value 16g+4k+b. Scales [p][r][e] are pairs of groups
+ * (2p, 2p+1) per row (q2_K: scale | min << 4; q3_K, iq4_xs: code - 32, signed).
+ * High bits (q5, q6, q3_K) are re-packed so that one shift and one mask extract
+ * them per 32-byte unit; see pack.c for the bit positions. Rows past the end of
+ * the matrix are zero. */
 typedef struct cpu_packed {
     uint32_t type;
     int64_t rows, cols;

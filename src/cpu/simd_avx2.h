@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "quant.h"
+
 static inline float hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -49,6 +51,11 @@ static inline __m256i unpack_nibbles_16(const uint8_t *p) {
     const __m128i x = _mm_loadu_si128((const __m128i *)p);
     const __m256i v = _mm256_set_m128i(_mm_srli_epi16(x, 4), x);
     return _mm256_and_si256(v, _mm256_set1_epi8(15));
+}
+
+/* quant_iq4nl_values in both 128-bit lanes: vpshufb of nibbles gives the grid values. */
+static inline __m256i iq4nl_lut(void) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_iq4nl_values));
 }
 
 /* 32 bits -> 32 bytes: byte j = 0xFF when bit j is set, else 0. */
