@@ -268,5 +268,10 @@ int main(void) {
               cu_bucket_of(128) == CU_BK_128 && cu_bucket_of(4096) == CU_BK_128,
           "bucket edges");
     CHECK(cu_device_class_named("sm_75") == NULL, "unknown class");
+    /* types the CUDA kernels lack get no device row (the upload refuses the model, naming the tensor) */
+    CHECK(cu_plan_row_stride(QTYPE_Q4_K, 4096) == 2304 && cu_plan_row_stride(QTYPE_Q8_0, 4096) == 4352 &&
+              cu_plan_row_stride(QTYPE_Q2_K, 4096) == 0 && cu_plan_row_stride(QTYPE_Q3_K, 4096) == 0 &&
+              cu_plan_row_stride(QTYPE_IQ4_NL, 4096) == 0 && cu_plan_row_stride(QTYPE_IQ4_XS, 4096) == 0,
+          "device row strides: q4_K, q8_0; none for the CPU-only types");
     return test_summary("test_plan");
 }
