@@ -900,14 +900,8 @@ static void quant_q3_K(const float *x, void *dst, int64_t nb) {
     int8_t L[QK_K];
     float scales[QK_K / 16];
     for (int64_t i = 0; i < nb; i++, b++, x += QK_K) {
-        float max_scale = 0, amax = 0;
-        for (int j = 0; j < QK_K / 16; j++) {
-            scales[j] = fit_scale_q3(16, 4, x + 16 * j, L + 16 * j);
-            if (fabsf(scales[j]) > amax) {
-                amax = fabsf(scales[j]);
-                max_scale = scales[j];
-            }
-        }
+        for (int j = 0; j < QK_K / 16; j++) scales[j] = fit_scale_q3(16, 4, x + 16 * j, L + 16 * j);
+        const float max_scale = signed_absmax(scales, QK_K / 16);
         memset(b->scales, 0, sizeof b->scales);
         if (max_scale) {
             const float iscale = -32.f / max_scale;
@@ -1011,15 +1005,9 @@ static void quant_iq4_nl(const float *x, void *dst, int64_t nb) {
 static void quant_iq4_xs(const float *x, void *dst, int64_t nb) {
     block_iq4_xs *b = dst;
     for (int64_t i = 0; i < nb; i++, b++, x += QK_K) {
-        float scales[8], max_scale = 0, amax = 0;
-        for (int j = 0; j < 8; j++) {
-            scales[j] = iq4_block_scale(x + 32 * j);
-            if (fabsf(scales[j]) > amax) {
-                amax = fabsf(scales[j]);
-                max_scale = scales[j];
-            }
-        }
-        const float d = -max_scale / 32;
+        float scales[8];
+        for (int j = 0; j < 8; j++) scales[j] = iq4_block_scale(x + 32 * j);
+        const float d = -signed_absmax(scales, 8) / 32;
         const float id = d ? 1 / d : 0.f;
         b->d = f32_to_f16(d);
         b->scales_h = 0;

@@ -31,9 +31,8 @@ BUILD = os.environ.get("BUILD", "build")
 T = Tally("formats")
 
 try:
-    import numpy as np
     from gguf import GGUFReader
-    from llama_oracle import minfer_logits, oracle_logits, tokenize
+    from llama_oracle import check_logits
 except ImportError as e:
     T.need(f"numpy/gguf not importable ({e}); run tools/deps.sh --test")
     sys.exit(T.result())
@@ -139,21 +138,7 @@ def check_model(tmp, quant):
     path = synth(tmp, quant, 0)
     if not path:
         return
-    ids = tokenize(path, "Once upon a time, in a small village by the sea, there lived")
-    ref = oracle_logits(path, ids)
-    scale = np.abs(ref).max()
-    for simd, bound in ((False, 1e-4), (True, 2e-2)):
-        what = f"{quant} tiny {'simd' if simd else 'scalar'}"
-        try:
-            got = minfer_logits(path, ids, simd)
-        except RuntimeError as e:
-            T.check(False, f"{what}: {e}")
-            continue
-        err = np.abs(got - ref).max() / scale
-        top = int(np.argmax(got)) == int(np.argmax(ref))
-        print(f"  {what}: normalised max error {err:.2e} (bound {bound:g}), argmax {'matches' if top else 'differs'}")
-        T.check(got.shape == ref.shape and err < bound and top, f"{what}: error {err:.2e} (bound {bound:g}), "
-                f"argmax {'matches' if top else 'differs'}")
+    check_logits(T, path, "Once upon a time, in a small village by the sea, there lived", f"{quant} tiny")
     try:
         base = trace(path, "")
         sets = {d: trace(path, d) for d in ("avx512-vnni", "avx512")}

@@ -18,8 +18,7 @@ def result():
     sys.exit(T.result())
 
 try:
-    import numpy as np
-    from llama_oracle import minfer_logits, oracle_logits, tokenize
+    from llama_oracle import check_logits
 except ImportError as e:
     T.need(f"numpy/gguf not importable ({e}); run tools/deps.sh --test")
     result()
@@ -30,20 +29,5 @@ for path in models:
     if not os.path.exists(path):
         T.skip(f"{path} absent")
         continue
-    ids = tokenize(path, prompt)
-    ref = oracle_logits(path, ids)
-    scale = np.abs(ref).max()
-    for simd, bound in ((False, 1e-4), (True, 2e-2)):
-        try:
-            got = minfer_logits(path, ids, simd)
-        except RuntimeError as e:
-            T.check(False, f"{path}: {e}")
-            continue
-        err = np.abs(got - ref).max() / scale
-        ok = got.shape == ref.shape and err < bound
-        top_ok = int(np.argmax(got)) == int(np.argmax(ref))
-        print(f"  {os.path.basename(path)} {'simd' if simd else 'scalar'}: {len(ids)} tokens, "
-              f"normalised max error {err:.2e} (bound {bound:g}), argmax {'matches' if top_ok else 'differs'}")
-        T.check(ok and top_ok, f"{os.path.basename(path)} {'simd' if simd else 'scalar'}: error {err:.2e} "
-                f"(bound {bound:g}), argmax {'matches' if top_ok else 'differs'}")
+    check_logits(T, path, prompt, os.path.basename(path))
 result()

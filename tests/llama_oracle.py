@@ -65,3 +65,25 @@ def minfer_logits(path, ids, simd):
     if r.returncode:
         raise RuntimeError(r.stderr.decode())
     return np.frombuffer(r.stdout, dtype=np.float32).astype(np.float64)
+
+
+def check_logits(T, path, prompt, label):
+    """The last token's logits of prompt on minfer's scalar reference path and its SIMD
+    path against the oracle, counted on the Tally T: normalised max error below 1e-4
+    (scalar: f32 activations) and 2e-2 (SIMD: 8-bit activations, like llama.cpp), and
+    the same argmax."""
+    ids = tokenize(path, prompt)
+    ref = oracle_logits(path, ids)
+    scale = np.abs(ref).max()
+    for simd, bound in ((False, 1e-4), (True, 2e-2)):
+        what = f"{label} {'simd' if simd else 'scalar'}"
+        try:
+            got = minfer_logits(path, ids, simd)
+        except RuntimeError as e:
+            T.check(False, f"{what}: {e}")
+            continue
+        err = np.abs(got - ref).max() / scale
+        top = "matches" if int(np.argmax(got)) == int(np.argmax(ref)) else "differs"
+        print(f"  {what}: {len(ids)} tokens, normalised max error {err:.2e} (bound {bound:g}), argmax {top}")
+        T.check(got.shape == ref.shape and err < bound and top == "matches",
+                f"{what}: error {err:.2e} (bound {bound:g}), argmax {top}")

@@ -443,28 +443,10 @@ INLINE void gemm_q23_K(const int q3, const int NT, const uint8_t *g, int64_t col
                 for (int t = 0; t < NT; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pp[t], sc));
             }
         }
-        /* q2_K: the mins, m = scm >> 4 in (2p, 2p+1) pairs against bs16;
-         * q3_K: the -4 offset, 4 * sum_g s_g * bs16_g. */
-        const __m256 dv = load_f16x8_u8(g);
         #pragma GCC unroll 8
         for (int t = 0; t < NT; t++) {
             const block_q8a256 *a = (const block_q8a256 *)arow(act, as, t) + b;
-            __m256i off = _mm256_setzero_si256();
-            #pragma GCC unroll 8
-            for (int p = 0; p < 8; p++) {
-                const __m128i s8 = _mm_loadu_si128((const __m128i *)(g + off_sc + 16 * p));
-                const __m256i v = q3 ? _mm256_cvtepi8_epi16(s8) : _mm256_srli_epi16(_mm256_cvtepu8_epi16(s8), 4);
-                off = _mm256_add_epi32(off, _mm256_madd_epi16(v, bcast32(&a->bs16[2 * p])));
-            }
-            const __m256 da = _mm256_set1_ps(a->d);
-            if (q3) {
-                const __m256i is = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(off, 2));
-                acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dv, da), _mm256_cvtepi32_ps(is), acc[t]);
-            } else {
-                const __m256 mv = load_f16x8_u8(g + 16);
-                acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dv, da), _mm256_cvtepi32_ps(isum[t]), acc[t]);
-                acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(mv, da), _mm256_cvtepi32_ps(off), acc[t]);
-            }
+            acc[t] = q23_block_end(q3, g, isum[t], a->bs16, a->d, acc[t]);
         }
     }
     #pragma GCC unroll 8
