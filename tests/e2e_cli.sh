@@ -85,7 +85,7 @@ for x in d:
     assert x['avg_ts']>0
     assert x['n_ctx']==x['n_prompt']+x['n_gen'], x  # a context per test, as llama-bench
 "
-    for q in q5_k_m q6_k q8_0 q4_0 iq4_xs q3_k_m q2_k f16 bf16; do
+    for q in q5_k_m q6_k q8_0 q4_0 iq4_xs q3_k_m q2_k iq4_nl f16 bf16; do
         "$BIN" synth --shape tiny --quant $q -o "$TMP/tiny_$q.gguf" 2>/dev/null &&
         "$BIN" run -m "$TMP/tiny_$q.gguf" -p "hi" -n 4 --temp 0 --device cpu >/dev/null 2>&1
         check "synth+run $q" [ $? -eq 0 ]
@@ -102,7 +102,7 @@ fi
 # layout as the default path, deterministic across thread counts, values of std ~0.02
 # and mean ~0 in every type it writes, and a model that runs.
 QD=$BUILD/tools/quant_dump
-for q in q4_k_m q5_k_m q6_k q8_0 q4_0 iq4_xs q3_k_m q2_k f16 bf16; do
+for q in q4_k_m q5_k_m q6_k q8_0 q4_0 iq4_xs q3_k_m q2_k iq4_nl f16 bf16; do
     if ! "$BIN" synth --shape tiny --quant $q --fast -o "$TMP/fast_$q.gguf" 2>"$TMP/synth.err"; then
         fail "synth --fast $q: $(cat "$TMP/synth.err")"; continue
     fi

@@ -5,7 +5,8 @@
     (llama_tensor_get_type in src/llama-quant.cpp, restated below without an
     importance matrix) and general.file_type; where LLAMA_QUANTIZE names a
     llama-quantize binary, also against what it chooses when it requantizes the f16
-    file into the same file type;
+    file into the same file type, and its bytes against minfer's quantizers run on the
+    f16 file's values (build/tools/quant_dump -q);
 (b) the tiny model (2 layers) of each type: the last token's logits of a prompt
     against the float64 numpy forward pass over weights dequantized by the `gguf`
     package (llama_oracle.py): scalar reference path within 1e-4 normalised, SIMD
@@ -31,7 +32,9 @@ BUILD = os.environ.get("BUILD", "build")
 T = Tally("formats")
 
 try:
+    import numpy as np
     from gguf import GGUFReader
+    from gguf.quants import dequantize
     from llama_oracle import check_logits
 except ImportError as e:
     T.need(f"numpy/gguf not importable ({e}); run tools/deps.sh --test")
@@ -41,8 +44,8 @@ except ImportError as e:
 QUANTS = {
     "q4_k_m": (15, "Q4_K", "Q4_K_M"), "q5_k_m": (17, "Q5_K", "Q5_K_M"), "q6_k": (18, "Q6_K", "Q6_K"),
     "q8_0": (7, "Q8_0", "Q8_0"), "q4_0": (2, "Q4_0", "Q4_0"), "iq4_xs": (30, "IQ4_XS", "IQ4_XS"),
-    "q3_k_m": (12, "Q3_K", "Q3_K_M"), "q2_k": (10, "Q2_K", "Q2_K"), "f16": (1, "F16", "F16"),
-    "bf16": (32, "BF16", "BF16"),
+    "q3_k_m": (12, "Q3_K", "Q3_K_M"), "q2_k": (10, "Q2_K", "Q2_K"), "iq4_nl": (25, "IQ4_NL", "IQ4_NL"),
+    "f16": (1, "F16", "F16"), "bf16": (32, "BF16", "BF16"),
 }
 
 
@@ -64,7 +67,7 @@ def expected_type(quant, name, n_layer, n_gqa):
             return "Q4_K" if n_gqa >= 4 else "Q3_K"
         if quant == "q3_k_m":
             return "Q5_K" if i < 2 else "Q4_K"
-        if quant == "iq4_xs" and n_gqa >= 4:
+        if quant in ("iq4_xs", "iq4_nl") and n_gqa >= 4:
             return "Q5_K"
         if quant in ("q4_k_m", "q5_k_m") and more:
             return "Q6_K"
@@ -75,7 +78,7 @@ def expected_type(quant, name, n_layer, n_gqa):
             return "Q5_K" if i < n_layer // 16 else "Q4_K"
         if quant in ("q4_k_m", "q5_k_m") and more:
             return "Q6_K"
-        if quant == "iq4_xs" and i < n_layer // 8:
+        if quant in ("iq4_xs", "iq4_nl") and i < n_layer // 8:
             return "Q5_K"
     if "attn_output.weight" in name:
         if quant == "q2_k":
@@ -123,6 +126,18 @@ def check_mix(tmp, quant):
     ft2, theirs = types_of(out)
     diff = [f"{n} {types[n]} (llama-quantize {theirs.get(n)})" for n in types if theirs.get(n) != types[n]]
     T.check(ft2 == ft and not diff, f"{quant}: synth's types == llama-quantize's (file_type {ft} / {ft2}): {diff[:4]}")
+    # and its bytes: minfer's quantizer (quant_dump -q) on the f16 file's values
+    src = {t.name: t for t in GGUFReader(f16).tensors}
+    bad = []
+    for t in GGUFReader(out).tensors:
+        if t.tensor_type.name in ("F32", "F16", "BF16"):
+            continue
+        x = dequantize(src[t.name].data, src[t.name].tensor_type).astype(np.float32)
+        r = subprocess.run([f"{BUILD}/tools/quant_dump", "-q", str(int(t.tensor_type))], input=x.tobytes(),
+                           capture_output=True)
+        if r.returncode or r.stdout != np.ascontiguousarray(t.data).tobytes():
+            bad.append(f"{t.name} ({t.tensor_type.name})")
+    T.check(not bad, f"{quant}: minfer's quantizers give llama-quantize's bytes from the f16 values: {bad[:4]}")
 
 
 def trace(path, disable):

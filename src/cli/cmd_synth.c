@@ -253,14 +253,16 @@ static int fill_tensor(void *user, int i, void *dst, uint64_t nbytes) {
  *   q8_0     7         q8_0    q8_0    -                      -                   -
  *   q4_0     2         q4_0    q6_K    -                      -                   -
  *   iq4_xs  30         iq4_xs  q6_K    q5_K where gqa >= 4    q5_K for i < n/8    -
+ *   iq4_nl  25         iq4_nl  q6_K    q5_K where gqa >= 4    q5_K for i < n/8    -
  *   q3_k_m  12         q3_K    q6_K    q5_K for i < 2, q4_K   q5_K i < n/16, q4_K q4_K
  *   q2_k    10         q2_K    q6_K    q4_K (gqa >= 4) q3_K   q3_K                q3_K
  *   f16      1         f16     f16     -                      -                   -
  *   bf16    32         bf16    bf16    -                      -                   -
  *
  * "more-bits" layers: i < n/8, i >= 7n/8 or (i - n/8) % 3 == 2. On llama's 70B (80
- * layers, GQA) a q3_K or q4_K attn_v becomes q5_K, and with 8 experts attn_v and
- * attn_k are q8_0 and attn_output q5_K (q2_k, q3_k_m, q4_k_m, iq4_xs). Norms stay
+ * layers, GQA) a q3_K or q4_K attn_v becomes q5_K (not in q4_k_m here: see mix_type), and
+ * with 8 experts attn_v and attn_k are q8_0 and attn_output q5_K (q2_k, q3_k_m, q4_k_m,
+ * iq4_xs, iq4_nl). Norms stay
  * f32, token_embd takes the base type (the output is never tied here). A row
  * length the type's block does not divide falls back as llama.cpp's
  * tensor_type_fallback: q2_K/q3_K -> q4_0, q4_K -> q5_0, q5_K -> q5_1, q6_K -> q8_0,
@@ -272,13 +274,13 @@ typedef struct synth_quant {
 } synth_quant;
 
 enum { FT_F16 = 1, FT_Q4_0 = 2, FT_Q8_0 = 7, FT_Q2_K = 10, FT_Q3_K_M = 12, FT_Q4_K_M = 15, FT_Q5_K_M = 17,
-       FT_Q6_K = 18, FT_IQ4_XS = 30, FT_BF16 = 32 };
+       FT_Q6_K = 18, FT_IQ4_NL = 25, FT_IQ4_XS = 30, FT_BF16 = 32 };
 
 static const synth_quant quants[] = {
     { "q4_k_m", FT_Q4_K_M, QTYPE_Q4_K }, { "q5_k_m", FT_Q5_K_M, QTYPE_Q5_K }, { "q6_k", FT_Q6_K, QTYPE_Q6_K },
     { "q8_0", FT_Q8_0, QTYPE_Q8_0 },     { "q4_0", FT_Q4_0, QTYPE_Q4_0 },     { "iq4_xs", FT_IQ4_XS, QTYPE_IQ4_XS },
-    { "q3_k_m", FT_Q3_K_M, QTYPE_Q3_K }, { "q2_k", FT_Q2_K, QTYPE_Q2_K },     { "f16", FT_F16, QTYPE_F16 },
-    { "bf16", FT_BF16, QTYPE_BF16 },
+    { "q3_k_m", FT_Q3_K_M, QTYPE_Q3_K }, { "q2_k", FT_Q2_K, QTYPE_Q2_K },     { "iq4_nl", FT_IQ4_NL, QTYPE_IQ4_NL },
+    { "f16", FT_F16, QTYPE_F16 },        { "bf16", FT_BF16, QTYPE_BF16 },
 };
 
 /* The model facts the mix reads. */
@@ -322,7 +324,7 @@ static uint32_t mix_type(const synth_mix *mx, const char *name, uint64_t ncols) 
         /* llama.cpp counts attn_v tensors; one a layer here, so the count is the layer */
         if (ft == FT_Q2_K) t = mx->n_gqa >= 4 ? QTYPE_Q4_K : QTYPE_Q3_K;
         else if (ft == FT_Q3_K_M) t = layer < 2 ? QTYPE_Q5_K : QTYPE_Q4_K;
-        else if (ft == FT_IQ4_XS && mx->n_gqa >= 4) t = QTYPE_Q5_K;
+        else if ((ft == FT_IQ4_XS || ft == FT_IQ4_NL) && mx->n_gqa >= 4) t = QTYPE_Q5_K;
         else if ((ft == FT_Q4_K_M || ft == FT_Q5_K_M) && more) t = QTYPE_Q6_K;
         /* TODO: llama.cpp also bumps q4_k_m's 70B attn_v to q5_K; q4_k_m keeps the
          * mix its benchmark files were written with (identical bytes). */
@@ -334,11 +336,11 @@ static uint32_t mix_type(const synth_mix *mx, const char *name, uint64_t ncols) 
         if (ft == FT_Q2_K) t = QTYPE_Q3_K;
         else if (ft == FT_Q3_K_M) t = layer < mx->n_layer / 16 ? QTYPE_Q5_K : QTYPE_Q4_K;
         else if (ft == FT_Q4_K_M && more) t = QTYPE_Q6_K;
-        else if (ft == FT_IQ4_XS && layer < mx->n_layer / 8) t = QTYPE_Q5_K;
+        else if ((ft == FT_IQ4_XS || ft == FT_IQ4_NL) && layer < mx->n_layer / 8) t = QTYPE_Q5_K;
         else if (ft == FT_Q5_K_M && more) t = QTYPE_Q6_K;
     } else if (strstr(name, "attn_output.weight")) {
         if (moe8) {
-            if (ft == FT_Q2_K || ft == FT_Q3_K_M || ft == FT_Q4_K_M || ft == FT_IQ4_XS) t = QTYPE_Q5_K;
+            if (ft == FT_Q2_K || ft == FT_Q3_K_M || ft == FT_Q4_K_M || ft == FT_IQ4_XS || ft == FT_IQ4_NL) t = QTYPE_Q5_K;
         } else if (ft == FT_Q2_K) {
             t = QTYPE_Q3_K;
         } else if (ft == FT_Q3_K_M) {
@@ -451,9 +453,9 @@ static int copy_vocab(gguf_writer *w, const char *path) {
 static const char synth_notes[] =
     "Shapes: 7b (llama-2-7B), 8b (llama-3-8B), 70b (llama-2-70B), 1b (TinyLlama-1.1B), tiny and tiny-mha\n"
     "(tests).\n"
-    "Quants: q4_k_m, q5_k_m, q6_k, q8_0, q4_0, iq4_xs, q3_k_m, q2_k, f16, bf16, each in llama.cpp's\n"
-    "per-tensor mix (llama-quantize without an importance matrix: q6_K output, more bits for some\n"
-    "attn_v/ffn_down/attn_output).\n"
+    "Quants: q4_k_m, q5_k_m, q6_k, q8_0, q4_0, iq4_xs, q3_k_m, q2_k, iq4_nl, f16, bf16, each in\n"
+    "llama.cpp's per-tensor mix (llama-quantize without an importance matrix: q6_K output, more\n"
+    "bits for some attn_v/ffn_down/attn_output).\n"
     "--fast writes random codes under fixed scales instead of quantized random floats: the same\n"
     "tensors, types and scale (std ~0.02), seconds instead of minutes for 7b; for benchmarks.\n"
     "\n";
@@ -467,7 +469,7 @@ int cmd_synth(int argc, char **argv) {
     opts[n++] = (cli_opt){ "--shape", "SHAPE", CLI_OPT_CHOICE, &shape_name, .help = "model shape (required)",
                            .choices = "7b|8b|70b|1b|tiny|tiny-mha" };
     opts[n++] = (cli_opt){ "--quant", "QUANT", CLI_OPT_CHOICE, &quant, .help = "weight types (required)",
-                           .choices = "q4_k_m|q5_k_m|q6_k|q8_0|q4_0|iq4_xs|q3_k_m|q2_k|f16|bf16" };
+                           .choices = "q4_k_m|q5_k_m|q6_k|q8_0|q4_0|iq4_xs|q3_k_m|q2_k|iq4_nl|f16|bf16" };
     opts[n++] = (cli_opt){ "-o, --output", "PATH", CLI_OPT_STR, &out, .help = "output file (required)", .dflt = "" };
     opts[n++] = (cli_opt){ "--vocab", "PATH", CLI_OPT_STR, &vocab,
                            .help = "copy a (vocab-only) GGUF's tokenizer; the vocabulary size follows it",
