@@ -31,7 +31,7 @@
 /* 8-bit activation blocks                                                   */
 /* ------------------------------------------------------------------------- */
 
-/* 32 activations for 32-value weight formats (q4_0 .. q8_0): x[i] ~ d * qs[i].
+/* 32 activations for 32-value weight formats (q4_0 .. q8_0, iq4_nl): x[i] ~ d * qs[i].
  * s = d * sum(qs) serves the formats with an offset or a min. |qs| <= 127. */
 typedef struct {
     float d;
@@ -39,9 +39,10 @@ typedef struct {
     int8_t qs[32];
 } block_q8a32;
 
-/* 256 activations for K-quant weights: x[i] ~ d * qs[i], |qs| <= 127.
- * bs16[j] = sum of qs[16j..16j+15] (q6_K's scale groups, the -32 offset);
- * bs32[j] = sum of qs[32j..32j+31] (q4_K/q5_K's sub-blocks, the mins). */
+/* 256 activations for K-quant and iq4_xs weights: x[i] ~ d * qs[i], |qs| <= 127.
+ * bs16[j] = sum of qs[16j..16j+15] (the 16-value groups of q2_K/q3_K/q6_K: q2_K's
+ * mins, the -4 and -32 offsets); bs32[j] = sum of qs[32j..32j+31] (q4_K/q5_K's
+ * sub-blocks, the mins). */
 typedef struct {
     float d;
     int16_t bs16[16];
@@ -141,7 +142,7 @@ cpu_gemm_fn cpu_gemm_scalar(uint32_t type);
 cpu_gemm_fn cpu_gemm_avx2(uint32_t type);
 int cpu_gemm_nt(uint32_t type);   /* tokens per call of the AVX2 kernel that run fastest */
 
-/* Prefill variant for K-quants: a group expanded once into int8 values and ready
+/* Prefill variant for q4_K/q5_K/q6_K: a group expanded once into int8 values and ready
  * scale vectors (cpu_unpack_bytes(type, cols) bytes, layout in gemm_avx2.c), then
  * read by cpu_gemm_unpacked_avx2(type) for every cpu_gemm_unpacked_nt(type)
  * tokens of a block ("expanded" path). 0 / NULL for types without it. */
