@@ -248,7 +248,7 @@ int main(int argc, char **argv) {
     printf("kernel set %s\n", KS->name);
     if (argc > 1 && !strcmp(argv[1], "micro")) {
         const uint32_t mt[] = { QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_Q8_0, QTYPE_Q4_1, QTYPE_Q4_0, QTYPE_Q5_0, QTYPE_Q5_1,
-                                QTYPE_Q5_K };
+                                QTYPE_Q5_K, QTYPE_Q2_K, QTYPE_Q3_K, QTYPE_IQ4_NL, QTYPE_IQ4_XS };
         for (size_t i = 0; i < MF_ARRAY_LEN(mt); i++) micro(mt[i]);
         return 0;
     }
@@ -256,7 +256,7 @@ int main(int argc, char **argv) {
     cpu_pool *pool = cpu_pool_new(threads);
     printf("threads %d\n", cpu_pool_size(pool));
     const uint32_t types[] = { QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_Q8_0, QTYPE_Q4_1, QTYPE_Q4_0, QTYPE_Q5_0, QTYPE_Q5_1,
-                               QTYPE_Q5_K };
+                               QTYPE_Q5_K, QTYPE_Q2_K, QTYPE_Q3_K, QTYPE_IQ4_NL, QTYPE_IQ4_XS };
     const char *only = getenv("ONLY");
     for (size_t i = 0; i < MF_ARRAY_LEN(types); i++) {
         if (only && strcmp(only, qtype_name(types[i]))) continue;

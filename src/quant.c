@@ -38,12 +38,14 @@ static const qtype_traits traits[QTYPE_COUNT] = {
     [QTYPE_Q5_1] = { "q5_1", QK4_0, sizeof(block_q5_1), 1 },
     [QTYPE_Q8_0] = { "q8_0", QK8_0, sizeof(block_q8_0), 1 },
     [QTYPE_Q8_1] = { "q8_1", QK8_0, sizeof(block_q8_1), 0 },
-    [QTYPE_Q2_K] = { "q2_K", QK_K, 84, 0 },
-    [QTYPE_Q3_K] = { "q3_K", QK_K, 110, 0 },
+    [QTYPE_Q2_K] = { "q2_K", QK_K, sizeof(block_q2_K), 1 },
+    [QTYPE_Q3_K] = { "q3_K", QK_K, sizeof(block_q3_K), 1 },
     [QTYPE_Q4_K] = { "q4_K", QK_K, sizeof(block_q4_K), 1 },
     [QTYPE_Q5_K] = { "q5_K", QK_K, sizeof(block_q5_K), 1 },
     [QTYPE_Q6_K] = { "q6_K", QK_K, sizeof(block_q6_K), 1 },
     [QTYPE_Q8_K] = { "q8_K", QK_K, sizeof(block_q8_K), 0 },
+    [QTYPE_IQ4_NL] = { "iq4_nl", QK4_0, sizeof(block_iq4_nl), 1 },
+    [QTYPE_IQ4_XS] = { "iq4_xs", QK_K, sizeof(block_iq4_xs), 1 },
     [QTYPE_BF16] = { "bf16", 1, 2, 1 },
 };
 
@@ -290,6 +292,86 @@ static void dequant_q6_K(const void *src, float *y, int64_t nb) {
     }
 }
 
+/* Q2_K: 16 groups of 16 values, 2-bit codes q, a 4-bit scale and a 4-bit min
+ * per group (scales[j] = sc | m << 4); value = (d * sc) * q - (dmin * m).
+ * Codes: each half h of 128 values uses qs[32h..32h+31]; bits 2s..2s+1 of
+ * qs[32h + l] hold value 128h + 32s + l (s = 0..3), so group j = 8h + 2s + l/16.
+ *
+ *   qs[32h + l] = | v[128h+96+l] | v[128h+64+l] | v[128h+32+l] | v[128h+l] |
+ *                   7          6   5          4   3          2   1        0 */
+static void dequant_q2_K(const void *src, float *y, int64_t nb) {
+    const block_q2_K *b = src;
+    for (int64_t i = 0; i < nb; i++, b++) {
+        const float d = f16_to_f32(b->d), dmin = f16_to_f32(b->dmin);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *q = b->qs + 32 * h;
+            for (int s = 0; s < 4; s++) {
+                for (int half = 0; half < 2; half++, y += 16) {
+                    const uint8_t sc = b->scales[8 * h + 2 * s + half];
+                    const float dl = d * (sc & 0xF), ml = dmin * (sc >> 4);
+                    for (int l = 0; l < 16; l++) y[l] = dl * ((q[16 * half + l] >> (2 * s)) & 3) - ml;
+                }
+            }
+        }
+    }
+}
+
+/* Q3_K: Q2_K's code layout for the low 2 bits, a third bit per value in hmask
+ * (bit k of hmask[l] = value 32k + l, k = 0..7), signed 6-bit group scales
+ * (quant_q3_K_scale - 32). A value's code is low | high << 2 in 0..7 and it
+ * stands for code - 4: value = (d * (sc - 32)) * (code - 4). */
+static void dequant_q3_K(const void *src, float *y, int64_t nb) {
+    const block_q3_K *b = src;
+    for (int64_t i = 0; i < nb; i++, b++) {
+        const float d = f16_to_f32(b->d);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *q = b->qs + 32 * h;
+            for (int s = 0; s < 4; s++) {
+                const uint8_t m = (uint8_t)(1u << (4 * h + s));
+                for (int half = 0; half < 2; half++, y += 16) {
+                    const float dl = d * (quant_q3_K_scale(b->scales, 8 * h + 2 * s + half) - 32);
+                    for (int l = 0; l < 16; l++) {
+                        const int k = 16 * half + l;
+                        y[l] = dl * (((q[k] >> (2 * s)) & 3) - (b->hmask[k] & m ? 0 : 4));
+                    }
+                }
+            }
+        }
+    }
+}
+
+const int8_t quant_iq4nl_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+
+/* IQ4_NL: Q4_0's nibble order; value = d * quant_iq4nl_values[nibble]. */
+static void dequant_iq4_nl(const void *src, float *y, int64_t nb) {
+    const block_iq4_nl *b = src;
+    for (int64_t i = 0; i < nb; i++, b++, y += 32) {
+        const float d = f16_to_f32(b->d);
+        for (int j = 0; j < 16; j++) {
+            y[j] = d * quant_iq4nl_values[b->qs[j] & 0xF];
+            y[j + 16] = d * quant_iq4nl_values[b->qs[j] >> 4];
+        }
+    }
+}
+
+/* IQ4_XS: 8 sub-blocks of 32, each IQ4_NL's layout in qs[16j..16j+15], under a
+ * 6-bit code (low nibble in scales_l[j/2] nibble j%2, top 2 bits in scales_h
+ * bits 2j..2j+1): value = (d * (code - 32)) * quant_iq4nl_values[nibble]. */
+static void dequant_iq4_xs(const void *src, float *y, int64_t nb) {
+    const block_iq4_xs *b = src;
+    for (int64_t i = 0; i < nb; i++, b++) {
+        const float d = f16_to_f32(b->d);
+        for (int j = 0; j < 8; j++, y += 32) {
+            const float dl = d * (quant_iq4_xs_scale(b, j) - 32);
+            const uint8_t *qs = b->qs + 16 * j;
+            for (int l = 0; l < 16; l++) {
+                y[l] = dl * quant_iq4nl_values[qs[l] & 0xF];
+                y[l + 16] = dl * quant_iq4nl_values[qs[l] >> 4];
+            }
+        }
+    }
+}
+
 static void dequant_q8_K(const void *src, float *y, int64_t nb) {
     const block_q8_K *b = src;
     for (int64_t i = 0; i < nb; i++, b++, y += QK_K) {
@@ -464,7 +546,8 @@ static void quant_q8_K(const float *x, void *dst, int64_t nb) {
 
 /* Scale + min fit for one sub-block of an asymmetric K-quant (ggml's
  * make_qkx2_quants): find (scale, min) minimising the weighted squared error
- * sum w_i (scale * L_i - min' - x_i)^2 over codes L_i in [0, nmax].
+ * sum w_i (scale * L_i - min' - x_i)^2 over codes L_i in [0, nmax] (mad: the
+ * weighted absolute error sum w_i |...|, which Q2_K's 4-level codes use).
  *
  * Start from the plain [min(x, 0), max(x)] grid, then try nstep+1 stretched
  * grids (nmax + rmin + rdelta*is steps over the range); for each rounding,
@@ -473,7 +556,7 @@ static void quant_q8_K(const float *x, void *dst, int64_t nb) {
  * 6-bit "min" that is subtracted. Returns scale; *neg_min = -min >= 0.
  * Same float operations in the same order as ggml, hence identical codes. */
 static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L,
-                           float *neg_min, float rmin, float rdelta, int nstep) {
+                           float *neg_min, float rmin, float rdelta, int nstep, int mad) {
     uint8_t Laux[32];
     float min = x[0], max = x[0];
     float sum_w = w[0], sum_x = sum_w * x[0];
@@ -496,7 +579,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
         const int l = nearest_int(iscale * (x[i] - min));
         L[i] = (uint8_t)MF_MAX(0, MF_MIN(nmax, l));
         const float diff = scale * L[i] + min - x[i];
-        best_error += w[i] * (diff * diff);
+        best_error += w[i] * (mad ? fabsf(diff) : diff * diff);
     }
     for (int is = 0; is <= nstep; is++) {
         iscale = (rmin + rdelta * is + nmax) / (max - min);
@@ -520,7 +603,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
         float cur_error = 0;
         for (int i = 0; i < n; i++) {
             const float diff = this_scale * Laux[i] + this_min - x[i];
-            cur_error += w[i] * (diff * diff);
+            cur_error += w[i] * (mad ? fabsf(diff) : diff * diff);
         }
         if (cur_error < best_error) {
             memcpy(L, Laux, (size_t)n);
@@ -550,7 +633,7 @@ static void quant_k_scales_and_codes(const float *x, int nmax, float rmin, int n
         for (int l = 0; l < 32; l++) sum_x2 += xs[l] * xs[l];
         const float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(xs[l]);
-        sc[j] = fit_scale_min(32, nmax, xs, w, L + 32 * j, &mn[j], rmin, 0.1f, nstep);
+        sc[j] = fit_scale_min(32, nmax, xs, w, L + 32 * j, &mn[j], rmin, 0.1f, nstep, 0);
         if (sc[j] > max_scale) max_scale = sc[j];
         if (mn[j] > max_min) max_min = mn[j];
     }
@@ -706,6 +789,238 @@ static void quant_q6_K(const float *x, void *dst, int64_t nb) {
     }
 }
 
+/* Q2_K and Q3_K share the code packing: values 128h + 32s + l (s = 0..3) in
+ * bits 2s..2s+1 of qs[32h + l] (the diagram above dequant_q2_K). L: codes 0..3. */
+static void pack_2bit(const uint8_t L[QK_K], uint8_t qs[QK_K / 4]) {
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *Lh = L + 128 * h;
+        for (int l = 0; l < 32; l++)
+            qs[32 * h + l] = (uint8_t)(Lh[l] | Lh[l + 32] << 2 | Lh[l + 64] << 4 | Lh[l + 96] << 6);
+    }
+}
+
+/* Q2_K: per 16-value group, fit_scale_min over codes 0..3 with |x| weights and
+ * the absolute-error criterion; scales and mins stored as 4-bit multiples of
+ * d = max_scale / 15 and dmin = max_min / 15; codes re-derived from the stored
+ * (rounded) scale and min. ggml's quantize_row_q2_K_ref, same operations. */
+static void quant_q2_K(const float *x, void *dst, int64_t nb) {
+    block_q2_K *b = dst;
+    uint8_t L[QK_K];
+    float w[16], sc[QK_K / 16], mn[QK_K / 16];
+    for (int64_t i = 0; i < nb; i++, b++, x += QK_K) {
+        float max_scale = 0, max_min = 0; /* both >= 0: the min is subtracted */
+        for (int j = 0; j < QK_K / 16; j++) {
+            for (int l = 0; l < 16; l++) w[l] = fabsf(x[16 * j + l]);
+            sc[j] = fit_scale_min(16, 3, x + 16 * j, w, L + 16 * j, &mn[j], -0.5f, 0.1f, 15, 1);
+            if (sc[j] > max_scale) max_scale = sc[j];
+            if (mn[j] > max_min) max_min = mn[j];
+        }
+        /* Stored as ggml does: the int code truncated to a byte (a fit never
+         * gives a negative scale or min for finite input, so this is 0..15). */
+        if (max_scale > 0) {
+            const float iscale = 15.f / max_scale;
+            for (int j = 0; j < QK_K / 16; j++) b->scales[j] = (uint8_t)nearest_int(iscale * sc[j]);
+            b->d = f32_to_f16(max_scale / 15.f);
+        } else {
+            memset(b->scales, 0, sizeof b->scales);
+            b->d = f32_to_f16(0.f);
+        }
+        if (max_min > 0) {
+            const float iscale = 15.f / max_min;
+            for (int j = 0; j < QK_K / 16; j++) b->scales[j] |= (uint8_t)((unsigned)nearest_int(iscale * mn[j]) << 4);
+            b->dmin = f32_to_f16(max_min / 15.f);
+        } else {
+            b->dmin = f32_to_f16(0.f);
+        }
+        for (int j = 0; j < QK_K / 16; j++) {
+            const float dj = f16_to_f32(b->d) * (b->scales[j] & 0xF);
+            if (!dj) continue; /* codes from the fit stay; they decode to -dm anyway */
+            const float dm = f16_to_f32(b->dmin) * (b->scales[j] >> 4);
+            for (int l = 0; l < 16; l++) {
+                const int q = nearest_int((x[16 * j + l] + dm) / dj);
+                L[16 * j + l] = (uint8_t)MF_MAX(0, MF_MIN(3, q));
+            }
+        }
+        pack_2bit(L, b->qs);
+    }
+}
+
+/* Symmetric fit for one Q3_K group (ggml's make_q3_quants with do_rmse): codes
+ * l in [-nmax, nmax-1], the signed absmax on -nmax, then up to 5 sweeps of
+ * coordinate descent: each code moves to the value that is best for the
+ * least-squares scale of the others (weights x^2), kept when the scored error
+ * (sum w x l)^2 / (sum w l^2) improves. Returns the scale; L = l + nmax. */
+static float fit_scale_q3(int n, int nmax, const float *x, int8_t *L) {
+    const float max = signed_absmax(x, n);
+    if (fabsf(max) < GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.f;
+    }
+    const float iscale = -nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = nearest_int(iscale * x[i]);
+        l = MF_MAX(-nmax, MF_MIN(nmax - 1, l));
+        L[i] = (int8_t)l;
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    for (int itry = 0; itry < 5; itry++) {
+        int n_changed = 0;
+        for (int i = 0; i < n; i++) {
+            const float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * L[i];
+            if (!(slx > 0)) continue;
+            float sl2 = suml2 - w * L[i] * L[i];
+            int new_l = nearest_int(x[i] * sl2 / slx);
+            new_l = MF_MAX(-nmax, MF_MIN(nmax - 1, new_l));
+            if (new_l == L[i]) continue;
+            slx += w * x[i] * new_l;
+            sl2 += w * new_l * new_l;
+            if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                L[i] = (int8_t)new_l;
+                sumlx = slx;
+                suml2 = sl2;
+                n_changed++;
+            }
+        }
+        if (!n_changed) break;
+    }
+    for (int i = 0; i < n; i++) L[i] = (int8_t)(L[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* Q3_K: per-16 scales fitted in f32, stored as 6-bit codes of d = -max/32 (the
+ * group with the largest |scale| on code 0, i.e. -32), codes re-derived from the
+ * stored scales, the third bit split off into hmask. ggml's
+ * quantize_row_q3_K_ref, same operations. */
+static void quant_q3_K(const float *x, void *dst, int64_t nb) {
+    block_q3_K *b = dst;
+    int8_t L[QK_K];
+    float scales[QK_K / 16];
+    for (int64_t i = 0; i < nb; i++, b++, x += QK_K) {
+        for (int j = 0; j < QK_K / 16; j++) scales[j] = fit_scale_q3(16, 4, x + 16 * j, L + 16 * j);
+        const float max_scale = signed_absmax(scales, QK_K / 16);
+        memset(b->scales, 0, sizeof b->scales);
+        if (max_scale) {
+            const float iscale = -32.f / max_scale;
+            for (int j = 0; j < QK_K / 16; j++) {
+                const int l = MF_MAX(-32, MF_MIN(31, (int8_t)nearest_int(iscale * scales[j]))) + 32;
+                b->scales[j % 8] |= (uint8_t)((l & 0xF) << (j < 8 ? 0 : 4));
+                b->scales[8 + j % 4] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
+            }
+            b->d = f32_to_f16(1 / iscale);
+        } else {
+            b->d = f32_to_f16(0.f);
+        }
+        for (int j = 0; j < QK_K / 16; j++) {
+            const float dj = f16_to_f32(b->d) * (quant_q3_K_scale(b->scales, j) - 32);
+            if (!dj) continue;
+            for (int l = 0; l < 16; l++) {
+                const int q = nearest_int(x[16 * j + l] / dj);
+                L[16 * j + l] = (int8_t)(MF_MAX(-4, MF_MIN(3, q)) + 4);
+            }
+        }
+        /* bit 2 of the code of value v goes to hmask[v % 32] bit v / 32 */
+        uint8_t low[QK_K];
+        memset(b->hmask, 0, sizeof b->hmask);
+        for (int v = 0; v < QK_K; v++) {
+            if (L[v] > 3) b->hmask[v % 32] |= (uint8_t)(1u << (v / 32));
+            low[v] = (uint8_t)(L[v] & 3);
+        }
+        pack_2bit(low, b->qs);
+    }
+}
+
+/* Index of the grid value nearest x (ties to the lower one); quant_iq4nl_values
+ * is sorted. ggml's best_index_int8. */
+static int iq4_index(float x) {
+    const int8_t *v = quant_iq4nl_values;
+    if (x <= v[0]) return 0;
+    if (x >= v[15]) return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (x < v[mid]) hi = mid;
+        else lo = mid;
+    }
+    return x - v[hi - 1] < v[hi] - x ? hi - 1 : hi;
+}
+
+/* One 32-value IQ4 block's scale (ggml's quantize_row_iq4_nl_impl for one block,
+ * no importance weights, ntry 7, as llama-quantize runs it): the signed absmax on
+ * the grid's end (-127), the least-squares scale for that assignment (weights
+ * x^2), then 15 stretched grids (id = (itry - 127) / max), each scored by the
+ * least-squares error reduction; returns the best scale (0 for a zero block). */
+static float iq4_block_scale(const float *x) {
+    const int8_t *v = quant_iq4nl_values;
+    const float max = signed_absmax(x, 32);
+    if (fabsf(max) < GROUP_MAX_EPS) return 0.f;
+    const float d0 = -max / v[0];
+    float id = 1 / d0, sumqx = 0, sumq2 = 0;
+    for (int j = 0; j < 32; j++) {
+        const float q = v[iq4_index(id * x[j])], w = x[j] * x[j];
+        sumqx += w * q * x[j];
+        sumq2 += w * q * q;
+    }
+    float d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
+    float best = d * sumqx;
+    for (int itry = -7; itry <= 7; itry++) {
+        id = (itry + v[0]) / max;
+        sumqx = sumq2 = 0;
+        for (int j = 0; j < 32; j++) {
+            const float q = v[iq4_index(id * x[j])], w = x[j] * x[j];
+            sumqx += w * q * x[j];
+            sumq2 += w * q * q;
+        }
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+            d = sumqx / sumq2;
+            best = d * sumqx;
+        }
+    }
+    return d;
+}
+
+/* The 32 indices of x under scale d (d = 0: index 8, the value 1, for all), in
+ * Q4_0's nibble order. */
+static void iq4_pack(const float *x, float d, uint8_t qs[16]) {
+    const float id = d ? 1 / d : 0.f;
+    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)(iq4_index(id * x[j]) | iq4_index(id * x[j + 16]) << 4);
+}
+
+/* IQ4_NL: the block's own scale in f16; indices from the unrounded scale (as ggml). */
+static void quant_iq4_nl(const float *x, void *dst, int64_t nb) {
+    block_iq4_nl *b = dst;
+    for (int64_t i = 0; i < nb; i++, b++, x += 32) {
+        const float d = iq4_block_scale(x);
+        b->d = f32_to_f16(d);
+        iq4_pack(x, d, b->qs);
+    }
+}
+
+/* IQ4_XS: the 8 block scales as 6-bit codes of d = -max/32 (code l in -32..31,
+ * stored l + 32); each sub-block's indices re-derived from d * l, with d in f32
+ * (not the stored f16) exactly as ggml. */
+static void quant_iq4_xs(const float *x, void *dst, int64_t nb) {
+    block_iq4_xs *b = dst;
+    for (int64_t i = 0; i < nb; i++, b++, x += QK_K) {
+        float scales[8];
+        for (int j = 0; j < 8; j++) scales[j] = iq4_block_scale(x + 32 * j);
+        const float d = -signed_absmax(scales, 8) / 32;
+        const float id = d ? 1 / d : 0.f;
+        b->d = f32_to_f16(d);
+        b->scales_h = 0;
+        memset(b->scales_l, 0, sizeof b->scales_l);
+        for (int j = 0; j < 8; j++) {
+            const int l = MF_MAX(-32, MF_MIN(31, nearest_int(id * scales[j])));
+            iq4_pack(x + 32 * j, d * l, b->qs + 16 * j);
+            b->scales_l[j / 2] |= (uint8_t)(((l + 32) & 0xF) << (4 * (j % 2)));
+            b->scales_h |= (uint16_t)(((l + 32) >> 4) << (2 * j));
+        }
+    }
+}
+
 /* ------------------------------------------------------------------------- */
 /* Kernel table and public entry points                                      */
 /* ------------------------------------------------------------------------- */
@@ -730,6 +1045,10 @@ static const quant_kernels kernels[QTYPE_COUNT] = {
     [QTYPE_Q5_K] = { dequant_q5_K, quant_q5_K },
     [QTYPE_Q6_K] = { dequant_q6_K, quant_q6_K },
     [QTYPE_Q8_K] = { dequant_q8_K, quant_q8_K },
+    [QTYPE_Q2_K] = { dequant_q2_K, quant_q2_K },
+    [QTYPE_Q3_K] = { dequant_q3_K, quant_q3_K },
+    [QTYPE_IQ4_NL] = { dequant_iq4_nl, quant_iq4_nl },
+    [QTYPE_IQ4_XS] = { dequant_iq4_xs, quant_iq4_xs },
 };
 
 /* The row functions return void: a caller passing an unsupported type or a

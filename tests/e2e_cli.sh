@@ -85,7 +85,7 @@ for x in d:
     assert x['avg_ts']>0
     assert x['n_ctx']==x['n_prompt']+x['n_gen'], x  # a context per test, as llama-bench
 "
-    for q in q8_0 f16; do
+    for q in q5_k_m q6_k q8_0 q4_0 iq4_xs q3_k_m q2_k iq4_nl f16 bf16; do
         "$BIN" synth --shape tiny --quant $q -o "$TMP/tiny_$q.gguf" 2>/dev/null &&
         "$BIN" run -m "$TMP/tiny_$q.gguf" -p "hi" -n 4 --temp 0 --device cpu >/dev/null 2>&1
         check "synth+run $q" [ $? -eq 0 ]
@@ -102,7 +102,7 @@ fi
 # layout as the default path, deterministic across thread counts, values of std ~0.02
 # and mean ~0 in every type it writes, and a model that runs.
 QD=$BUILD/tools/quant_dump
-for q in q4_k_m q8_0 f16; do
+for q in q4_k_m q5_k_m q6_k q8_0 q4_0 iq4_xs q3_k_m q2_k iq4_nl f16 bf16; do
     if ! "$BIN" synth --shape tiny --quant $q --fast -o "$TMP/fast_$q.gguf" 2>"$TMP/synth.err"; then
         fail "synth --fast $q: $(cat "$TMP/synth.err")"; continue
     fi
@@ -114,7 +114,8 @@ for q in q4_k_m q8_0 f16; do
     "$BIN" run -m "$TMP/fast_$q.gguf" -p "hello" -n 4 --temp 0 --device cpu >/dev/null 2>&1
     check "synth --fast $q model runs" [ $? -eq 0 ]
     if [ -x "$QD" ]; then
-        # q4_k_m: q4_K (attn_q), q6_K (attn_v of layer 0, output); q8_0 / f16: one type
+        # each mix's base type (attn_q) and others: attn_v of layer 0 is q3_K in q2_k and
+        # q5_K in q3_k_m; output.weight is q6_K in every quantized mix but q8_0's
         for t in blk.0.attn_q.weight blk.0.attn_v.weight output.weight; do
             "$QD" -g "$TMP/fast_$q.gguf" $t >"$TMP/w.bin" 2>/dev/null
             st=$("$PY" -c '

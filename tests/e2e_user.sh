@@ -125,11 +125,11 @@ for o in '--shape SHAPE' '--quant QUANT' '-o, --output PATH' '--vocab PATH' '--l
     check "synth --help lists '$o'" grep -Eq -- "^  $o( |\$)" "$TMP/help"
 done
 check "synth --help: the shapes and quants from the table" bash -c "grep -q 'one of: 7b, 8b, 70b, 1b, tiny, tiny-mha' '$TMP/help' &&
-    grep -q 'one of: q4_k_m, q8_0, f16' '$TMP/help'"
+    grep -q 'one of: q4_k_m, q5_k_m, q6_k, q8_0, q4_0, iq4_xs, q3_k_m, q2_k, iq4_nl, f16, bf16' '$TMP/help'"
 SY=(--shape tiny --quant q8_0 -o "$TMP/never.gguf")
 expect_err 1 "synth --shape 9b lists the shapes" "option --shape: '9b' is not one of: 7b, 8b, 70b, 1b, tiny, tiny-mha" \
     "$BIN" synth --shape 9b --quant q8_0 -o "$TMP/never.gguf"
-expect_err 1 "synth --quant q5_0 lists the quants" "option --quant: 'q5_0' is not one of: q4_k_m, q8_0, f16" \
+expect_err 1 "synth --quant q5_0 lists the quants" "option --quant: 'q5_0' is not one of: q4_k_m, q5_k_m, q6_k, q8_0, q4_0, iq4_xs, q3_k_m, q2_k, iq4_nl, f16, bf16" \
     "$BIN" synth --shape tiny --quant q5_0 -o "$TMP/never.gguf"
 expect_err 1 "synth --layers 0" "option --layers: 0 is out of range \[1, 1024\]" "$BIN" synth "${SY[@]}" --layers 0
 expect_err 1 "synth --layers x" "option --layers: 'x' is not an integer" "$BIN" synth "${SY[@]}" --layers x

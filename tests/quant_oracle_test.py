@@ -13,8 +13,9 @@ build/tools/quant_dump.
     compare equal to NaNs (payload quieting is allowed to differ).
 (b) Quantization of random f32 rows for the types gguf.quants can quantize
     (q4_0, q4_1, q5_0, q5_1, q8_0, f16, bf16): byte-exact, since both follow
-    ggml's reference quantizers. (The K-quants have no Python quantizer; their
-    byte-exactness against ggml is pinned by the golden hashes in test_quant.c.)
+    ggml's reference quantizers. (The K-quants and the IQ4 types have no Python
+    quantizer; their byte-exactness against ggml is pinned by the golden hashes
+    in test_quant.c.)
 (c) Every tensor of real models: ../shared/models/stories260K.gguf,
     models/SmolLM2-135M-Instruct.Q4_1.gguf when present, and any *.gguf named in
     MINFER_ORACLE_MODELS (colon-separated). Bit-exact as in (a).
@@ -59,6 +60,10 @@ TYPES = {
     QT.Q4_K: (256, 144, [0, 2]),
     QT.Q5_K: (256, 176, [0, 2]),
     QT.Q6_K: (256, 210, [208]),
+    QT.Q2_K: (256, 84, [80, 82]),
+    QT.Q3_K: (256, 110, [108]),
+    QT.IQ4_NL: (32, 18, [0]),
+    QT.IQ4_XS: (256, 136, [0]),
 }
 QUANTIZABLE = [QT.F16, QT.BF16, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0]
 

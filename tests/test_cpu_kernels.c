@@ -57,8 +57,8 @@ static void fill_normal(float *x, int64_t n, float scale) {
     for (int64_t i = 0; i < n; i++) x[i] = scale * mf_rng_normal(&rng);
 }
 
-static const uint32_t QTYPES[] = { QTYPE_Q4_0, QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q8_0,
-                                   QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K };
+static const uint32_t QTYPES[] = { QTYPE_Q4_0, QTYPE_Q4_1, QTYPE_Q5_0, QTYPE_Q5_1, QTYPE_Q8_0, QTYPE_IQ4_NL,
+                                   QTYPE_Q2_K, QTYPE_Q3_K, QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K, QTYPE_IQ4_XS };
 static const uint32_t FTYPES[] = { QTYPE_F32, QTYPE_F16, QTYPE_BF16 };
 
 /* ------------------------------------------------------------------------- */
@@ -101,6 +101,10 @@ static void rand_qrow(uint32_t type, uint8_t *dst, int64_t n, int exact) {
                     if (x->scales[i] == -128) x->scales[i] = -127;
             break;
         }
+        case QTYPE_Q2_K: ((block_q2_K *)p)->d = h(d); ((block_q2_K *)p)->dmin = h(exact ? 1.0f / 128 : d * 0.5f); break;
+        case QTYPE_Q3_K: ((block_q3_K *)p)->d = h(exact ? 1.0f / 64 : d * 0.1f); break;
+        case QTYPE_IQ4_NL: ((block_iq4_nl *)p)->d = h(exact ? 1.0f / 64 : d * 0.05f); break;
+        case QTYPE_IQ4_XS: ((block_iq4_xs *)p)->d = h(exact ? 1.0f / 64 : d * 0.005f); break;
         default: break;
         }
     }
@@ -767,7 +771,8 @@ static void test_backend_matmul(int simd, int set) {
     int same_as_1 = 1, same_as_avx2 = 1;
     const char *kn = simd ? KSETS[set].k->name : "scalar";
     const uint32_t types[] = { QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_Q8_0, QTYPE_Q4_1, QTYPE_Q4_0, QTYPE_Q5_0, QTYPE_Q5_1,
-                               QTYPE_Q5_K, QTYPE_F16, QTYPE_F32, QTYPE_BF16 };
+                               QTYPE_Q5_K, QTYPE_F16, QTYPE_F32, QTYPE_BF16, QTYPE_Q2_K, QTYPE_Q3_K, QTYPE_IQ4_NL,
+                               QTYPE_IQ4_XS };
     const int cols = 512;
     const int rows_list[] = { 13, 64, 200 };
     /* Weight buffers live until the backends are gone: packed copies are keyed by
@@ -860,7 +865,7 @@ static void test_backend_matmul(int simd, int set) {
     }
     CHECK(same_as_1, "backend %s matmul: bit-identical results with 1, 2 and 3 threads", kn);
     if (simd && set > 0)
-        CHECK(same_as_avx2, "backend %s matmul: bit-identical to the avx2 set (11 types, 1-13 tokens, packed and rows)",
+        CHECK(same_as_avx2, "backend %s matmul: bit-identical to the avx2 set (15 types, 1-37 tokens, packed and rows)",
               kn);
 }
 

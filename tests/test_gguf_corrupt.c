@@ -407,8 +407,8 @@ static void test_tensors(void) {
     CASE("unknown tensor type 77", "unknown tensor type 77", patch_u32(&b, L.t_type[0], 77));
     CASE("unknown tensor type 4", "unknown tensor type 4", patch_u32(&b, L.t_type[0], 4));
     CASE("unknown tensor type UINT32_MAX", "unknown tensor type", patch_u32(&b, L.t_type[0], UINT32_MAX));
-    CASE("unsupported tensor type q2_K", "unsupported tensor type q2_K", patch_u32(&b, L.t_type[2], QTYPE_Q2_K));
-    CASE("unsupported tensor type q3_K", "unsupported tensor type q3_K", patch_u32(&b, L.t_type[2], QTYPE_Q3_K));
+    CASE("unsupported tensor type q8_1", "unsupported tensor type q8_1", patch_u32(&b, L.t_type[2], QTYPE_Q8_1));
+    CASE("unknown tensor type 16 (iq2_xxs)", "unknown tensor type 16", patch_u32(&b, L.t_type[2], 16));
     CASE("unsupported tensor type q8_K", "unsupported tensor type q8_K", patch_u32(&b, L.t_type[2], QTYPE_Q8_K));
     CASE("ne[0] not a block multiple (q8_0, 48)", "multiple", patch_u64(&b, L.t_ne[1], 48));
     CASE("ne[0] not a block multiple (q4_K, 128)", "multiple", patch_u64(&b, L.t_ne[2], 128));

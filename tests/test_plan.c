@@ -27,7 +27,8 @@ typedef struct mix {
 
 static const mix MIXES[] = {
     { "q4_k_m", QTYPE_Q4_K, QTYPE_Q6_K }, { "q8_0", QTYPE_Q8_0, QTYPE_Q8_0 }, { "q4_0", QTYPE_Q4_0, QTYPE_Q6_K },
-    { "f16", QTYPE_F16, QTYPE_F16 },       { "f32", QTYPE_F32, QTYPE_F32 },
+    { "f16", QTYPE_F16, QTYPE_F16 },       { "f32", QTYPE_F32, QTYPE_F32 },       { "q2_k", QTYPE_Q2_K, QTYPE_Q3_K },
+    { "iq4_xs", QTYPE_IQ4_XS, QTYPE_Q6_K }, { "iq4_nl", QTYPE_IQ4_NL, QTYPE_Q6_K },
 };
 
 static char dummy[64];
@@ -346,5 +347,12 @@ int main(void) {
         }
     }
     CHECK(moe_mmq > 0, "sm_90: no grouped MMQ for quantized experts");
+    /* device rows: the file's row padded to 16 bytes; none for a type the kernels lack (the
+     * upload refuses the model, naming the tensor) */
+    CHECK(cu_plan_row_stride(QTYPE_Q4_K, 4096) == 2304 && cu_plan_row_stride(QTYPE_Q8_0, 4096) == 4352 &&
+              cu_plan_row_stride(QTYPE_Q2_K, 256) == 96 && cu_plan_row_stride(QTYPE_Q3_K, 4096) == 1760 &&
+              cu_plan_row_stride(QTYPE_IQ4_NL, 32) == 32 && cu_plan_row_stride(QTYPE_IQ4_XS, 256) == 144 &&
+              cu_plan_row_stride(QTYPE_Q8_K, 256) == 0 && cu_plan_row_stride(QTYPE_Q8_1, 32) == 0,
+          "device row strides (q4_K, q8_0, q2_K, q3_K, iq4_nl, iq4_xs; none for q8_K, q8_1)");
     return test_summary("test_plan");
 }

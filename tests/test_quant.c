@@ -58,6 +58,10 @@ static float draw(mf_rng *r, int dist) {
  *   q4_1   0.108    sparse           0.135    0.139              0.18
  *   q4_0   0.097    weights          0.125    0.170              0.22
  *   q4_K   0.077    weights          0.10     0.103              0.135
+ *   iq4_nl 0.089    normal           0.115    0.148              0.19
+ *   iq4_xs 0.080    weights          0.104    0.129              0.17
+ *   q3_K   0.152    normal           0.20     0.162              0.21
+ *   q2_K   0.436    sparse           0.57     0.279              0.36
  *
  * (q4_K beats q4_1 at the same 4.5 bits thanks to the scale/min search; the
  * symmetric q4_0/q5_0 pay most on shifted or one-signed data.) */
@@ -76,6 +80,10 @@ static const rmse_bound bounds[] = {
     { QTYPE_Q4_1, 0.135, 0.18 },
     { QTYPE_Q4_0, 0.125, 0.22 },
     { QTYPE_Q4_K, 0.10, 0.135 },
+    { QTYPE_IQ4_NL, 0.115, 0.19 },
+    { QTYPE_IQ4_XS, 0.104, 0.17 },
+    { QTYPE_Q3_K, 0.20, 0.21 },
+    { QTYPE_Q2_K, 0.57, 0.36 },
 };
 
 static void fill_nan(float *y, int64_t n) {
@@ -407,6 +415,113 @@ static void test_layout_q6_K(void) {
     CHECK(sqrt(se / sx) < 2e-3, "q6_K quantize of a q6_K-exact block: nrmse %g", sqrt(se / sx));
 }
 
+/* Q2_K / Q3_K: value v = 128h + 32s + l sits in bits 2s..2s+1 of qs[32h + l];
+ * 16-value group v / 16 owns a scale. Hand-set codes (everything else 0):
+ *   qs[0]  = 11 10 01 00b: values 0, 32, 64, 96 have codes 0, 1, 2, 3
+ *   qs[49] = 00 01 10 11b: values 145, 177, 209, 241 have codes 3, 2, 1, 0 */
+static void set_2bit_codes(uint8_t qs[64], int code[QK_K]) {
+    memset(qs, 0, 64);
+    qs[0] = 0xE4;
+    qs[49] = 0x1B;
+    memset(code, 0, sizeof(int) * QK_K);
+    code[32] = 1, code[64] = 2, code[96] = 3;
+    code[145] = 3, code[177] = 2, code[209] = 1;
+}
+
+static void test_layout_q2_q3(void) {
+    int code[QK_K];
+    float y[QK_K];
+    /* Q2_K: d = 1, dmin = 0.5, group j: scale j, min 15 - j. */
+    block_q2_K b;
+    set_2bit_codes(b.qs, code);
+    for (int j = 0; j < 16; j++) b.scales[j] = (uint8_t)(j | (15 - j) << 4);
+    b.d = F16_ONE;
+    b.dmin = F16_HALF;
+    fill_nan(y, QK_K);
+    quant_dequantize_row(QTYPE_Q2_K, &b, y, QK_K);
+    int ok = 1;
+    for (int i = 0; i < QK_K; i++) {
+        const float want = (float)(i / 16 * code[i]) - 0.5f * (15 - i / 16);
+        if (y[i] != want) {
+            ok = 0;
+            fprintf(stderr, "  q2_K value %d: %g want %g\n", i, y[i], want);
+        }
+    }
+    CHECK(ok, "q2_K code order, scale | min << 4");
+
+    /* Q3_K: 6-bit scale codes c[j] packed by hand: bytes 0..7 low nibbles of
+     * groups 0..7 (low) and 8..15 (high); byte 8 + i, bits 2k..2k+1: top bits of
+     * group i + 4k. Third bits: hmask[l] bit k = value 32k + l; set for value
+     * 101 (hmask[5] bit 3) and value 64 (hmask[0] bit 2). Value = (c - 32) *
+     * (code - 4) with code = low | third << 2, d = 1. */
+    static const int c[16] = { 0, 63, 32, 31, 1, 62, 17, 46, 5, 40, 33, 20, 60, 3, 48, 15 };
+    block_q3_K q;
+    set_2bit_codes(q.qs, code);
+    memset(q.scales, 0, sizeof q.scales);
+    for (int j = 0; j < 8; j++) q.scales[j] = (uint8_t)((c[j] & 15) | (c[j + 8] & 15) << 4);
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 4; k++) q.scales[8 + i] |= (uint8_t)((c[i + 4 * k] >> 4) << (2 * k));
+    memset(q.hmask, 0, sizeof q.hmask);
+    q.hmask[5] = 1 << 3;
+    q.hmask[0] = 1 << 2;
+    code[101] |= 4;
+    code[64] |= 4;
+    q.d = F16_ONE;
+    ok = 1;
+    for (int j = 0; j < 16; j++) ok &= quant_q3_K_scale(q.scales, j) == c[j];
+    CHECK(ok, "q3_K 6-bit scale unpacking");
+    fill_nan(y, QK_K);
+    quant_dequantize_row(QTYPE_Q3_K, &q, y, QK_K);
+    ok = 1;
+    for (int i = 0; i < QK_K; i++) {
+        const float want = (float)((c[i / 16] - 32) * (code[i] - 4));
+        if (y[i] != want) {
+            ok = 0;
+            fprintf(stderr, "  q3_K value %d: %g want %g\n", i, y[i], want);
+        }
+    }
+    CHECK(ok, "q3_K code order, hmask bits, signed scales");
+}
+
+/* IQ4_NL / IQ4_XS: nibbles in Q4_0's order index this grid (ggml's kvalues_iq4nl). */
+static void test_layout_iq4(void) {
+    static const int grid[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+    block_iq4_nl b;
+    b.d = F16_TWO;
+    for (int j = 0; j < 16; j++) b.qs[j] = (uint8_t)(j | (15 - j) << 4);
+    float y[QK_K];
+    fill_nan(y, 32);
+    quant_dequantize_row(QTYPE_IQ4_NL, &b, y, 32);
+    int ok = 1;
+    for (int j = 0; j < 16; j++) ok &= y[j] == 2.0f * grid[j] && y[j + 16] == 2.0f * grid[15 - j];
+    CHECK(ok, "iq4_nl grid and nibble order");
+
+    /* IQ4_XS: sub-block j's 6-bit code: low nibble in scales_l[j / 2] (j even:
+     * low), top 2 bits in scales_h bits 2j..2j+1; scale = code - 32. */
+    static const int c[8] = { 33, 31, 0, 63, 37, 32, 10, 50 };
+    block_iq4_xs x;
+    x.d = F16_HALF;
+    x.scales_h = 0;
+    memset(x.scales_l, 0, sizeof x.scales_l);
+    for (int j = 0; j < 8; j++) {
+        x.scales_l[j / 2] |= (uint8_t)((c[j] & 15) << (j % 2 ? 4 : 0));
+        x.scales_h |= (uint16_t)((c[j] >> 4) << (2 * j));
+    }
+    for (int j = 0; j < 8; j++)
+        for (int l = 0; l < 16; l++) x.qs[16 * j + l] = (uint8_t)(((l + j) & 15) | ((3 * l) & 15) << 4);
+    fill_nan(y, QK_K);
+    quant_dequantize_row(QTYPE_IQ4_XS, &x, y, QK_K);
+    ok = 1;
+    for (int j = 0; j < 8; j++) {
+        ok &= quant_iq4_xs_scale(&x, j) == c[j];
+        for (int l = 0; l < 16; l++) {
+            ok &= y[32 * j + l] == 0.5f * (float)((c[j] - 32) * grid[(l + j) & 15]);
+            ok &= y[32 * j + 16 + l] == 0.5f * (float)((c[j] - 32) * grid[(3 * l) & 15]);
+        }
+    }
+    CHECK(ok, "iq4_xs scales (low nibbles, scales_h pairs) and sub-block order");
+}
+
 /* Rounding rules of the 8-bit formats: Q8_0/Q8_1 use roundf (half away from
  * zero), Q8_K uses round-half-even (ggml's nearest_int). */
 static void test_q8_rounding(void) {
@@ -493,13 +608,19 @@ static uint64_t fnv1a(const uint8_t *p, size_t n) {
 
 static void test_golden(void) {
     /* FNV-1a of ggml's quantize_row_<type>_ref(golden_input(4096)) bytes
-     * (ggml-quants.c at llama.cpp commit 398446dd, gcc -O2, x86-64). */
+     * (ggml-quants.c at llama.cpp commit 398446dd, gcc -O2, x86-64). q2_K, q3_K,
+     * iq4_nl, iq4_xs: ggml-quants.c at d32676d7 (gcc 12 -O2 -std=c11, x86-64):
+     * quantize_row_q2_K_ref, quantize_row_q3_K_ref, and for the iq4 types
+     * quantize_iq4_nl / quantize_iq4_xs without an importance matrix (what
+     * llama-quantize writes; quantize_row_iq4_nl_ref itself searches less). */
     static const struct { uint32_t type; uint64_t hash; } golden[] = {
         { QTYPE_Q4_0, 0xc5df737ab20d03beull }, { QTYPE_Q4_1, 0x6c2bedffaf61caf4ull },
         { QTYPE_Q5_0, 0x0c12bf11da080666ull }, { QTYPE_Q5_1, 0x1a79a2e712eb99ddull },
         { QTYPE_Q8_0, 0xc59c5e9cb6bc83ceull }, { QTYPE_Q8_1, 0x8e335f2e7ac0d62dull },
         { QTYPE_Q4_K, 0x0ced192081e6254cull }, { QTYPE_Q5_K, 0x5425ecdbfc233c94ull },
         { QTYPE_Q6_K, 0x2f8563133f578ba9ull }, { QTYPE_Q8_K, 0x327f394526b74c26ull },
+        { QTYPE_Q2_K, 0xccb2b91a0a5b9fd4ull }, { QTYPE_Q3_K, 0xb23747e74495325eull },
+        { QTYPE_IQ4_NL, 0x0366ce8dfa8ae282ull }, { QTYPE_IQ4_XS, 0x1867134b5001fe95ull },
     };
     enum { N = 4096 };
     static float x[N];
@@ -618,7 +739,14 @@ static void test_table(void) {
     CHECK(qtype_row_size(QTYPE_Q4_K, 512) == 288 && qtype_row_size(QTYPE_Q4_K, 100) == 0, "q4_K row size");
     CHECK(qtype_row_size(QTYPE_Q8_0, 64) == 68 && qtype_row_size(QTYPE_F16, 3) == 6, "row sizes");
     CHECK(qtype_get(5) == NULL && qtype_get(1000) == NULL && !strcmp(qtype_name(5), "unknown"), "unknown ids");
-    CHECK(qtype_get(QTYPE_Q2_K) && !qtype_get(QTYPE_Q2_K)->supported, "q2_K known, unsupported");
+    CHECK(qtype_get(QTYPE_Q8_K) && !qtype_get(QTYPE_Q8_K)->supported, "q8_K known, not a weight type");
+    CHECK(qtype_row_size(QTYPE_Q2_K, 512) == 168 && qtype_row_size(QTYPE_Q3_K, 256) == 110 &&
+              qtype_row_size(QTYPE_IQ4_NL, 64) == 36 && qtype_row_size(QTYPE_IQ4_XS, 256) == 136 &&
+              qtype_row_size(QTYPE_IQ4_XS, 32) == 0,
+          "q2_K, q3_K, iq4_nl, iq4_xs row sizes");
+    CHECK(!strcmp(qtype_name(QTYPE_IQ4_NL), "iq4_nl") && !strcmp(qtype_name(QTYPE_IQ4_XS), "iq4_xs") &&
+              qtype_get(21) == NULL && qtype_get(22) == NULL,
+          "iq4 names; the IQ types minfer lacks stay unknown");
 }
 
 int main(void) {
@@ -629,6 +757,8 @@ int main(void) {
     test_layout_q5();
     test_layout_q4_K();
     test_layout_q6_K();
+    test_layout_q2_q3();
+    test_layout_iq4();
     test_q8_rounding();
     test_golden();
     test_f16_bf16();

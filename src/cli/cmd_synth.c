@@ -1,10 +1,11 @@
 /* cmd_synth.c - `minfer synth`: write a llama-shaped GGUF with random weights for
  * benchmarks (std about 0.02, deterministic by seed, any thread count).
  *
- * q4_k_m follows llama.cpp's mix (DESIGN.md): q6_K for output.weight, and for
- * attn_v / ffn_down of layer i when i < n/8, i >= 7n/8 or (i - n/8) % 3 == 2;
- * q4_K elsewhere; norms f32. The tokenizer is a synthetic SPM vocabulary (control
- * tokens, the 256 byte tokens, filler pieces) unless --vocab copies a real one.
+ * Each --quant follows llama.cpp's per-tensor mix for its file type (the table
+ * above mix_type; q4_k_m: q6_K for output.weight, and for attn_v / ffn_down of
+ * layer i when i < n/8, i >= 7n/8 or (i - n/8) % 3 == 2; q4_K elsewhere); norms
+ * f32. The tokenizer is a synthetic SPM vocabulary (control tokens, the 256 byte
+ * tokens, filler pieces) unless --vocab copies a real one.
  *
  * --fast writes random codes under fixed scales instead of quantizing random floats
  * (the K-quant fit takes the time: 99-143 s for the 7b on 16 cores): the same
@@ -86,12 +87,32 @@ static inline float approx_normal(mf_rng *r) {
 }
 
 /* --fast: one row of random codes under fixed scales, chosen so that the values
- * have std 0.02 (c = a block's scale code, q a code uniform over its range):
+ * have std 0.02 (c = a block's scale code, q a code uniform over its range; rms(c)
+ * is sqrt(E c^2) over the range, +- a random sign where the codes are not centred):
  *   q4_K  w = d*c*q - dmin*c = d*c*(q - 7.5) with sc = m = c in 40..63, dmin = 7.5 d;
  *         std d * 51.5 * 4.61 (the std of q in 0..15)
+ *   q5_K  as q4_K with q in 0..31, dmin = 15.5 d: std d * 51.96 * 9.23
  *   q6_K  w = d*c*(q - 32), c in 8..15, q in 0..63: std d * 11.5 * 18.47
+ *   q3_K  w = d*s*q, s in -32..31 and q in -4..3 (all random bytes): std d * 18.48 * 2.345
+ *   q2_K  w = d*c*(q - 1.5), sc = m = c in 8..15, dmin = 1.5 d: std d * 11.73 * 1.118
  *   q8_0  w = d*q, q any int8: std d * 73.9
- *   f16, f32   uniform in +-0.02*sqrt(3) */
+ *   q4_0  w = +-d*(q - 8): std d * 4.637
+ *   iq4_nl  w = +-d*v, v a grid value: std d * 67.44 (the grid's rms)
+ *   iq4_xs  w = d*(+-c)*v, c in 8..15: std d * 11.73 * 67.44
+ *   f16, bf16, f32  uniform in +-0.02*sqrt(3) (f32: a router, ffn_gate_inp)
+ * Other types (fallbacks of rows a block does not divide) take the default path. */
+static int fill_fast_knows(uint32_t type) {
+    switch (type) {
+    case QTYPE_Q4_K: case QTYPE_Q5_K: case QTYPE_Q6_K: case QTYPE_Q3_K: case QTYPE_Q2_K: case QTYPE_Q8_0:
+    case QTYPE_Q4_0: case QTYPE_IQ4_NL: case QTYPE_IQ4_XS: case QTYPE_F16: case QTYPE_BF16: case QTYPE_F32:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static float rand_sign(mf_rng *rng) { return mf_rng_u64(rng) & 1 ? -1.0f : 1.0f; }
+
 static void fill_row_fast(uint32_t type, uint8_t *dst, uint64_t row_bytes, int64_t cols, mf_rng *rng) {
     for (uint64_t o = 0; o < row_bytes; o += 8) {
         const uint64_t v = mf_rng_u64(rng);
@@ -111,6 +132,56 @@ static void fill_row_fast(uint32_t type, uint8_t *dst, uint64_t row_bytes, int64
         }
         break;
     }
+    case QTYPE_Q5_K: {
+        const float d = 0.02f / (51.96f * 9.23f);
+        for (block_q5_K *b = (block_q5_K *)dst; (uint8_t *)b < dst + row_bytes; b++) {
+            b->d = mf_f32_to_f16(d);
+            b->dmin = mf_f32_to_f16(15.5f * d);
+            memset(b->scales, 0, sizeof b->scales);
+            for (int j = 0; j < 8; j++) {
+                const uint8_t c = (uint8_t)(40 + mf_rng_u64(rng) % 24);
+                quant_put_scale_min_k4(j, b->scales, c, c);
+            }
+        }
+        break;
+    }
+    case QTYPE_Q3_K:
+        for (block_q3_K *b = (block_q3_K *)dst; (uint8_t *)b < dst + row_bytes; b++)
+            b->d = mf_f32_to_f16(0.02f / (18.48f * 2.345f));
+        break;
+    case QTYPE_Q2_K: {
+        const float d = 0.02f / (11.73f * 1.118f);
+        for (block_q2_K *b = (block_q2_K *)dst; (uint8_t *)b < dst + row_bytes; b++) {
+            b->d = mf_f32_to_f16(d);
+            b->dmin = mf_f32_to_f16(1.5f * d);
+            for (int j = 0; j < QK_K / 16; j++) {
+                const uint8_t c = (uint8_t)(8 + mf_rng_u64(rng) % 8);
+                b->scales[j] = (uint8_t)(c | c << 4);
+            }
+        }
+        break;
+    }
+    case QTYPE_Q4_0:
+        for (block_q4_0 *b = (block_q4_0 *)dst; (uint8_t *)b < dst + row_bytes; b++)
+            b->d = mf_f32_to_f16(rand_sign(rng) * 0.02f / 4.637f);
+        break;
+    case QTYPE_IQ4_NL:
+        for (block_iq4_nl *b = (block_iq4_nl *)dst; (uint8_t *)b < dst + row_bytes; b++)
+            b->d = mf_f32_to_f16(rand_sign(rng) * 0.02f / 67.44f);
+        break;
+    case QTYPE_IQ4_XS:
+        for (block_iq4_xs *b = (block_iq4_xs *)dst; (uint8_t *)b < dst + row_bytes; b++) {
+            b->d = mf_f32_to_f16(0.02f / (11.73f * 67.44f));
+            b->scales_h = 0;
+            memset(b->scales_l, 0, sizeof b->scales_l);
+            for (int j = 0; j < 8; j++) {
+                const int sign = mf_rng_u64(rng) & 1 ? -1 : 1;
+                const int c = 32 + sign * (int)(8 + mf_rng_u64(rng) % 8);
+                b->scales_l[j / 2] |= (uint8_t)((c & 15) << (4 * (j % 2)));
+                b->scales_h |= (uint16_t)((c >> 4) << (2 * j));
+            }
+        }
+        break;
     case QTYPE_Q6_K:
         for (block_q6_K *b = (block_q6_K *)dst; (uint8_t *)b < dst + row_bytes; b++) {
             b->d = mf_f32_to_f16(0.02f / (11.5f * 18.47f));
@@ -121,8 +192,10 @@ static void fill_row_fast(uint32_t type, uint8_t *dst, uint64_t row_bytes, int64
         for (block_q8_0 *b = (block_q8_0 *)dst; (uint8_t *)b < dst + row_bytes; b++) b->d = mf_f32_to_f16(0.02f / 73.9f);
         break;
     case QTYPE_F16:
+    case QTYPE_BF16:
         for (int64_t c = 0; c < cols; c++) {
-            const uint16_t h = mf_f32_to_f16(0.02f * 1.7320508f * (2.0f * mf_rng_uniform(rng) - 1.0f));
+            const float v = 0.02f * 1.7320508f * (2.0f * mf_rng_uniform(rng) - 1.0f);
+            const uint16_t h = type == QTYPE_F16 ? mf_f32_to_f16(v) : mf_f32_to_bf16(v);
             memcpy(dst + 2 * c, &h, 2);
         }
         break;
@@ -132,7 +205,7 @@ static void fill_row_fast(uint32_t type, uint8_t *dst, uint64_t row_bytes, int64
             memcpy(dst + 4 * c, &v, 4);
         }
         break;
-    default: /* synth writes no other type (norms are f32 and never take this path) */
+    default: /* fill_fast_knows says which types come here */
         break;
     }
 }
@@ -146,7 +219,7 @@ static void *fill_rows(void *arg) {
         mf_rng rng;
         mf_rng_seed(&rng, ft->seed ^ ((uint64_t)ft->tensor_index << 40) ^ ((uint64_t)r * 0x9e3779b97f4a7c15ull));
         uint8_t *dst = ft->dst + (uint64_t)r * ft->row_bytes;
-        if (ft->fast && !ft->t->is_norm) {
+        if (ft->fast && !ft->t->is_norm && fill_fast_knows(ft->t->type)) {
             fill_row_fast(ft->t->type, dst, ft->row_bytes, cols, &rng);
             continue;
         }
@@ -180,7 +253,117 @@ static int fill_tensor(void *user, int i, void *dst, uint64_t nbytes) {
     return 0;
 }
 
+/* ------------------------------------------------------------------------- */
+/* Quant mixes: llama.cpp's per-tensor types for the file types it writes     */
+/* ------------------------------------------------------------------------- */
+
+/* What llama-quantize writes for each --quant, without an importance matrix
+ * (llama_tensor_get_type of src/llama-quant.cpp, llama.cpp d32676d), for the
+ * tensors synth writes. Every 2-D weight gets the file type's own type except:
+ *
+ *   quant   file_type  base    output  attn_v                 ffn_down            attn_output
+ *   q4_k_m  15         q4_K    q6_K    q6_K on more-bits      q6_K on more-bits   -
+ *   q5_k_m  17         q5_K    q6_K    q6_K on more-bits      q6_K on more-bits   -
+ *   q6_k    18         q6_K    q6_K    -                      -                   -
+ *   q8_0     7         q8_0    q8_0    -                      -                   -
+ *   q4_0     2         q4_0    q6_K    -                      -                   -
+ *   iq4_xs  30         iq4_xs  q6_K    q5_K where gqa >= 4    q5_K for i < n/8    -
+ *   iq4_nl  25         iq4_nl  q6_K    q5_K where gqa >= 4    q5_K for i < n/8    -
+ *   q3_k_m  12         q3_K    q6_K    q5_K for i < 2, q4_K   q5_K i < n/16, q4_K q4_K
+ *   q2_k    10         q2_K    q6_K    q4_K (gqa >= 4) q3_K   q3_K                q3_K
+ *   f16      1         f16     f16     -                      -                   -
+ *   bf16    32         bf16    bf16    -                      -                   -
+ *
+ * "more-bits" layers: i < n/8, i >= 7n/8 or (i - n/8) % 3 == 2. On llama's 70B (80
+ * layers, GQA) a q3_K or q4_K attn_v becomes q5_K (not in q4_k_m here: see mix_type), and
+ * with 8 experts attn_v and attn_k are q8_0 and attn_output q5_K (q2_k, q3_k_m, q4_k_m,
+ * iq4_xs, iq4_nl). Norms stay
+ * f32, token_embd takes the base type (the output is never tied here). A row
+ * length the type's block does not divide falls back as llama.cpp's
+ * tensor_type_fallback: q2_K/q3_K -> q4_0, q4_K -> q5_0, q5_K -> q5_1, q6_K -> q8_0,
+ * iq4_xs -> iq4_nl; f16 if that does not divide either. */
+typedef struct synth_quant {
+    const char *name;     /* --quant */
+    uint32_t file_type;   /* general.file_type: llama_ftype */
+    uint32_t base;        /* the ftype's default tensor type */
+} synth_quant;
+
+enum { FT_F16 = 1, FT_Q4_0 = 2, FT_Q8_0 = 7, FT_Q2_K = 10, FT_Q3_K_M = 12, FT_Q4_K_M = 15, FT_Q5_K_M = 17,
+       FT_Q6_K = 18, FT_IQ4_NL = 25, FT_IQ4_XS = 30, FT_BF16 = 32 };
+
+static const synth_quant quants[] = {
+    { "q4_k_m", FT_Q4_K_M, QTYPE_Q4_K }, { "q5_k_m", FT_Q5_K_M, QTYPE_Q5_K }, { "q6_k", FT_Q6_K, QTYPE_Q6_K },
+    { "q8_0", FT_Q8_0, QTYPE_Q8_0 },     { "q4_0", FT_Q4_0, QTYPE_Q4_0 },     { "iq4_xs", FT_IQ4_XS, QTYPE_IQ4_XS },
+    { "q3_k_m", FT_Q3_K_M, QTYPE_Q3_K }, { "q2_k", FT_Q2_K, QTYPE_Q2_K },     { "iq4_nl", FT_IQ4_NL, QTYPE_IQ4_NL },
+    { "f16", FT_F16, QTYPE_F16 },        { "bf16", FT_BF16, QTYPE_BF16 },
+};
+
+/* The model facts the mix reads. */
+typedef struct synth_mix {
+    const synth_quant *q;
+    int n_layer;
+    int n_gqa;        /* n_head / n_head_kv */
+    int n_expert;     /* 0 or 1: dense */
+    int is_70b;       /* llama.cpp's LLM_TYPE_70B: 80 layers, n_head_kv < n_head */
+} synth_mix;
+
+/* The type placeholder of a tensor the mix types (by name, as llama.cpp). */
+#define SYNTH_MIX UINT32_MAX
+
 static int use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+static uint32_t mix_fallback(uint32_t t, uint64_t ncols) {
+    if (ncols % qtype_get(t)->blck == 0) return t;
+    switch (t) {
+    case QTYPE_IQ4_XS: t = QTYPE_IQ4_NL; break;
+    case QTYPE_Q2_K: case QTYPE_Q3_K: t = QTYPE_Q4_0; break;
+    case QTYPE_Q4_K: t = QTYPE_Q5_0; break;
+    case QTYPE_Q5_K: t = QTYPE_Q5_1; break;
+    case QTYPE_Q6_K: t = QTYPE_Q8_0; break;
+    default: break;
+    }
+    return ncols % qtype_get(t)->blck ? QTYPE_F16 : t;
+}
+
+/* The type of the 2-D weight `name` with rows of ncols values. */
+static uint32_t mix_type(const synth_mix *mx, const char *name, uint64_t ncols) {
+    const uint32_t ft = mx->q->file_type, base = mx->q->base;
+    if (base == QTYPE_F16 || base == QTYPE_BF16) return base; /* not a quantized file type: every weight */
+    int layer = 0;
+    sscanf(name, "blk.%d.", &layer);
+    const int more = use_more_bits(layer, mx->n_layer), moe8 = mx->n_expert == 8;
+    uint32_t t = base;
+    if (!strcmp(name, "output.weight")) {
+        t = ncols % qtype_get(base)->blck ? QTYPE_Q8_0 : base == QTYPE_Q8_0 ? QTYPE_Q8_0 : QTYPE_Q6_K;
+    } else if (strstr(name, "attn_v.weight")) {
+        /* llama.cpp counts attn_v tensors; one a layer here, so the count is the layer */
+        if (ft == FT_Q2_K) t = mx->n_gqa >= 4 ? QTYPE_Q4_K : QTYPE_Q3_K;
+        else if (ft == FT_Q3_K_M) t = layer < 2 ? QTYPE_Q5_K : QTYPE_Q4_K;
+        else if ((ft == FT_IQ4_XS || ft == FT_IQ4_NL) && mx->n_gqa >= 4) t = QTYPE_Q5_K;
+        else if ((ft == FT_Q4_K_M || ft == FT_Q5_K_M) && more) t = QTYPE_Q6_K;
+        /* TODO: llama.cpp also bumps q4_k_m's 70B attn_v to q5_K; q4_k_m keeps the
+         * mix its benchmark files were written with (identical bytes). */
+        if (mx->is_70b && ft != FT_Q4_K_M && (t == QTYPE_Q3_K || t == QTYPE_Q4_K)) t = QTYPE_Q5_K;
+        if (moe8) t = QTYPE_Q8_0;
+    } else if (strstr(name, "attn_k.weight")) {
+        if (moe8) t = QTYPE_Q8_0;
+    } else if (strstr(name, "ffn_down")) {
+        if (ft == FT_Q2_K) t = QTYPE_Q3_K;
+        else if (ft == FT_Q3_K_M) t = layer < mx->n_layer / 16 ? QTYPE_Q5_K : QTYPE_Q4_K;
+        else if (ft == FT_Q4_K_M && more) t = QTYPE_Q6_K;
+        else if ((ft == FT_IQ4_XS || ft == FT_IQ4_NL) && layer < mx->n_layer / 8) t = QTYPE_Q5_K;
+        else if (ft == FT_Q5_K_M && more) t = QTYPE_Q6_K;
+    } else if (strstr(name, "attn_output.weight")) {
+        if (moe8) {
+            if (ft == FT_Q2_K || ft == FT_Q3_K_M || ft == FT_Q4_K_M || ft == FT_IQ4_XS || ft == FT_IQ4_NL) t = QTYPE_Q5_K;
+        } else if (ft == FT_Q2_K) {
+            t = QTYPE_Q3_K;
+        } else if (ft == FT_Q3_K_M) {
+            t = QTYPE_Q4_K;
+        }
+    }
+    return mix_fallback(t, ncols);
+}
 
 static void add_synthetic_vocab(gguf_writer *w, int n_vocab) {
     gguf_str *toks = mf_xmalloc(sizeof(gguf_str) * (size_t)n_vocab);
@@ -286,7 +469,9 @@ static const char synth_notes[] =
     "Shapes: 7b (llama-2-7B), 8b (llama-3.1-8B), 70b (llama-2-70B), 1b (TinyLlama-1.1B), qwen3-8b (Qwen3-8B),\n"
     "qwen3-30b-a3b (Qwen3-30B-A3B: 128 experts, 8 used), tiny, tiny-mha, tiny-moe (qwen3moe) and\n"
     "tiny-mixtral (a llama file with experts) for tests.\n"
-    "Quants: q4_k_m (llama.cpp's mix: q6_K for output and some attn_v/ffn_down), q8_0, f16.\n"
+    "Quants: q4_k_m, q5_k_m, q6_k, q8_0, q4_0, iq4_xs, q3_k_m, q2_k, iq4_nl, f16, bf16, each in\n"
+    "llama.cpp's per-tensor mix (llama-quantize without an importance matrix: q6_K output, more\n"
+    "bits for some attn_v/ffn_down/attn_output; experts' tensors as the dense FFN's, routers f32).\n"
     "--fast writes random codes under fixed scales instead of quantized random floats: the same\n"
     "tensors, types and scale (std ~0.02), seconds instead of minutes for 7b; for benchmarks.\n"
     "\n";
@@ -300,7 +485,7 @@ int cmd_synth(int argc, char **argv) {
     opts[n++] = (cli_opt){ "--shape", "SHAPE", CLI_OPT_CHOICE, &shape_name, .help = "model shape (required)",
                            .choices = "7b|8b|70b|1b|tiny|tiny-mha|qwen3-8b|qwen3-30b-a3b|tiny-moe|tiny-mixtral" };
     opts[n++] = (cli_opt){ "--quant", "QUANT", CLI_OPT_CHOICE, &quant, .help = "weight types (required)",
-                           .choices = "q4_k_m|q8_0|f16" };
+                           .choices = "q4_k_m|q5_k_m|q6_k|q8_0|q4_0|iq4_xs|q3_k_m|q2_k|iq4_nl|f16|bf16" };
     opts[n++] = (cli_opt){ "-o, --output", "PATH", CLI_OPT_STR, &out, .help = "output file (required)", .dflt = "" };
     opts[n++] = (cli_opt){ "--vocab", "PATH", CLI_OPT_STR, &vocab,
                            .help = "copy a (vocab-only) GGUF's tokenizer; the vocabulary size follows it",
@@ -320,11 +505,10 @@ int cmd_synth(int argc, char **argv) {
     for (size_t i = 0; i < MF_ARRAY_LEN(shapes); i++)
         if (!strcmp(shapes[i].name, shape_name)) sh = &shapes[i];
     if (!sh) return cli_error(1, "synth: unknown shape '%s' (see --help)", shape_name);
-    uint32_t base_type, file_type;
-    if (!strcmp(quant, "q4_k_m")) { base_type = QTYPE_Q4_K; file_type = 15; }
-    else if (!strcmp(quant, "q8_0")) { base_type = QTYPE_Q8_0; file_type = 7; }
-    else if (!strcmp(quant, "f16")) { base_type = QTYPE_F16; file_type = 1; }
-    else return cli_error(1, "synth: unknown quant '%s' (q4_k_m, q8_0, f16)", quant);
+    const synth_quant *sq = NULL;
+    for (size_t i = 0; i < MF_ARRAY_LEN(quants); i++)
+        if (!strcmp(quants[i].name, quant)) sq = &quants[i];
+    if (!sq) return cli_error(1, "synth: unknown quant '%s'", quant);
     int n_layer = layers ? layers : sh->n_layer;
     if (n_threads < 1) n_threads = 1;
 
@@ -336,7 +520,7 @@ int cmd_synth(int argc, char **argv) {
     char gname[64];
     snprintf(gname, sizeof gname, "minfer-synth-%s-%s", sh->name, quant);
     gguf_w_str(w, "general.name", gname);
-    gguf_w_u32(w, "general.file_type", file_type);
+    gguf_w_u32(w, "general.file_type", sq->file_type);
     gguf_w_u32(w, "general.quantization_version", 2);
     const int head_dim = sh->head_dim ? sh->head_dim : sh->dim / sh->n_head;
     gguf_w_u32(w, KEY("context_length"), (uint32_t)sh->n_ctx);
@@ -371,7 +555,6 @@ int cmd_synth(int argc, char **argv) {
     int n_tensors = 3 + (9 + 2 * qk_norm + moe) * n_layer + (sh->llama3_rope ? 1 : 0);
     synth_tensor *ts = mf_xcalloc((size_t)n_tensors, sizeof *ts);
     int k = 0;
-    uint32_t k_type = base_type == QTYPE_Q4_K ? QTYPE_Q6_K : base_type;
     const int dim = sh->dim, q_dim = sh->n_head * head_dim, kv_dim = sh->n_head_kv * head_dim;
 #define T3(fmt, idx, ty, c, r, e, norm) do { \
         snprintf(ts[k].name, sizeof ts[k].name, fmt, idx); \
@@ -379,9 +562,9 @@ int cmd_synth(int argc, char **argv) {
         ts[k].is_norm = (norm); k++; \
     } while (0)
 #define T(fmt, idx, ty, c, r, norm) T3(fmt, idx, ty, c, r, 0, norm)
-    T("token_embd.weight%.0s", "", base_type, dim, n_vocab, 0);
+    T("token_embd.weight%.0s", "", SYNTH_MIX, dim, n_vocab, 0);
     T("output_norm.weight%.0s", "", QTYPE_F32, dim, 1, 1);
-    T("output.weight%.0s", "", k_type, dim, n_vocab, 0);
+    T("output.weight%.0s", "", SYNTH_MIX, dim, n_vocab, 0);
     float rope_ff[256];
     if (sh->llama3_rope) {
         rope_llama3_factors(rope_ff, head_dim, sh->rope_base, 8.0f, 1.0f, 4.0f, 8192);
@@ -389,12 +572,11 @@ int cmd_synth(int argc, char **argv) {
         ts[k - 1].values = rope_ff;
     }
     for (int i = 0; i < n_layer; i++) {
-        uint32_t more = use_more_bits(i, n_layer) ? k_type : base_type;
         T("blk.%d.attn_norm.weight", i, QTYPE_F32, dim, 1, 1);
-        T("blk.%d.attn_q.weight", i, base_type, dim, q_dim, 0);
-        T("blk.%d.attn_k.weight", i, base_type, dim, kv_dim, 0);
-        T("blk.%d.attn_v.weight", i, more, dim, kv_dim, 0);
-        T("blk.%d.attn_output.weight", i, base_type, q_dim, dim, 0);
+        T("blk.%d.attn_q.weight", i, SYNTH_MIX, dim, q_dim, 0);
+        T("blk.%d.attn_k.weight", i, SYNTH_MIX, dim, kv_dim, 0);
+        T("blk.%d.attn_v.weight", i, SYNTH_MIX, dim, kv_dim, 0);
+        T("blk.%d.attn_output.weight", i, SYNTH_MIX, q_dim, dim, 0);
         if (qk_norm) {
             T("blk.%d.attn_q_norm.weight", i, QTYPE_F32, head_dim, 1, 1);
             T("blk.%d.attn_k_norm.weight", i, QTYPE_F32, head_dim, 1, 1);
@@ -402,21 +584,24 @@ int cmd_synth(int argc, char **argv) {
         T("blk.%d.ffn_norm.weight", i, QTYPE_F32, dim, 1, 1);
         if (moe) {
             /* the router stays f32 (llama.cpp never quantizes ffn_gate_inp); the experts take
-             * the dense FFN's types, ffn_down_exps its "more bits" layers too */
+             * the dense FFN's types by name (ffn_down_exps is an ffn_down to the mix) */
             const int E = sh->n_expert, ffe = sh->n_ff_exp;
             T("blk.%d.ffn_gate_inp.weight", i, QTYPE_F32, dim, E, 0);
-            T3("blk.%d.ffn_gate_exps.weight", i, base_type, dim, ffe, E, 0);
-            T3("blk.%d.ffn_up_exps.weight", i, base_type, dim, ffe, E, 0);
-            T3("blk.%d.ffn_down_exps.weight", i, more, ffe, dim, E, 0);
+            T3("blk.%d.ffn_gate_exps.weight", i, SYNTH_MIX, dim, ffe, E, 0);
+            T3("blk.%d.ffn_up_exps.weight", i, SYNTH_MIX, dim, ffe, E, 0);
+            T3("blk.%d.ffn_down_exps.weight", i, SYNTH_MIX, ffe, dim, E, 0);
         } else {
-            T("blk.%d.ffn_gate.weight", i, base_type, dim, sh->n_ff, 0);
-            T("blk.%d.ffn_up.weight", i, base_type, dim, sh->n_ff, 0);
-            T("blk.%d.ffn_down.weight", i, more, sh->n_ff, dim, 0);
+            T("blk.%d.ffn_gate.weight", i, SYNTH_MIX, dim, sh->n_ff, 0);
+            T("blk.%d.ffn_up.weight", i, SYNTH_MIX, dim, sh->n_ff, 0);
+            T("blk.%d.ffn_down.weight", i, SYNTH_MIX, sh->n_ff, dim, 0);
         }
     }
 #undef T
 #undef T3
+    const synth_mix mix = { sq, n_layer, sh->n_head / sh->n_head_kv, sh->n_expert,
+                            n_layer == 80 && sh->n_head_kv < sh->n_head };
     for (int i = 0; i < n_tensors; i++) {
+        if (ts[i].type == SYNTH_MIX) ts[i].type = mix_type(&mix, ts[i].name, ts[i].ne[0]);
         uint32_t nd = ts[i].ne[2] ? 3 : ts[i].ne[1] == 1 ? 1 : 2;
         gguf_w_tensor(w, ts[i].name, ts[i].type, nd, ts[i].ne);
     }

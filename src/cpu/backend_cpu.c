@@ -7,8 +7,8 @@
  *                   interleaved rows (pack.c), micro-kernels of 8 rows x 1-4 tokens
  *                   of the best kernel set the CPU has (avx512-vnni, avx512:
  *                   gemm_avx512*.c; avx2: gemm_avx2.c; all give the same bits);
- *                   for blocks of >= 8 tokens, K-quant groups are first expanded
- *                   once per block (the set's own expanded layout). f32/f16/bf16
+ *                   for blocks of >= 8 tokens, q4_K/q5_K/q6_K groups are first
+ *                   expanded once per block (the set's own expanded layout). f32/f16/bf16
  *                   weights use a 2 rows x 4 tokens float tile. Element-wise ops
  *                   and attention use the AVX2 kernels of ops_avx2.c.
  *   simd + rows     MINFER_CPU_DISABLE=repack: the same, but quantized weights
@@ -875,9 +875,9 @@ mf_backend *cpu_backend_new(int n_threads, mf_err *err) {
         char off[160] = "";
         if (ch.disabled[0]) snprintf(off, sizeof off, ", disabled: %s", ch.disabled);
         /* The row path runs no packed kernel: its dots are AVX2 whatever the CPU. */
-        char gemm[96] = "row dots, q8 activations";
+        char gemm[128] = "row dots, q8 activations";
         if (s->repack && s->ks->unpack_min > 0)
-            snprintf(gemm, sizeof gemm, "x8-packed (8 rows x 1-4 tokens; K-quants expanded for >= %d tokens), q8 activations",
+            snprintf(gemm, sizeof gemm, "x8-packed (8 rows x 1-4 tokens; q4_K/q5_K/q6_K expanded for >= %d tokens), q8 activations",
                      s->ks->unpack_min);
         else if (s->repack)
             snprintf(gemm, sizeof gemm, "x8-packed (8 rows x 1-4 tokens), q8 activations");

@@ -303,6 +303,157 @@ INLINE void gemm_q6_K_nt(const int NT, const uint8_t *g, int64_t cols, const voi
 }
 
 /* ------------------------------------------------------------------------- */
+/* IQ4 (non-linear grid) and the 2/3-bit K-quants                            */
+/* ------------------------------------------------------------------------- */
+
+/* Signed grid values w times one token's activations, the s16 pairs widened by
+ * vpmaddwd with s (ones, or the sub-block scale): |w| times the activations
+ * with w's sign (a pair <= 2*127*127, so each vpmaddubsw is widened at once). */
+INLINE __m256i sdot_w(__m256i aw, __m256i w, __m256i x, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(x, w)), s);
+}
+
+/* iq4_nl: q4_0's units, each nibble looked up in the grid (vpshufb). */
+INLINE void gemm_iq4_nl_nt(const int NT, const uint8_t *g, int64_t cols, const void *act, size_t as, float out[][8]) {
+    const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1), lut = iq4nl_lut();
+    __m256 acc[4];
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+    const int64_t nb = cols / 32;
+    for (int64_t b = 0; b < nb; b++, g += 144) {
+        prefetch_block(g, 144);
+        const __m256 dv = load_f16x8_u8(g);
+        __m256i isum[4];
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m256i P = _mm256_loadu_si256((const __m256i *)(g + 16 + 32 * k));
+            const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(P, m4));
+            const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(P, 4), m4));
+            const __m256i alo = _mm256_sign_epi8(lo, lo), ahi = _mm256_sign_epi8(hi, hi);
+            #pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) {
+                const block_q8a32 *a = (const block_q8a32 *)arow(act, as, t) + b;
+                isum[t] = _mm256_add_epi32(isum[t], sdot_w(alo, lo, bcast32(a->qs + 4 * k), ones));
+                isum[t] = _mm256_add_epi32(isum[t], sdot_w(ahi, hi, bcast32(a->qs + 16 + 4 * k), ones));
+            }
+        }
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            const block_q8a32 *a = (const block_q8a32 *)arow(act, as, t) + b;
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(a->d)), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) _mm256_storeu_ps(out[t], acc[t]);
+}
+
+/* iq4_xs: per sub-block j, iq4_nl's 4 units under the rows' signed scales (s8
+ * at g+16+8j), which vpmaddwd applies while widening. */
+INLINE void gemm_iq4_xs_nt(const int NT, const uint8_t *g, int64_t cols, const void *act, size_t as, float out[][8]) {
+    const __m256i m4 = _mm256_set1_epi8(15), lut = iq4nl_lut();
+    __m256 acc[4];
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+    const int64_t nb = cols / 256;
+    for (int64_t b = 0; b < nb; b++, g += 1104) {
+        prefetch_block(g, 1104);
+        __m256i isum[4];
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            const __m128i s8 = _mm_loadl_epi64((const __m128i *)(g + 16 + 8 * j));
+            const __m256i sc = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s8, s8));
+            #pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const __m256i P = _mm256_loadu_si256((const __m256i *)(g + 80 + 128 * j + 32 * k));
+                const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(P, m4));
+                const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(P, 4), m4));
+                const __m256i alo = _mm256_sign_epi8(lo, lo), ahi = _mm256_sign_epi8(hi, hi);
+                #pragma GCC unroll 8
+                for (int t = 0; t < NT; t++) {
+                    const block_q8a256 *a = (const block_q8a256 *)arow(act, as, t) + b;
+                    isum[t] = _mm256_add_epi32(isum[t], sdot_w(alo, lo, bcast32(a->qs + 32 * j + 4 * k), sc));
+                    isum[t] = _mm256_add_epi32(isum[t], sdot_w(ahi, hi, bcast32(a->qs + 32 * j + 16 + 4 * k), sc));
+                }
+            }
+        }
+        const __m256 dv = load_f16x8_u8(g);
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            const block_q8a256 *a = (const block_q8a256 *)arow(act, as, t) + b;
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(a->d)), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) _mm256_storeu_ps(out[t], acc[t]);
+}
+
+/* q2_K (q3 = 0) and q3_K (q3 = 1). Unit u (one per 16-value group) holds the
+ * group's 2-bit codes, value 4k + b in bits 2k..2k+1 of byte b; four shifts give
+ * four planes of 4 consecutive values each, summed in s16 (<= 4*2*7*127 = 7112)
+ * and widened by vpmaddwd with the group's scale. q3_K's third bit of value
+ * 4k + b of group 2p + e is bit k + 4e of byte b of qh unit p; its codes u stand
+ * for u - 4 (the offset through bs16, as q6_K's -32). Scales come in pairs
+ * (groups 2p, 2p+1) per row: q2_K u8 scale | min << 4, q3_K s8 (code - 32). */
+INLINE void gemm_q23_K(const int q3, const int NT, const uint8_t *g, int64_t cols, const void *act, size_t as,
+                       float out[][8]) {
+    const size_t xb = q3 ? 912 : 672, off_sc = q3 ? 16 : 32, off_qs = q3 ? 144 : 160;
+    const __m256i m2 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4), m4w = _mm256_set1_epi16(15);
+    const __m256i dup_even = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
+                                              0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
+    const __m256i dup_odd = _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15,
+                                             2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
+    __m256 acc[4];
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+    const int64_t nb = cols / 256;
+    for (int64_t b = 0; b < nb; b++, g += xb) {
+        prefetch_block(g, xb);
+        __m256i isum[4];
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
+        for (int p = 0; p < 8; p++) {
+            const __m128i s8 = _mm_loadu_si128((const __m128i *)(g + off_sc + 16 * p));
+            const __m256i pv = q3 ? _mm256_cvtepi8_epi16(s8) : _mm256_and_si256(_mm256_cvtepu8_epi16(s8), m4w);
+            __m256i H = _mm256_setzero_si256();
+            if (q3) H = _mm256_loadu_si256((const __m256i *)(g + 656 + 32 * p));
+            #pragma GCC unroll 2
+            for (int e = 0; e < 2; e++) {
+                const __m256i sc = _mm256_shuffle_epi8(pv, e ? dup_odd : dup_even);
+                const __m256i U = _mm256_loadu_si256((const __m256i *)(g + off_qs + 32 * (2 * p + e)));
+                __m256i pp[4];
+                #pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    __m256i c = _mm256_and_si256(_mm256_srli_epi16(U, 2 * k), m2);
+                    if (q3) {
+                        const int kk = k + 4 * e;   /* bit kk -> bit 2 */
+                        const __m256i hb = kk <= 2 ? _mm256_slli_epi16(H, 2 - kk) : _mm256_srli_epi16(H, kk - 2);
+                        c = _mm256_or_si256(c, _mm256_and_si256(hb, b2));
+                    }
+                    #pragma GCC unroll 8
+                    for (int t = 0; t < NT; t++) {
+                        const block_q8a256 *a = (const block_q8a256 *)arow(act, as, t) + b;
+                        const __m256i x = _mm256_maddubs_epi16(c, bcast32(a->qs + 16 * (2 * p + e) + 4 * k));
+                        pp[t] = k ? _mm256_add_epi16(pp[t], x) : x;
+                    }
+                }
+                #pragma GCC unroll 8
+                for (int t = 0; t < NT; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pp[t], sc));
+            }
+        }
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            const block_q8a256 *a = (const block_q8a256 *)arow(act, as, t) + b;
+            acc[t] = q23_block_end(q3, g, isum[t], a->bs16, a->d, acc[t]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) _mm256_storeu_ps(out[t], acc[t]);
+}
+
+/* ------------------------------------------------------------------------- */
 /* K-quants, pre-unpacked (prefill)                                          */
 /* ------------------------------------------------------------------------- */
 
@@ -492,6 +643,10 @@ cpu_gemm_fn cpu_gemm_avx2(uint32_t type) {
     case QTYPE_Q4_K: return gemm_q4_K;
     case QTYPE_Q5_K: return gemm_q5_K;
     case QTYPE_Q6_K: return gemm_q6_K;
+    case QTYPE_Q2_K: return gemm_q2_K;
+    case QTYPE_Q3_K: return gemm_q3_K;
+    case QTYPE_IQ4_NL: return gemm_iq4_nl;
+    case QTYPE_IQ4_XS: return gemm_iq4_xs;
     default: return NULL;
     }
 }

@@ -336,6 +336,165 @@ INLINE void gemm_q6_K_nt(const int NT, const uint8_t *g, int64_t cols, const voi
 }
 
 /* ------------------------------------------------------------------------- */
+/* IQ4 (non-linear grid) and the 2/3-bit K-quants                            */
+/* ------------------------------------------------------------------------- */
+
+/* The iq4 grid in every 128-bit lane (vpshufb looks up within a lane). */
+INLINE __m512i iq4nl_lut512(void) { return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)quant_iq4nl_values)); }
+
+/* Signed grid values w times activations x: |w| times x with w's sign (a
+ * masked subtract from zero, as q8_0). */
+INLINE __m512i sdot512(__m512i acc, __m512i w, __m512i x) {
+    const __mmask64 neg = _mm512_movepi8_mask(w);
+    return DP(acc, _mm512_abs_epi8(w), _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x));
+}
+
+/* iq4_nl: unit pairs (0,1), (2,3) as q4_0; each nibble looked up in the grid. */
+INLINE void gemm_iq4_nl_nt(const int NT, const uint8_t *g, int64_t cols, const void *act, size_t as, float out[][8]) {
+    const __m512i m4 = _mm512_set1_epi8(15), lut = iq4nl_lut512();
+    __m256 acc[4];
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+    const int64_t nb = cols / 32;
+    for (int64_t b = 0; b < nb; b++, g += 144) {
+        prefetch_block(g, 144);
+        const __m256 dv = load_f16x8_u8(g);
+        __m512i A[4], isum[4];
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            A[t] = _mm512_zextsi256_si512(ld256(((const block_q8a32 *)arow(act, as, t) + b)->qs));
+            isum[t] = _mm512_setzero_si512();
+        }
+        #pragma GCC unroll 2
+        for (int kp = 0; kp < 2; kp++) {
+            const __m512i P = ld512(g + 16 + 64 * kp);
+            const __m512i lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(P, m4));
+            const __m512i hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(P, 4), m4));
+            #pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) {
+                isum[t] = sdot512(isum[t], lo, apair(A[t], 2 * kp));
+                isum[t] = sdot512(isum[t], hi, apair(A[t], 4 + 2 * kp));
+            }
+        }
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            const block_q8a32 *a = (const block_q8a32 *)arow(act, as, t) + b;
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(a->d)), _mm256_cvtepi32_ps(fold(isum[t])), acc[t]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) _mm256_storeu_ps(out[t], acc[t]);
+}
+
+/* iq4_xs: per sub-block j, iq4_nl's two unit pairs; the sums times the rows'
+ * signed scales (s8 at g+16+8j) in s32. */
+INLINE void gemm_iq4_xs_nt(const int NT, const uint8_t *g, int64_t cols, const void *act, size_t as, float out[][8]) {
+    const __m512i m4 = _mm512_set1_epi8(15), lut = iq4nl_lut512();
+    __m256 acc[4];
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+    const int64_t nb = cols / 256;
+    for (int64_t b = 0; b < nb; b++, g += 1104) {
+        prefetch_block(g, 1104);
+        __m512i isum[4];
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) isum[t] = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j++) {
+            const __m128i s8 = _mm_loadl_epi64((const __m128i *)(g + 16 + 8 * j));
+            const __m512i sc = _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(s8, s8));
+            __m512i A[4], p[4];
+            #pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) {
+                A[t] = _mm512_zextsi256_si512(ld256(((const block_q8a256 *)arow(act, as, t) + b)->qs + 32 * j));
+                p[t] = _mm512_setzero_si512();
+            }
+            #pragma GCC unroll 2
+            for (int kp = 0; kp < 2; kp++) {
+                const __m512i P = ld512(g + 80 + 128 * j + 64 * kp);
+                const __m512i lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(P, m4));
+                const __m512i hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(P, 4), m4));
+                #pragma GCC unroll 8
+                for (int t = 0; t < NT; t++) {
+                    p[t] = sdot512(p[t], lo, apair(A[t], 2 * kp));
+                    p[t] = sdot512(p[t], hi, apair(A[t], 4 + 2 * kp));
+                }
+            }
+            #pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(p[t], sc));
+        }
+        const __m256 dv = load_f16x8_u8(g);
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            const block_q8a256 *a = (const block_q8a256 *)arow(act, as, t) + b;
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(a->d)), _mm256_cvtepi32_ps(fold(isum[t])), acc[t]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) _mm256_storeu_ps(out[t], acc[t]);
+}
+
+/* q2_K (q3 = 0) and q3_K (q3 = 1): one load is the units of groups 2p (lanes
+ * 0..7) and 2p+1 (8..15); plane k of each takes activation dwords k and 4 + k of
+ * the pair's 32 values. q3_K's qh unit p holds group 2p's third bits in bits
+ * 0..3 and 2p+1's in 4..7: the high half is shifted down by 4 so that both
+ * halves take the same shifts. Scales per lane in s32 (vpmulld), the offset /
+ * mins and the float epilogue as the AVX2 kernel. */
+INLINE void gemm_q23_K(const int q3, const int NT, const uint8_t *g, int64_t cols, const void *act, size_t as,
+                       float out[][8]) {
+    const size_t xb = q3 ? 912 : 672, off_sc = q3 ? 16 : 32, off_qs = q3 ? 144 : 160;
+    const __m512i m2 = _mm512_set1_epi8(3), b2 = _mm512_set1_epi8(4), m4d = _mm512_set1_epi32(15);
+    /* [r0 e0, r0 e1, r1 e0, ...] -> [r0..r7 of e0, r0..r7 of e1] */
+    const __m512i deint = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    __m256 acc[4];
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+    const int64_t nb = cols / 256;
+    for (int64_t b = 0; b < nb; b++, g += xb) {
+        prefetch_block(g, xb);
+        __m512i isum[4];
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) isum[t] = _mm512_setzero_si512();
+        for (int p = 0; p < 8; p++) {
+            const __m128i s8 = _mm_loadu_si128((const __m128i *)(g + off_sc + 16 * p));
+            const __m512i sv = q3 ? _mm512_cvtepi8_epi32(s8) : _mm512_and_si512(_mm512_cvtepu8_epi32(s8), m4d);
+            const __m512i sc = _mm512_permutexvar_epi32(deint, sv);
+            __m512i Q = _mm512_setzero_si512();
+            if (q3) {
+                const __m256i h = ld256(g + 656 + 32 * p);
+                Q = join(h, _mm256_srli_epi16(h, 4));
+            }
+            const __m512i U = ld512(g + off_qs + 64 * p);
+            __m512i A[4], pp[4];
+            #pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) {
+                A[t] = _mm512_zextsi256_si512(ld256(((const block_q8a256 *)arow(act, as, t) + b)->qs + 32 * p));
+                pp[t] = _mm512_setzero_si512();
+            }
+            #pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                __m512i c = _mm512_and_si512(_mm512_srli_epi16(U, 2 * k), m2);
+                if (q3) {
+                    const __m512i hb = k <= 2 ? _mm512_slli_epi16(Q, 2 - k) : _mm512_srli_epi16(Q, k - 2);
+                    c = _mm512_or_si512(c, _mm512_and_si512(hb, b2));
+                }
+                const __m512i ix = join(_mm256_set1_epi32(k), _mm256_set1_epi32(4 + k));
+                #pragma GCC unroll 8
+                for (int t = 0; t < NT; t++) pp[t] = DP(pp[t], c, _mm512_permutexvar_epi32(ix, A[t]));
+            }
+            #pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(pp[t], sc));
+        }
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            const block_q8a256 *a = (const block_q8a256 *)arow(act, as, t) + b;
+            acc[t] = q23_block_end(q3, g, fold(isum[t]), a->bs16, a->d, acc[t]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) _mm256_storeu_ps(out[t], acc[t]);
+}
+
+/* ------------------------------------------------------------------------- */
 /* K-quants, expanded into quads (prefill)                                   */
 /* ------------------------------------------------------------------------- */
 
@@ -532,6 +691,10 @@ static cpu_gemm_fn gemm_for(uint32_t type) {
     case QTYPE_Q4_K: return gemm_q4_K;
     case QTYPE_Q5_K: return gemm_q5_K;
     case QTYPE_Q6_K: return gemm_q6_K;
+    case QTYPE_Q2_K: return gemm_q2_K;
+    case QTYPE_Q3_K: return gemm_q3_K;
+    case QTYPE_IQ4_NL: return gemm_iq4_nl;
+    case QTYPE_IQ4_XS: return gemm_iq4_xs;
     default: return NULL;
     }
 }

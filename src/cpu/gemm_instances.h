@@ -1,7 +1,8 @@
 /* gemm_instances.h - the per-type entry points of a packed-GEMM kernel set, included
  * at the end of each set's kernels (gemm_avx2.c, gemm_avx512.h): every type's kernel
  * instantiated for 1..4 tokens a call, over the names each set defines itself
- * (gemm_q4q5, gemm_q8_0_nt, gemm_q45_K, gemm_q6_K_nt, gemm_unpacked_K). */
+ * (gemm_q4q5, gemm_q8_0_nt, gemm_q45_K, gemm_q6_K_nt, gemm_q23_K, gemm_iq4_nl_nt, gemm_iq4_xs_nt,
+ * gemm_unpacked_K). */
 #define DISPATCH_NT(CALL)                                                                                          \
     switch (nt) {                                                                                                \
     case 1: CALL(1); break;                                                                                      \
@@ -33,6 +34,14 @@ static void gemm_q4_K(const uint8_t *g, int64_t cols, const void *act, size_t as
 static void gemm_q5_K(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q5K) }
 #define Q6K(NT_) gemm_q6_K_nt(NT_, g, cols, act, as, out)
 static void gemm_q6_K(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q6K) }
+#define Q2K(NT_) gemm_q23_K(0, NT_, g, cols, act, as, out)
+static void gemm_q2_K(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q2K) }
+#define Q3K(NT_) gemm_q23_K(1, NT_, g, cols, act, as, out)
+static void gemm_q3_K(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(Q3K) }
+#define IQNL(NT_) gemm_iq4_nl_nt(NT_, g, cols, act, as, out)
+static void gemm_iq4_nl(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(IQNL) }
+#define IQXS(NT_) gemm_iq4_xs_nt(NT_, g, cols, act, as, out)
+static void gemm_iq4_xs(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(IQXS) }
 
 #define U4K(NT_) gemm_unpacked_K(0, NT_, g, cols, act, as, out)
 static void gemmu_q4_K(const uint8_t *g, int64_t cols, const void *act, size_t as, int nt, float out[][8]) { DISPATCH_NT(U4K) }

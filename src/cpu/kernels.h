@@ -31,7 +31,7 @@
 /* 8-bit activation blocks                                                   */
 /* ------------------------------------------------------------------------- */
 
-/* 32 activations for 32-value weight formats (q4_0 .. q8_0): x[i] ~ d * qs[i].
+/* 32 activations for 32-value weight formats (q4_0 .. q8_0, iq4_nl): x[i] ~ d * qs[i].
  * s = d * sum(qs) serves the formats with an offset or a min. |qs| <= 127. */
 typedef struct {
     float d;
@@ -39,9 +39,10 @@ typedef struct {
     int8_t qs[32];
 } block_q8a32;
 
-/* 256 activations for K-quant weights: x[i] ~ d * qs[i], |qs| <= 127.
- * bs16[j] = sum of qs[16j..16j+15] (q6_K's scale groups, the -32 offset);
- * bs32[j] = sum of qs[32j..32j+31] (q4_K/q5_K's sub-blocks, the mins). */
+/* 256 activations for K-quant and iq4_xs weights: x[i] ~ d * qs[i], |qs| <= 127.
+ * bs16[j] = sum of qs[16j..16j+15] (the 16-value groups of q2_K/q3_K/q6_K: q2_K's
+ * mins, the -4 and -32 offsets); bs32[j] = sum of qs[32j..32j+31] (q4_K/q5_K's
+ * sub-blocks, the mins). */
 typedef struct {
     float d;
     int16_t bs16[16];
@@ -102,12 +103,20 @@ void cpu_tile_float_avx2(uint32_t wtype, int64_t n, const void *w, size_t w_stri
  *   q4_K: f16 d[8]; f16 dmin[8]; u8 sc[8][8]; u8 m[4][8][2]; u8 qs[4][8][8][4]        1184
  *   q5_K: as q4_K, then u8 qh[4][2][8][4]                                             1440
  *   q6_K: f16 d[8]; i8 sc[8][8][2]; u8 ql[4][8][8][4]; u8 qh[4][4][8][4]              1680
+ *   q2_K: f16 d[8]; f16 dmin[8]; u8 scm[8][8][2]; u8 qs[16][8][4]                       672
+ *   q3_K: f16 d[8]; i8 sc[8][8][2]; u8 qs[16][8][4]; u8 qh[8][8][4]                      912
+ *   iq4_nl: f16 d[8]; u8 qs[4][8][4] (q4_0's)                                            144
+ *   iq4_xs: f16 d[8]; i8 sc[8][8]; u8 qs[8][4][8][4]                                     1104
  * qs[..][r][0..3] are the 4 bytes of row r for one 32-byte load: for 32-value
  * formats unit k holds GGUF bytes qs[4k..4k+3] (low nibbles = values 4k.., high
  * nibbles = values 16+4k..); for K-quants unit (g,k) holds bytes qs[32g+4k..]
- * (low nibbles: values 64g+4k.., high: 64g+32+4k..). High bits (q5, q6) are
- * re-packed so that one shift and one mask extract them per 32-byte unit; see
- * pack.c for the bit positions. Rows past the end of the matrix are zero. */
+ * (low nibbles: values 64g+4k.., high: 64g+32+4k..); iq4_xs unit (j,k) is iq4_nl's
+ * unit k of sub-block j. q2_K/q3_K unit g is 16-value group g: bits 2k..2k+1 of
+ * byte b = the 2-bit code of value 16g+4k+b. Scales [p][r][e] are pairs of groups
+ * (2p, 2p+1) per row (q2_K: scale | min << 4; q3_K, iq4_xs: code - 32, signed).
+ * High bits (q5, q6, q3_K) are re-packed so that one shift and one mask extract
+ * them per 32-byte unit; see pack.c for the bit positions. Rows past the end of
+ * the matrix are zero. */
 typedef struct cpu_packed {
     uint32_t type;
     int64_t rows, cols;
@@ -133,7 +142,7 @@ cpu_gemm_fn cpu_gemm_scalar(uint32_t type);
 cpu_gemm_fn cpu_gemm_avx2(uint32_t type);
 int cpu_gemm_nt(uint32_t type);   /* tokens per call of the AVX2 kernel that run fastest */
 
-/* Prefill variant for K-quants: a group expanded once into int8 values and ready
+/* Prefill variant for q4_K/q5_K/q6_K: a group expanded once into int8 values and ready
  * scale vectors (cpu_unpack_bytes(type, cols) bytes, layout in gemm_avx2.c), then
  * read by cpu_gemm_unpacked_avx2(type) for every cpu_gemm_unpacked_nt(type)
  * tokens of a block ("expanded" path). 0 / NULL for types without it. */

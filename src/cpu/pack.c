@@ -12,7 +12,9 @@
  *   q5_K       qh[g][h][r][b] bit k = bit 4 of value 64g+32h+4k+b
  *   q6_K       qh[s2][kk][r][b] bits 2f..2f+1, f = 2*(k&1) + (s&1), = bits 4..5 of
  *              value 32s+4k+b for sub-block s in {2*s2, 2*s2+1}, k in {2kk, 2kk+1};
- *              ql[s2][k][r][b] low nibble: value 64*s2+4k+b, high: 64*s2+32+4k+b. */
+ *              ql[s2][k][r][b] low nibble: value 64*s2+4k+b, high: 64*s2+32+4k+b.
+ *   q3_K       qh[p][r][b] bit k + 4e = bit 2 of the code of value 16(2p+e)+4k+b
+ *              (the low 2 bits: qs[g][r][b] bits 2k..2k+1, value 16g+4k+b). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +31,10 @@ size_t cpu_pack_block_bytes(uint32_t type) {
     case QTYPE_Q4_K: return 1184;
     case QTYPE_Q5_K: return 1440;
     case QTYPE_Q6_K: return 1680;
+    case QTYPE_IQ4_NL: return 144;
+    case QTYPE_IQ4_XS: return 1104;
+    case QTYPE_Q2_K: return 672;
+    case QTYPE_Q3_K: return 912;
     default: return 0;
     }
 }
@@ -88,6 +94,9 @@ static void get_qh5(const uint8_t *src, int r, uint8_t qh[4]) {
     }
     memcpy(qh, &bits, 4);
 }
+
+/* q2_K / q3_K 2-bit code of value j of a GGUF block (quant.c's layout). */
+static int q2k_code(const uint8_t *qs, int j) { return (qs[32 * (j / 128) + j % 32] >> (2 * ((j % 128) / 32))) & 3; }
 
 /* ---- per-type x8 block <-> 8 GGUF blocks ---- */
 
@@ -190,6 +199,62 @@ static void pack_block(uint32_t type, uint8_t *dst, const uint8_t *const src[8])
                     }
         }
         break;
+    case QTYPE_IQ4_NL:
+        for (int r = 0; r < 8; r++) {
+            const block_iq4_nl *x = (const block_iq4_nl *)src[r];
+            put_f16(dst, r, x->d);
+            put_qs(dst + 16, 4, r, x->qs);
+        }
+        break;
+    case QTYPE_IQ4_XS:
+        for (int r = 0; r < 8; r++) {
+            const block_iq4_xs *x = (const block_iq4_xs *)src[r];
+            put_f16(dst, r, x->d);
+            for (int j = 0; j < 8; j++) {
+                dst[16 + 8 * j + r] = (uint8_t)(int8_t)(quant_iq4_xs_scale(x, j) - 32);
+                put_qs(dst + 80 + 128 * j, 4, r, x->qs + 16 * j);
+            }
+        }
+        break;
+    case QTYPE_Q2_K:
+    case QTYPE_Q3_K:
+        for (int r = 0; r < 8; r++) {
+            const int q3 = type == QTYPE_Q3_K;
+            const uint8_t *qs = q3 ? ((const block_q3_K *)src[r])->qs : ((const block_q2_K *)src[r])->qs;
+            if (q3) {
+                const block_q3_K *x = (const block_q3_K *)src[r];
+                put_f16(dst, r, x->d);
+                for (int g = 0; g < 16; g++) dst[16 + 16 * (g / 2) + 2 * r + (g & 1)] = (uint8_t)(int8_t)(quant_q3_K_scale(x->scales, g) - 32);
+            } else {
+                const block_q2_K *x = (const block_q2_K *)src[r];
+                put_f16(dst, r, x->d);
+                put_f16(dst + 16, r, x->dmin);
+                for (int g = 0; g < 16; g++) dst[32 + 16 * (g / 2) + 2 * r + (g & 1)] = x->scales[g];
+            }
+            /* unit g, byte b: bits 2k..2k+1 = low 2 bits of value 16g + 4k + b */
+            uint8_t *u = dst + (q3 ? 144 : 160);
+            for (int g = 0; g < 16; g++)
+                for (int b = 0; b < 4; b++) {
+                    uint8_t v = 0;
+                    for (int k = 0; k < 4; k++) v |= (uint8_t)(q2k_code(qs, 16 * g + 4 * k + b) << (2 * k));
+                    u[32 * g + 4 * r + b] = v;
+                }
+            if (q3) {
+                /* unit h, byte b: bit k + 4e = third bit of value 16(2h + e) + 4k + b */
+                const uint8_t *hm = ((const block_q3_K *)src[r])->hmask;
+                for (int h = 0; h < 8; h++)
+                    for (int b = 0; b < 4; b++) {
+                        uint8_t v = 0;
+                        for (int e = 0; e < 2; e++)
+                            for (int k = 0; k < 4; k++) {
+                                const int j = 16 * (2 * h + e) + 4 * k + b;
+                                v |= (uint8_t)(((hm[j % 32] >> (j / 32)) & 1) << (k + 4 * e));
+                            }
+                        dst[656 + 32 * h + 4 * r + b] = v;
+                    }
+            }
+        }
+        break;
     default:
         break;
     }
@@ -280,6 +345,62 @@ static void unpack_block_row(uint32_t type, const uint8_t *src, int r, uint8_t *
         }
         break;
     }
+    case QTYPE_IQ4_NL: {
+        block_iq4_nl *x = (block_iq4_nl *)dst;
+        x->d = get_f16(src, r);
+        get_qs(src + 16, 4, r, x->qs);
+        break;
+    }
+    case QTYPE_IQ4_XS: {
+        block_iq4_xs *x = (block_iq4_xs *)dst;
+        x->d = get_f16(src, r);
+        x->scales_h = 0;
+        memset(x->scales_l, 0, sizeof x->scales_l);
+        for (int j = 0; j < 8; j++) {
+            const int c = (int8_t)src[16 + 8 * j + r] + 32;
+            x->scales_l[j / 2] |= (uint8_t)((c & 15) << (4 * (j % 2)));
+            x->scales_h |= (uint16_t)((c >> 4) << (2 * j));
+            get_qs(src + 80 + 128 * j, 4, r, x->qs + 16 * j);
+        }
+        break;
+    }
+    case QTYPE_Q2_K:
+    case QTYPE_Q3_K: {
+        const int q3 = type == QTYPE_Q3_K;
+        uint8_t *qs = q3 ? ((block_q3_K *)dst)->qs : ((block_q2_K *)dst)->qs;
+        if (q3) {
+            block_q3_K *x = (block_q3_K *)dst;
+            x->d = get_f16(src, r);
+            memset(x->scales, 0, sizeof x->scales);
+            for (int g = 0; g < 16; g++) {
+                const int c = (int8_t)src[16 + 16 * (g / 2) + 2 * r + (g & 1)] + 32;
+                x->scales[g % 8] |= (uint8_t)((c & 15) << (g < 8 ? 0 : 4));
+                x->scales[8 + g % 4] |= (uint8_t)((c >> 4) << (2 * (g / 4)));
+            }
+        } else {
+            block_q2_K *x = (block_q2_K *)dst;
+            x->d = get_f16(src, r);
+            x->dmin = get_f16(src + 16, r);
+            for (int g = 0; g < 16; g++) x->scales[g] = src[32 + 16 * (g / 2) + 2 * r + (g & 1)];
+        }
+        const uint8_t *u = src + (q3 ? 144 : 160);
+        memset(qs, 0, 64);
+        for (int j = 0; j < 256; j++) {
+            const int g = j / 16, k = (j % 16) / 4, b = j % 4;
+            const int c = (u[32 * g + 4 * r + b] >> (2 * k)) & 3;
+            qs[32 * (j / 128) + j % 32] |= (uint8_t)(c << (2 * ((j % 128) / 32)));
+        }
+        if (q3) {
+            uint8_t *hm = ((block_q3_K *)dst)->hmask;
+            memset(hm, 0, 32);
+            for (int j = 0; j < 256; j++) {
+                const int g = j / 16, k = (j % 16) / 4, b = j % 4;
+                const int bit = (src[656 + 32 * (g / 2) + 4 * r + b] >> (k + 4 * (g & 1))) & 1;
+                hm[j % 32] |= (uint8_t)(bit << (j / 32));
+            }
+        }
+        break;
+    }
     default:
         break;
     }
@@ -341,6 +462,10 @@ GEMM_SCALAR(QTYPE_Q8_0, gemm_q8_0)
 GEMM_SCALAR(QTYPE_Q4_K, gemm_q4_K)
 GEMM_SCALAR(QTYPE_Q5_K, gemm_q5_K)
 GEMM_SCALAR(QTYPE_Q6_K, gemm_q6_K)
+GEMM_SCALAR(QTYPE_Q2_K, gemm_q2_K)
+GEMM_SCALAR(QTYPE_Q3_K, gemm_q3_K)
+GEMM_SCALAR(QTYPE_IQ4_NL, gemm_iq4_nl)
+GEMM_SCALAR(QTYPE_IQ4_XS, gemm_iq4_xs)
 
 cpu_gemm_fn cpu_gemm_scalar(uint32_t type) {
     switch (type) {
@@ -352,6 +477,10 @@ cpu_gemm_fn cpu_gemm_scalar(uint32_t type) {
     case QTYPE_Q4_K: return gemm_q4_K;
     case QTYPE_Q5_K: return gemm_q5_K;
     case QTYPE_Q6_K: return gemm_q6_K;
+    case QTYPE_Q2_K: return gemm_q2_K;
+    case QTYPE_Q3_K: return gemm_q3_K;
+    case QTYPE_IQ4_NL: return gemm_iq4_nl;
+    case QTYPE_IQ4_XS: return gemm_iq4_xs;
     default: return NULL;
     }
 }

@@ -12,9 +12,9 @@
 
 cpu_act cpu_act_kind(uint32_t wtype) {
     switch (wtype) {
-    case QTYPE_Q4_0: case QTYPE_Q4_1: case QTYPE_Q5_0: case QTYPE_Q5_1: case QTYPE_Q8_0:
+    case QTYPE_Q4_0: case QTYPE_Q4_1: case QTYPE_Q5_0: case QTYPE_Q5_1: case QTYPE_Q8_0: case QTYPE_IQ4_NL:
         return CPU_ACT_Q8A32;
-    case QTYPE_Q4_K: case QTYPE_Q5_K: case QTYPE_Q6_K:
+    case QTYPE_Q2_K: case QTYPE_Q3_K: case QTYPE_Q4_K: case QTYPE_Q5_K: case QTYPE_Q6_K: case QTYPE_IQ4_XS:
         return CPU_ACT_Q8A256;
     default:
         return CPU_ACT_F32;
@@ -237,6 +237,81 @@ static float vdot_q6_K(int64_t n, const void *w, const void *a) {
     return s;
 }
 
+/* q2_K / q3_K code of value j (0..255): bits 2s..2s+1 of qs[32h + l] for
+ * j = 128h + 32s + l (quant.c, above dequant_q2_K). */
+static inline int q2k_at(const uint8_t *qs, int j) {
+    const int h = j / 128, s = (j % 128) / 32, l = j % 32;
+    return (qs[32 * h + l] >> (2 * s)) & 3;
+}
+
+/* Per 16-value group g: sc_g * sum(q * a) into isum, m_g * bs16_g into imin. */
+static float vdot_q2_K(int64_t n, const void *w, const void *a) {
+    const block_q2_K *x = w;
+    const block_q8a256 *y = a;
+    float s = 0.0f;
+    for (int64_t b = 0; b < n / 256; b++) {
+        int isum = 0, imin = 0;
+        for (int g = 0; g < 16; g++) {
+            int d = 0;
+            for (int i = 0; i < 16; i++) d += q2k_at(x[b].qs, 16 * g + i) * y[b].qs[16 * g + i];
+            isum += (x[b].scales[g] & 15) * d;
+            imin += (x[b].scales[g] >> 4) * y[b].bs16[g];
+        }
+        s += h2f(x[b].d) * y[b].d * (float)isum - h2f(x[b].dmin) * y[b].d * (float)imin;
+    }
+    return s;
+}
+
+/* q3_K: code u = low | third << 2 in 0..7 stands for u - 4, so per group
+ * (sc_g - 32) * (sum(u * a) - 4 * bs16_g). */
+static float vdot_q3_K(int64_t n, const void *w, const void *a) {
+    const block_q3_K *x = w;
+    const block_q8a256 *y = a;
+    float s = 0.0f;
+    for (int64_t b = 0; b < n / 256; b++) {
+        int isum = 0;
+        for (int g = 0; g < 16; g++) {
+            int d = 0;
+            for (int i = 0; i < 16; i++) {
+                const int j = 16 * g + i;
+                const int u = q2k_at(x[b].qs, j) | ((x[b].hmask[j % 32] >> (j / 32)) & 1) << 2;
+                d += u * y[b].qs[j];
+            }
+            isum += (quant_q3_K_scale(x[b].scales, g) - 32) * (d - 4 * y[b].bs16[g]);
+        }
+        s += h2f(x[b].d) * y[b].d * (float)isum;
+    }
+    return s;
+}
+
+static float vdot_iq4_nl(int64_t n, const void *w, const void *a) {
+    const block_iq4_nl *x = w;
+    const block_q8a32 *y = a;
+    float s = 0.0f;
+    for (int64_t b = 0; b < n / 32; b++) {
+        int isum = 0;
+        for (int j = 0; j < 32; j++) isum += quant_iq4nl_values[q4_at(x[b].qs, j)] * y[b].qs[j];
+        s += h2f(x[b].d) * y[b].d * (float)isum;
+    }
+    return s;
+}
+
+static float vdot_iq4_xs(int64_t n, const void *w, const void *a) {
+    const block_iq4_xs *x = w;
+    const block_q8a256 *y = a;
+    float s = 0.0f;
+    for (int64_t b = 0; b < n / 256; b++) {
+        int isum = 0;
+        for (int sb = 0; sb < 8; sb++) {
+            int d = 0;
+            for (int j = 0; j < 32; j++) d += quant_iq4nl_values[q4_at(x[b].qs + 16 * sb, j)] * y[b].qs[32 * sb + j];
+            isum += (quant_iq4_xs_scale(&x[b], sb) - 32) * d;
+        }
+        s += h2f(x[b].d) * y[b].d * (float)isum;
+    }
+    return s;
+}
+
 cpu_vdot_fn cpu_vdot_scalar(uint32_t wtype) {
     switch (wtype) {
     case QTYPE_F32: return vdot_f32;
@@ -250,6 +325,10 @@ cpu_vdot_fn cpu_vdot_scalar(uint32_t wtype) {
     case QTYPE_Q4_K: return vdot_q4_K;
     case QTYPE_Q5_K: return vdot_q5_K;
     case QTYPE_Q6_K: return vdot_q6_K;
+    case QTYPE_Q2_K: return vdot_q2_K;
+    case QTYPE_Q3_K: return vdot_q3_K;
+    case QTYPE_IQ4_NL: return vdot_iq4_nl;
+    case QTYPE_IQ4_XS: return vdot_iq4_xs;
     default: return NULL;
     }
 }

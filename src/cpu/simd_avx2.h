@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "quant.h"
+
 static inline float hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -49,6 +51,33 @@ static inline __m256i unpack_nibbles_16(const uint8_t *p) {
     const __m128i x = _mm_loadu_si128((const __m128i *)p);
     const __m256i v = _mm256_set_m128i(_mm_srli_epi16(x, 4), x);
     return _mm256_and_si256(v, _mm256_set1_epi8(15));
+}
+
+/* quant_iq4nl_values in both 128-bit lanes: vpshufb of nibbles gives the grid values. */
+static inline __m256i iq4nl_lut(void) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_iq4nl_values));
+}
+
+/* The end of one x8 q2_K (q3 = 0) or q3_K (q3 = 1) block for one token, shared by the
+ * AVX2 and AVX-512 kernels (gemm_q23_K): isum holds each row's integer sum of scale *
+ * sum(code * activation); the scale pairs at g + 32 (q2_K: scale | min << 4) or g + 16
+ * (q3_K: code - 32), groups (2p, 2p+1) per row, meet the token's 16-value sums bs16 as
+ * q2_K's mins (subtracted with dmin) or q3_K's -4 offset. d (and dmin) are the f16
+ * vectors at g (and g + 16); da is the token's activation scale. Returns acc + the block. */
+static inline __attribute__((always_inline)) __m256 q23_block_end(int q3, const uint8_t *g, __m256i isum,
+                                                                   const int16_t bs16[16], float da_, __m256 acc) {
+    const uint8_t *sp = g + (q3 ? 16 : 32);
+    __m256i off = _mm256_setzero_si256();
+    for (int p = 0; p < 8; p++) {
+        const __m128i s8 = _mm_loadu_si128((const __m128i *)(sp + 16 * p));
+        const __m256i v = q3 ? _mm256_cvtepi8_epi16(s8) : _mm256_srli_epi16(_mm256_cvtepu8_epi16(s8), 4);
+        off = _mm256_add_epi32(off, _mm256_madd_epi16(v, bcast32(&bs16[2 * p])));
+    }
+    const __m256 da = _mm256_set1_ps(da_), dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+    if (q3) return _mm256_fmadd_ps(_mm256_mul_ps(dv, da), _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, _mm256_slli_epi32(off, 2))), acc);
+    const __m256 mv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16)));
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(dv, da), _mm256_cvtepi32_ps(isum), acc);
+    return _mm256_fnmadd_ps(_mm256_mul_ps(mv, da), _mm256_cvtepi32_ps(off), acc);
 }
 
 /* 32 bits -> 32 bytes: byte j = 0xFF when bit j is set, else 0. */

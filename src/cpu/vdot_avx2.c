@@ -6,8 +6,8 @@
  * weights, MINFER_CPU_DISABLE=repack, and as an independent check of the packed path.
  *
  * Saturation: vpmaddubsw adds two u8*s8 products into an s16. Weights are at most
- * 63 here (q8_0 goes through the sign trick, |w| <= 127) and |activation| <= 127,
- * so a pair is at most 2*127*127 = 32258 < 32767. */
+ * 63 here (q8_0 and the iq4 grid values go through the sign trick, |w| <= 127) and
+ * |activation| <= 127, so a pair is at most 2*127*127 = 32258 < 32767. */
 #include "kernels.h"
 #include "simd_avx2.h"
 #include "util.h"
@@ -247,6 +247,107 @@ static float vdot_q6_K(int64_t n, const void *w, const void *a) {
     return hsum_ps(acc);
 }
 
+/* ---- q2_K / q3_K / iq4_xs x block_q8a256, iq4_nl x block_q8a32 ---- */
+
+/* Signed weights w (|w| <= 127) times activations: |w| (unsigned) times the
+ * activation carrying w's sign, the s16 pairs summed to s32 by vpmaddwd with s. */
+static inline __m256i sdot_s16(__m256i w, __m256i v) {
+    return _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(v, w));
+}
+
+/* The per-16 scale pair (lanes 0..7: group g, 8..15: group g + 1) for vpmaddwd. */
+static inline __m256i scale_pair(int s0, int s1) { return _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0)); }
+
+static float vdot_q2_K(int64_t n, const void *w, const void *a) {
+    const block_q2_K *x = w;
+    const block_q8a256 *y = a;
+    const __m256i m2 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    float accm = 0.0f;
+    for (int64_t b = 0; b < n / 256; b++) {
+        const uint8_t *sc = x[b].scales;
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x[b].qs + 32 * h));
+            for (int s = 0; s < 4; s++) {
+                /* bits 2s..2s+1: values 128h + 32s + 0..31, groups g and g + 1 */
+                const int g = 8 * h + 2 * s;
+                const __m256i c = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), m2);
+                const __m256i p = _mm256_maddubs_epi16(c, _mm256_loadu_si256((const __m256i *)(y[b].qs + 16 * g)));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scale_pair(sc[g] & 15, sc[g + 1] & 15)));
+            }
+        }
+        const __m128i s8 = _mm_loadu_si128((const __m128i *)sc);
+        const __m256i mv = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(15)));
+        const int imin = hsum_epi32(_mm256_madd_epi16(mv, _mm256_loadu_si256((const __m256i *)y[b].bs16)));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(mf_f16_to_f32(x[b].d) * y[b].d), _mm256_cvtepi32_ps(isum), acc);
+        accm += mf_f16_to_f32(x[b].dmin) * y[b].d * (float)imin;
+    }
+    return hsum_ps(acc) - accm;
+}
+
+static float vdot_q3_K(int64_t n, const void *w, const void *a) {
+    const block_q3_K *x = w;
+    const block_q8a256 *y = a;
+    const __m256i m2 = _mm256_set1_epi8(3), b2 = _mm256_set1_epi8(4);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 256; b++) {
+        int8_t sc[16];
+        for (int g = 0; g < 16; g++) sc[g] = (int8_t)(quant_q3_K_scale(x[b].scales, g) - 32);
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)x[b].hmask);
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(x[b].qs + 32 * h));
+            for (int s = 0; s < 4; s++) {
+                const int g = 8 * h + 2 * s;
+                /* the third bit of value 32k + l is bit k of hmask[l], k = 4h + s */
+                const __m256i bit = _mm256_set1_epi8((char)(1 << (4 * h + s)));
+                const __m256i hb = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), b2);
+                const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * s), m2), hb);
+                const __m256i p = _mm256_maddubs_epi16(u, _mm256_loadu_si256((const __m256i *)(y[b].qs + 16 * g)));
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scale_pair(sc[g], sc[g + 1])));
+            }
+        }
+        /* codes u stand for u - 4: subtract 4 * sum_g sc_g * bs16_g */
+        const __m256i sv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+        const __m256i off = _mm256_madd_epi16(sv, _mm256_loadu_si256((const __m256i *)y[b].bs16));
+        isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 2));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(mf_f16_to_f32(x[b].d) * y[b].d), _mm256_cvtepi32_ps(isum), acc);
+    }
+    return hsum_ps(acc);
+}
+
+static float vdot_iq4_nl(int64_t n, const void *w, const void *a) {
+    const block_iq4_nl *x = w;
+    const block_q8a32 *y = a;
+    const __m256i lut = iq4nl_lut();
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 32; b++) {
+        const __m256i q = _mm256_shuffle_epi8(lut, unpack_nibbles_16(x[b].qs));
+        const __m256i p = sdot_s16(q, _mm256_loadu_si256((const __m256i *)y[b].qs));
+        const __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(mf_f16_to_f32(x[b].d) * y[b].d), f, acc);
+    }
+    return hsum_ps(acc);
+}
+
+static float vdot_iq4_xs(int64_t n, const void *w, const void *a) {
+    const block_iq4_xs *x = w;
+    const block_q8a256 *y = a;
+    const __m256i lut = iq4nl_lut();
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / 256; b++) {
+        __m256i isum = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            const __m256i q = _mm256_shuffle_epi8(lut, unpack_nibbles_16(x[b].qs + 16 * j));
+            const __m256i p = sdot_s16(q, _mm256_loadu_si256((const __m256i *)(y[b].qs + 32 * j)));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, _mm256_set1_epi16((short)(quant_iq4_xs_scale(&x[b], j) - 32))));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(mf_f16_to_f32(x[b].d) * y[b].d), _mm256_cvtepi32_ps(isum), acc);
+    }
+    return hsum_ps(acc);
+}
+
 cpu_vdot_fn cpu_vdot_avx2(uint32_t wtype) {
     switch (wtype) {
     case QTYPE_F32: return vdot_f32;
@@ -260,6 +361,10 @@ cpu_vdot_fn cpu_vdot_avx2(uint32_t wtype) {
     case QTYPE_Q4_K: return vdot_q4_K;
     case QTYPE_Q5_K: return vdot_q5_K;
     case QTYPE_Q6_K: return vdot_q6_K;
+    case QTYPE_Q2_K: return vdot_q2_K;
+    case QTYPE_Q3_K: return vdot_q3_K;
+    case QTYPE_IQ4_NL: return vdot_iq4_nl;
+    case QTYPE_IQ4_XS: return vdot_iq4_xs;
     default: return NULL;
     }
 }

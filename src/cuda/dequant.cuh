@@ -21,7 +21,12 @@ static __device__ __forceinline__ void k4_scale_min(const uint8_t *s, int j, flo
     }
 }
 
-/* o[0..7] = values i..i+7 (i % 8 == 0) of a device row with nb blocks. */
+/* The device copy of quant_iq4nl_values (the IQ4 grid). */
+static __constant__ int8_t cu_iq4nl_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
+                                                   1,    13,   25,  38,  53,  69,  89,  113 };
+
+/* o[0..7] = values i..i+7 (i % 8 == 0) of a device row with nb blocks. q2_K, q3_K,
+ * iq4_nl and iq4_xs rows are the file's blocks (byte loads; the row padded to 16). */
 template <int T>
 static __device__ __forceinline__ void dq8(const uint8_t *row, int nb, int i, float *o) {
     if (T == QTYPE_F32) {
@@ -97,6 +102,45 @@ static __device__ __forceinline__ void dq8(const uint8_t *row, int nb, int i, fl
             int q = (qq >= 2 ? (lb >> 4) : (lb & 0xF)) | (((qh[32 * h + l + k] >> (2 * qq)) & 3) << 4);
             o[k] = ds * (float)(q - 32);
         }
+    } else if (T == QTYPE_Q2_K || T == QTYPE_Q3_K) {
+        /* value j = 128h + 32s + l: bits 2s..2s+1 of qs[32h + l]; 16-value group j / 16 */
+        const int b = i >> 8, j = i & 255, g = j >> 4, h = j >> 7, s = (j >> 5) & 3, l = j & 31;
+        const uint8_t *blk = row + (size_t)b * (T == QTYPE_Q2_K ? 84 : 110);
+        const uint8_t *q = blk + (T == QTYPE_Q2_K ? 16 : 32) + 32 * h + l;
+        if (T == QTYPE_Q2_K) {
+            const uint8_t sc = blk[g];
+            const float dl = h2f(ld_u16(blk + 80)) * (float)(sc & 0xF), ml = h2f(ld_u16(blk + 82)) * (float)(sc >> 4);
+#pragma unroll
+            for (int k = 0; k < 8; k++) o[k] = dl * (float)((q[k] >> (2 * s)) & 3) - ml;
+        } else {
+            const uint8_t *sc = blk + 96, *hm = blk + l;
+            const int lo = g < 8 ? sc[g] & 0xF : sc[g - 8] >> 4, hi = (sc[8 + g % 4] >> (2 * (g / 4))) & 3;
+            const float dl = h2f(ld_u16(blk + 108)) * (float)((lo | hi << 4) - 32);
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                o[k] = dl * (float)(((q[k] >> (2 * s)) & 3) - ((hm[k] >> (4 * h + s)) & 1 ? 0 : 4));
+        }
+    } else if (T == QTYPE_IQ4_NL || T == QTYPE_IQ4_XS) {
+        /* 32-value blocks (iq4_xs: sub-blocks of a 256 block) in q4_0's nibble order */
+        float dl;
+        const uint8_t *qs;
+        int j;
+        if (T == QTYPE_IQ4_NL) {
+            const uint8_t *blk = row + (size_t)(i >> 5) * 18;
+            dl = h2f(ld_u16(blk));
+            qs = blk + 2;
+            j = i & 31;
+        } else {
+            const uint8_t *blk = row + (size_t)(i >> 8) * 136;
+            const int sb = (i >> 5) & 7, sh = ld_u16(blk + 2);
+            const int ls = ((blk[4 + sb / 2] >> (4 * (sb % 2))) & 0xF) | ((sh >> (2 * sb)) & 3) << 4;
+            dl = h2f(ld_u16(blk)) * (float)(ls - 32);
+            qs = blk + 8 + 16 * sb;
+            j = i & 31;
+        }
+        const int hi = j >= 16, l0 = j & 15;
+#pragma unroll
+        for (int k = 0; k < 8; k++) o[k] = dl * (float)cu_iq4nl_values[hi ? qs[l0 + k] >> 4 : qs[l0 + k] & 0xF];
     }
 }
 
@@ -134,6 +178,10 @@ static __device__ __forceinline__ void dq8_tail(const uint8_t *row, int nb, int 
     case QTYPE_Q4_K: CALL(QTYPE_Q4_K); break;      \
     case QTYPE_Q5_K: CALL(QTYPE_Q5_K); break;      \
     case QTYPE_Q6_K: CALL(QTYPE_Q6_K); break;      \
+    case QTYPE_Q2_K: CALL(QTYPE_Q2_K); break;      \
+    case QTYPE_Q3_K: CALL(QTYPE_Q3_K); break;      \
+    case QTYPE_IQ4_NL: CALL(QTYPE_IQ4_NL); break;  \
+    case QTYPE_IQ4_XS: CALL(QTYPE_IQ4_XS); break;  \
     default: break;                                \
     }
 

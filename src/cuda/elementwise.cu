@@ -278,7 +278,8 @@ static __global__ void kernel_repack(uint8_t *dst, const uint8_t *src, int64_t s
             d[(int64_t)nb * 208 + (int64_t)b * 2 + 1] = blk[209];
         } else {
             /* row copy (padding only) */
-            const int bs = T == QTYPE_F32 ? 4 : T == QTYPE_Q4_K ? 144 : T == QTYPE_Q5_K ? 176 : 2;
+            const int bs = T == QTYPE_F32 ? 4 : T == QTYPE_Q4_K ? 144 : T == QTYPE_Q5_K ? 176 : T == QTYPE_Q2_K ? 84
+                         : T == QTYPE_Q3_K ? 110 : T == QTYPE_IQ4_NL ? 18 : T == QTYPE_IQ4_XS ? 136 : 2;
             for (int k = 0; k < bs; k++) d[(int64_t)b * bs + k] = s[(int64_t)b * bs + k];
         }
     }

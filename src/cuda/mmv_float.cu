@@ -59,7 +59,8 @@ static __global__ void __launch_bounds__(MMV_WARPS * 32) kernel_mmv_f(cu_mmv_arg
         }
     } else {
         const int qk = T == QTYPE_F32 || T == QTYPE_F16 || T == QTYPE_BF16 ? 1
-                       : T == QTYPE_Q4_K || T == QTYPE_Q5_K || T == QTYPE_Q6_K ? 256 : 32;
+                       : T == QTYPE_Q4_0 || T == QTYPE_Q4_1 || T == QTYPE_Q5_0 || T == QTYPE_Q5_1 ||
+                                 T == QTYPE_Q8_0 || T == QTYPE_IQ4_NL ? 32 : 256;
         const int nb = K / qk;
         for (int i = lane * 8; i < K; i += 32 * 8) {
             float f[8];
@@ -110,6 +111,10 @@ void cu_mmv_f(cu_ctx *S, uint32_t type, const cu_mmv_args *a) {
     case QTYPE_Q4_K: mmv_f_launch<QTYPE_Q4_K, false>(S, a); break;
     case QTYPE_Q5_K: mmv_f_launch<QTYPE_Q5_K, false>(S, a); break;
     case QTYPE_Q6_K: mmv_f_launch<QTYPE_Q6_K, false>(S, a); break;
+    case QTYPE_Q2_K: mmv_f_launch<QTYPE_Q2_K, false>(S, a); break;
+    case QTYPE_Q3_K: mmv_f_launch<QTYPE_Q3_K, false>(S, a); break;
+    case QTYPE_IQ4_NL: mmv_f_launch<QTYPE_IQ4_NL, false>(S, a); break;
+    case QTYPE_IQ4_XS: mmv_f_launch<QTYPE_IQ4_XS, false>(S, a); break;
     default: break;
     }
 }

@@ -81,9 +81,24 @@ int cu_cap_attn_dec(const cu_plan_env *e, int hd, int group, int window) {
 
 int cu_cap_flash(const cu_plan_env *e, int hd) { return hd == 64 || hd == 128 || (hd == 256 && e->flash256); }
 
+/* The weight types the CUDA kernels decode (dequant.cuh); a model holding another is
+ * refused at upload with a message naming the tensor and its type. q2_K, q3_K, iq4_nl
+ * and iq4_xs have no q8 GEMV or MMQ kernel yet: they take the generic paths (the f32
+ * GEMV, the f16 GEMM of dequantized rows). */
+static int cu_type_known(uint32_t type) {
+    switch (type) {
+    case QTYPE_F32: case QTYPE_F16: case QTYPE_BF16: case QTYPE_Q4_0: case QTYPE_Q4_1: case QTYPE_Q5_0:
+    case QTYPE_Q5_1: case QTYPE_Q8_0: case QTYPE_Q4_K: case QTYPE_Q5_K: case QTYPE_Q6_K: case QTYPE_Q2_K:
+    case QTYPE_Q3_K: case QTYPE_IQ4_NL: case QTYPE_IQ4_XS:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 long long cu_plan_row_stride(uint32_t type, long long K) {
     const qtype_traits *tr = qtype_get(type);
-    if (!tr || !tr->supported || K % tr->blck) return 0;
+    if (!tr || !tr->supported || !cu_type_known(type) || K % tr->blck) return 0;
     const long long b = K / tr->blck * tr->type_size;
     return (b + 15) & ~15LL;
 }

@@ -15,6 +15,7 @@
 #include "../test.h"
 #include "backend.h"
 #include "cuda/backend_cuda.h"
+#include "cuda/plan.h"
 #include "forward.h"
 #include "model.h"
 #include "quant.h"
@@ -395,7 +396,8 @@ static void run_matmul(env *e, mf_weight *w, int nm, const mf_weight *bias, int 
          * on the column kernel, path mmf-cols) */
         const int mmf = (t == QTYPE_Q4_K || t == QTYPE_Q6_K) && K % 256 == 0 && w[i].dev_mmf &&
                         (n >= 128 || (mmf_cols_on && n == 8));
-        const int q8 = !gemm && !mmf && dp4a_on && t != QTYPE_F32 && t != QTYPE_F16 && t != QTYPE_BF16;
+        /* (q2_K, q3_K, iq4_nl, iq4_xs have no q8 GEMV: the f32 one, the tight bound) */
+        const int q8 = !gemm && !mmf && dp4a_on && cu_cap_gemv_q8(t);
         const int mmq = !mmf && gemm && mmq_on && (t == QTYPE_Q4_K || t == QTYPE_Q6_K || t == QTYPE_Q8_0) && K % 256 == 0;
         /* (int8 activations: the q8 GEMVs' tolerance; f16 operands: the f16 GEMM's) */
         const double tol = mmf ? 4e-3 : mmq ? 2e-2 : gemm ? 4e-3 : q8 ? 2e-2 : 2e-5;
@@ -929,8 +931,9 @@ int main(void) {
         return test_summary("cuda_ops");
     }
     /* GEMV (n <= 8) and GEMM (n > 8) for every weight type; tails in rows and n */
-    const uint32_t types[] = {QTYPE_F32, QTYPE_F16, QTYPE_BF16, QTYPE_Q4_0, QTYPE_Q4_1, QTYPE_Q5_0,
-                              QTYPE_Q5_1, QTYPE_Q8_0, QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K};
+    const uint32_t types[] = {QTYPE_F32,  QTYPE_F16,  QTYPE_BF16, QTYPE_Q4_0, QTYPE_Q4_1,   QTYPE_Q5_0,  QTYPE_Q5_1,
+                              QTYPE_Q8_0, QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K, QTYPE_Q2_K,   QTYPE_Q3_K,  QTYPE_IQ4_NL,
+                              QTYPE_IQ4_XS};
     for (size_t ti = 0; do_matmul && ti < MF_ARRAY_LEN(types); ti++) {
         const uint32_t t = types[ti];
         const int kq = qtype_get(t)->blck == 256;
