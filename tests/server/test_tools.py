@@ -175,7 +175,6 @@ def test_tools_validation(qwen):
         ({"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"arguments": "{}"}}]}]},
          ["tool_calls[0].function.name"]),
         ({"messages": [{"role": "assistant", "content": None}]}, ["content"]),
-        ({"messages": m, "response_format": {"type": "json_object"}}, ["'response_format'", "not supported"]),
         ({"messages": m, "functions": []}, ["'functions'", "not supported", "tools"]),
         ({"messages": m, "chat_template_kwargs": 3}, ["chat_template_kwargs"]),
     ]
