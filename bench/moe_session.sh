@@ -49,7 +49,7 @@ for part in "$@"; do
         m=${SYNTH_DIR:-/tmp}/minfer-qwen3-30b-a3b-q4_k_m.gguf
         [ -s "$m" ] || "$BIN" synth --shape qwen3-30b-a3b --quant q4_k_m --fast -o "$m" >/dev/null 2>&1
         echo "== qwen3-30b-a3b q4_k_m synth: minfer ($(du -h "$m" | cut -f1))"
-        "$BIN" bench -m "$m" -p 512,2048 -n 128 -r 2 --device cuda 2>&1 | grep -E '^\||minfer/cuda: NVIDIA|rror'
+        "$BIN" bench -m "$m" -p 512,2048 -n 128 -r ${MB_R:-2} --device cuda 2>&1 | grep -E '^\||minfer/cuda: NVIDIA|rror'
         "$BIN" bench -m "$m" -p 16 -n 32 -s 1,8,32 -r 1 --device cuda 2>&1 | grep -E '^\||rror'
         echo "== a 32k context (the issue's fit on an 80 GB card): the notice's memory line"
         "$BIN" bench -m "$m" -p 512 -n 0 -c 32768 -r 1 --device cuda 2>&1 | grep -oE 'mem weights.*|^\|.*pp512.*|rror.*'
@@ -59,7 +59,7 @@ for part in "$@"; do
         LB=$(bash tools/llama_device.sh bin) || { echo "no llama.cpp build yet"; continue; }
         export LD_LIBRARY_PATH="$LB:$LD_LIBRARY_PATH"
         echo "== qwen3-30b-a3b q4_k_m synth: llama.cpp $(cat /tmp/llama/src/LLAMA_REV 2>/dev/null)"
-        "$LB/llama-bench" -m "$m" -p 512,2048 -n 128 -fa 1 -ub 512,2048 -r 2 -ngl 99 2>&1 | grep -E '^\|'
+        "$LB/llama-bench" -m "$m" -p 512,2048 -n 128 -fa 1 -ub 512,2048 -r ${LB_R:-2} -ngl 99 2>&1 | grep -E '^\|'
         "$LB/llama-batched-bench" -m "$m" -c 8192 -b 2048 -ub 512 -npp 16 -ntg 32 -npl 1,8,32 -fa 1 -ngl 99 2>&1 | grep -E '^\|'
         ;;
     profile)
