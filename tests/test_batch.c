@@ -7,6 +7,8 @@
  *     file, dim 256): the CPU's packed kernels run 1-4 tokens a call below 8 tokens
  *     and expand each weight group to int8 tiles at 8 or more, so a step of 8 pairs
  *     and a step of 1 take different kernels;
+ *   - the same with an FFN of 6 experts, 2 used a token (issue 51: the experts' rows of a
+ *     batch grouped per expert);
  *   - ../shared/models/stories260K.gguf (f32 weights: the float tiles), when present.
  * Each runs with all 8 pairs in one call and with calls of 1..8 pairs (the order
  * rotating every step); the written model also with 80 sequences (calls of 80, 17, 33,
@@ -50,11 +52,17 @@ static int fill(void *user, int i, void *dst, uint64_t nbytes) {
     return 0;
 }
 
-static int write_kquant_model(const char *path) {
+/* n_expert > 1: every layer's FFN is n_expert experts of FF, 2 used a token (a Mixtral-style
+ * llama file: an f32 router, 3-D q4_K / q6_K expert tensors) */
+static int write_kquant_model(const char *path, int n_expert) {
     static wmodel wm;
     wm.n = 0;
     gguf_writer *w = gguf_writer_new(GGUF_DEFAULT_ALIGNMENT);
     gguf_w_str(w, "general.architecture", "llama");
+    if (n_expert > 1) {
+        gguf_w_u32(w, "llama.expert_count", (uint32_t)n_expert);
+        gguf_w_u32(w, "llama.expert_used_count", 2);
+    }
     gguf_w_u32(w, "llama.embedding_length", DIM);
     gguf_w_u32(w, "llama.block_count", NL);
     gguf_w_u32(w, "llama.feed_forward_length", FF);
@@ -86,6 +94,10 @@ static int write_kquant_model(const char *path) {
         uint64_t ne[2] = { (c), (r) }; \
         wm.t[wm.n++] = (tinfo){ (ty), (c), (r), (nrm) }; \
         gguf_w_tensor(w, nm, (ty), (r) == 1 ? 1 : 2, ne); } while (0)
+#define TENSOR3(nm, ty, c, r, e) do { \
+        uint64_t ne[3] = { (c), (r), (uint64_t)(e) }; \
+        wm.t[wm.n++] = (tinfo){ (ty), (c), (r) * (e), 0 }; \
+        gguf_w_tensor(w, nm, (ty), 3, ne); } while (0)
     TENSOR("token_embd.weight", QTYPE_Q4_K, DIM, NV, 0);
     TENSOR("output_norm.weight", QTYPE_F32, DIM, 1, 1);
     TENSOR("output.weight", QTYPE_Q6_K, DIM, NV, 0);
@@ -97,11 +109,19 @@ static int write_kquant_model(const char *path) {
         TENSOR(name, l == 0 ? QTYPE_Q6_K : QTYPE_Q8_0, DIM, NKV * HD, 0);
         snprintf(name, sizeof name, "blk.%d.attn_output.weight", l); TENSOR(name, QTYPE_Q4_K, DIM, DIM, 0);
         snprintf(name, sizeof name, "blk.%d.ffn_norm.weight", l); TENSOR(name, QTYPE_F32, DIM, 1, 1);
+        if (n_expert > 1) {
+            snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", l); TENSOR(name, QTYPE_F32, DIM, n_expert, 0);
+            snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", l); TENSOR3(name, QTYPE_Q4_K, DIM, FF, n_expert);
+            snprintf(name, sizeof name, "blk.%d.ffn_up_exps.weight", l); TENSOR3(name, QTYPE_Q4_K, DIM, FF, n_expert);
+            snprintf(name, sizeof name, "blk.%d.ffn_down_exps.weight", l); TENSOR3(name, QTYPE_Q6_K, FF, DIM, n_expert);
+            continue;
+        }
         snprintf(name, sizeof name, "blk.%d.ffn_gate.weight", l); TENSOR(name, QTYPE_Q4_K, DIM, FF, 0);
         snprintf(name, sizeof name, "blk.%d.ffn_up.weight", l); TENSOR(name, QTYPE_Q4_K, DIM, FF, 0);
         snprintf(name, sizeof name, "blk.%d.ffn_down.weight", l); TENSOR(name, QTYPE_Q6_K, FF, DIM, 0);
     }
 #undef TENSOR
+#undef TENSOR3
     mf_err err = { { 0 } };
     int rc = gguf_writer_write(w, path, fill, &wm, &err);
     if (rc) fprintf(stderr, "writing %s: %s\n", path, err.msg);
@@ -289,7 +309,7 @@ int main(void) {
     if (fd >= 0) close(fd);
     char err[512] = "";
     minfer_model *m = NULL;
-    if (fd >= 0 && write_kquant_model(path) == 0) m = minfer_model_load(path, err, sizeof err);
+    if (fd >= 0 && write_kquant_model(path, 0) == 0) m = minfer_model_load(path, err, sizeof err);
     CHECK(m != NULL, "the K-quant test model: %s", err);
     if (m) {
         static const int all8[] = { 8 }, mixed[] = { 8, 3, 5, 1, 4, 6, 7, 2 }, s80[] = { 80, 17, 33, 64 };
@@ -302,6 +322,18 @@ int main(void) {
         check_together("k-quant model, 80 sequences", m, 80, NULL, 0, sch80, nsch80, 1);
         check_errors(m);
         check_batch_cap(m);
+        minfer_model_free(m);
+    }
+    /* experts (issue 51): each token's routing, the experts' rows gathered per expert over the
+     * whole batch - a sequence's tokens beside others' still give its own bits */
+    m = NULL;
+    if (write_kquant_model(path, 6) == 0) m = minfer_model_load(path, err, sizeof err);
+    CHECK(m != NULL, "the experts' test model: %s", err);
+    if (m) {
+        static const int all8[] = { 8 }, mixed[] = { 8, 3, 5, 1, 4, 6, 7, 2 };
+        const int *sch[] = { all8, mixed };
+        const int nsch[] = { 1, 8 };
+        check_together("experts (6, 2 used), 8 sequences", m, 8, NULL, 0, sch, nsch, 2);
         minfer_model_free(m);
     }
     unlink(path);
