@@ -232,9 +232,18 @@ static int resolve_paths(cu_state *S, mf_err *err) {
     return MF_OK;
 }
 
-static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batch, mf_err *err) {
+static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batch, const mf_kv_types *kvt,
+                   mf_err *err) {
     cu_state *S = cu_st(be);
     cudaError_t e;
+    /* the cache is f16 (the default) here; q8_0 and f32 are refused before anything loads */
+    for (int i = 0; kvt && i < 2; i++) {
+        const int t = i ? kvt->v : kvt->k;
+        if (t != MF_KV_DEFAULT && t != QTYPE_F16)
+            return mf_fail(err, MF_ERR_USAGE, "%s %s: not supported on the CUDA backend yet (f16 only; --device cpu "
+                           "takes f32, f16 and q8_0)", i ? "--cache-type-v" : "--cache-type-k", kv_type_name(t));
+    }
+    be->kv_type_k = be->kv_type_v = QTYPE_F16;
     if ((e = cudaSetDevice(S->device)) != cudaSuccess)
         return mf_fail(err, MF_ERR_DEVICE, "cuda: cudaSetDevice(%d): %s", S->device, cudaGetErrorString(e));
     S->m = m;

@@ -44,7 +44,7 @@ typedef struct side {
 static int side_init(side *s, mf_backend *be, mf_model *m, int n_ctx, int n_batch, mf_err *err) {
     s->be = be;
     if (!be) return -1;
-    if (be->init(be, m, n_ctx, 1, n_batch, err)) return -1;
+    if (be->init(be, m, n_ctx, 1, n_batch, NULL, err)) return -1;
     return forward_init(&s->fw, be, m, n_ctx, 1, n_batch, err);
 }
 

@@ -311,8 +311,8 @@ static int env_init(env *e, int n_embd, int n_ff, int n_head, int n_kv, int hd, 
         fprintf(stderr, "backend: %s\n", err.msg);
         return -1;
     }
-    if (e->cpu->init(e->cpu, &e->m, n_ctx, n_seq, n_batch, &err) ||
-        e->gpu->init(e->gpu, &e->m, n_ctx, n_seq, n_batch, &err)) {
+    if (e->cpu->init(e->cpu, &e->m, n_ctx, n_seq, n_batch, NULL, &err) ||
+        e->gpu->init(e->gpu, &e->m, n_ctx, n_seq, n_batch, NULL, &err)) {
         fprintf(stderr, "init: %s\n", err.msg);
         return -1;
     }
