@@ -802,7 +802,8 @@ static int kv_row_type(int want, const char *opt, int kv_dim, int *type, size_t 
     *row = (size_t)qtype_row_size((uint32_t)*type, (uint64_t)kv_dim);
     if (!*row)
         return mf_fail(err, MF_ERR_USAGE,
-                       "%s %s: a cached row of this model (kv heads x head dim = %d values) is not a multiple of %u",
+                       "%s %s: a cached row (the kv heads x head dim this backend holds: %d values) is not a "
+                       "multiple of %u",
                        opt, kv_type_name(want), kv_dim, qtype_get((uint32_t)*type)->blck);
     return MF_OK;
 }
