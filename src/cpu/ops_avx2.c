@@ -258,8 +258,32 @@ static inline const float *attn_chunk(const attn_rows *r, int j0, int j1, int hd
         *stride = (int64_t)(r->row / sizeof(float));
         return (const float *)(r->c + (size_t)j0 * r->row) + r->e0;
     }
-    for (int j = j0; j < j1; j++) cpu_kv_load_avx2(r->type, r->c + (size_t)j * r->row, r->e0, hd, r->buf + (int64_t)(j - j0) * hd);
     *stride = hd;
+    float *o = r->buf;
+    if (r->type == QTYPE_Q8_0 && r->e0 % QK8_0 == 0 && hd % QK8_0 == 0) {
+        /* the usual shape (head dim 64, 128, 256): whole blocks, 32 codes a load, inline
+         * (the same products as cpu_kv_load_avx2). At --ctx 2048, SmolLM2's prefill spent
+         * 3.9 s in attention with cpu_kv_load_avx2 a row, 1.7 s with the f32 cache */
+        for (int j = j0; j < j1; j++) {
+            const block_q8_0 *b = (const block_q8_0 *)(r->c + (size_t)j * r->row) + r->e0 / QK8_0;
+            for (int k = 0; k < hd / QK8_0; k++, o += QK8_0) {
+                const __m256 d = _mm256_set1_ps(_cvtsh_ss(b[k].d));
+                const __m256i q = _mm256_loadu_si256((const __m256i *)b[k].qs);
+                const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+                _mm256_storeu_ps(o, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo))));
+                _mm256_storeu_ps(o + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)))));
+                _mm256_storeu_ps(o + 16, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi))));
+                _mm256_storeu_ps(o + 24, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)))));
+            }
+        }
+    } else if (r->type == QTYPE_F16 && hd % 8 == 0) {
+        for (int j = j0; j < j1; j++) {
+            const uint16_t *h = (const uint16_t *)(r->c + (size_t)j * r->row) + r->e0;
+            for (int i = 0; i < hd; i += 8, o += 8) _mm256_storeu_ps(o, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+        }
+    } else {
+        for (int j = j0; j < j1; j++) cpu_kv_load_avx2(r->type, r->c + (size_t)j * r->row, r->e0, hd, o + (int64_t)(j - j0) * hd);
+    }
     return r->buf;
 }
 
