@@ -221,7 +221,7 @@ if [ -f "$SHARED/models/stories260K.gguf" ]; then
     check "q8_0 over rows of 8 values: says why" grep -q "cache-type-k q8_0: .*8 values.*multiple of 32" "$TMP/err"
     for c in run chat bench perplexity serve; do
         "$BIN" $c --help >"$TMP/help" 2>&1
-        check "$c --help lists -ctk and -ctv" grep -q -- "-ctk, --cache-type-k T" "$TMP/help"
+        check "$c --help lists -ctk and -ctv" grep -q -- "-ctk, --cache-type-k TYPE" "$TMP/help"
         check "$c --help: -ctv's types and defaults" grep -q "one of: f32, f16, q8_0; default f32 on the CPU, f16 on CUDA" "$TMP/help"
     done
 fi
