@@ -36,6 +36,11 @@ typedef struct minfer_ctx_params {
      * split's reference). 0 or 1: one backend. */
     int n_gpus;
     const float *tensor_split; /* [n_gpus] proportions of the split (heads, FFN rows); NULL = even */
+    /* The KV cache's element types, K and V: "f32", "f16" or "q8_0" (blocks of 32 values
+     * with an f16 scale, as ggml's); NULL = the backend's own (f32 on the CPU, f16 on
+     * CUDA, which takes f16 or q8_0, the same for K and V). A type the backend cannot
+     * hold: an error. */
+    const char *cache_type_k, *cache_type_v;
 } minfer_ctx_params;
 
 minfer_model *minfer_model_load(const char *path, char *err, size_t err_cap);

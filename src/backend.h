@@ -10,7 +10,8 @@
  * (it captures decode steps as graphs by running forward_generic under stream
  * capture). No backend recognises fusions in a stream of ops. Activations are f32,
  * row-major [n_tokens][width]. The KV cache is owned by the backend: its element
- * type is the backend's choice (f32 on the CPU reference, f16 on CUDA).
+ * types are the caller's choice (init's kvt: f32, f16 or q8_0), by default the backend's
+ * (f32 on the CPU reference, f16 on CUDA).
  *
  * A batch holds tokens of one or more sequences; each token carries its position
  * and sequence slot. Attention for token t reads the cache of seq[t] at positions
@@ -21,6 +22,7 @@
 
 #include <stdint.h>
 
+#include "kv.h"
 #include "model.h"
 #include "util.h"
 
@@ -96,10 +98,12 @@ struct mf_backend {
     const mf_ops *ops;
     const mf_blocks *blocks;   /* NULL: forward.c's composed blocks over ops */
     void *impl;                /* backend private state */
+    int kv_type_k, kv_type_v;  /* set by init: the KV cache's element types (QTYPE_F32, _F16, _Q8_0) */
 
-    /* Upload weights, allocate KV cache for n_seq slots of n_ctx positions, and
-     * scratch for batches of up to n_batch tokens. */
-    int (*init)(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batch, mf_err *err);
+    /* Upload weights, allocate KV cache for n_seq slots of n_ctx positions, its K and V
+     * element types kvt (kv.h; NULL = the backend's defaults), and scratch for batches of
+     * up to n_batch tokens. A cache type the backend cannot hold: MF_ERR_USAGE, naming it. */
+    int (*init)(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batch, const mf_kv_types *kvt, mf_err *err);
     void (*destroy)(mf_backend *be);
     void *(*alloc)(mf_backend *be, size_t nbytes);   /* NULL on failure */
     void (*release)(mf_backend *be, void *p);

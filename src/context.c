@@ -80,6 +80,9 @@ int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err 
     int want_cuda, gpu;
     int rc = context_device_check(p->device, &want_cuda, &gpu, err);
     if (rc) return rc;
+    if ((rc = kv_type_parse(p->cache_type_k, "--cache-type-k", &c->kv_types.k, err)) ||
+        (rc = kv_type_parse(p->cache_type_v, "--cache-type-v", &c->kv_types.v, err)))
+        return rc;
     /* The default batch: 512 tokens on the CPU; 2048 on CUDA, where the prefill GEMMs
      * gain on wider batches (H200, 7B q4_K_M, pp3314: 10,245 tok/s in batches of 512,
      * 10,955 of 2048, 11,303 of 4096; bench/RESULTS.md) and 2048 keeps the activation
@@ -124,7 +127,7 @@ int context_init(mf_context *c, mf_model *m, const mf_context_params *p, mf_err 
         mf_forward *fw = r ? &c->ranks[r].fw : &c->fw;
         /* (init takes a writable model: the backend records its device copies in the
          * weights; a shard's layer weights are structs of its own) */
-        if ((rc = (*bp)->init(*bp, (mf_model *)mr, c->n_ctx, c->n_seq, c->n_batch, err))) goto fail;
+        if ((rc = (*bp)->init(*bp, (mf_model *)mr, c->n_ctx, c->n_seq, c->n_batch, &c->kv_types, err))) goto fail;
         if ((rc = forward_init(fw, *bp, mr, c->n_ctx, c->n_seq, c->n_batch, err))) goto fail;
         c->fws[r] = fw;
     }

@@ -16,6 +16,10 @@ typedef struct mf_context_params {
     int n_batch;        /* max tokens per forward step (0 = 512) */
     const char *device; /* "cpu", "cuda" (device 0), "cuda:N" or NULL/"auto" (cuda when available) */
     int n_threads;      /* CPU threads (0 = all cores) */
+    /* the KV cache's element types, K and V (kv.h: "f32", "f16", "q8_0"; NULL = the
+     * backend's default: f32 on the CPU, f16 on CUDA); a type the backend cannot hold is
+     * MF_ERR_USAGE at context_init */
+    const char *cache_type_k, *cache_type_v;
     /* tensor parallelism (tp.h): the model split over n_gpus backends, GPUs cuda:N ..
      * cuda:N+n_gpus-1 (N from device); with device "cpu", n_gpus CPU backends sharing the
      * threads (the split's reference); 0 or 1: one backend */
@@ -48,6 +52,7 @@ typedef struct mf_context {
     struct mf_tp_group *group;    /* the host reduce (CPU ranks), else NULL */
     void *nccl;                   /* the CUDA ranks' NCCL group (cuda_tp_free), else NULL */
     mf_kv kv;
+    mf_kv_types kv_types; /* as asked (MF_KV_DEFAULT: the backend's own) */
     int n_ctx, n_seq, n_batch;
     /* [n_logit][n_vocab] host (be->host_alloc: the CUDA decode graph writes there):
      * row i = logits of pair i of the last context_decode, row 0 of the last eval */

@@ -4,7 +4,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quant.h"
 #include "util.h"
+
+int kv_type_parse(const char *name, const char *what, int *type, mf_err *err) {
+    static const int types[] = { QTYPE_F32, QTYPE_F16, QTYPE_Q8_0 };
+    *type = MF_KV_DEFAULT;
+    if (!name || !*name) return MF_OK;
+    for (size_t i = 0; i < MF_ARRAY_LEN(types); i++)
+        if (!strcmp(name, qtype_name((uint32_t)types[i]))) {
+            *type = types[i];
+            return MF_OK;
+        }
+    return mf_fail(err, MF_ERR_USAGE, "%s: unknown KV cache type '%s' (f32, f16 or q8_0)", what, name);
+}
+
+const char *kv_type_name(int type) { return type == MF_KV_DEFAULT ? "default" : qtype_name((uint32_t)type); }
 
 void kv_init(mf_kv *kv, int n_ctx, int n_seq) {
     kv->n_ctx = n_ctx;

@@ -93,6 +93,8 @@ minfer_ctx *minfer_ctx_new(minfer_model *m, const minfer_ctx_params *p, char *er
         cp.n_threads = p->n_threads;
         cp.n_gpus = p->n_gpus;
         cp.tensor_split = p->tensor_split;
+        cp.cache_type_k = p->cache_type_k;
+        cp.cache_type_v = p->cache_type_v;
     }
     if (context_init(&c->c, &m->m, &cp, &e)) { copy_err(&e, err, err_cap); free(c); return NULL; }
     return c;

@@ -188,6 +188,45 @@ for M in "$SHARED/models/stories260K.gguf" models/SmolLM2-135M-Instruct.Q4_1.ggu
     check "chat turn 2 reuses the cache ($t2 after $t1)" test "$r2" -ge "$n1" -a "$n2" -gt 0 -a "$n2" -lt $((r2 + n2))
 done
 
+# 5. The KV cache types (issue 52: -ctk / -ctv f32|f16|q8_0). On the CPU the default cache is
+# f32 and -ctk f32 -ctv f32 gives its bits; q8_0 K and V keep the perplexity within 0.5% of
+# the f16 cache (and of the default), on stories260K (head dim 8: a q8_0 block spans 4
+# heads) and SmolLM2 (head dim 64).
+ppl_of() { sed -n 's/^estimate: PPL = \([0-9.]*\).*/\1/p' "$1"; }
+for M in "$SHARED/models/stories260K.gguf" models/SmolLM2-135M-Instruct.Q4_1.gguf; do
+    if [ ! -f "$M" ]; then skip "KV cache types: $M absent"; continue; fi
+    case $M in *stories*) c=128 ;; *) c=512 ;; esac
+    for t in default f32 f16 q8_0; do
+        a=(); [ "$t" = default ] || a=(-ctk "$t" -ctv "$t")
+        "$BIN" perplexity -m "$M" -f texts/emma-ch1.txt --ctx $c --device cpu -q "${a[@]}" >"$TMP/ppl.$t" 2>"$TMP/ppl.$t.err"
+        check "perplexity ${a[*]:-(default cache)} on $M: exit 0 ($(head -c 300 "$TMP/ppl.$t.err"))" [ $? -eq 0 ]
+    done
+    check "perplexity -ctk f32 -ctv f32 on $M: the default cache's output" cmp -s "$TMP/ppl.default" "$TMP/ppl.f32"
+    p16=$(ppl_of "$TMP/ppl.f16"); p8=$(ppl_of "$TMP/ppl.q8_0"); p32=$(ppl_of "$TMP/ppl.default")
+    check "perplexity q8_0 KV within 0.5% of f16 on $M ($p8 vs $p16)" \
+        awk -v a="$p8" -v b="$p16" 'BEGIN { d = (a - b) / b; exit !(b > 0 && d < 0.005 && d > -0.005) }'
+    check "perplexity q8_0 KV within 0.5% of the default f32 on $M ($p8 vs $p32)" \
+        awk -v a="$p8" -v b="$p32" 'BEGIN { d = (a - b) / b; exit !(b > 0 && d < 0.005 && d > -0.005) }'
+done
+if [ -f "$SHARED/models/stories260K.gguf" ]; then
+    M=$SHARED/models/stories260K.gguf
+    "$BIN" run -m "$M" -p "" -n 200 --temp 0 --device cpu -ctk q8_0 -ctv q8_0 >"$TMP/q8run.txt" 2>"$TMP/err"
+    check "run -ctk q8_0 -ctv q8_0: exit 0, text out" test $? -eq 0 -a -s "$TMP/q8run.txt"
+    "$BIN" bench -m "$M" -p 16 -n 4 -r 1 --device cpu -q -ctk q8_0 -ctv f16 -o json >"$TMP/b.json" 2>"$TMP/err"
+    check "bench -o json names the cache types" grep -q '"type_k": "q8_0", "type_v": "f16"' "$TMP/b.json"
+    expect_exit 1 "-ctk q4_0 (not a cache type)" "$BIN" run -m "$M" -n 1 --device cpu -ctk q4_0
+    check "-ctk q4_0 names the types taken" grep -q "'q4_0' is not one of: f32, f16, q8_0" "$TMP/err"
+    expect_exit 1 "--cache-type-v without a value" "$BIN" perplexity -m "$M" -f texts/emma-ch1.txt --cache-type-v
+    # 4 CPU ranks hold one kv head of 8 values each: not a q8_0 block
+    expect_exit 1 "-ctk q8_0 over rows of 8 values" "$BIN" run -m "$M" -n 1 --device cpu --gpus 4 -ctk q8_0
+    check "q8_0 over rows of 8 values: says why" grep -q "cache-type-k q8_0: .*8 values.*multiple of 32" "$TMP/err"
+    for c in run chat bench perplexity serve; do
+        "$BIN" $c --help >"$TMP/help" 2>&1
+        check "$c --help lists -ctk and -ctv" grep -q -- "-ctk, --cache-type-k TYPE" "$TMP/help"
+        check "$c --help: -ctv's types and defaults" grep -q "one of: f32, f16, q8_0; default f32 on the CPU, f16 on CUDA" "$TMP/help"
+    done
+fi
+
 # The CUDA plan (issue 50): printed for a device class on a machine without a GPU, every
 # bucket; an unknown class and (without a GPU or CUDA) `--plan cuda` are clear errors.
 if [ -f "$SHARED/models/stories260K.gguf" ]; then

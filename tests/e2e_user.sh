@@ -96,7 +96,7 @@ for cmd in run chat tokenize info bench synth; do
         case "$short" in -h | --help | -m | --model) continue ;; esac
         case "$meta" in
         N) val=1 ;; T | P | R) val=0.5 ;; K | S) val=3 ;; D) val=cpu ;; NAME) val=chatml ;;
-        PATH) val=/dev/null ;; TEXT) val=hi ;; LIST) val=8 ;; FMT) val=json ;; SHAPE) val=tiny ;;
+        PATH) val=/dev/null ;; TEXT) val=hi ;; LIST) val=8 ;; FMT) val=json ;; SHAPE) val=tiny ;; TYPE) val=q8_0 ;;
         QUANT) val=q8_0 ;; GBNF) val='root ::= "a"' ;; SCHEMA) val='{}' ;; "") val= ;; *) val=x ;;
         esac
         # bench --ctx must hold every test (the default pp512 and tg128); synth's paths fail late

@@ -718,6 +718,139 @@ static void test_attention(void) {
 }
 
 /* ------------------------------------------------------------------------- */
+/* KV cache rows: f16 and q8_0 (--cache-type-k / -v)                          */
+/* ------------------------------------------------------------------------- */
+
+/* The q8_0 row as ggml's quantize_row_q8_0_ref writes it, written out here apart from
+ * quant.c: per block of 32, d = amax / 127 (stored as f16), q = roundf(x / d) through
+ * the f32 reciprocal. */
+static void kv_q8_oracle(const float *x, uint8_t *dst, int n) {
+    for (int b = 0; b < n / 32; b++) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[32 * b + i]));
+        const float d = amax / 127, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const uint16_t dh = mf_f32_to_f16(d);
+        memcpy(dst + 34 * b, &dh, 2);
+        for (int i = 0; i < 32; i++) dst[34 * b + 2 + i] = (uint8_t)(int8_t)roundf(x[32 * b + i] * id);
+    }
+}
+
+static void test_kv_rows(int simd) {
+    const int dims[] = { 32, 64, 96, 256 };
+    int store_ok = 1, load_ok = 1, slice_ok = 1, simd_ok = 1;
+    double worst_bound = 0.0; /* q8_0: max |x - x'| / d over elements, d = the block's amax / 127 */
+    for (size_t di = 0; di < MF_ARRAY_LEN(dims); di++) {
+        const int n = dims[di];
+        float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n), *z = malloc(sizeof(float) * n);
+        uint8_t *row = malloc((size_t)n * 4), *want = malloc((size_t)n * 4);
+        for (int rep = 0; rep < 20; rep++) {
+            fill_normal(x, n, rep % 3 ? 1.0f : 30.0f);
+            if (rep == 1) memset(x, 0, sizeof(float) * 32);  /* a block of zeros: d = 0 */
+            if (rep == 2) x[5] = 1000.0f;                    /* an outlier in the first block */
+            for (int ti = 0; ti < 2; ti++) {
+                const int type = ti ? QTYPE_Q8_0 : QTYPE_F16;
+                const size_t rb = (size_t)qtype_row_size((uint32_t)type, (uint64_t)n);
+                cpu_kv_store_row(type, row, x, n);
+                if (type == QTYPE_Q8_0) kv_q8_oracle(x, want, n);
+                else
+                    for (int i = 0; i < n; i++) {
+                        const uint16_t hh = mf_f32_to_f16(x[i]);
+                        memcpy(want + 2 * i, &hh, 2);
+                    }
+                store_ok &= memcmp(row, want, rb) == 0;
+                poison(y, (size_t)n);
+                cpu_kv_load_ref(type, row, 0, n, y);
+                quant_dequantize_row((uint32_t)type, row, z, n);
+                load_ok &= memcmp(y, z, sizeof(float) * n) == 0;
+                if (type == QTYPE_Q8_0)
+                    for (int i = 0; i < n; i++) {
+                        float amax = 0.0f;
+                        for (int j = i / 32 * 32; j < i / 32 * 32 + 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+                        if (amax > 0.0f) worst_bound = fmax(worst_bound, fabs((double)y[i] - x[i]) / (amax / 127.0));
+                        else if (y[i] != 0.0f) worst_bound = INFINITY;
+                    }
+                /* slices: any start, any length (a head's values, or a part of a block) */
+                for (int k = 0; k < 12; k++) {
+                    const int e0 = irand(0, n - 1), len = irand(1, n - e0);
+                    poison(y, (size_t)len);
+                    cpu_kv_load_ref(type, row, e0, len, y);
+                    slice_ok &= memcmp(y, z + e0, sizeof(float) * len) == 0;
+                    if (simd) {
+                        poison(y, (size_t)len);
+                        cpu_kv_load_avx2(type, row, e0, len, y);
+                        simd_ok &= memcmp(y, z + e0, sizeof(float) * len) == 0;
+                    }
+                }
+            }
+        }
+        free(x); free(y); free(z); free(row); free(want);
+    }
+    CHECK(store_ok, "kv rows: f16 and q8_0 stores give the oracle's bytes (ggml's q8_0 reference)");
+    CHECK(load_ok, "kv rows: a whole row loads as quant_dequantize_row");
+    CHECK(slice_ok, "kv rows: slices (any start and length) load as the whole row's values");
+    if (simd) CHECK(simd_ok, "kv rows: cpu_kv_load_avx2 == cpu_kv_load_ref, bit for bit");
+    /* |x - d16 q| <= d / 2 + 127 |d - d16|, with |d - d16| <= d * 2^-11 */
+    CHECK(worst_bound <= 0.5 + 127.0 / 2048 + 1e-6, "kv rows: q8_0 error within d/2 + the f16 rounding of d: %.4f d",
+          worst_bound);
+}
+
+/* The attention over typed caches: the same bits as over the f32 rows they dequantize
+ * to (the kernels dequantize, then do the f32 arithmetic), and the SIMD group kernel
+ * within float rounding of the reference. Head dim 8 has q8_0 blocks spanning 4 heads
+ * (stories260K's shape). */
+static void test_kv_attention(void) {
+    const int hds[] = { 8, 32, 64, 128 };
+    const int nkvs[] = { 1, 5, 64, 65, 130 };
+    const int pairs[][2] = { { QTYPE_Q8_0, QTYPE_Q8_0 }, { QTYPE_F16, QTYPE_F16 }, { QTYPE_Q8_0, QTYPE_F32 },
+                             { QTYPE_F32, QTYPE_F16 } };
+    int same_simd = 1, same_ref = 1;
+    double worst = 0.0;
+    for (size_t hi = 0; hi < MF_ARRAY_LEN(hds); hi++)
+        for (size_t ki = 0; ki < MF_ARRAY_LEN(nkvs); ki++)
+            for (size_t pi = 0; pi < MF_ARRAY_LEN(pairs); pi++) {
+                const int hd = hds[hi], n_kv = nkvs[ki], tk = pairs[pi][0], tv = pairs[pi][1];
+                const int n_head_kv = hd < 32 ? 32 / hd : 2, G = 2, n_head = G * n_head_kv, kv_dim = n_head_kv * hd;
+                const size_t rk = (size_t)qtype_row_size((uint32_t)tk, (uint64_t)kv_dim);
+                const size_t rv = (size_t)qtype_row_size((uint32_t)tv, (uint64_t)kv_dim);
+                float *q = malloc(sizeof(float) * n_head * hd), *kf = malloc(sizeof(float) * n_kv * kv_dim),
+                      *vf = malloc(sizeof(float) * n_kv * kv_dim), *o = malloc(sizeof(float) * n_head * hd),
+                      *o2 = malloc(sizeof(float) * n_head * hd), *r = malloc(sizeof(float) * n_head * hd),
+                      *att = malloc(sizeof(float) * G * n_kv), *buf = malloc(sizeof(float) * CPU_ATTN_CHUNK * hd);
+                uint8_t *kc = malloc(rk * n_kv), *vc = malloc(rv * n_kv);
+                fill_normal(q, n_head * hd, 1.0f);
+                fill_normal(kf, (int64_t)n_kv * kv_dim, 1.0f);
+                fill_normal(vf, (int64_t)n_kv * kv_dim, 1.0f);
+                for (int j = 0; j < n_kv; j++) {
+                    cpu_kv_store_row(tk, kc + rk * j, kf + (int64_t)j * kv_dim, kv_dim);
+                    cpu_kv_store_row(tv, vc + rv * j, vf + (int64_t)j * kv_dim, kv_dim);
+                    /* kf, vf: the values the typed rows hold */
+                    cpu_kv_load_ref(tk, kc + rk * j, 0, kv_dim, kf + (int64_t)j * kv_dim);
+                    cpu_kv_load_ref(tv, vc + rv * j, 0, kv_dim, vf + (int64_t)j * kv_dim);
+                }
+                const float scale = 1.0f / sqrtf((float)hd);
+                poison(o, (size_t)n_head * hd);
+                poison(o2, (size_t)n_head * hd);
+                for (int kh = 0; kh < n_head_kv; kh++) {
+                    cpu_attn_group_kv_avx2(o + kh * G * hd, q + kh * G * hd, G, kc, vc, tk, tv, rk, rv, kh * hd, n_kv,
+                                           hd, scale, att, buf);
+                    cpu_attn_group_avx2(o2 + kh * G * hd, q + kh * G * hd, G, kf + kh * hd, vf + kh * hd, kv_dim, n_kv,
+                                        hd, scale, att);
+                }
+                same_simd &= memcmp(o, o2, sizeof(float) * n_head * hd) == 0;
+                poison(r, (size_t)n_head * hd);
+                poison(o2, (size_t)n_head * hd);
+                cpu_ref_attention_token_kv(r, q, kc, vc, tk, tv, n_kv, n_head, n_head_kv, hd, att, buf);
+                cpu_ref_attention_token(o2, q, kf, vf, n_kv, n_head, n_head_kv, hd, att);
+                same_ref &= memcmp(r, o2, sizeof(float) * n_head * hd) == 0;
+                worst = fmax(worst, rel_err(o, r, n_head * hd));
+                free(q); free(kf); free(vf); free(o); free(o2); free(r); free(att); free(buf); free(kc); free(vc);
+            }
+    CHECK(same_simd, "kv attention: group kernel over f16/q8_0 rows == over their f32 values, bit for bit");
+    CHECK(same_ref, "kv attention: reference over f16/q8_0 rows == over their f32 values, bit for bit");
+    CHECK(worst < 1e-5, "kv attention: group kernel over typed rows vs the reference (hd 8..128): %.2e", worst);
+}
+
+/* ------------------------------------------------------------------------- */
 /* The backend: threads, packing, dispatch                                   */
 /* ------------------------------------------------------------------------- */
 
@@ -740,6 +873,7 @@ static void fake_init(fake_model *f, int dim, int n_ff, int n_head, int n_head_k
 /* simd "0": MINFER_CPU_DISABLE=avx2; repack "0": repack off; also off: the
  * paths named in g_disable (the kernel set under test). */
 static const char *g_disable = "";
+static const mf_kv_types *g_kvt; /* the KV cache types of the backends made (NULL: default) */
 static mf_backend *make_backend(fake_model *f, int threads, const char *simd, const char *repack) {
     char list[128];
     snprintf(list, sizeof list, "%s%s%s", g_disable, strcmp(simd, "0") == 0 ? ",avx2" : "",
@@ -747,7 +881,7 @@ static mf_backend *make_backend(fake_model *f, int threads, const char *simd, co
     setenv("MINFER_CPU_DISABLE", list, 1);
     mf_err err;
     mf_backend *be = cpu_backend_new(threads, &err);
-    if (be && be->init(be, &f->m, 64, 2, 16, &err) != MF_OK) {
+    if (be && be->init(be, &f->m, 64, 2, 16, g_kvt, &err) != MF_OK) {
         fprintf(stderr, "init: %s\n", err.msg);
         be->destroy(be);
         be = NULL;
@@ -901,7 +1035,12 @@ static void test_paths(void) {
 
 static void test_backend_ops(int simd) {
     const int n_head = 6, n_head_kv = 2, hd = 64, dim = n_head * hd, kv_dim = n_head_kv * hd;
+    /* the default cache (f32), then f16 and q8_0 K and V (-ctk / -ctv), and a mix */
+    const mf_kv_types kvts[] = { { MF_KV_DEFAULT, MF_KV_DEFAULT }, { QTYPE_F16, QTYPE_F16 }, { QTYPE_Q8_0, QTYPE_Q8_0 },
+                                 { QTYPE_Q8_0, QTYPE_F16 } };
+    for (size_t ki = 0; ki < MF_ARRAY_LEN(kvts); ki++)
     for (int threads = 1; threads <= 2; threads++) {
+        g_kvt = &kvts[ki];
         fake_model f;
         fake_init(&f, dim, 3 * dim, n_head, n_head_kv, hd);
         mf_backend *be = make_backend(&f, threads, simd ? "1" : "0", "1");
@@ -930,10 +1069,25 @@ static void test_backend_ops(int simd) {
         be->ops->attention(be, o, q, k, v, 0, &b);
         mf_batch b1 = { .n = 1, .tok = tok, .pos = pos + n, .seq = seq + n };
         be->ops->attention(be, o + n * dim, q + n * dim, k + n * kv_dim, v + n * kv_dim, 0, &b1);
+        const int tk = kvts[ki].k == MF_KV_DEFAULT ? QTYPE_F32 : kvts[ki].k;
+        const int tv = kvts[ki].v == MF_KV_DEFAULT ? QTYPE_F32 : kvts[ki].v;
+        CHECK(be->kv_type_k == tk && be->kv_type_v == tv, "backend reports its cache types %s/%s", qtype_name(tk),
+              qtype_name(tv));
+        /* the reference over the rows as the backend stores them */
+        const size_t rk = (size_t)qtype_row_size((uint32_t)tk, kv_dim), rv = (size_t)qtype_row_size((uint32_t)tv, kv_dim);
+        uint8_t *kq = malloc(rk * 14), *vq = malloc(rv * 14);
+        float kvbuf[64];
+        for (int i = 0; i < 14; i++) {
+            cpu_kv_store_row(tk, kq + rk * i, k + i * kv_dim, kv_dim);
+            cpu_kv_store_row(tv, vq + rv * i, v + i * kv_dim, kv_dim);
+        }
         for (int i = 0; i < 14; i++)
-            cpu_ref_attention_token(r + i * dim, q + i * dim, k, v, i + 1, n_head, n_head_kv, hd, att);
-        CHECK(rel_err(o, r, 14 * dim) < 1e-5, "backend %s attention (prompt of 13 + 1 token), %d threads: %.2e",
-              simd ? "avx2" : "scalar", threads, rel_err(o, r, 14 * dim));
+            cpu_ref_attention_token_kv(r + i * dim, q + i * dim, kq, vq, tk, tv, i + 1, n_head, n_head_kv, hd, att,
+                                       kvbuf);
+        free(kq);
+        free(vq);
+        CHECK(rel_err(o, r, 14 * dim) < 1e-5, "backend %s attention (prompt of 13 + 1 token), KV %s/%s, %d threads: %.2e",
+              simd ? "avx2" : "scalar", qtype_name(tk), qtype_name(tv), threads, rel_err(o, r, 14 * dim));
         /* rmsnorm with an f32 weight, swiglu, add over a large buffer (threaded) */
         const int64_t big = 3 * 64 * 1024 + 5;
         float *g = malloc(sizeof(float) * big), *u = malloc(sizeof(float) * big), *go = malloc(sizeof(float) * big),
@@ -961,6 +1115,19 @@ static void test_backend_ops(int simd) {
         free(q); free(k); free(v); free(o); free(r); free(att); free(qr);
         be->destroy(be);
     }
+    g_kvt = NULL;
+    /* a q8_0 row must hold whole blocks: 2 kv heads of 8 are 16 values */
+    fake_model f;
+    fake_init(&f, 64, 128, 4, 2, 8);
+    mf_err err = { { 0 } };
+    mf_backend *be = cpu_backend_new(1, &err);
+    const mf_kv_types q8 = { QTYPE_Q8_0, QTYPE_F32 }, bad = { QTYPE_Q4_0, QTYPE_F32 };
+    CHECK(be && be->init(be, &f.m, 16, 1, 4, &q8, &err) == MF_ERR_USAGE && strstr(err.msg, "--cache-type-k q8_0") &&
+              strstr(err.msg, "16 values"),
+          "backend: q8_0 over rows of 16 values refused (%s)", err.msg);
+    CHECK(be && be->init(be, &f.m, 16, 1, 4, &bad, &err) == MF_ERR_USAGE && strstr(err.msg, "q4_0"),
+          "backend: a cache type it cannot hold refused (%s)", err.msg);
+    if (be) be->destroy(be);
 }
 
 int main(void) {
@@ -988,7 +1155,9 @@ int main(void) {
         test_elementwise();
         test_rope();
         test_attention();
+        test_kv_attention();
     }
+    test_kv_rows(simd);
     test_paths();
     test_backend_matmul(0, -1);
     test_backend_ops(0);

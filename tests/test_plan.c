@@ -10,6 +10,7 @@
  *     no TMA-ring launches below sm_90);
  *   - the fast paths appear where expected (a test that only checks absence could pass on
  *     an empty plan). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -292,6 +293,45 @@ static int moe_one(const mix *x, const cu_device_class *d, const char *off) {
     return mmq_seen;
 }
 
+/* A q8_0 KV cache (cu_plan_facts.kv_q8, --cache-type-k/-v q8_0): every layer at every
+ * width stores through the store launches (RoPE before them, never inside the one-token
+ * kernel, which reads f16 rows only) and attends with the split or flash kernel; the
+ * printed plan says so. */
+static void kvq8_one(mf_arch arch, const mix *x, const cu_device_class *d) {
+    mf_model m;
+    make_model(&m, arch, x);
+    unsigned char on[CU_PATH_COUNT];
+    for (int i = 0; i < CU_PATH_COUNT; i++) on[i] = 1;
+    cu_plan_env e;
+    cu_plan_env_init(&e, on, d, &cu_kernel_needs_table, cu_tune_for(d->code_arch));
+    cu_plan_facts f;
+    cu_plan_facts_assume(&f, &e, &m, 512);
+    f.kv_q8 = 1;
+    cu_plan p;
+    cu_plan_make(&p, &m, &e, &f);
+    int bad = 0, split1 = 0;
+    for (int b = 0; b < CU_N_BUCKETS; b++)
+        for (int l = 0; p.live[b] && !p.composed && l < m.hp.n_layer; l++) {
+            const cu_layer_plan *lp = &p.layer[b][l];
+            bad += lp->rope.kind != CU_ROPE_STORE || lp->attn.kind == CU_ATT_DEC || !lp->kv_q8 || lp->qk_norm_in_attn;
+            split1 += b == CU_BK_1 && lp->attn.kind == CU_ATT_SPLIT;
+        }
+    CHECK(bad == 0 && (p.composed || split1 == m.hp.n_layer),
+          "q8_0 KV %s %s %s: %d layer plans with the one-token kernel or its RoPE; %d split at one token",
+          arch == MF_ARCH_LLAMA ? "llama" : arch == MF_ARCH_QWEN2 ? "qwen2" : "gemma3", x->name, d->name, bad, split1);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *o = open_memstream(&buf, &len);
+    cu_plan_print(&p, &m, &e, "test", o);
+    fclose(o);
+    CHECK(p.composed || (buf && strstr(buf, "rope a launch, then the q8_0 KV store") && strstr(buf, "over q8_0 rows")),
+          "q8_0 KV %s: the printed plan names the q8_0 store and rows", d->name);
+    free(buf);
+    cu_plan_free(&p);
+    cu_plan_facts_free(&f);
+    free(m.layers);
+}
+
 int main(void) {
     const char *classes[] = { "sm_80", "sm_90", "sm_120" };
     const mf_arch archs[] = { MF_ARCH_LLAMA, MF_ARCH_QWEN2, MF_ARCH_GEMMA3 };
@@ -354,5 +394,10 @@ int main(void) {
               cu_plan_row_stride(QTYPE_IQ4_NL, 32) == 32 && cu_plan_row_stride(QTYPE_IQ4_XS, 256) == 144 &&
               cu_plan_row_stride(QTYPE_Q8_K, 256) == 0 && cu_plan_row_stride(QTYPE_Q8_1, 32) == 0,
           "device row strides (q4_K, q8_0, q2_K, q3_K, iq4_nl, iq4_xs; none for q8_K, q8_1)");
+    /* the q8_0 KV cache */
+    for (size_t c = 0; c < MF_ARRAY_LEN(classes); c++) {
+        const cu_device_class *d = cu_device_class_named(classes[c]);
+        for (size_t a = 0; d && a < MF_ARRAY_LEN(archs); a++) kvq8_one(archs[a], &MIXES[0], d);
+    }
     return test_summary("test_plan");
 }

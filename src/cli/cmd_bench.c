@@ -25,6 +25,7 @@
 #include "common.h"
 #include "cpu/threads.h"
 #include "opts.h"
+#include "quant.h"
 
 /* What one line per option cannot say; the options themselves come from the table
  * in cmd_bench. */
@@ -288,16 +289,22 @@ int cmd_bench(int argc, char **argv) {
     fmt_params((double)params, params_s, sizeof params_s);
     /* the pool's size, not the request (0 = all cores; more than the cores was capped) */
     const int n_threads = cp.n_threads > 0 ? cp.n_threads : cpu_count_cores();
+    /* the KV cache's types; the md tables name them where -ctk / -ctv were given (llama-bench
+     * shows type_k / type_v where they are not its default) */
+    const char *type_k = qtype_name((uint32_t)c.be->kv_type_k), *type_v = qtype_name((uint32_t)c.be->kv_type_v);
+    char dev_s[64];
+    if (cp.cache_type_k || cp.cache_type_v) snprintf(dev_s, sizeof dev_s, "%s, KV %s/%s", c.be->name, type_k, type_v);
+    else snprintf(dev_s, sizeof dev_s, "%s", c.be->name);
     if (!strcmp(fmt, "json")) {
         printf("[\n");
         for (int i = 0; i < n_res; i++) {
             const bench_result *r = &res[i];
             printf("  {\"model\": \"%s\", \"size\": %llu, \"params\": %llu, \"device\": \"%s\", \"n_threads\": %d, "
                    "\"test\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, \"n_seq\": %d, \"n_ctx\": %d, "
-                   "\"avg_ts\": %.3f, \"stddev_ts\": %.3f",
+                   "\"type_k\": \"%s\", \"type_v\": \"%s\", \"avg_ts\": %.3f, \"stddev_ts\": %.3f",
                    m.hp.arch_name, (unsigned long long)m.weight_bytes, (unsigned long long)params, c.be->name,
-                   n_threads, r->test, r->t.n_prompt, r->t.n_gen, r->t.n_seq ? r->t.n_seq : 1, r->n_ctx,
-                   r->avg_ts, r->stddev_ts);
+                   n_threads, r->test, r->t.n_prompt, r->t.n_gen, r->t.n_seq ? r->t.n_seq : 1, r->n_ctx, type_k,
+                   type_v, r->avg_ts, r->stddev_ts);
             if (r->t.n_seq)
                 printf(", \"seq_avg_ts\": %.3f, \"seq_stddev_ts\": %.3f, \"prefill\": \"per sequence\", "
                        "\"pp_avg_ts\": %.3f", r->avg_ts / r->t.n_seq, r->stddev_ts / r->t.n_seq, r->pp_avg_ts);
@@ -310,7 +317,7 @@ int cmd_bench(int argc, char **argv) {
         for (int i = 0; i < n_res; i++) {
             const bench_result *r = &res[i];
             printf("| %s %s | %s | %s | %s | %s | %d | %.2f ± %.2f | %.2f ± %.2f | ", m.hp.arch_name, model, size_s,
-                   params_s, c.be->name, r->test, r->t.n_seq, r->avg_ts, r->stddev_ts, r->avg_ts / r->t.n_seq,
+                   params_s, dev_s, r->test, r->t.n_seq, r->avg_ts, r->stddev_ts, r->avg_ts / r->t.n_seq,
                    r->stddev_ts / r->t.n_seq);
             if (r->t.n_prompt) printf("%.2f |\n", r->pp_avg_ts);
             else printf("- |\n");
@@ -319,7 +326,7 @@ int cmd_bench(int argc, char **argv) {
         printf("| model | size | params | device | test | t/s |\n|---|---:|---:|---|---:|---:|\n");
         for (int i = 0; i < n_res; i++)
             printf("| %s %s | %s | %s | %s | %s | %.2f ± %.2f |\n", m.hp.arch_name, model, size_s, params_s,
-                   c.be->name, res[i].test, res[i].avg_ts, res[i].stddev_ts);
+                   dev_s, res[i].test, res[i].avg_ts, res[i].stddev_ts);
     }
 out:
     context_free(&c);

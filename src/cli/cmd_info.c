@@ -43,7 +43,7 @@ static int print_plan(mf_model *m, const char *what) {
     mf_backend *be = cuda_backend_new(0, &err);
     if (!be)
         return cli_error(2, "info: --plan cuda: %s (name a device class instead: %s)", err.msg, cu_device_class_names());
-    int rc = be->init(be, m, 256, 1, N_BATCH, &err);
+    int rc = be->init(be, m, 256, 1, N_BATCH, NULL, &err);
     if (!rc) rc = cuda_plan_print(be, stdout, &err);
     be->destroy(be);
     return rc ? cli_error(2, "info: --plan cuda: %s", err.msg) : 0;

@@ -46,7 +46,7 @@ int cmd_serve(int argc, char **argv) {
     int max_body_kib = 1024;
     mf_context_params cp;
     context_params_default(&cp);
-    cli_opt opts[16 + CLI_OPTS_MAX_GROUP];
+    cli_opt opts[18 + CLI_OPTS_MAX_GROUP];
     int n = 0;
     opts[n++] = (cli_opt){ "-m, --model", "PATH", CLI_OPT_STR, &model, .help = "GGUF model file (required)", .dflt = "" };
     opts[n++] = (cli_opt){ "--host", "ADDR", CLI_OPT_STR, &host, .help = "address to listen on (IPv4/IPv6 literal or name)" };
@@ -103,7 +103,8 @@ int cmd_serve(int argc, char **argv) {
         mf_log("warning: tensors of the file that this architecture does not use: %s", minfer_model_unused_tensors(m));
     minfer_ctx_params p = { .n_ctx = cp.n_ctx, .n_seq = parallel, .n_batch = parallel > 512 ? parallel : 512,
                             .device = cp.device, .n_threads = cp.n_threads, .n_gpus = cp.n_gpus,
-                            .tensor_split = cp.tensor_split };
+                            .tensor_split = cp.tensor_split, .cache_type_k = cp.cache_type_k,
+                            .cache_type_v = cp.cache_type_v };
     minfer_ctx *c = minfer_ctx_new(m, &p, err, sizeof err);
     if (!c) {
         minfer_model_free(m);

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "opts.h"
+#include "quant.h"
 #include "tokenizer.h"
 
 int cli_load(const char *path, const mf_context_params *cp_in, mf_model *m, mf_context *c, int verbose) {
@@ -39,7 +40,8 @@ int cli_load(const char *path, const mf_context_params *cp_in, mf_model *m, mf_c
         return cli_error(cli_status_exit(rc), "%s", err.msg);
     }
     if (verbose)
-        mf_log("device %s, context %d tokens, batch %d, ready in %.2f s", c->be->name, c->n_ctx, c->n_batch,
+        mf_log("device %s, context %d tokens, batch %d, KV cache %s/%s, ready in %.2f s", c->be->name, c->n_ctx,
+               c->n_batch, qtype_name((uint32_t)c->be->kv_type_k), qtype_name((uint32_t)c->be->kv_type_v),
                mf_time_s() - t1);
     if (c->tp > 1) {
         char plan[256];

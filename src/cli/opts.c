@@ -24,6 +24,12 @@ int cli_opts_context(cli_opt *o, mf_context_params *cp) {
                         "library path; with --device cpu, N CPU backends)", "1", NULL };
     o[n++] = (cli_opt){ "--tensor-split", "LIST", CLI_OPT_STR, &cp->tensor_split_arg, 0, 0, 0, 0,
                         "with --gpus N: N proportions of the split, e.g. 3,1 (kv heads and FFN rows)", "even", NULL };
+    o[n++] = (cli_opt){ "-ctk, --cache-type-k", "TYPE", CLI_OPT_CHOICE, &cp->cache_type_k, 0, 0, 0, 0,
+                        "KV cache type of K (q8_0: blocks of 32 values with an f16 scale; CUDA: f16 or q8_0, "
+                        "K and V alike)",
+                        "f32 on the CPU, f16 on CUDA", MF_KV_TYPE_NAMES };
+    o[n++] = (cli_opt){ "-ctv, --cache-type-v", "TYPE", CLI_OPT_CHOICE, &cp->cache_type_v, 0, 0, 0, 0,
+                        "KV cache type of V (as -ctk)", "f32 on the CPU, f16 on CUDA", MF_KV_TYPE_NAMES };
     return n;
 }
 

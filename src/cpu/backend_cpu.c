@@ -20,7 +20,9 @@
  * by rows or elements. MINFER_CPU_PROFILE=1 prints time per op kind, the weight
  * bandwidth of the matmuls and a census of the matmul paths at exit.
  *
- * KV cache: f32, per layer [n_seq][n_ctx][kv_dim]. */
+ * KV cache: per layer [n_seq][n_ctx] rows of kv_dim values, f32 by default; f16 or q8_0
+ * (--cache-type-k / -v: cpu.h) are quantized at the store and dequantized a chunk of
+ * rows at a time by the attention (the f32 arithmetic after that is the same). */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -71,7 +73,10 @@ typedef struct cpu_state {
     const mf_model *m;
     int n_ctx, n_seq, n_batch;
     int kv_dim;
-    float **k_cache, **v_cache;  /* [n_layer] -> [n_seq][n_ctx][kv_dim] */
+    int type_k, type_v;          /* cache element types: QTYPE_F32 (default), QTYPE_F16, QTYPE_Q8_0 */
+    size_t row_k, row_v;         /* bytes of one position's K / V row (kv_dim values) */
+    uint8_t **k_cache, **v_cache; /* [n_layer] -> [n_seq][n_ctx] rows of row_k / row_v bytes */
+    float *kvbuf;                /* f16 / q8_0 caches: [n_threads][CPU_ATTN_CHUNK][head_dim] dequantized rows */
     int64_t max_cols;            /* widest activation row */
     float *wrow;                 /* [n_threads][max_cols] dequantized weight rows (scalar path) */
     float *att;                  /* [n_threads][group][n_ctx] attention scores */
@@ -620,10 +625,11 @@ static void attn_run(void *ctx, int ith, int nth) {
     const attn_task *t = ctx;
     cpu_state *s = t->s;
     const mf_hparams *hp = &s->m->hp;
-    const int n_head = hp->n_head, hd = hp->head_dim, kv_dim = s->kv_dim, group = n_head / hp->n_head_kv;
+    const int n_head = hp->n_head, hd = hp->head_dim, group = n_head / hp->n_head_kv;
     const int q_dim = n_head * hd;
-    const float *kc = s->k_cache[t->layer], *vc = s->v_cache[t->layer];
+    const uint8_t *kc = s->k_cache[t->layer], *vc = s->v_cache[t->layer];
     float *att = s->att + (int64_t)ith * s->n_ctx * group;
+    float *buf = s->kvbuf ? s->kvbuf + (int64_t)ith * CPU_ATTN_CHUNK * hd : NULL;
     /* token i reads positions first(i) .. pos[i]: all of them, or the layer's window */
     const int win = model_layer_window(&s->m->desc, t->layer);
 #define FIRST_POS(i) (win > 0 && t->b->pos[i] + 1 > win ? t->b->pos[i] + 1 - win : 0)
@@ -633,9 +639,10 @@ static void attn_run(void *ctx, int ith, int nth) {
         cpu_split(t->b->n, 1, ith, nth, &i0, &i1);
         for (int64_t i = i0; i < i1; i++) {
             const int p0 = FIRST_POS(i);
-            const int64_t base = ((int64_t)t->b->seq[i] * s->n_ctx + p0) * kv_dim;
-            cpu_ref_attention_token(t->out + i * q_dim, t->q + i * q_dim, kc + base, vc + base, t->b->pos[i] + 1 - p0,
-                                    n_head, hp->n_head_kv, hd, att);
+            const int64_t row = (int64_t)t->b->seq[i] * s->n_ctx + p0;
+            cpu_ref_attention_token_kv(t->out + i * q_dim, t->q + i * q_dim, kc + (size_t)row * s->row_k,
+                                       vc + (size_t)row * s->row_v, s->type_k, s->type_v, t->b->pos[i] + 1 - p0,
+                                       n_head, hp->n_head_kv, hd, att, buf);
         }
         return;
     }
@@ -649,10 +656,11 @@ static void attn_run(void *ctx, int ith, int nth) {
         const int64_t i = it / n_kvh;
         const int kh = (int)(it % n_kvh);
         const int p0 = FIRST_POS(i);
-        const int64_t base = ((int64_t)t->b->seq[i] * s->n_ctx + p0) * kv_dim + (int64_t)kh * hd;
+        const int64_t row = (int64_t)t->b->seq[i] * s->n_ctx + p0;
         const int64_t qo = i * q_dim + (int64_t)kh * group * hd;
-        cpu_attn_group_avx2(t->out + qo, t->q + qo, group, kc + base, vc + base, kv_dim, t->b->pos[i] + 1 - p0, hd,
-                            scale, att);
+        cpu_attn_group_kv_avx2(t->out + qo, t->q + qo, group, kc + (size_t)row * s->row_k, vc + (size_t)row * s->row_v,
+                               s->type_k, s->type_v, s->row_k, s->row_v, kh * hd, t->b->pos[i] + 1 - p0, hd, scale, att,
+                               buf);
     }
 #undef FIRST_POS
 }
@@ -662,12 +670,12 @@ static void op_attention(mf_backend *be, float *out, const float *q, const float
     cpu_state *s = st(be);
     PROF_BEGIN(s);
     const int kv_dim = s->kv_dim;
-    float *kc = s->k_cache[layer], *vc = s->v_cache[layer];
+    uint8_t *kc = s->k_cache[layer], *vc = s->v_cache[layer];
     /* Store first, so tokens of this batch see each other (causally, by pos). */
     for (int i = 0; i < b->n; i++) {
-        int64_t row = (int64_t)b->seq[i] * s->n_ctx + b->pos[i];
-        memcpy(kc + row * kv_dim, k + (int64_t)i * kv_dim, sizeof(float) * kv_dim);
-        memcpy(vc + row * kv_dim, v + (int64_t)i * kv_dim, sizeof(float) * kv_dim);
+        const int64_t row = (int64_t)b->seq[i] * s->n_ctx + b->pos[i];
+        cpu_kv_store_row(s->type_k, kc + (size_t)row * s->row_k, k + (int64_t)i * kv_dim, kv_dim);
+        cpu_kv_store_row(s->type_v, vc + (size_t)row * s->row_v, v + (int64_t)i * kv_dim, kv_dim);
     }
     attn_task t = { s, out, q, b, layer };
     /* A single token with a short cache is cheaper alone than split. */
@@ -743,6 +751,8 @@ static void free_caches(cpu_state *s) {
     }
     free(s->k_cache);
     free(s->v_cache);
+    free(s->kvbuf);
+    s->kvbuf = NULL;
     free(s->wrow);
     free(s->att);
     free(s->normw);
@@ -782,7 +792,24 @@ static void pack_model(cpu_state *s, const mf_model *m) {
         fprintf(stderr, "minfer/cpu: repacked %.1f MB of weights in %.2f s\n", (double)bytes / 1e6, mf_time_s() - t0);
 }
 
-static int cpu_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batch, mf_err *err) {
+/* The cache type asked for K or V (MF_KV_DEFAULT: f32) -> *type and the bytes of a row of
+ * kv_dim values; MF_ERR_USAGE where q8_0's blocks of 32 do not tile the row. */
+static int kv_row_type(int want, const char *opt, int kv_dim, int *type, size_t *row, mf_err *err) {
+    *type = want == MF_KV_DEFAULT ? QTYPE_F32 : want;
+    if (*type != QTYPE_F32 && *type != QTYPE_F16 && *type != QTYPE_Q8_0)
+        return mf_fail(err, MF_ERR_USAGE, "%s %s: not supported on the CPU backend (f32, f16 or q8_0)", opt,
+                       kv_type_name(want));
+    *row = (size_t)qtype_row_size((uint32_t)*type, (uint64_t)kv_dim);
+    if (!*row)
+        return mf_fail(err, MF_ERR_USAGE,
+                       "%s %s: a cached row (the kv heads x head dim this backend holds: %d values) is not a "
+                       "multiple of %u",
+                       opt, kv_type_name(want), kv_dim, qtype_get((uint32_t)*type)->blck);
+    return MF_OK;
+}
+
+static int cpu_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batch, const mf_kv_types *kvt,
+                    mf_err *err) {
     cpu_state *s = st(be);
     free_caches(s);
     const mf_hparams *hp = &m->hp;
@@ -791,11 +818,16 @@ static int cpu_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_bat
     s->n_seq = n_seq;
     s->n_batch = n_batch;
     s->kv_dim = hp->n_head_kv * hp->head_dim;
-    uint64_t per_layer;
-    if (mf_mul_u64((uint64_t)n_seq * (uint64_t)n_ctx, (uint64_t)s->kv_dim * sizeof(float), &per_layer))
+    int rc;
+    if ((rc = kv_row_type(kvt ? kvt->k : MF_KV_DEFAULT, "--cache-type-k", s->kv_dim, &s->type_k, &s->row_k, err)) ||
+        (rc = kv_row_type(kvt ? kvt->v : MF_KV_DEFAULT, "--cache-type-v", s->kv_dim, &s->type_v, &s->row_v, err)))
+        return rc;
+    uint64_t per_layer_k, per_layer_v;
+    if (mf_mul_u64((uint64_t)n_seq * (uint64_t)n_ctx, (uint64_t)s->row_k, &per_layer_k) ||
+        mf_mul_u64((uint64_t)n_seq * (uint64_t)n_ctx, (uint64_t)s->row_v, &per_layer_v))
         return mf_fail(err, MF_ERR_USAGE, "cpu: KV cache size overflows");
-    s->k_cache = calloc((size_t)hp->n_layer, sizeof(float *));
-    s->v_cache = calloc((size_t)hp->n_layer, sizeof(float *));
+    s->k_cache = calloc((size_t)hp->n_layer, sizeof(uint8_t *));
+    s->v_cache = calloc((size_t)hp->n_layer, sizeof(uint8_t *));
     s->max_cols = MF_MAX(MF_MAX(hp->n_embd, hp->n_ff), hp->n_head * hp->head_dim);
     const size_t nt = (size_t)cpu_pool_size(s->pool);
     s->wrow = malloc(sizeof(float) * (size_t)s->max_cols * nt);
@@ -803,20 +835,29 @@ static int cpu_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_bat
     const int group = hp->n_head_kv > 0 ? hp->n_head / hp->n_head_kv : 1;
     s->att = malloc(sizeof(float) * (size_t)n_ctx * nt * (size_t)MF_MAX(group, 1));
     if (!s->k_cache || !s->v_cache || !s->wrow || !s->normw || !s->att) goto oom;
+    if (s->type_k != QTYPE_F32 || s->type_v != QTYPE_F32) {
+        s->kvbuf = malloc(sizeof(float) * CPU_ATTN_CHUNK * (size_t)MF_MAX(hp->head_dim, 1) * nt);
+        if (!s->kvbuf) goto oom;
+    }
     for (int l = 0; l < hp->n_layer; l++) {
         /* calloc: untouched pages cost nothing until a position is written. */
-        s->k_cache[l] = calloc(1, per_layer);
-        s->v_cache[l] = calloc(1, per_layer);
+        s->k_cache[l] = calloc(1, per_layer_k);
+        s->v_cache[l] = calloc(1, per_layer_v);
         if (!s->k_cache[l] || !s->v_cache[l]) goto oom;
     }
     if (s->simd && ensure_act(s, cpu_act_row_size(CPU_ACT_Q8A32, s->max_cols) * (size_t)MF_MAX(n_batch, 1)) != 0)
         goto oom;
     pack_model(s, m);
+    be->kv_type_k = s->type_k;
+    be->kv_type_v = s->type_v;
+    if (mf_env_int("MINFER_VERBOSE", 0))
+        fprintf(stderr, "minfer/cpu: KV cache K %s, V %s: %.1f MB\n", qtype_name((uint32_t)s->type_k),
+                qtype_name((uint32_t)s->type_v), (double)(per_layer_k + per_layer_v) * hp->n_layer / 1e6);
     return MF_OK;
 oom:
     free_caches(s);
-    return mf_fail(err, MF_ERR_NOMEM, "cpu: cannot allocate KV cache (%d layers x %llu bytes x 2)", hp->n_layer,
-                   (unsigned long long)per_layer);
+    return mf_fail(err, MF_ERR_NOMEM, "cpu: cannot allocate KV cache (%d layers x %llu bytes K + %llu bytes V)",
+                   hp->n_layer, (unsigned long long)per_layer_k, (unsigned long long)per_layer_v);
 }
 
 static void prof_print(const cpu_state *s) {

@@ -204,9 +204,18 @@ void cpu_rope_head_avx2(float *v, const float *cs, int rope_dim, int neox);
  * out[hd] = softmax(scale * q.k_j) . v_j. att: scratch [n_kv]. */
 void cpu_attn_head_avx2(float *out, const float *q, const float *kc, const float *vc, int64_t kv_stride,
                         int n_kv, int hd, float scale, float *att);
-/* The G query heads sharing one KV head (GQA), keys in chunks so each K/V row is
- * read once per group: q, out [G][hd] contiguous; att: scratch [G][n_kv]. */
+/* The G query heads sharing one KV head (GQA), keys in chunks of CPU_ATTN_CHUNK so each
+ * K/V row is read once per group: q, out [G][hd] contiguous; att: scratch [G][n_kv]. */
+#define CPU_ATTN_CHUNK 64
 void cpu_attn_group_avx2(float *out, const float *q, int G, const float *kc, const float *vc, int64_t kv_stride,
                          int n_kv, int hd, float scale, float *att);
+/* The same over cache rows of types type_k / type_v (f32, f16, q8_0; row_k / row_v bytes
+ * apart), values e0 .. e0 + hd - 1 of each (the KV head's): a chunk of f16 or q8_0 rows is
+ * dequantized (cpu_kv_load_avx2) into buf [CPU_ATTN_CHUNK][hd] for the G heads, so the
+ * result is bit for bit cpu_attn_group_avx2's over the dequantized rows. */
+void cpu_attn_group_kv_avx2(float *out, const float *q, int G, const void *kc, const void *vc, int type_k, int type_v,
+                            size_t row_k, size_t row_v, int e0, int n_kv, int hd, float scale, float *att, float *buf);
+/* cpu_kv_load_ref (cpu.h) with F16C / AVX2 conversions: the same bits. */
+void cpu_kv_load_avx2(int type, const void *row, int e0, int n, float *dst);
 
 #endif

@@ -1,4 +1,5 @@
-/* ops_avx2.c - AVX2 element-wise ops and attention over the f32 KV cache.
+/* ops_avx2.c - AVX2 element-wise ops and attention over the KV cache (f32 rows in place;
+ * f16 and q8_0 rows dequantized a chunk at a time).
  * Each has a scalar twin in ref.c (the oracle): the same formula, f32 lanes
  * instead of double accumulators, so results agree to float rounding. */
 #include <math.h>
@@ -6,6 +7,7 @@
 
 #include "kernels.h"
 #include "simd_avx2.h"
+#include "util.h"
 
 void cpu_rmsnorm_avx2(float *out, const float *x, const float *w, int dim, float eps) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0;
@@ -207,25 +209,104 @@ void cpu_attn_head_avx2(float *out, const float *q, const float *kc, const float
     }
 }
 
+/* Values e0 .. e0 + n - 1 of a cache row (cpu_kv_load_ref's contract, the same bits). */
+void cpu_kv_load_avx2(int type, const void *row, int e0, int n, float *dst) {
+    if (type == QTYPE_F32) {
+        memcpy(dst, (const float *)row + e0, sizeof(float) * (size_t)n);
+        return;
+    }
+    if (type == QTYPE_F16) {
+        const uint16_t *h = (const uint16_t *)row + e0;
+        int i = 0;
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+        for (; i < n; i++) dst[i] = _cvtsh_ss(h[i]);
+        return;
+    }
+    /* q8_0: the slice block by block; 8 values a step where a block's part allows */
+    const block_q8_0 *b = row;
+    for (int e = e0; e < e0 + n;) {
+        const block_q8_0 *blk = &b[e / QK8_0];
+        const int j0 = e % QK8_0, j1 = MF_MIN(QK8_0, j0 + (e0 + n - e));
+        const float d = _cvtsh_ss(blk->d);
+        const __m256 dv = _mm256_set1_ps(d);
+        float *o = dst + (e - e0);
+        int j = j0;
+        for (; j + 8 <= j1; j += 8, o += 8) {
+            const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk->qs + j)));
+            _mm256_storeu_ps(o, _mm256_mul_ps(dv, _mm256_cvtepi32_ps(q)));
+        }
+        for (; j < j1; j++) *o++ = d * (float)blk->qs[j];
+        e += j1 - j0;
+    }
+}
+
+/* Where a group kernel's K or V rows come from: the rows of a cache of `type` (row
+ * bytes apart), values e0 .. e0 + hd - 1 of each. An f32 cache is read in place; the
+ * other types are dequantized a chunk of rows at a time into buf ([ATTN_CHUNK][hd]),
+ * once for the G heads, and read from there with the same arithmetic. */
+typedef struct attn_rows {
+    const uint8_t *c;
+    int type;
+    size_t row;
+    int e0;
+    float *buf;
+} attn_rows;
+
+/* Rows j0 .. j1 - 1: their first value's address and *stride, the floats between rows. */
+static inline const float *attn_chunk(const attn_rows *r, int j0, int j1, int hd, int64_t *stride) {
+    if (r->type == QTYPE_F32) {
+        *stride = (int64_t)(r->row / sizeof(float));
+        return (const float *)(r->c + (size_t)j0 * r->row) + r->e0;
+    }
+    *stride = hd;
+    float *o = r->buf;
+    if (r->type == QTYPE_Q8_0 && r->e0 % QK8_0 == 0 && hd % QK8_0 == 0) {
+        /* the usual shape (head dim 64, 128, 256): whole blocks, 32 codes a load, inline
+         * (the same products as cpu_kv_load_avx2). At --ctx 2048, SmolLM2's prefill spent
+         * 3.9 s in attention with cpu_kv_load_avx2 a row, 1.7 s with the f32 cache */
+        for (int j = j0; j < j1; j++) {
+            const block_q8_0 *b = (const block_q8_0 *)(r->c + (size_t)j * r->row) + r->e0 / QK8_0;
+            for (int k = 0; k < hd / QK8_0; k++, o += QK8_0) {
+                const __m256 d = _mm256_set1_ps(_cvtsh_ss(b[k].d));
+                const __m256i q = _mm256_loadu_si256((const __m256i *)b[k].qs);
+                const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+                _mm256_storeu_ps(o, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo))));
+                _mm256_storeu_ps(o + 8, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)))));
+                _mm256_storeu_ps(o + 16, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi))));
+                _mm256_storeu_ps(o + 24, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)))));
+            }
+        }
+    } else if (r->type == QTYPE_F16 && hd % 8 == 0) {
+        for (int j = j0; j < j1; j++) {
+            const uint16_t *h = (const uint16_t *)(r->c + (size_t)j * r->row) + r->e0;
+            for (int i = 0; i < hd; i += 8, o += 8) _mm256_storeu_ps(o, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+        }
+    } else {
+        for (int j = j0; j < j1; j++) cpu_kv_load_avx2(r->type, r->c + (size_t)j * r->row, r->e0, hd, o + (int64_t)(j - j0) * hd);
+    }
+    return r->buf;
+}
+
 /* GQA group: the G query heads that share one KV head, in chunks of keys so each
  * K and V row is read from L2 once per group instead of once per head (the rows
  * of a chunk stay in L1 while the G heads use them). q, out: [G][hd] contiguous;
  * att: scratch [G][n_kv]. Same arithmetic per head as cpu_attn_head_avx2. */
-#define ATTN_CHUNK 64
-void cpu_attn_group_avx2(float *out, const float *q, int G, const float *kc, const float *vc, int64_t kv_stride,
-                         int n_kv, int hd, float scale, float *att) {
-    for (int j0 = 0; j0 < n_kv; j0 += ATTN_CHUNK) {
-        const int j1 = j0 + ATTN_CHUNK < n_kv ? j0 + ATTN_CHUNK : n_kv;
+static void attn_group(float *out, const float *q, int G, const attn_rows *kr, const attn_rows *vr, int n_kv, int hd,
+                       float scale, float *att) {
+    for (int j0 = 0; j0 < n_kv; j0 += CPU_ATTN_CHUNK) {
+        const int j1 = j0 + CPU_ATTN_CHUNK < n_kv ? j0 + CPU_ATTN_CHUNK : n_kv;
+        int64_t kv_stride;
+        const float *kc = attn_chunk(kr, j0, j1, hd, &kv_stride); /* row j at kc + (j - j0) * stride */
         for (int g = 0; g < G; g++) {
             const float *qg = q + (int64_t)g * hd;
             float *ag = att + (int64_t)g * n_kv;
             int j = j0;
             for (; j + 4 <= j1; j += 4) {
-                const float *k = kc + (int64_t)j * kv_stride;
+                const float *k = kc + (int64_t)(j - j0) * kv_stride;
                 const __m128 s = dot4(qg, k, k + kv_stride, k + 2 * kv_stride, k + 3 * kv_stride, hd);
                 _mm_storeu_ps(ag + j, _mm_mul_ps(s, _mm_set1_ps(scale)));
             }
-            for (; j < j1; j++) ag[j] = dot1(qg, kc + (int64_t)j * kv_stride, hd) * scale;
+            for (; j < j1; j++) ag[j] = dot1(qg, kc + (int64_t)(j - j0) * kv_stride, hd) * scale;
         }
     }
     for (int g = 0; g < G; g++) {
@@ -254,8 +335,10 @@ void cpu_attn_group_avx2(float *out, const float *q, int G, const float *kc, con
         for (; j < n_kv; j++) ag[j] *= inv;
     }
     for (int64_t i = 0; i < (int64_t)G * hd; i++) out[i] = 0.0f;
-    for (int j0 = 0; j0 < n_kv; j0 += ATTN_CHUNK) {
-        const int j1 = j0 + ATTN_CHUNK < n_kv ? j0 + ATTN_CHUNK : n_kv;
+    for (int j0 = 0; j0 < n_kv; j0 += CPU_ATTN_CHUNK) {
+        const int j1 = j0 + CPU_ATTN_CHUNK < n_kv ? j0 + CPU_ATTN_CHUNK : n_kv;
+        int64_t kv_stride;
+        const float *vc = attn_chunk(vr, j0, j1, hd, &kv_stride);
         for (int g = 0; g < G; g++) {
             const float *ag = att + (int64_t)g * n_kv;
             float *og = out + (int64_t)g * hd;
@@ -265,7 +348,7 @@ void cpu_attn_group_avx2(float *out, const float *q, int G, const float *kc, con
                        o2 = _mm256_loadu_ps(og + i0 + 16), o3 = _mm256_loadu_ps(og + i0 + 24);
                 for (int j = j0; j < j1; j++) {
                     const __m256 p = _mm256_set1_ps(ag[j]);
-                    const float *v = vc + (int64_t)j * kv_stride + i0;
+                    const float *v = vc + (int64_t)(j - j0) * kv_stride + i0;
                     o0 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v), o0);
                     o1 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8), o1);
                     o2 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 16), o2);
@@ -278,9 +361,22 @@ void cpu_attn_group_avx2(float *out, const float *q, int G, const float *kc, con
             }
             for (; i0 < hd; i0++) {
                 float o = og[i0];
-                for (int j = j0; j < j1; j++) o += ag[j] * vc[(int64_t)j * kv_stride + i0];
+                for (int j = j0; j < j1; j++) o += ag[j] * vc[(int64_t)(j - j0) * kv_stride + i0];
                 og[i0] = o;
             }
         }
     }
+}
+
+void cpu_attn_group_avx2(float *out, const float *q, int G, const float *kc, const float *vc, int64_t kv_stride,
+                         int n_kv, int hd, float scale, float *att) {
+    const size_t row = sizeof(float) * (size_t)kv_stride;
+    const attn_rows kr = { (const uint8_t *)kc, QTYPE_F32, row, 0, NULL }, vr = { (const uint8_t *)vc, QTYPE_F32, row, 0, NULL };
+    attn_group(out, q, G, &kr, &vr, n_kv, hd, scale, att);
+}
+
+void cpu_attn_group_kv_avx2(float *out, const float *q, int G, const void *kc, const void *vc, int type_k, int type_v,
+                            size_t row_k, size_t row_v, int e0, int n_kv, int hd, float scale, float *att, float *buf) {
+    const attn_rows kr = { kc, type_k, row_k, e0, buf }, vr = { vc, type_v, row_v, e0, buf };
+    attn_group(out, q, G, &kr, &vr, n_kv, hd, scale, att);
 }

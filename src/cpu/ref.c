@@ -5,6 +5,7 @@
 
 #include "cpu.h"
 #include "quant.h"
+#include "util.h"
 
 void cpu_ref_matmul(float *out, int ld_out, const float *x, const mf_weight *w, const mf_weight *bias,
                     int n, int64_t r0, int64_t r1, float *wrow) {
@@ -61,17 +62,50 @@ void cpu_ref_rope(float *x, const int32_t *pos, int n, int n_heads, int head_dim
     }
 }
 
-void cpu_ref_attention_token(float *out, const float *q, const float *kc, const float *vc, int n_kv,
-                             int n_head, int n_head_kv, int hd, float *att) {
+/* ---- KV cache rows (f32, f16, q8_0): see cpu.h ---- */
+
+void cpu_kv_store_row(int type, void *dst, const float *src, int n) {
+    if (type == QTYPE_F32) memcpy(dst, src, sizeof(float) * (size_t)n);
+    else quant_quantize_row((uint32_t)type, src, dst, n); /* f16: round to nearest even; q8_0: ggml's _ref */
+}
+
+void cpu_kv_load_ref(int type, const void *row, int e0, int n, float *dst) {
+    if (type == QTYPE_F32) {
+        memcpy(dst, (const float *)row + e0, sizeof(float) * (size_t)n);
+    } else if (type == QTYPE_F16) {
+        const uint16_t *h = (const uint16_t *)row + e0;
+        for (int i = 0; i < n; i++) dst[i] = mf_f16_to_f32(h[i]);
+    } else { /* QTYPE_Q8_0: element e is qs[e % 32] of block e / 32, times its d */
+        const block_q8_0 *b = row;
+        for (int i = 0; i < n; i++) {
+            const int e = e0 + i;
+            dst[i] = mf_f16_to_f32(b[e / QK8_0].d) * (float)b[e / QK8_0].qs[e % QK8_0];
+        }
+    }
+}
+
+/* Values e0 .. e0 + n - 1 of cached row j (rows of row_bytes): in place for f32, else
+ * dequantized into buf. */
+static const float *ref_kv_row(const void *cache, int type, size_t row_bytes, int j, int e0, int n, float *buf) {
+    const uint8_t *r = (const uint8_t *)cache + (size_t)j * row_bytes;
+    if (type == QTYPE_F32) return (const float *)r + e0;
+    cpu_kv_load_ref(type, r, e0, n, buf);
+    return buf;
+}
+
+void cpu_ref_attention_token_kv(float *out, const float *q, const void *kc, const void *vc, int type_k, int type_v,
+                                int n_kv, int n_head, int n_head_kv, int hd, float *att, float *buf) {
     const int group = n_head / n_head_kv;
     const int kv_dim = n_head_kv * hd;
+    const size_t row_k = (size_t)qtype_row_size((uint32_t)type_k, (uint64_t)kv_dim);
+    const size_t row_v = (size_t)qtype_row_size((uint32_t)type_v, (uint64_t)kv_dim);
     const float scale = 1.0f / sqrtf((float)hd);
     for (int h = 0; h < n_head; h++) {
         const int kh = h / group;
         const float *qh = q + h * hd;
         float mx = -INFINITY;
         for (int j = 0; j < n_kv; j++) {
-            const float *k = kc + (int64_t)j * kv_dim + kh * hd;
+            const float *k = ref_kv_row(kc, type_k, row_k, j, kh * hd, hd, buf);
             double s = 0.0;
             for (int i = 0; i < hd; i++) s += (double)qh[i] * k[i];
             att[j] = (float)s * scale;
@@ -86,10 +120,15 @@ void cpu_ref_attention_token(float *out, const float *q, const float *kc, const 
         for (int i = 0; i < hd; i++) oh[i] = 0.0f;
         for (int j = 0; j < n_kv; j++) {
             const float p = (float)(att[j] / sum);
-            const float *v = vc + (int64_t)j * kv_dim + kh * hd;
+            const float *v = ref_kv_row(vc, type_v, row_v, j, kh * hd, hd, buf);
             for (int i = 0; i < hd; i++) oh[i] += p * v[i];
         }
     }
+}
+
+void cpu_ref_attention_token(float *out, const float *q, const float *kc, const float *vc, int n_kv,
+                             int n_head, int n_head_kv, int hd, float *att) {
+    cpu_ref_attention_token_kv(out, q, kc, vc, QTYPE_F32, QTYPE_F32, n_kv, n_head, n_head_kv, hd, att, NULL);
 }
 
 void cpu_ref_swiglu(float *out, const float *gate, const float *up, int64_t n) {

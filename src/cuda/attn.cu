@@ -1,7 +1,9 @@
-/* attn.cu - KV store and attention over the f16 cache.
+/* attn.cu - KV store and attention over the f16 (or q8_0) cache.
  *
  * Cache layout, per layer: K and V as [n_seq][n_kv][n_ctx][hd] f16, so one head's
- * keys are contiguous rows of hd values.
+ * keys are contiguous rows of hd values; with --cache-type-k/-v q8_0 the same rows as
+ * hd / 32 blocks of ggml's q8_0 (kv_q8.cuh), stored by kernel_kv_store_q8 (RoPE a launch
+ * before it) and read by kernel_attn_split<1> and the flash kernel's q8_0 forms.
  *
  * kernel_kv_store     one thread per 4 values of a (token, head) row: (optionally)
  *                     RoPE of q and k in place, then k, v -> cache at (seq, pos).
@@ -14,6 +16,7 @@
  *                     quantizes the output rows to q8 for the o-projection GEMV.
  * The prefill's flash attention is attn_flash.cu. */
 #include "attn_dec.cuh"
+#include "kv_q8.cuh"
 #include "ptx.cuh"
 
 /* ------------------------------------------------------------------------- */
@@ -122,8 +125,42 @@ static __global__ void kernel_kv_store_rows(cu_attn_args a, float *q, float *k, 
     }
 }
 
+/* The q8_0 cache (a.kq, a.vq): a warp per block of 32 values of a (token, kv head) row of
+ * k and v (k rotated already), kvq8_store_block's quantization. */
+static __global__ void kernel_kv_store_q8(cu_attn_args a, const float *k, const float *v) {
+    pdl_trigger();
+    pdl_wait();
+    const int nb = a.hd / 32, lane = threadIdx.x & 31, wpb = blockDim.x / 32;
+    const int64_t items = (int64_t)a.n * a.n_kv * nb;
+    /* (warp-uniform: the shuffles see whole warps) */
+    for (int64_t w = (int64_t)blockIdx.x * wpb + threadIdx.x / 32; w < items; w += (int64_t)gridDim.x * wpb) {
+        const int b = (int)(w % nb);
+        const int64_t r = w / nb; /* t * n_kv + kv head */
+        const int t = (int)(r / a.n_kv), kvh = (int)(r % a.n_kv);
+        const int64_t row = ((int64_t)a.seq[t] * a.n_kv + kvh) * a.n_ctx + a.pos[t];
+        const int64_t src = (int64_t)r * a.hd + 32 * b + lane;
+        const int64_t dst = row * kvq8_row_bytes(a.hd) + (int64_t)b * KVQ8_BLOCK;
+        kvq8_store_block(a.kq + dst, k[src], lane);
+        kvq8_store_block(a.vq + dst, v[src], lane);
+    }
+}
+
 void cu_kv_store(cu_ctx *S, const cu_attn_args *a, float *q, float *k, const float *v, int rope, int rope_dim,
                  float rope_base, int rope_mode, const float2 *cs) {
+    if (a->kq) {
+        /* q8_0: RoPE of q and k in place (k's f32 row: nothing reads it after the store),
+         * then the store; a block of 8 warps takes 8 blocks of 32 values */
+        if (rope) {
+            const cu_rope_job jobs[2] = {{q, a->n_head}, {k, a->n_kv}};
+            cu_rope(S, jobs, 2, a->pos, a->n, a->hd, rope_dim, rope_base, rope_mode, cs);
+        }
+        const int64_t items = (int64_t)a->n * a->n_kv * (a->hd / 32);
+        const int64_t want = (items + 7) / 8;
+        const int cap = 16 * cu_num_sms(S);
+        cu_launch(S, "kv_store_q8", kernel_kv_store_q8, dim3(want < cap ? (int)want : cap), dim3(256), 0, *a,
+                  (const float *)k, v);
+        return;
+    }
     /* without rope only the k/v rows have work (nq = 0: q is untouched) */
     const int nq = rope ? a->n_head : 0;
     const int64_t items = (int64_t)a->n * (nq + a->n_kv) * (a->hd / 4);
@@ -150,6 +187,9 @@ void cu_kv_store(cu_ctx *S, const cu_attn_args *a, float *q, float *k, const flo
 #define ATT_MAXG 8
 #define ATT_MAXHD 256
 
+/* Q8: the q8_0 cache (a.kq, a.vq) instead of the f16 one, dequantized as loaded; the
+ * arithmetic after the load is the same */
+template <int Q8>
 static __global__ void __launch_bounds__(ATT_THREADS)
 kernel_attn_split(cu_attn_args a, const float *q, float *part, int chunk, int n_chunks, float scale) {
     __shared__ float qs[ATT_MAXG * ATT_MAXHD];
@@ -179,8 +219,10 @@ kernel_attn_split(cu_attn_args a, const float *q, float *part, int chunk, int n_
         mh[tid] = -INFINITY;
         lh[tid] = 0.0f;
     }
-    const int64_t base = ((int64_t)seq * a.n_kv + kvh) * a.n_ctx * hd;
-    const __half *kb = a.kc + base, *vb = a.vc + base;
+    const int64_t row0 = ((int64_t)seq * a.n_kv + kvh) * a.n_ctx; /* the kv head's first cached row */
+    const int rb = kvq8_row_bytes(hd);
+    const __half *kb = Q8 ? nullptr : a.kc + row0 * hd, *vb = Q8 ? nullptr : a.vc + row0 * hd;
+    const uint8_t *kqb = Q8 ? a.kq + row0 * rb : nullptr, *vqb = Q8 ? a.vq + row0 * rb : nullptr;
     /* PV mapping: thread = (position group pg, value pair dp) */
     const int nd = hd / 2, npg = ATT_THREADS / nd;
     const int dp = tid % nd, pg = tid / nd;
@@ -197,16 +239,19 @@ kernel_attn_split(cu_attn_args a, const float *q, float *part, int chunk, int n_
 #pragma unroll
             for (int h = 0; h < ATT_MAXG; h++) s[h] = 0.0f;
             if (tid < np) {
-                const __half *kr = kb + (int64_t)(ts + tid) * hd;
                 for (int d8 = 0; d8 < hd; d8 += 8) {
-                    const uint4 raw = *(const uint4 *)(kr + d8);
-                    const __half2 *h2 = (const __half2 *)&raw;
                     float f[8];
+                    if (Q8) {
+                        kvq8_load8(kqb + (int64_t)(ts + tid) * rb, d8, f);
+                    } else {
+                        const uint4 raw = *(const uint4 *)(kb + (int64_t)(ts + tid) * hd + d8);
+                        const __half2 *h2 = (const __half2 *)&raw;
 #pragma unroll
-                    for (int k = 0; k < 4; k++) {
-                        const float2 v = __half22float2(h2[k]);
-                        f[2 * k] = v.x;
-                        f[2 * k + 1] = v.y;
+                        for (int k = 0; k < 4; k++) {
+                            const float2 v = __half22float2(h2[k]);
+                            f[2 * k] = v.x;
+                            f[2 * k + 1] = v.y;
+                        }
                     }
 #pragma unroll
                     for (int h = 0; h < ATT_MAXG; h++)
@@ -252,7 +297,8 @@ kernel_attn_split(cu_attn_args a, const float *q, float *part, int chunk, int n_
                 acc[h][1] *= f;
             }
             for (int i = pg; i < np; i += npg) {
-                const float2 v = __half22float2(*(const __half2 *)(vb + (int64_t)(ts + i) * hd + 2 * dp));
+                const float2 v = Q8 ? kvq8_load2(vqb + (int64_t)(ts + i) * rb, 2 * dp)
+                                    : __half22float2(*(const __half2 *)(vb + (int64_t)(ts + i) * hd + 2 * dp));
 #pragma unroll
                 for (int h = 0; h < ATT_MAXG; h++)
                     if (h < hc) {
@@ -702,7 +748,8 @@ void cu_attn_split(cu_ctx *S, const cu_attn_args *a, const float *q, float *out,
     dim3 grid(n_chunks, a->n_kv * nsub, a->n);
     const int do_q8 = q8 && a->hd % 32 == 0;
     cu_q8 qq = q8 ? *q8 : cu_q8{};
-    if (counter && cu_attn_dec_supported(S, a->hd, G, a->window)) {
+    /* (the one-token kernel reads the f16 cache only) */
+    if (counter && !a->kq && cu_attn_dec_supported(S, a->hd, G, a->window)) {
         /* heads per block: ATT_MAXG, or with a.fit the power of two >= G (<= ATT_MAXG),
          * or at head dims 128 (with a.fit) and 256 (always fitted) cu_tune.attn_heads
          * where that is 1 or 2 (a kv head's group over several blocks) */
@@ -723,7 +770,12 @@ void cu_attn_split(cu_ctx *S, const cu_attn_args *a, const float *q, float *out,
             attn_dec_launch<256>(S, mg, a->warps, grid, *a, q, part, counter, out, chunk, n_chunks, scale, qq, do_q8);
         return;
     }
-    cu_launch(S, "attn_split", kernel_attn_split, grid, dim3(ATT_THREADS), 0, *a, q, part, chunk, n_chunks, scale);
+    if (a->kq)
+        cu_launch(S, "attn_split_q8", kernel_attn_split<1>, grid, dim3(ATT_THREADS), 0, *a, q, part, chunk, n_chunks,
+                  scale);
+    else
+        cu_launch(S, "attn_split", kernel_attn_split<0>, grid, dim3(ATT_THREADS), 0, *a, q, part, chunk, n_chunks,
+                  scale);
     const int threads = (a->hd + 31) / 32 * 32;
     cu_launch(S, "attn_combine", kernel_attn_combine, dim3(a->n_head, a->n), dim3(threads), 0, *a, (const float *)part,
               out, chunk, n_chunks, qq, do_q8);

@@ -1,9 +1,11 @@
-/* attn_flash.cu - prefill attention on tensor cores: kernel_attn_flash<HD, NH, DB, WIN>
- * over the f16 cache (attn.cu's layout: per layer [n_seq][n_kv][n_ctx][hd]), 64 queries x
+/* attn_flash.cu - prefill attention on tensor cores: kernel_attn_flash<HD, NH, DB, WIN, Q8>
+ * over the f16 cache (attn.cu's layout: per layer [n_seq][n_kv][n_ctx][hd]; Q8: the q8_0
+ * cache, kv_q8.cuh, each tile's rows dequantized to f16 as they are staged), 64 queries x
  * 64 keys a step (mma.sync m16n8k16 f16 -> f32), the causal mask (and a sliding window's)
  * from the per-token positions, GQA by kv head = head / (n_head / n_kv). The forms and
  * the measurements behind the choice among them are at cu_attn_flash (the end). */
 #include "common.cuh"
+#include "kv_q8.cuh"
 #include "ptx.cuh"
 
 /* ------------------------------------------------------------------------- */
@@ -19,6 +21,14 @@
 static __device__ __forceinline__ uint32_t pack_h2(float lo, float hi) {
     __half2 h = __floats2half2_rn(lo, hi);
     return *(uint32_t *)&h;
+}
+
+/* Values e .. e + 7 of a q8_0 cache row as 8 f16 (d * q in f32, then rounded to f16: the
+ * tile the f16 forms stage, from the q8_0 row's values) */
+static __device__ __forceinline__ uint4 kvq8_load8_h(const uint8_t *row, int e) {
+    float f[8];
+    kvq8_load8(row, e, f);
+    return make_uint4(pack_h2(f[0], f[1]), pack_h2(f[2], f[3]), pack_h2(f[4], f[5]), pack_h2(f[6], f[7]));
 }
 
 /* Four 8x8 b16 matrices transposed: lane l gives the row address of matrix l / 8, row l % 8. */
@@ -173,9 +183,10 @@ static __device__ __forceinline__ void fa_step(const __half *Ks, const __half *V
     }
 }
 
-template <int HD, int NH, int DB, int WIN>
+template <int HD, int NH, int DB, int WIN, int Q8>
 static __global__ void __launch_bounds__(128 * NH, (fa_cfg<HD, NH, DB>::MINB))
     kernel_attn_flash(cu_attn_args a, const float *q, float *out, const int4 *tiles, float qscale) {
+    static_assert(!(Q8 && DB), "the q8_0 forms stage with plain loads (cp.async cannot dequantize)");
     using C = fa_cfg<HD, NH, DB>;
     constexpr int LD = C::LD;
     __shared__ int pmin_s; /* WIN: the smallest position of the block's rows */
@@ -233,8 +244,10 @@ static __global__ void __launch_bounds__(128 * NH, (fa_cfg<HD, NH, DB>::MINB))
 #pragma unroll
     for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-    const int64_t base = ((int64_t)seq * a.n_kv + kvh) * a.n_ctx * HD;
-    const __half *kb = a.kc + base, *vb = a.vc + base;
+    const int64_t row0 = ((int64_t)seq * a.n_kv + kvh) * a.n_ctx; /* the kv head's first cached row */
+    constexpr int RB = HD / 32 * KVQ8_BLOCK;                       /* (Q8) bytes of a row */
+    const __half *kb = Q8 ? nullptr : a.kc + row0 * HD, *vb = Q8 ? nullptr : a.vc + row0 * HD;
+    const uint8_t *kqb = Q8 ? a.kq + row0 * RB : nullptr, *vqb = Q8 ? a.vq + row0 * RB : nullptr;
     const int nkt = kmax / FA_BK + 1;
     /* keys kt * 64 .. into K at Kd and V after it; rows past kmax are zeros */
     auto stage = [&](int kt, __half *Kd) {
@@ -248,7 +261,10 @@ static __global__ void __launch_bounds__(128 * NH, (fa_cfg<HD, NH, DB>::MINB))
                 cp_async16(Vd + r * LD + d8, vb + (int64_t)(ok ? p : 0) * HD + d8, ok ? 16 : 0);
             } else {
                 uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-                if (p <= kmax) {
+                if (p <= kmax && Q8) {
+                    kv = kvq8_load8_h(kqb + (int64_t)p * RB, d8);
+                    vv = kvq8_load8_h(vqb + (int64_t)p * RB, d8);
+                } else if (p <= kmax) {
                     kv = *(const uint4 *)(kb + (int64_t)p * HD + d8);
                     vv = *(const uint4 *)(vb + (int64_t)p * HD + d8);
                 }
@@ -295,18 +311,22 @@ static __global__ void __launch_bounds__(128 * NH, (fa_cfg<HD, NH, DB>::MINB))
 }
 
 /* One form of the kernel: NH must divide the group size n_head / n_kv (callers check). */
-template <int HD, int NH, int DB, int WIN>
+template <int HD, int NH, int DB, int WIN, int Q8 = 0>
 static void attn_flash_launch(cu_ctx *S, const cu_attn_args *a, const float *q, float *out, const int4 *d_tiles,
                               int n_tiles) {
     using C = fa_cfg<HD, NH, DB>;
     static unsigned char attr_set[CU_MAX_DEVICES]; /* (per device: common.cuh) */
     if (C::SMEM > 48 * 1024 &&
-        !cu_smem_attr_once(S, kernel_attn_flash<HD, NH, DB, WIN>, C::SMEM, attr_set, "attn_flash: shared memory attribute"))
+        !cu_smem_attr_once(S, kernel_attn_flash<HD, NH, DB, WIN, Q8>, C::SMEM, attr_set,
+                           "attn_flash: shared memory attribute"))
         return;
     const float qscale = 1.4426950408889634f / sqrtf((float)a->hd);
     dim3 grid(a->n_head / NH, n_tiles); /* (heads first: blocks start in x order, tiles as listed) */
-    cu_launch(S, HD == 64 ? "attn_flash64" : HD == 128 ? "attn_flash128" : "attn_flash256",
-              kernel_attn_flash<HD, NH, DB, WIN>, grid, dim3(C::THREADS), C::SMEM, *a, q, out, d_tiles, qscale);
+    const char *name = HD == 64    ? (Q8 ? "attn_flash64_q8" : "attn_flash64")
+                       : HD == 128 ? (Q8 ? "attn_flash128_q8" : "attn_flash128")
+                                   : (Q8 ? "attn_flash256_q8" : "attn_flash256");
+    cu_launch(S, name, kernel_attn_flash<HD, NH, DB, WIN, Q8>, grid, dim3(C::THREADS), C::SMEM, *a, q, out, d_tiles,
+              qscale);
 }
 
 int cu_attn_flash_supported(const cu_ctx *S, int hd) { return hd == 64 || hd == 128 || (hd == 256 && S->flash256); }
@@ -322,6 +342,12 @@ size_t cu_attn_flash_smem_need(int hd, int db) {
 template <int HD>
 static void attn_flash_form(cu_ctx *S, int two, int db, const cu_attn_args *a, const float *q, float *out,
                             const int4 *d_tiles, int n_tiles) {
+    if (a->kq) { /* the q8_0 cache: plain loads only (path flash-db does not apply) */
+        if (a->window > 0) attn_flash_launch<HD, 1, 0, 1, 1>(S, a, q, out, d_tiles, n_tiles);
+        else if (two) attn_flash_launch<HD, 2, 0, 0, 1>(S, a, q, out, d_tiles, n_tiles);
+        else attn_flash_launch<HD, 1, 0, 0, 1>(S, a, q, out, d_tiles, n_tiles);
+        return;
+    }
     if (a->window > 0 && db) attn_flash_launch<HD, 1, 1, 1>(S, a, q, out, d_tiles, n_tiles);
     else if (a->window > 0) attn_flash_launch<HD, 1, 0, 1>(S, a, q, out, d_tiles, n_tiles);
     else if (two && db) attn_flash_launch<HD, 2, 1, 0>(S, a, q, out, d_tiles, n_tiles);
@@ -349,6 +375,8 @@ void cu_attn_flash(cu_ctx *S, const cu_attn_args *a, const float *q, float *out,
     const int db = S->on[CU_PATH_FLASH_DB];
     if (a->hd == 64) attn_flash_form<64>(S, two, db, a, q, out, d_tiles, n_tiles);
     else if (a->hd == 128) attn_flash_form<128>(S, two, db, a, q, out, d_tiles, n_tiles);
+    else if (a->window > 0 && a->kq) attn_flash_launch<256, 1, 0, 1, 1>(S, a, q, out, d_tiles, n_tiles);
     else if (a->window > 0) attn_flash_launch<256, 1, 0, 1>(S, a, q, out, d_tiles, n_tiles);
+    else if (a->kq) attn_flash_launch<256, 1, 0, 0, 1>(S, a, q, out, d_tiles, n_tiles);
     else attn_flash_launch<256, 1, 0, 0>(S, a, q, out, d_tiles, n_tiles);
 }

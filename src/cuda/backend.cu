@@ -197,6 +197,8 @@ static void free_state(cu_state *S) {
     free(S->gu);
     free(S->kc);
     free(S->vc);
+    free(S->kq);
+    free(S->vq);
     free(S->h_meta);
     free(S->h_tiles);
 }
@@ -232,9 +234,28 @@ static int resolve_paths(cu_state *S, mf_err *err) {
     return MF_OK;
 }
 
-static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batch, mf_err *err) {
+static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batch, const mf_kv_types *kvt,
+                   mf_err *err) {
     cu_state *S = cu_st(be);
     cudaError_t e;
+    /* the cache: f16 (the default) or q8_0, K and V alike (head dims a multiple of 32);
+     * anything else is refused before anything loads */
+    const int tk = kvt && kvt->k != MF_KV_DEFAULT ? kvt->k : QTYPE_F16;
+    const int tv = kvt && kvt->v != MF_KV_DEFAULT ? kvt->v : QTYPE_F16;
+    for (int i = 0; i < 2; i++) {
+        const int t = i ? tv : tk;
+        if (t != QTYPE_F16 && t != QTYPE_Q8_0)
+            return mf_fail(err, MF_ERR_USAGE, "%s %s: not supported on the CUDA backend (f16 or q8_0)",
+                           i ? "--cache-type-v" : "--cache-type-k", kv_type_name(t));
+    }
+    if (tk != tv)
+        return mf_fail(err, MF_ERR_USAGE, "--cache-type-k %s with --cache-type-v %s: the CUDA backend takes f16 or "
+                       "q8_0 for both, not a mix", kv_type_name(tk), kv_type_name(tv));
+    const int kv_q8 = tk == QTYPE_Q8_0;
+    if (kv_q8 && m->hp.head_dim % 32)
+        return mf_fail(err, MF_ERR_USAGE, "--cache-type-k q8_0: the CUDA backend needs a head dim that is a multiple "
+                       "of 32 (this model's: %d)", m->hp.head_dim);
+    be->kv_type_k = be->kv_type_v = tk;
     if ((e = cudaSetDevice(S->device)) != cudaSuccess)
         return mf_fail(err, MF_ERR_DEVICE, "cuda: cudaSetDevice(%d): %s", S->device, cudaGetErrorString(e));
     S->m = m;
@@ -258,11 +279,12 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     rc = cu_upload_weights(S, m, err);
     if (rc) return rc;
 
-    /* KV cache: per layer K then V, [n_seq][n_kv][n_ctx][hd] f16, zeroed so no
-     * position ever holds NaN bits */
+    /* KV cache: per layer K then V, [n_seq][n_kv][n_ctx] rows of hd values, f16 or q8_0
+     * (hd / 32 blocks of 34 bytes a row), zeroed so no position ever holds NaN bits */
     const mf_hparams *hp = &S->hp;
-    const size_t per = (size_t)S->n_seq * hp->n_head_kv * S->n_ctx * hp->head_dim;
-    S->kvbytes = per * 2 * sizeof(__half) * hp->n_layer;
+    const size_t rows = (size_t)S->n_seq * hp->n_head_kv * S->n_ctx;
+    const size_t per = rows * (kv_q8 ? (size_t)hp->head_dim / 32 * sizeof(block_q8_0) : hp->head_dim * sizeof(__half));
+    S->kvbytes = per * 2 * hp->n_layer;
     S->kvbuf = cu_dev_alloc(S, S->kvbytes, "cudaMalloc(kv cache)");
     if (!S->kvbuf)
         return mf_fail(err, MF_ERR_DEVICE, "cuda: cannot allocate %.2f GiB of KV cache (%d x %d positions): %s",
@@ -273,9 +295,19 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         return mf_fail(err, MF_ERR_DEVICE, "cuda: cudaMemsetAsync(kv cache): %s", cudaGetErrorString(e));
     S->kc = (__half **)mf_xcalloc(hp->n_layer > 0 ? hp->n_layer : 1, sizeof(__half *));
     S->vc = (__half **)mf_xcalloc(hp->n_layer > 0 ? hp->n_layer : 1, sizeof(__half *));
+    if (kv_q8) {
+        S->kq = (uint8_t **)mf_xcalloc(hp->n_layer > 0 ? hp->n_layer : 1, sizeof(uint8_t *));
+        S->vq = (uint8_t **)mf_xcalloc(hp->n_layer > 0 ? hp->n_layer : 1, sizeof(uint8_t *));
+    }
     for (int l = 0; l < hp->n_layer; l++) {
-        S->kc[l] = (__half *)S->kvbuf + (size_t)l * 2 * per;
-        S->vc[l] = S->kc[l] + per;
+        uint8_t *kl = (uint8_t *)S->kvbuf + (size_t)l * 2 * per;
+        if (kv_q8) {
+            S->kq[l] = kl;
+            S->vq[l] = kl + per;
+        } else {
+            S->kc[l] = (__half *)kl;
+            S->vc[l] = (__half *)(kl + per);
+        }
     }
 
     /* scratch */

@@ -96,7 +96,8 @@ struct cu_state : cu_ctx {
     __half *mh;            /* prefill activations in f16 for path mmf [n_pad][kmax], or NULL */
     __half *mh8;           /* the fused SwiGLU's f16 output at 8 columns [8][kmax] (path mmf-swiglu), or NULL */
     size_t own_scratch, fw_scratch;
-    __half **kc, **vc;
+    __half **kc, **vc;     /* [n_layer] the f16 cache's K and V (NULL entries with a q8_0 cache) */
+    uint8_t **kq, **vq;    /* [n_layer] the q8_0 cache's (--cache-type-k/-v q8_0), or NULL: attn.cu */
     /* batch metadata [tok n_batch][pos n_batch][seq n_batch] */
     int32_t *d_meta, *d_idx;
     int4 *d_tiles;

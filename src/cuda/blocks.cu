@@ -136,6 +136,7 @@ static void plan_facts(cu_state *S, int tp) {
     f->x16 = S->x16 != NULL;
     f->tp = tp;
     f->moe_mq = S->moe_mq.q != NULL;
+    f->kv_q8 = S->kq != NULL;
 }
 
 const cu_plan *cu_plan_of(cu_state *S, int tp) {
@@ -333,6 +334,8 @@ static cu_attn_args attn_args(cu_state *S, int layer, const mf_batch *b) {
     a.seq = meta_seq(S, b);
     a.kc = S->kc[layer];
     a.vc = S->vc[layer];
+    a.kq = S->kq ? S->kq[layer] : NULL;
+    a.vq = S->vq ? S->vq[layer] : NULL;
     a.seq1 = S->n_seq == 1;
     a.fit = S->on[CU_PATH_ATTN_FIT];
     a.warps = S->tune.attn_warps;

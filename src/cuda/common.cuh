@@ -781,6 +781,12 @@ struct cu_attn_args {
     int n_head, n_kv, hd, n_ctx;
     const int32_t *pos, *seq;     /* device [n] */
     __half *kc, *vc;              /* layer cache [n_seq][n_kv][n_ctx][hd] */
+    /* the cache as q8_0 instead (--cache-type-k/-v q8_0; kc, vc NULL): the same rows, each
+     * hd / 32 blocks of ggml's block_q8_0 (f16 d, 32 int8; 34 bytes, so 2-byte aligned),
+     * as the CPU stores them. Read by the store, split and flash kernels; the one-token
+     * kernel (kernel_attn_dec) does not take it (the plan runs the store and split kernels:
+     * cu_plan_facts.kv_q8). NULL: the f16 cache. */
+    uint8_t *kq, *vq;
     /* fused store (kernel_attn_dec, n == 1): RoPE q (in shared memory only) and k,
      * and write k, v [n_kv*hd] of the token into the cache itself */
     const float *kin, *vin;       /* NULL: the cache already holds them */

@@ -39,12 +39,12 @@ void cu_print_notice(cu_state *S) {
     if (S->m) cu_plan_brief(S->plan_made ? &S->plan : cu_plan_of(S, 0), plan, sizeof plan);
     fprintf(stderr,
             "minfer/cuda: %s (sm_%d%d, %.0f GiB, tune %s): blocks=%s gemv=%s prefill=%s attn=%s%s; %s; paths off: %s; "
-            "mem weights=%.2f GiB kv=%.2f GiB scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB mmq-planes=%.2f GiB (%d planes) mmf-planes=%.2f GiB (%d planes)\n",
+            "mem weights=%.2f GiB kv=%.2f GiB (%s) scratch=%.2f GiB (+%.1f%%) f16-plane=%.2f GiB mmq-planes=%.2f GiB (%d planes) mmf-planes=%.2f GiB (%d planes)\n",
             S->prop.name, S->prop.major, S->prop.minor, S->prop.totalGlobalMem / gib, S->tune.name, blocks, gemv,
             S->on[CU_PATH_MMQ] ? S->on[CU_PATH_MMF] ? S->on[CU_PATH_MMA] ? "mmf-f16 (q4_K q6_K, 128+ tokens) mmq-int8 (q4_K q6_K q8_0; others mma-f16)" : "mmf-f16 (q4_K q6_K, 128+ tokens) mmq-int8 (q4_K q6_K q8_0; others gemv)" : S->on[CU_PATH_MMA] ? "mmq-int8 (q4_K q6_K q8_0; others mma-f16)" : "mmq-int8 (q4_K q6_K q8_0; others gemv)"
                                : S->on[CU_PATH_MMA] ? "mma-f16" : "gemv",
             S->on[CU_PATH_FLASH] && cu_attn_flash_supported(S, S->hp.head_dim) ? "flash+split" : "split",
-            S->rope_row ? "+rope-row" : "", plan, n_off ? off : "none", S->wbytes / gib, S->kvbytes / gib, scratch / gib,
+            S->rope_row ? "+rope-row" : "", plan, n_off ? off : "none", S->wbytes / gib, S->kvbytes / gib, S->kq ? "q8_0" : "f16", scratch / gib,
             base > 0 ? 100.0 * scratch / base : 0.0, plane / gib, S->planebytes / gib, S->nplanes, S->mmfbytes / gib, S->nmmf);
     if (S->verbose)
         fprintf(stderr, "minfer/cuda: scratch: backend %.1f MiB (q8 %lld values, attn %d chunks of %d, gemm f16 %lld+%lld), "

@@ -384,7 +384,9 @@ static void plan_layer(const planner *P, int l, int n, cu_layer_plan *lp) {
     }
     lp->qkv.converts = (uint8_t)(converts(lp->mm[CU_W_Q], xb) | converts(lp->mm[CU_W_K], xb) | converts(lp->mm[CU_W_V], xb));
     lp->qkv.writes = CU_F_F32;
-    const int dec = n == 1 && cu_cap_attn_dec(e, hd, hp->n_head / hp->n_head_kv, window);
+    /* (kernel_attn_dec reads the f16 cache only) */
+    const int dec = n == 1 && !P->f->kv_q8 && cu_cap_attn_dec(e, hd, hp->n_head / hp->n_head_kv, window);
+    lp->kv_q8 = (uint8_t)(P->f->kv_q8 != 0);
     lp->rope.kind = dec ? CU_ROPE_IN_ATTN : CU_ROPE_STORE;
     lp->qk_norm_in_attn = (uint8_t)(d->qk_norm && dec);
     const int att_q8 = decode && hd % 32 == 0 && q8_fits(P, (long long)hp->n_head * hd);
@@ -548,14 +550,18 @@ static const char *act_name(int k) { return (const char *[]){ "in gate+up", "swi
 
 static void print_attn(FILE *o, const cu_layer_plan *lp, const mf_layer *L) {
     char f1[32], f2[32], f3[32];
-    fprintf(o, "      attn: %s -> %s | q/k/v %s/%s/%s, %s (%s, %s, %s)%s%s | rope %s%s | attn %s -> %s%s | wo %s, %s\n",
+    fprintf(o, "      attn: %s -> %s | q/k/v %s/%s/%s, %s (%s, %s, %s)%s%s | rope %s%s | attn %s%s -> %s%s | wo %s, %s\n",
             norm_name(lp->attn_norm.kind), forms(lp->attn_norm.writes, f1), cu_mm_name(lp->mm[CU_W_Q]),
             cu_mm_name(lp->mm[CU_W_K]), cu_mm_name(lp->mm[CU_W_V]), qkv_name(lp->qkv.kind), qtype_name(L->wq.type),
             qtype_name(L->wk.type), qtype_name(L->wv.type), lp->qkv.converts ? ", converts to " : "",
             lp->qkv.converts ? forms(lp->qkv.converts, f2) : "",
-            lp->rope.kind == CU_ROPE_IN_ATTN ? "in the attention kernel" : "in the KV-store kernel",
-            lp->qk_norm_in_attn ? " (q/k norms there too)" : "", att_name(lp->attn.kind), forms(lp->attn.writes, f3),
-            lp->attn.may_refuse ? " (split when captured in a graph)" : "", cu_mm_name(lp->mm[CU_W_O]), res_name(lp->wo_res.kind));
+            lp->rope.kind == CU_ROPE_IN_ATTN ? "in the attention kernel"
+            : lp->kv_q8                      ? "a launch, then the q8_0 KV store"
+                                             : "in the KV-store kernel",
+            lp->qk_norm_in_attn ? " (q/k norms there too)" : "", att_name(lp->attn.kind),
+            lp->kv_q8 ? " over q8_0 rows" : "", forms(lp->attn.writes, f3),
+            lp->attn.may_refuse ? " (split when captured in a graph)" : "", cu_mm_name(lp->mm[CU_W_O]),
+            res_name(lp->wo_res.kind));
 }
 
 static void print_ffn(FILE *o, const cu_layer_plan *lp, const mf_layer *L) {

@@ -94,6 +94,8 @@ typedef struct cu_plan_facts {
                                   8 columns), the gate+up launch's second q8, the f16 GEMM's */
     int tp;                 /* the model split over ranks (a reduce after each block) */
     int moe_mq;             /* the experts' grouped MMQ scratch (moe.cu) is present */
+    int kv_q8;              /* the KV cache is q8_0 (--cache-type-k/-v): RoPE and the store in the
+                               store launches, the split kernel for decode (not kernel_attn_dec) */
 } cu_plan_facts;
 /* What the upload and the scratch make of model m in env e with n_batch when every
  * allocation succeeds; e's paths that need scratch the batch does not get are turned off
@@ -194,6 +196,8 @@ typedef struct cu_layer_plan {
     cu_stage attn_norm, qkv, rope, attn, wo_res;
     uint8_t mm[CU_W_COUNT];         /* cu_mm of each matrix */
     uint8_t qk_norm_in_attn;        /* gemma3's q/k norms inside the attention kernel */
+    uint8_t kv_q8;                  /* a q8_0 cache: RoPE its own launch, then the q8_0 store
+                                       (rope.kind CU_ROPE_STORE); split or flash over q8_0 rows */
     cu_stage ffn_norm, gu, act, down_res;
     uint8_t moe;                    /* cu_moe_kind: the FFN's experts (gu/act unused then) */
 } cu_layer_plan;

@@ -11,6 +11,8 @@
  * MINFER_TEST_ALL_LOGITS=1: the prefill asks logits at every prompt position and
  * reports over them the argmax agreement and the largest logit difference (issue 29's
  * accuracy of int8 prefill activations: compare a run with MINFER_CUDA_DISABLE=mmq).
+ * MINFER_TEST_KV=q8_0 (or f16): both sides' KV caches of that type (-ctk/-ctv; the CPU's
+ * default is f32, the GPU's f16).
  * Checks:
  * every logit finite, max error <= MAX_ERR (default 2e-2). The GPU's logits go to the
  * backend's host_alloc memory as a context's do (MINFER_TEST_HOST_LOGITS, below). */
@@ -44,7 +46,10 @@ typedef struct side {
 static int side_init(side *s, mf_backend *be, mf_model *m, int n_ctx, int n_batch, mf_err *err) {
     s->be = be;
     if (!be) return -1;
-    if (be->init(be, m, n_ctx, 1, n_batch, err)) return -1;
+    mf_kv_types kvt;
+    if (kv_type_parse(getenv("MINFER_TEST_KV"), "MINFER_TEST_KV", &kvt.k, err)) return -1;
+    kvt.v = kvt.k;
+    if (be->init(be, m, n_ctx, 1, n_batch, &kvt, err)) return -1;
     return forward_init(&s->fw, be, m, n_ctx, 1, n_batch, err);
 }
 

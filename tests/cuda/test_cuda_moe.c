@@ -206,7 +206,7 @@ int main(int argc, char **argv) {
     }
     CHECK(m.desc.n_expert > 1, "%s: a model with experts", argv[1]);
     mf_backend *be = cuda_backend_new(0, &err);
-    if (!be || be->init(be, &m, 256, 1, 256, &err)) {
+    if (!be || be->init(be, &m, 256, 1, 256, NULL, &err)) {
         CHECK(0, "init: %s", err.msg);
         return test_summary("cuda_moe");
     }

@@ -286,6 +286,8 @@ typedef struct env {
     mf_model m;
     mf_backend *cpu, *gpu;
 } env;
+/* the KV cache types of both sides' backends (NULL: their defaults, f32 and f16) */
+static const mf_kv_types *env_kvt;
 
 static int env_init(env *e, int n_embd, int n_ff, int n_head, int n_kv, int hd, int n_ctx, int n_seq, int n_batch) {
     memset(e, 0, sizeof *e);
@@ -312,8 +314,8 @@ static int env_init(env *e, int n_embd, int n_ff, int n_head, int n_kv, int hd, 
         fprintf(stderr, "backend: %s\n", err.msg);
         return -1;
     }
-    if (e->cpu->init(e->cpu, &e->m, n_ctx, n_seq, n_batch, &err) ||
-        e->gpu->init(e->gpu, &e->m, n_ctx, n_seq, n_batch, &err)) {
+    if (e->cpu->init(e->cpu, &e->m, n_ctx, n_seq, n_batch, env_kvt, &err) ||
+        e->gpu->init(e->gpu, &e->m, n_ctx, n_seq, n_batch, env_kvt, &err)) {
         fprintf(stderr, "init: %s\n", err.msg);
         return -1;
     }
@@ -659,8 +661,9 @@ static void test_attention(int n_head, int n_kv, int hd, int n_seq, const int *s
     io.tok = calloc(n_batch, 4);
     io.pos = calloc(n_batch, 4);
     io.seq = calloc(n_batch, 4);
-    char desc[48];
-    snprintf(desc, sizeof desc, "%s%s", n_seq > 1 ? " (+seq 1)" : "", att_window ? " window" : "");
+    char desc[64];
+    snprintf(desc, sizeof desc, "%s%s%s", n_seq > 1 ? " (+seq 1)" : "", env_kvt ? " kv q8_0" : "",
+             att_window ? " window" : "");
     if (att_window) snprintf(desc + strlen(desc), sizeof desc - strlen(desc), " %d", att_window);
     /* the prefixes, in chunks */
     double worst = 0;
@@ -890,6 +893,59 @@ static void test_blocks(const char *name, int dim, int ff, int nh, int nkv, int 
     env_free(&e);
 }
 
+/* The q8_0 KV cache (--cache-type-k/-v q8_0) on both sides: the CPU stores q8_0 rows of
+ * its k/v, the GPU its own (kernel_kv_store_q8: the same quantization, so the same bytes
+ * from the same values), and the GPU reads them in the split kernel (decode) and the flash
+ * kernel's q8_0 forms (prefill: rows dequantized to f16 as staged), against the CPU's
+ * reference over its q8_0 rows; then whole attention blocks (RoPE a launch, the q8_0 store,
+ * split / flash: the plan with cu_plan_facts.kv_q8) against the composed CPU blocks. The
+ * CUDA backend refuses what it does not take: a head dim not a multiple of 32, a mix of
+ * f16 and q8_0, f32. */
+static void test_kvq8(void) {
+    static const mf_kv_types q8 = {QTYPE_Q8_0, QTYPE_Q8_0};
+    const mf_kv_types refused[] = {{QTYPE_Q8_0, QTYPE_F16}, {QTYPE_F32, QTYPE_F32}, {QTYPE_Q8_0, QTYPE_Q8_0}};
+    const char *why[] = {"not a mix", "not supported on the CUDA backend", "multiple of 32"};
+    for (int i = 0; i < 3; i++) {
+        mf_model m;
+        memset(&m, 0, sizeof m);
+        m.hp.n_embd = 64, m.hp.n_layer = 1, m.hp.n_ff = 128, m.hp.n_head = 8, m.hp.n_head_kv = 4;
+        m.hp.head_dim = i == 2 ? 8 : 64; /* (stories260K's head dim 8: refused on the GPU, taken on the CPU) */
+        mf_err err = {{0}};
+        mf_backend *g = cuda_backend_new(0, &err);
+        const int rc = g ? g->init(g, &m, 16, 1, 4, &refused[i], &err) : -1;
+        CHECK(rc == MF_ERR_USAGE && strstr(err.msg, why[i]), "cuda refuses KV %s/%s%s: rc %d (%s)",
+              qtype_name(refused[i].k), qtype_name(refused[i].v), i == 2 ? " at head dim 8" : "", rc, err.msg);
+        if (g) g->destroy(g);
+    }
+    env_kvt = &q8;
+    /* decode (split) and prefill (flash, 13 and 100 tokens) over fresh and 700-position
+     * caches, GQA 4 and 1, head dims 64 and 128, RoPE (the store's launch), two sequences,
+     * head dim 256 with a window, prompts of 511 tokens */
+    struct { int nh, nkv, hd; } cfg[] = {{32, 8, 64}, {32, 32, 128}, {14, 2, 64}, {16, 8, 128}};
+    for (size_t ci = 0; ci < MF_ARRAY_LEN(cfg); ci++) {
+        const int nh = cfg[ci].nh, nkv = cfg[ci].nkv, hd = cfg[ci].hd;
+        const int s0[] = {0}, c_new[] = {1, 13, 100};
+        test_attention(nh, nkv, hd, 1, s0, c_new, 3, 0);
+        const int s700[] = {700}, c_rope[] = {1, 5, 13};
+        test_attention(nh, nkv, hd, 1, s700, c_rope, 3, 1);
+        const int s2[] = {300, 129}, n2[] = {3, 70};
+        if (ci < 2) test_attention(nh, nkv, hd, 2, s2, n2, 1, 0);
+    }
+    att_window = 100;
+    const int s0[] = {0}, c_p[] = {13, 511};
+    test_attention(8, 2, 256, 1, s0, c_p, 2, 1);
+    test_attention(32, 8, 128, 1, s0, c_p, 2, 1);
+    att_window = 0;
+    /* blocks: the 7B's layer (decode, 3 and 8 columns, a prefill chunk of 20) and GQA with
+     * biases over two sequences */
+    const int ns[] = {1, 1, 3, 8, 20, 1}, ng[] = {1, 5, 13};
+    test_blocks("7b kv-q8_0", 4096, 11008, 32, 32, 128, QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_Q6_K, 0,
+                1, 130, 64, ns, 6);
+    test_blocks("gqa-bias kv-q8_0", 2048, 5632, 32, 8, 64, QTYPE_Q8_0, QTYPE_Q8_0, QTYPE_Q5_K, QTYPE_Q5_K, QTYPE_Q6_K,
+                1, 2, 40, 32, ng, 3);
+    env_kvt = NULL;
+}
+
 int main(void) {
     setenv("MINFER_CPU_DISABLE", "all", 1);  /* the CPU reference: scalar, double accumulation */
     mf_rng_seed(&rng, (uint64_t)mf_env_int("MINFER_TEST_SEED", 20261129));
@@ -906,8 +962,9 @@ int main(void) {
     const int do_matmul = !only || !strcmp(only, "matmul"), do_attn = !only || !strcmp(only, "attention");
     const int do_mmq = do_matmul || (only && !strcmp(only, "mmq")); /* =mmq: the MMQ shapes alone */
     const int do_blocks = !only || !strcmp(only, "blocks");
-    if (only && !do_matmul && !do_mmq && !do_attn && !do_blocks) {
-        CHECK(0, "MINFER_TEST_OPS=%s: expected matmul, mmq, attention or blocks", only);
+    const int do_kvq8 = !only || !strcmp(only, "kvq8"); /* =kvq8: the q8_0 KV cache's checks alone */
+    if (only && !do_matmul && !do_mmq && !do_attn && !do_blocks && !do_kvq8) {
+        CHECK(0, "MINFER_TEST_OPS=%s: expected matmul, mmq, attention, blocks or kvq8", only);
         return test_summary("cuda_ops");
     }
     {
@@ -1036,6 +1093,7 @@ int main(void) {
         test_blocks("f32", 128, 256, 4, 4, 32, QTYPE_F32, QTYPE_F32, QTYPE_F16, QTYPE_F32, QTYPE_BF16, 0, 1, 10, 8,
                     ng, 3);
     }
+    if (do_kvq8) test_kvq8();
     if (!do_attn) return test_summary("cuda_ops");
 
     /* attention: decode (split) and prefill (flash for hd 64/128), GQA groups
