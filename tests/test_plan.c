@@ -198,21 +198,27 @@ static void check_plan(const char *what, const cu_plan *p, const mf_model *m, co
     CHECK(bad == 0, "%s: %d defects, the first: %s", what, bad, where);
 }
 
-/* One plan for arch x mix x class with paths `off` (NULL: all on); returns what it saw. */
-static void one(mf_arch arch, const mix *x, const cu_device_class *d, const char *off, seen *sn) {
-    mf_model m;
-    make_model(&m, arch, x);
+/* The env, facts and plan of model m in class d with paths `off` (NULL: all on), batch 512. */
+static void plan_for(const mf_model *m, const cu_device_class *d, const char *off, cu_plan_env *e, cu_plan_facts *f,
+                     cu_plan *p) {
     int on_i[CU_PATH_COUNT];
     mf_err err = { { 0 } };
     CHECK(paths_parse(cu_paths, CU_PATH_COUNT, off, "MINFER_CUDA_DISABLE", on_i, &err) == 0, "paths: %s", err.msg);
     unsigned char on[CU_PATH_COUNT];
     for (int i = 0; i < CU_PATH_COUNT; i++) on[i] = (unsigned char)on_i[i];
+    cu_plan_env_init(e, on, d, &cu_kernel_needs_table, cu_tune_for(d->code_arch));
+    cu_plan_facts_assume(f, e, m, 512);
+    cu_plan_make(p, m, e, f);
+}
+
+/* One plan for arch x mix x class with paths `off` (NULL: all on); returns what it saw. */
+static void one(mf_arch arch, const mix *x, const cu_device_class *d, const char *off, seen *sn) {
+    mf_model m;
+    make_model(&m, arch, x);
     cu_plan_env e;
-    cu_plan_env_init(&e, on, d, &cu_kernel_needs_table, cu_tune_for(d->code_arch));
     cu_plan_facts f;
-    cu_plan_facts_assume(&f, &e, &m, 512);
     cu_plan p;
-    cu_plan_make(&p, &m, &e, &f);
+    plan_for(&m, d, off, &e, &f, &p);
     char what[160];
     snprintf(what, sizeof what, "%s %s %s, %s off", arch == MF_ARCH_LLAMA ? "llama" : arch == MF_ARCH_QWEN2 ? "qwen2" : "gemma3",
              x->name, d->name, off ? off : "nothing");
@@ -247,17 +253,10 @@ static int moe_one(const mix *x, const cu_device_class *d, const char *off) {
         set_w(&F->down, l % 2 ? x->more : x->base, FF, DIM);
         F->gate.n_slices = F->up.n_slices = F->down.n_slices = E;
     }
-    int on_i[CU_PATH_COUNT];
-    mf_err err = { { 0 } };
-    CHECK(paths_parse(cu_paths, CU_PATH_COUNT, off, "MINFER_CUDA_DISABLE", on_i, &err) == 0, "paths: %s", err.msg);
-    unsigned char on[CU_PATH_COUNT];
-    for (int i = 0; i < CU_PATH_COUNT; i++) on[i] = (unsigned char)on_i[i];
     cu_plan_env e;
-    cu_plan_env_init(&e, on, d, &cu_kernel_needs_table, cu_tune_for(d->code_arch));
     cu_plan_facts f;
-    cu_plan_facts_assume(&f, &e, &m, 512);
     cu_plan p;
-    cu_plan_make(&p, &m, &e, &f);
+    plan_for(&m, d, off, &e, &f, &p);
     char what[160];
     snprintf(what, sizeof what, "qwen3moe %s %s, %s off", x->name, d->name, off ? off : "nothing");
     seen sn;
