@@ -77,7 +77,7 @@ class Server:
 
 def need_model(path):
     if not os.path.exists(path):
-        pytest.skip(f"model {path} is absent (stories260K: ../shared/models; SmolLM2: bash tools/fetch_model.sh)")
+        pytest.skip(f"model {path} is absent (stories260K: ../shared/models; SmolLM2: bash tools/fetch_model.sh; Qwen2.5-Coder-1.5B: scripts/get-model qwen2.5-coder-1.5b, 1.1 GB)")
     return path
 
 
