@@ -237,22 +237,29 @@ static void one(mf_arch arch, const mix *x, const cu_device_class *d, const char
  * 128 tokens, the grouped MMQ from 128 where path mmq is on - whose add is owed (never in a
  * GEMV's store); f16/f32 experts (no q8 GEMV) and path q8 off go to the composed blocks,
  * named. Returns 1 when the grouped MMQ appeared. */
+enum { MOE_E = 128, MOE_K = 8, MOE_FF = 768 };
+
+/* make_model's qwen3 with an FFN of MOE_E experts of MOE_FF (MOE_K used, f32 routers) in mix x */
+static void make_moe_model(mf_model *m, const mix *x) {
+    make_model(m, MF_ARCH_QWEN3, x);
+    m->desc.n_expert = MOE_E;
+    m->desc.n_expert_used = MOE_K;
+    for (int l = 0; l < NL; l++) {
+        mf_ffn *F = &m->layers[l].ffn;
+        F->n_expert = MOE_E;
+        F->n_used = MOE_K;
+        set_w(&F->router, QTYPE_F32, DIM, MOE_E);
+        set_w(&F->gate, x->base, DIM, MOE_FF);
+        set_w(&F->up, x->base, DIM, MOE_FF);
+        set_w(&F->down, l % 2 ? x->more : x->base, MOE_FF, DIM);
+        F->gate.n_slices = F->up.n_slices = F->down.n_slices = MOE_E;
+    }
+}
+
 static int moe_one(const mix *x, const cu_device_class *d, const char *off) {
     mf_model m;
-    make_model(&m, MF_ARCH_QWEN3, x);
-    const int E = 128, K = 8, FF = 768;
-    m.desc.n_expert = E;
-    m.desc.n_expert_used = K;
-    for (int l = 0; l < NL; l++) {
-        mf_ffn *F = &m.layers[l].ffn;
-        F->n_expert = E;
-        F->n_used = K;
-        set_w(&F->router, QTYPE_F32, DIM, E);
-        set_w(&F->gate, x->base, DIM, FF);
-        set_w(&F->up, x->base, DIM, FF);
-        set_w(&F->down, l % 2 ? x->more : x->base, FF, DIM);
-        F->gate.n_slices = F->up.n_slices = F->down.n_slices = E;
-    }
+    make_moe_model(&m, x);
+    const int FF = MOE_FF;
     cu_plan_env e;
     cu_plan_facts f;
     cu_plan p;
@@ -386,6 +393,21 @@ int main(void) {
         }
     }
     CHECK(moe_mmq > 0, "sm_90: no grouped MMQ for quantized experts");
+    {
+        /* the notice's line names the experts' kernels */
+        mf_model m;
+        make_moe_model(&m, &MIXES[0]);
+        cu_plan_env e;
+        cu_plan_facts f;
+        cu_plan p;
+        plan_for(&m, cu_device_class_named("sm_90"), NULL, &e, &f, &p);
+        char brief[256];
+        cu_plan_brief(&p, brief, sizeof brief);
+        CHECK(strstr(brief, "experts on grouped GEMVs") && strstr(brief, "experts: grouped mmq"), "brief: %s", brief);
+        cu_plan_free(&p);
+        cu_plan_facts_free(&f);
+        free(m.layers);
+    }
     /* device rows: the file's row padded to 16 bytes; none for a type the kernels lack (the
      * upload refuses the model, naming the tensor) */
     CHECK(cu_plan_row_stride(QTYPE_Q4_K, 4096) == 2304 && cu_plan_row_stride(QTYPE_Q8_0, 4096) == 4352 &&

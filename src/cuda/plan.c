@@ -637,10 +637,12 @@ void cu_plan_brief(const cu_plan *p, char *buf, int cap) {
         return;
     }
     const cu_layer_plan *d = &p->layer[CU_BK_1][0], *g = &p->layer[CU_BK_128][0];
-    snprintf(buf, (size_t)cap, "plan: decode %s/%s attn %s, prefill %s/%s attn %s (minfer info --plan)",
-             cu_mm_name(d->mm[CU_W_Q]), gu_name(d->gu.kind), att_name(d->attn.kind),
-             p->live[CU_BK_128] ? cu_mm_name(g->mm[CU_W_Q]) : "-", p->live[CU_BK_128] ? cu_mm_name(g->mm[CU_W_DOWN]) : "-",
-             p->live[CU_BK_128] ? att_name(g->attn.kind) : "-");
+    const int live = p->live[CU_BK_128];
+    snprintf(buf, (size_t)cap, "plan: decode %s/%s attn %s, prefill %s/%s%s attn %s (minfer info --plan)",
+             cu_mm_name(d->mm[CU_W_Q]), d->moe ? "experts on grouped GEMVs" : gu_name(d->gu.kind), att_name(d->attn.kind),
+             live ? cu_mm_name(g->mm[CU_W_Q]) : "-", live ? cu_mm_name(g->mm[CU_W_DOWN]) : "-",
+             live && g->moe == CU_MOE_MMQ ? " (experts: grouped mmq)" : live && g->moe ? " (experts: grouped GEMVs)" : "",
+             live ? att_name(g->attn.kind) : "-");
 }
 
 int cu_plan_print_for_class(const mf_model *m, const char *name, int n_batch, void *file, mf_err *err) {
