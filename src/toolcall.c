@@ -45,6 +45,9 @@
 #define KIMI_CALL_END "<|tool_call_end|>"
 #define KIMI_ARGS "<|tool_call_argument_begin|>"
 
+/* DeepSeek V3.2's markup prefix (fullwidth bars) */
+#define DSML "\xef\xbd\x9c" "DSML" "\xef\xbd\x9c"
+
 static int has(const char *s, size_t n, const char *needle) { return memmem(s, n, needle, strlen(needle)) != NULL; }
 
 /* ---------------------------------------------------------------- detection and facts */
@@ -55,6 +58,8 @@ tc_format tc_detect(const char *src, size_t len) {
     if (!src) return TC_FORMAT_GENERIC;
     if (has(src, len, "[TOOL_CALLS]")) return has(src, len, "[ARGS]") ? TC_FORMAT_MISTRAL_ARGS : TC_FORMAT_MISTRAL;
     if (has(src, len, "<|channel|>") && has(src, len, "to=")) return TC_FORMAT_GPT_OSS;
+    if (has(src, len, "<minimax:tool_call>")) return TC_FORMAT_MINIMAX_M2;
+    if (has(src, len, "DSML")) return TC_FORMAT_DEEPSEEK_DSML;
     if (has(src, len, DS_CALL_BEGIN)) return has(src, len, "```json") ? TC_FORMAT_DEEPSEEK : TC_FORMAT_DEEPSEEK_V31;
     if (has(src, len, KIMI_CALLS_BEGIN)) return TC_FORMAT_KIMI_K2;
     if (has(src, len, "<seed:tool_call>")) return TC_FORMAT_SEED_OSS;
@@ -80,6 +85,7 @@ static const char *const format_names[TC_FORMAT_COUNT] = {
     [TC_FORMAT_COMMAND_R] = "command-r", [TC_FORMAT_COMMAND_R7B] = "command-r7b", [TC_FORMAT_GRANITE] = "granite",
     [TC_FORMAT_GPT_OSS] = "gpt-oss", [TC_FORMAT_KIMI_K2] = "kimi-k2", [TC_FORMAT_SEED_OSS] = "seed-oss",
     [TC_FORMAT_NEMOTRON_V2] = "nemotron-v2", [TC_FORMAT_APRIEL] = "apriel",
+    [TC_FORMAT_MINIMAX_M2] = "minimax-m2", [TC_FORMAT_DEEPSEEK_DSML] = "deepseek-dsml",
 };
 
 const char *tc_format_name(tc_format f) { return f >= 0 && f < TC_FORMAT_COUNT ? format_names[f] : "?"; }
@@ -148,6 +154,8 @@ static const char *const format_markers[TC_FORMAT_COUNT][8] = {
     [TC_FORMAT_SEED_OSS] = { "<seed:tool_call>", "</seed:tool_call>" },
     [TC_FORMAT_NEMOTRON_V2] = { "<TOOLCALL>", "</TOOLCALL>" },
     [TC_FORMAT_APRIEL] = { "<tool_calls>", "</tool_calls>" },
+    [TC_FORMAT_MINIMAX_M2] = { "<minimax:tool_call>", "</minimax:tool_call>" },
+    [TC_FORMAT_DEEPSEEK_DSML] = { "<" DSML "function_calls>", "</" DSML "function_calls>" },
 };
 
 int tc_markers(tc_format f, tc_think t, const char **out, int cap) {
@@ -193,6 +201,12 @@ static const tc_shape SHAPES[TC_FORMAT_COUNT] = {
     [TC_FORMAT_SEED_OSS] = { NULL, NULL, "\n", "<seed:tool_call>\n", "\n</seed:tool_call>", "name", "arguments", 0, NULL, 0 },
     [TC_FORMAT_NEMOTRON_V2] = { "<TOOLCALL>[", "]</TOOLCALL>", ", ", NULL, NULL, "name", "arguments", 0, NULL, 0 },
     [TC_FORMAT_APRIEL] = { "<tool_calls>[", "]</tool_calls>", ", ", NULL, NULL, "name", "arguments", 0, NULL, 0 },
+    /* the generic JSON object inside their markers (the grammar cannot tie a parameter's
+     * value to its key's schema type) */
+    [TC_FORMAT_MINIMAX_M2] = { NULL, NULL, "\n", "<minimax:tool_call>\n", "\n</minimax:tool_call>", "name", "arguments", 0,
+                               NULL, 0 },
+    [TC_FORMAT_DEEPSEEK_DSML] = { NULL, NULL, "\n", "<" DSML "function_calls>\n", "\n</" DSML "function_calls>", "name",
+                                  "arguments", 0, NULL, 0 },
 };
 
 void tc_format_shape(tc_format f, tc_shape *s) {
@@ -1175,6 +1189,112 @@ static void unwrap(const char *s, size_t n, int final, const char *open, const c
     if (i < n) put_text(out, s + i, n - i, final, close);
 }
 
+/* ---------------------------------------------------------------- invoke blocks (minimax-m2, deepseek-dsml) */
+
+/* OPEN (<P invoke name="N">(<P parameter name="K"[ string="true|false"]>V</P parameter>)*</P invoke>)* CLOSE,
+ * P the markup prefix ("" or DSML). A value is a JSON string where string="true", JSON
+ * where string="false", else as put_json_value makes it. */
+typedef struct invoke_fmt { const char *open, *close, *invoke, *invoke_end, *param, *param_end; } invoke_fmt;
+
+static const invoke_fmt MINIMAX_INVOKE = { "<minimax:tool_call>", "</minimax:tool_call>", "<invoke name=\"",
+                                           "</invoke>", "<parameter name=\"", "</parameter>" };
+static const invoke_fmt DSML_INVOKE = { "<" DSML "function_calls>", "</" DSML "function_calls>",
+                                        "<" DSML "invoke name=\"", "</" DSML "invoke>", "<" DSML "parameter name=\"",
+                                        "</" DSML "parameter>" };
+
+static int lit_at(const char *s, size_t e, size_t i, const char *w) {
+    size_t l = strlen(w);
+    return e - i >= l && !memcmp(s + i, w, l);
+}
+
+/* One invoke at s[i..e); *end past it. 1 with *c, 0 when malformed, -1 on memory. */
+static int invoke_call(const char *s, size_t i, size_t e, const invoke_fmt *F, tc_call *c, size_t *end) {
+    memset(c, 0, sizeof *c);
+    if (!lit_at(s, e, i, F->invoke)) return 0;
+    size_t na = i + strlen(F->invoke), ne = na;
+    while (ne < e && s[ne] != '"') ne++;
+    if (ne >= e || ne == na || ne + 1 >= e || s[ne + 1] != '>') return 0;
+    for (size_t q = na; q < ne; q++)
+        if (!name_char(s[q])) return 0;
+    buf args = { 0 };
+    int n_args = 0;
+    put(&args, "{", 1);
+    i = ne + 2;
+    for (;;) {
+        i = skip_ws(s, e, i);
+        if (lit_at(s, e, i, F->invoke_end)) { i += strlen(F->invoke_end); break; }
+        if (!lit_at(s, e, i, F->param)) goto bad;
+        size_t ka = i + strlen(F->param), ke = ka;
+        while (ke < e && s[ke] != '"') ke++;
+        if (ke >= e || ke == ka) goto bad;
+        size_t q = ke + 1;
+        int as = -1; /* string="..." absent */
+        if (lit_at(s, e, q, " string=\"true\"")) { as = 1; q += 14; }
+        else if (lit_at(s, e, q, " string=\"false\"")) { as = 0; q += 15; }
+        if (q >= e || s[q] != '>') goto bad;
+        size_t va = q + 1;
+        const char *ve = memmem(s + va, e - va, F->param_end, strlen(F->param_end));
+        if (!ve) goto bad;
+        size_t vend = (size_t)(ve - s);
+        if (n_args++) put(&args, ", ", 2);
+        put_json_string(&args, s + ka, ke - ka);
+        put(&args, ": ", 2);
+        if (as == 1) put_json_string(&args, s + va, vend - va);
+        else put_json_value(&args, s + va, vend - va);
+        i = vend + strlen(F->param_end);
+    }
+    put(&args, "}", 1);
+    if (args.oom) { free(args.p); return -1; }
+    c->name = dup_n(s + na, ne - na);
+    c->arguments = args.p;
+    if (!c->name) { free(c->arguments); c->arguments = NULL; return -1; }
+    *end = i;
+    return 1;
+bad:
+    free(args.p);
+    return 0;
+}
+
+/* The block at s[i] (i at OPEN); all its invokes or none. An unclosed block at the end
+ * of the output still holds its calls. */
+static long invoke_block_at(const char *s, size_t n, size_t i, int final, const tc_opts *o, tc_result *r,
+                            const void *arg) {
+    const invoke_fmt *F = arg;
+    size_t lc = strlen(F->close);
+    const char *g = find(s, n, i + strlen(F->open), F->close, lc);
+    if (!g && !final) return AT_MORE;
+    size_t e = g ? (size_t)(g - s) : n, k = i + strlen(F->open);
+    int before = r->n_calls;
+    k = skip_ws(s, e, k);
+    if (k < e && s[k] == '{') { /* the forced call's form: one JSON call object */
+        size_t je = value_end(s, e, k);
+        if (!je || skip_ws(s, e, je) != e) return AT_NONE;
+        tc_call c;
+        int rc = call_from_object(s, k, je, o, 0, NULL, &c);
+        if (rc < 0) return AT_NOMEM;
+        if (rc == 0) return AT_NONE;
+        if (add_call(r, &c)) return AT_NOMEM;
+        return (long)(g ? e + lc : n);
+    }
+    for (;;) {
+        k = skip_ws(s, e, k);
+        if (k >= e) break;
+        tc_call c;
+        int rc = invoke_call(s, k, e, F, &c, &k);
+        if (rc < 0) return AT_NOMEM;
+        if (rc == 0) { drop_calls(r, before); return AT_NONE; }
+        if (add_call(r, &c)) return AT_NOMEM;
+    }
+    if (r->n_calls == before) return AT_NONE;
+    return (long)(g ? e + lc : n);
+}
+
+static int parse_invoke(const char *s, size_t n, int final, const tc_opts *o, buf *content, tc_result *r,
+                        const invoke_fmt *F) {
+    const char *marks[] = { F->open, NULL };
+    return scan_markers(s, n, final, o, marks, invoke_block_at, F, content, r);
+}
+
 int tc_parse(const char *text, size_t n, int final, const tc_opts *o, tc_result *out) {
     memset(out, 0, sizeof *out);
     if (!text) {
@@ -1237,6 +1357,8 @@ int tc_parse(const char *text, size_t n, int final, const tc_opts *o, tc_result 
     case TC_FORMAT_SEED_OSS: rc = parse_seed(s, m, final, o, &content, out); break;
     case TC_FORMAT_NEMOTRON_V2: rc = parse_list(s, m, final, o, &content, out, &NEMOTRON_V2_LIST); break;
     case TC_FORMAT_APRIEL: rc = parse_list(s, m, final, o, &content, out, &APRIEL_LIST); break;
+    case TC_FORMAT_MINIMAX_M2: rc = parse_invoke(s, m, final, o, &content, out, &MINIMAX_INVOKE); break;
+    case TC_FORMAT_DEEPSEEK_DSML: rc = parse_invoke(s, m, final, o, &content, out, &DSML_INVOKE); break;
     case TC_FORMAT_GPT_OSS: break; /* above */
     }
 done:

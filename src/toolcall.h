@@ -83,6 +83,8 @@ typedef enum tc_format {
     TC_FORMAT_SEED_OSS,
     TC_FORMAT_NEMOTRON_V2,
     TC_FORMAT_APRIEL,
+    TC_FORMAT_MINIMAX_M2, /* <minimax:tool_call><invoke name="N"><parameter name="K">V</parameter></invoke>... */
+    TC_FORMAT_DEEPSEEK_DSML, /* DeepSeek V3.2: <｜DSML｜function_calls><｜DSML｜invoke name="N"><｜DSML｜parameter name="K" string="true">V... */
     TC_FORMAT_COUNT
 } tc_format;
 

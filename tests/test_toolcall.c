@@ -141,6 +141,7 @@ static void test_formats(void) {
 }
 
 #define KB(x) "<|tool_call" x "|>"
+#define DSMLT "\xef\xbd\x9c" "DSML" "\xef\xbd\x9c"
 /* the formats added after the first five: each one's calls, text beside them, text that
  * only looks like a call */
 static void test_more_formats(void) {
@@ -247,6 +248,25 @@ static void test_more_formats(void) {
     ap.think_open = 1;
     expect("apriel", "\nThe weather.\n[BEGIN FINAL RESPONSE]\nChecking. <tool_calls>[{\"name\": \"get_weather\", \"arguments\": "
            "{\"city\": \"Paris\"}}]</tool_calls>\n[END FINAL RESPONSE]", ap, "Checking.", "The weather.", 1, W);
+    /* minimax-m2, deepseek-dsml (V3.2) */
+    tc_opts mm = opts(TC_FORMAT_MINIMAX_M2);
+    mm.reasoning = TC_THINK_TAGS;
+    expect("minimax-m2", "<think>Hm.</think>Sure.<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">"
+           "Paris</parameter>\n</invoke>\n</minimax:tool_call>", mm, "Sure.", "Hm.", 1, W);
+    expect("minimax-m2, a malformed block stays text", "<minimax:tool_call><invoke>x</invoke></minimax:tool_call>", mm,
+           "<minimax:tool_call><invoke>x</invoke></minimax:tool_call>", "", 0, NULL);
+    tc_opts ds2 = opts(TC_FORMAT_DEEPSEEK_DSML);
+    expect("deepseek-dsml", "Ok.\n\n<" DSMLT "function_calls>\n<" DSMLT "invoke name=\"get_weather\">\n<" DSMLT
+           "parameter name=\"city\" string=\"true\">Paris</" DSMLT "parameter>\n</" DSMLT "invoke>\n</" DSMLT "function_calls>",
+           ds2, "Ok.", "", 1, W);
+    r = (tc_result){ 0 };
+    const char *two = "<" DSMLT "function_calls><" DSMLT "invoke name=\"search\"><" DSMLT "parameter name=\"q\" string=\"false\">"
+                      "[1, 2]</" DSMLT "parameter><" DSMLT "parameter name=\"s\" string=\"true\">12</" DSMLT "parameter></" DSMLT
+                      "invoke><" DSMLT "invoke name=\"get_weather\"></" DSMLT "invoke></" DSMLT "function_calls>";
+    CHECK(!tc_parse(two, strlen(two), 1, &ds2, &r) && r.n_calls == 2 && !strcmp(r.calls[0].arguments, "{\"q\": [1, 2], \"s\": \"12\"}") &&
+          !strcmp(r.calls[1].name, "get_weather") && !strcmp(r.calls[1].arguments, "{}"),
+          "deepseek-dsml: string=\"false\" values are JSON, string=\"true\" ones strings, two invokes");
+    tc_result_free(&r);
     /* deepseek-v3.1 parses both forms as deepseek */
     tc_opts d31 = opts(TC_FORMAT_DEEPSEEK_V31);
     expect("deepseek-v3.1", DSB "calls" "\xe2\x96\x81" "begin" DSE DSB "call" "\xe2\x96\x81" "begin" DSE "get_weather" DSB "sep" DSE
@@ -268,6 +288,8 @@ static void test_detect(void) {
         { "<tool_call><function=x> <think>", TC_FORMAT_HERMES, TC_THINK_TAGS },
         { DSB "call" "\xe2\x96\x81" "begin" DSE "function" DSB "sep" DSE "```json", TC_FORMAT_DEEPSEEK, TC_THINK_NONE },
         { DSB "call" "\xe2\x96\x81" "begin" DSE "name" DSB "sep" DSE "args", TC_FORMAT_DEEPSEEK_V31, TC_THINK_NONE },
+        { "<minimax:tool_call> <invoke name= <think>", TC_FORMAT_MINIMAX_M2, TC_THINK_TAGS },
+        { "{{ '<' + dsml_token + 'function_calls>' }} " DSMLT "invoke <think>", TC_FORMAT_DEEPSEEK_DSML, TC_THINK_TAGS },
         { "<TOOLCALL>[...]</TOOLCALL> <think>", TC_FORMAT_NEMOTRON_V2, TC_THINK_TAGS },
         { "within <tool_call></tool_call> tags: <tool_calls>[...]</tool_calls> [BEGIN FINAL RESPONSE]", TC_FORMAT_APRIEL, TC_THINK_APRIEL },
     };
@@ -379,6 +401,8 @@ static void test_streaming(void) {
         { TC_FORMAT_KIMI_K2, 0, "<think>k</think>Ok." KB("s_section_begin") KB("_begin") "functions.search:0" KB("_argument_begin") "{\"q\": 2}" KB("_end") KB("s_section_end") " more" },
         { TC_FORMAT_SEED_OSS, 0, "<seed:think>s</seed:think>a<seed:tool_call>\n<function=search>\n<parameter=q>x y</parameter>\n</function>\n</seed:tool_call>b" },
         { TC_FORMAT_APRIEL, 1, "x\n[BEGIN FINAL RESPONSE]\nok <tool_calls>[{\"name\": \"search\", \"arguments\": {}}]</tool_calls> b\n[END FINAL RESPONSE]" },
+        { TC_FORMAT_MINIMAX_M2, 0, "<think>t</think>a<minimax:tool_call>\n<invoke name=\"search\">\n<parameter name=\"q\">{\"a\": 1}</parameter>\n<parameter name=\"b\">x y</parameter>\n</invoke>\n<invoke name=\"get_weather\"></invoke>\n</minimax:tool_call> b <minimax:tool" },
+        { TC_FORMAT_DEEPSEEK_DSML, 0, "x <" DSMLT "function_calls>\n<" DSMLT "invoke name=\"search\">\n<" DSMLT "parameter name=\"q\" string=\"true\">é</" DSMLT "parameter>\n</" DSMLT "invoke>\n</" DSMLT "function_calls> y" },
         { TC_FORMAT_NEMOTRON_V2, 0, "<think>t</think>a<TOOLCALL>[{\"name\": \"search\", \"arguments\": {\"q\": [1]}}]</TOOLCALL>" },
         { TC_FORMAT_DEEPSEEK, 1, "hm\n</think>\n\nI'll look." DSB "calls" "\xe2\x96\x81" "begin" DSE DSB "call" "\xe2\x96\x81" "begin" DSE
           "function" DSB "sep" DSE "get_weather\n```json\n{\"city\": \"Paris\"}\n```" DSB "call" "\xe2\x96\x81" "end" DSE DSB "calls"
@@ -392,6 +416,7 @@ static void test_streaming(void) {
         if (samples[i].f == TC_FORMAT_GRANITE) o.reasoning = TC_THINK_GRANITE;
         if (samples[i].f == TC_FORMAT_GPT_OSS) o.reasoning = TC_THINK_HARMONY;
         if (samples[i].f == TC_FORMAT_SEED_OSS) o.reasoning = TC_THINK_SEED;
+        if (samples[i].f == TC_FORMAT_MINIMAX_M2) o.reasoning = TC_THINK_TAGS;
         if (samples[i].f == TC_FORMAT_APRIEL) o.reasoning = TC_THINK_APRIEL;
         CHECK(streaming_ok(samples[i].text, o, why, sizeof why), "streaming sample %zu (%s): %s", i, tc_format_name(samples[i].f), why);
     }
@@ -412,7 +437,10 @@ static void test_streaming(void) {
                                     KB("_argument_begin"), "functions.search:0", "<seed:tool_call>", "</seed:tool_call>",
                                     "<seed:think>", "</seed:think>", "<parameter=q>", "{\"q\": 1}", "[THINK]", "[/THINK]",
                                     "<TOOLCALL>", "</TOOLCALL>", "<tool_calls>", "</tool_calls>", "Here are my reasoning steps:",
-                                    "[BEGIN FINAL RESPONSE]", "[END FINAL RESPONSE]" };
+                                    "[BEGIN FINAL RESPONSE]", "[END FINAL RESPONSE]", "<minimax:tool_call>", "</minimax:tool_call>",
+                                    "<invoke name=\"search\">", "</invoke>", "<parameter name=\"q\">", "<" DSMLT "function_calls>",
+                                    "</" DSMLT "function_calls>", "<" DSMLT "invoke name=\"search\">", "</" DSMLT "invoke>",
+                                    "<" DSMLT "parameter name=\"q\" string=\"false\">", "</" DSMLT "parameter>" };
     mf_rng rng;
     mf_rng_seed(&rng, 53);
     int bad = 0;

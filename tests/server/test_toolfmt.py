@@ -39,6 +39,8 @@ FORMATS = {
     "seed-oss": "<seed:tool_call>",
     "nemotron-v2": "<TOOLCALL>",
     "apriel": "<tool_calls>",
+    "minimax-m2": "<minimax:tool_call>",
+    "deepseek-dsml": f"<{DS_BAR}DSML{DS_BAR}function_calls>",
 }
 
 BODY = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
