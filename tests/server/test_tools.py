@@ -113,13 +113,15 @@ def test_tool_choice_none_is_plain_text(qwen):
 def test_tool_choice_required(binary):
     """tool_choice "required" on stories260K: a call whose arguments validate against the
     schema, the answer constrained by the grammar of a call (issue 54's json_tool_call_gbnf in
-    the template's call shape); 200 tokens, stories260K's pieces being a few characters."""
+    the template's call shape); a seed (sampled at the default temperature, an unseeded run's
+    arguments now and then outran 200 tokens: stories260K's pieces are a few characters) and 400
+    tokens."""
     s = Server(need_model(STORIES), "--parallel", "1", "--ctx", "1024",
                "--chat-template-file", os.path.join(ROOT, "tests", "jinja", "chat_tools.jinja"))
     try:
         r = requests.post(s.url + "/v1/chat/completions", timeout=120, json={
             "messages": [{"role": "user", "content": "weather?"}], "tools": [WEATHER], "tool_choice": "required",
-            "max_tokens": 200})
+            "max_tokens": 400, "seed": 7})
         assert r.status_code == 200, r.text
         calls = r.json()["choices"][0]["message"]["tool_calls"]
         assert calls and calls[0]["function"]["name"] == "get_weather"
@@ -127,7 +129,7 @@ def test_tool_choice_required(binary):
         assert isinstance(args, dict) and isinstance(args.get("city"), str)
         # a named function, one call (parallel_tool_calls false): exactly that call
         r = requests.post(s.url + "/v1/chat/completions", timeout=120, json={
-            "messages": [{"role": "user", "content": "weather?"}], "tools": [WEATHER], "max_tokens": 200,
+            "messages": [{"role": "user", "content": "weather?"}], "tools": [WEATHER], "max_tokens": 400, "seed": 7,
             "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "parallel_tool_calls": False})
         assert r.status_code == 200, r.text
         calls = r.json()["choices"][0]["message"]["tool_calls"]
