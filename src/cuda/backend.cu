@@ -326,17 +326,24 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     S->q8_cap = (int64_t)CU_MAX_GEMV_COLS * ((S->kmax + 31) & ~31);
     /* (with the lane-major copies, which the x-stationary GEMVs of q4_K, q5_K, q6_K read:
      * common.cuh) */
-#define SCRATCH_Q8(q)                                          \
+#define SCRATCH_Q8(q, cap)                                     \
     do {                                                       \
-        SCRATCH((q).qs, int8_t, S->q8_cap + 16);               \
-        SCRATCH((q).d, float, S->q8_cap / 32 + 1);             \
-        SCRATCH((q).s, float, S->q8_cap / 16 + 1);             \
-        SCRATCH((q).xl4, uint8_t, cu_xl_bytes(S->q8_cap));     \
-        SCRATCH((q).xl6, uint8_t, cu_xl_bytes(S->q8_cap));     \
+        SCRATCH((q).qs, int8_t, (cap) + 16);                   \
+        SCRATCH((q).d, float, (cap) / 32 + 1);                 \
+        SCRATCH((q).s, float, (cap) / 16 + 1);                 \
+        SCRATCH((q).xl4, uint8_t, cu_xl_bytes(cap));           \
+        SCRATCH((q).xl6, uint8_t, cu_xl_bytes(cap));           \
     } while (0)
-    SCRATCH_Q8(S->q8);
-    if (S->on[CU_PATH_SWIGLU_GEMV]) SCRATCH_Q8(S->q8h);
-#undef SCRATCH_Q8
+    /* int8 MMQ activations of np (padded) rows of kq values (mmq.cu cu_mmq_act) */
+#define SCRATCH_MQ(a, np, kq)                                  \
+    do {                                                       \
+        SCRATCH((a).q, int8_t, (np) * (kq));                   \
+        SCRATCH((a).d, float, (np) * ((kq) / 32));             \
+        SCRATCH((a).s, float, (np) * ((kq) / 32));             \
+        SCRATCH((a).is, int, (np) * ((kq) / 16));              \
+    } while (0)
+    SCRATCH_Q8(S->q8, S->q8_cap);
+    if (S->on[CU_PATH_SWIGLU_GEMV]) SCRATCH_Q8(S->q8h, S->q8_cap);
     /* attention chunks: multiples of 64 positions, at most 16 per head: the grid
      * covers the whole context, and every early-exit block still costs a slot
      * (64 chunks x 32 heads measured 10 us for one position; ncu, H200, when the
@@ -408,10 +415,7 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
     if (nb > CU_MAX_GEMV_COLS && S->on[CU_PATH_MMQ]) {
         /* (sized for K rounded up to 256; cu_mmq_supported takes only K % 256 == 0) */
         const int64_t np = cu_mmq_npad(nb), kq = (S->kmax + 255) & ~255;
-        SCRATCH(S->mq.q, int8_t, np * kq);
-        SCRATCH(S->mq.d, float, np * (kq / 32));
-        SCRATCH(S->mq.s, float, np * (kq / 32));
-        SCRATCH(S->mq.is, int, np * (kq / 16));
+        SCRATCH_MQ(S->mq, np, kq);
         /* split-K partial sums (mmq.cu): 16 MiB, four 4096-row splits of 256 tokens */
         S->mq.part_cap = (int64_t)4 << 20;
         SCRATCH(S->mq.part, float, S->mq.part_cap);
@@ -439,19 +443,14 @@ static int be_init(mf_backend *be, mf_model *m, int n_ctx, int n_seq, int n_batc
         SCRATCH(r->tiles, int4, r->tiles_cap);
         int64_t qc = (int64_t)r->cap * ff > (int64_t)nb * dim ? (int64_t)r->cap * ff : (int64_t)nb * dim;
         qc = (qc + 31) & ~(int64_t)31;
-        SCRATCH(S->moe_q8.qs, int8_t, qc + 16);
-        SCRATCH(S->moe_q8.d, float, qc / 32 + 1);
-        SCRATCH(S->moe_q8.s, float, qc / 16 + 1);
-        SCRATCH(S->moe_q8.xl4, uint8_t, cu_xl_bytes(qc));
-        SCRATCH(S->moe_q8.xl6, uint8_t, cu_xl_bytes(qc));
+        SCRATCH_Q8(S->moe_q8, qc);
         if (S->on[CU_PATH_MMQ]) {
             const int64_t np = cu_mmq_npad(r->cap + CU_MOE_TILE), kq = ((dim > ff ? dim : ff) + 255) & ~255;
-            SCRATCH(S->moe_mq.q, int8_t, np * kq);
-            SCRATCH(S->moe_mq.d, float, np * (kq / 32));
-            SCRATCH(S->moe_mq.s, float, np * (kq / 32));
-            SCRATCH(S->moe_mq.is, int, np * (kq / 16));
+            SCRATCH_MQ(S->moe_mq, np, kq);
         }
     }
+#undef SCRATCH_Q8
+#undef SCRATCH_MQ
 #undef SCRATCH
     if (S->on[CU_PATH_MMQ]) cu_build_planes(S, m);
     cu_build_mmf_planes(S, m);

@@ -8,8 +8,9 @@
  *           experts with rows (groups: expert, first row, rows) and the list of tiles of
  *           at most CU_MOE_TILE_ROWS rows of one expert (tiles), both padded with empty
  *           entries to the launch's fixed grid;
- *   gemv    (decode, up to 127 tokens) a block per (4 weight rows, group): the group's
- *           expert's rows against its rows' q8 activations, 8 columns a pass, so each
+ *   gemv    (decode, up to 127 tokens) a block per (32 weight rows, group), a warp 8 rows:
+ *           the group's expert's rows against its rows' q8 activations (one column a pass
+ *           for a single token's step, else 8), so each
  *           chosen expert's weights are read once a step whatever the number of tokens
  *           that chose it (gate and up in one launch, down in another);
  *   MMQ     (128+ tokens) the int8 tensor-core GEMM of mmq.cu over the tile list
